@@ -1,0 +1,185 @@
+"""Cost model of one learner and its links (Rudra §3.2, §4.1; Zhang §2.3).
+
+Everything the event schedule needs to know about time lives here: how long a
+mini-batch of μ takes to compute, how long a message of ``b`` bytes occupies a
+link or the parameter server (PS), and the seeded per-learner noise (jitter,
+stragglers, heavy tails). Nothing here depends on gradient *values*, which is
+why the schedule can be computed before training (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from psbench.errors import require
+
+#: Named hardware profiles. ``p775`` is the IBM P775 of Rudra §4.1: 30 GB/s links ("a
+#: 300 MB model would take more than 10 ms to transfer", §3.3) and compute fitted to the
+#: paper's CIFAR-10 CNN timings: 140 epochs at (μ, λ) = (128, 1) take 22,392 s (§5.4) →
+#: 0.41 s per batch of 128; at (4, 30) with 1-softsync 1,573 s (Table 2) → 27 ms per batch
+#: of 4; hence t(μ) = 14.6 ms + 3.09 ms·μ. The PS costs are fitted to the same table: at
+#: (4, 30) 30-softsync takes 2,073 s, i.e. a saturated PS spends 1.18 ms per gradient
+#: (push + pull + one update), while 1-softsync stays compute bound (0.9 ms per arriving
+#: gradient): 0.14 ms service per message and 0.9 ms to apply an update of the 358 kB
+#: model (≈ 0.4 GB/s). ``laptop`` is a 2-core CPU running the small
+#: models of this repository.
+PROFILES: dict[str, dict] = {
+    "laptop": dict(
+        overhead_s=2e-4, per_sample_s=2e-5, bandwidth_Bps=1.0e9, intra_node_bandwidth_Bps=5.0e9,
+        latency_s=2e-5, ps_service_s=1e-5, ps_apply_Bps=4.0e9,
+    ),
+    "p775": dict(
+        overhead_s=1.46e-2, per_sample_s=3.09e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
+        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ComputeModel:
+    """Seconds for forward+backward of one mini-batch of μ samples.
+
+    Either affine, ``t(μ) = overhead_s + per_sample_s·μ`` (Rudra §5.2: small μ loses GEMM
+    throughput, the overhead term), or piecewise-linear through measured ``points``
+    ``((μ, seconds), …)`` from :func:`psbench.cluster.calibrate.calibrate`, extrapolated
+    linearly beyond the last point.
+    """
+
+    overhead_s: float = 2e-4
+    per_sample_s: float = 2e-5
+    points: tuple[tuple[int, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        require(self.overhead_s >= 0, "hardware.compute.overhead_s", self.overhead_s, ">= 0")
+        require(self.per_sample_s > 0 or self.points != (), "hardware.compute.per_sample_s",
+                self.per_sample_s, "> 0")
+
+    def seconds(self, mu: int) -> float:
+        if not self.points:
+            return self.overhead_s + self.per_sample_s * mu
+        if len(self.points) == 1:
+            m0, t0 = self.points[0]
+            return t0 * mu / m0
+        (m0, t0), (m1, t1) = self.points[0], self.points[1]
+        (ma, ta), (mb, tb) = self.points[-2], self.points[-1]
+        if mu < m0:
+            return t0 + (mu - m0) * (t1 - t0) / (m1 - m0)
+        if mu > mb:
+            return tb + (mu - mb) * (tb - ta) / (mb - ma)
+        return float(np.interp(mu, [m for m, _ in self.points], [t for _, t in self.points]))
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Compute, links and PS service of a homogeneous cluster plus seeded noise.
+
+    Attributes:
+        compute: time per mini-batch (see :class:`ComputeModel`).
+        message_bytes: bytes of one push or pull payload (model size, later a codec's exact
+            payload); a scalar timestamp of 8 bytes is added to every message (Rudra §3.2).
+        bandwidth_Bps, latency_s: learner↔PS link (inter-node).
+        intra_node_bandwidth_Bps: learner↔leaf-PS link inside a node (Rudra-adv, §3.3).
+        ps_service_s: fixed PS handling time per message (the PS handles messages one by one).
+        ps_apply_Bps: rate at which the PS applies an update to the weights.
+        jitter_cv: coefficient of variation of the log-normal per-mini-batch compute jitter.
+        straggler_fraction, straggler_slowdown: a seeded subset of learners k× slower.
+        heavy_tail: Pareto shape α > 1 of an extra multiplicative, mean-one delay, or None.
+    """
+
+    compute: ComputeModel = field(default_factory=ComputeModel)
+    message_bytes: int = 4 * 100_000
+    bandwidth_Bps: float = 1.0e9
+    intra_node_bandwidth_Bps: float = 5.0e9
+    latency_s: float = 2e-5
+    ps_service_s: float = 1e-5
+    ps_apply_Bps: float = 4.0e9
+    jitter_cv: float = 0.05
+    straggler_fraction: float = 0.0
+    straggler_slowdown: float = 1.0
+    heavy_tail: float | None = None
+
+    TIMESTAMP_BYTES = 8
+
+    def __post_init__(self) -> None:
+        require(self.message_bytes >= 0, "message_bytes", self.message_bytes, ">= 0")
+        require(self.bandwidth_Bps > 0, "hardware.bandwidth_Bps", self.bandwidth_Bps, "> 0")
+        require(self.intra_node_bandwidth_Bps > 0, "hardware.intra_node_bandwidth_Bps",
+                self.intra_node_bandwidth_Bps, "> 0")
+        require(self.latency_s >= 0, "hardware.latency_s", self.latency_s, ">= 0")
+        require(self.ps_service_s >= 0, "hardware.ps_service_s", self.ps_service_s, ">= 0")
+        require(self.ps_apply_Bps > 0, "hardware.ps_apply_Bps", self.ps_apply_Bps, "> 0")
+        require(self.jitter_cv >= 0, "hardware.jitter_cv", self.jitter_cv, ">= 0")
+        require(0.0 <= self.straggler_fraction <= 1.0, "hardware.stragglers.fraction",
+                self.straggler_fraction, "a fraction in [0, 1]")
+        require(self.straggler_slowdown >= 1.0, "hardware.stragglers.slowdown",
+                self.straggler_slowdown, ">= 1")
+        require(self.heavy_tail is None or self.heavy_tail > 1.0, "hardware.heavy_tail",
+                self.heavy_tail, "null or a Pareto shape > 1")
+
+    @classmethod
+    def from_profile(cls, name: str, message_bytes: int, **overrides) -> CostModel:
+        require(name in PROFILES, "hardware.name", name, f"one of {sorted(PROFILES)}")
+        p = dict(PROFILES[name])
+        p.update({k: v for k, v in overrides.items() if v is not None})
+        compute = ComputeModel(p.pop("overhead_s"), p.pop("per_sample_s"), tuple(p.pop("points", ())))
+        return cls(compute=compute, message_bytes=message_bytes, **p)
+
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes of one full push or pull message: payload plus the scalar timestamp."""
+        return self.message_bytes + self.TIMESTAMP_BYTES
+
+    def transfer_s(self, nbytes: int, intra_node: bool = False) -> float:
+        bw = self.intra_node_bandwidth_Bps if intra_node else self.bandwidth_Bps
+        return self.latency_s + nbytes / bw
+
+    @property
+    def apply_s(self) -> float:
+        """PS time to apply one update to the weights (read + write the model once)."""
+        return self.message_bytes / self.ps_apply_Bps
+
+
+class JitterStreams:
+    """One seeded RNG stream per learner, drawn in blocks for speed.
+
+    ``factor(l)`` returns the next multiplicative compute-time factor of learner ``l``:
+    log-normal with mean 1 and CV ``jitter_cv``, times ``straggler_slowdown`` for the
+    seeded straggler subset, times a mean-one Pareto(α) factor when ``heavy_tail`` is set.
+    Streams are independent of each other, so adding a learner never changes the draws
+    of the others (numpy ``SeedSequence.spawn``).
+    """
+
+    BLOCK = 4096
+
+    def __init__(self, cost: CostModel, learners: int, seed: int) -> None:
+        root = np.random.SeedSequence([seed, 0x5EED])
+        children = root.spawn(learners + 1)
+        self._rngs = [np.random.Generator(np.random.PCG64(s)) for s in children[:learners]]
+        chooser = np.random.Generator(np.random.PCG64(children[-1]))
+        k = round(cost.straggler_fraction * learners)
+        self.stragglers = frozenset(chooser.choice(learners, size=k, replace=False).tolist()) if k else frozenset()
+        self._cost = cost
+        self._buf: list[list[float]] = [[] for _ in range(learners)]
+        var = math.log1p(cost.jitter_cv**2)
+        self._sigma, self._mu = math.sqrt(var), -var / 2
+
+    def _refill(self, l: int) -> list[float]:
+        rng, c = self._rngs[l], self._cost
+        f = rng.lognormal(self._mu, self._sigma, self.BLOCK) if self._sigma > 0 else np.ones(self.BLOCK)
+        if c.heavy_tail is not None:
+            a = c.heavy_tail
+            f = f * (rng.pareto(a, self.BLOCK) + 1.0) * (a - 1.0) / a
+        if l in self.stragglers:
+            f = f * c.straggler_slowdown
+        buf = f[::-1].tolist()  # pop() from the end yields draws in order
+        self._buf[l] = buf
+        return buf
+
+    def factor(self, l: int) -> float:
+        buf = self._buf[l]
+        if not buf:
+            buf = self._refill(l)
+        return buf.pop()

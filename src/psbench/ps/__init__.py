@@ -1,0 +1,9 @@
+"""Parameter-server semantics: protocols, the event schedule, staleness accounting."""
+
+from psbench.ps.protocols import PROTOCOLS, Protocol
+from psbench.ps.schedule import Contribution, Schedule, Update
+from psbench.ps.simulator import SimStats, Simulator
+from psbench.ps.staleness import StalenessStats
+
+__all__ = ["PROTOCOLS", "Contribution", "Protocol", "Schedule", "SimStats", "Simulator",
+           "StalenessStats", "Update"]

@@ -1,0 +1,384 @@
+"""Discrete-event simulation of λ learners and a parameter server (DESIGN §3, Rudra §3).
+
+Who pushes when, on which weight timestamp, and when the PS applies an update depends
+only on the cost model and the protocol, never on gradient values. :class:`Simulator`
+computes that schedule with a heap ordered by ``(virtual_time, seq)``; ``seq`` is a
+global counter, so simultaneous events run in creation order and the schedule is a pure
+function of (protocol, cost model, topology, μ, number of gradients, seed).
+
+Servers (the PS root, every leaf PS, the root's broadcast link) are FIFO single servers
+kept as a ``free_at`` time: a message arriving at ``t`` is served from ``max(t, free_at)``.
+Because service is FIFO, the *logical* effect of a message (a push counted, a timestamp
+read) is applied when its arrival is processed; its completion time is computed then.
+
+**Bounded memory.** :meth:`Simulator.run` is a generator: it yields each update as soon as
+the PS applies it and keeps nothing of it. Live state is O(λ + nodes) (one event per
+learner in the heap, per-learner slots, per-leaf queues) plus the staleness histogram,
+which is O(σ_max) — so λ = 1,000 learners and 10⁶ gradients run in a few MB. Only
+:meth:`psbench.ps.schedule.Schedule.collect` materializes a schedule, for training runs
+that need it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from psbench.cluster.cost import CostModel, JitterStreams
+from psbench.cluster.topology import Topology
+from psbench.errors import require
+from psbench.ps.protocols import Protocol
+from psbench.ps.schedule import Contribution, Update
+from psbench.ps.staleness import StalenessStats
+
+# Event kinds.
+_READY, _START, _PULL_ROOT, _PUSH_ROOT, _PUSH_LEAF, _RELAY, _RELAY_DONE, _SERVE_LEAF, \
+    _PUSH_DONE, _BCAST, _COMPUTED = range(11)
+
+
+@dataclass
+class SimStats:
+    """Run-level results of a simulation (all exact, from the event log)."""
+
+    staleness: StalenessStats = field(default_factory=StalenessStats)
+    sim_time_s: float = 0.0
+    compute_s: float = 0.0
+    learner_time_s: float = 0.0
+    bytes_pushed: int = 0
+    bytes_pulled: int = 0
+    pulls: int = 0
+    pulls_skipped: int = 0
+    ssp_reads: int = 0
+
+    @property
+    def comm_overlap(self) -> float:
+        """compute / (compute + exposed communication), summed over learners (Rudra Table 1)."""
+        return self.compute_s / self.learner_time_s if self.learner_time_s > 0 else 1.0
+
+    def as_dict(self) -> dict:
+        s = self.staleness
+        return {
+            "staleness_mean": s.mean, "staleness_max": s.max, "staleness_hist": s.as_dict(),
+            "ps_updates": s.updates, "gradients": s.gradients, "sim_time_s": self.sim_time_s,
+            "comm_overlap": self.comm_overlap, "bytes_pushed": self.bytes_pushed,
+            "bytes_pulled": self.bytes_pulled, "pulls": self.pulls, "pulls_skipped": self.pulls_skipped,
+        }
+
+
+class Simulator:
+    """Event schedule of ``protocol`` on ``topology`` under ``cost``.
+
+    Args:
+        protocol: synchronization protocol (its ``learners`` is λ).
+        cost: cost model (compute, links, PS service, noise).
+        topology: ``rudra_base``, ``rudra_adv`` or ``rudra_adv_star``.
+        batch_size: μ, samples per mini-batch.
+        total_gradients: gradients to compute; rounded down to a multiple of c so that
+            every update has exactly c gradients on ``rudra_base``.
+        seed: seeds the per-learner jitter streams.
+    """
+
+    def __init__(self, protocol: Protocol, cost: CostModel, topology: Topology, batch_size: int,
+                 total_gradients: int, seed: int = 0) -> None:
+        require(isinstance(batch_size, int) and batch_size >= 1, "batch_size", batch_size,
+                "an integer >= 1")
+        c = protocol.gradients_per_update
+        require(total_gradients >= c, "total_gradients", total_gradients,
+                f">= c = {c} gradients per update (more epochs or data)")
+        self.protocol, self.cost, self.topology = protocol, cost, topology
+        self.batch_size, self.seed = batch_size, seed
+        self.total_gradients = total_gradients - total_gradients % c
+        self.stats = SimStats()
+
+    @property
+    def samples_per_gradient(self) -> int:
+        return self.batch_size * self.protocol.local_steps
+
+    def run(self) -> Iterator[Update]:
+        """Yield every PS update in order (a generator: streamed, bounded memory)."""
+        p, cost, topo = self.protocol, self.cost, self.topology
+        lam, c = p.learners, p.gradients_per_update
+        barrier, bound = p.barrier, p.bound
+        tree, background = topo.tree, topo.background_comm
+        G = self.total_gradients
+        spg = self.samples_per_gradient
+        st = self.stats
+        stal = st.staleness
+        jitter = JitterStreams(cost, lam, self.seed)
+        factor = jitter.factor
+        compute_s = cost.compute.seconds(self.batch_size) * p.local_steps
+        lat, svc = cost.latency_s, cost.ps_service_s
+        wire = cost.wire_bytes
+        xfer = wire / cost.bandwidth_Bps  # root link, one full message
+        xfer_in = wire / cost.intra_node_bandwidth_Bps  # learner <-> leaf PS
+        tsb = CostModel.TIMESTAMP_BYTES
+        apply_s = cost.apply_s
+        node_of = [topo.node_of(l) for l in range(lam)]
+        nodes = topo.nodes(lam)
+
+        heap: list = []
+        hpush = heapq.heappush
+        seq = itertools.count()
+
+        root_free = 0.0
+        root_ts = 0
+        acc: list[Contribution] = []
+        applied = [0] * lam  # gradients of each learner applied at the root (SSP clocks)
+        pushed = [0] * lam  # gradients each learner has pushed (its clock)
+        ts_of = [0] * lam  # timestamp of the weights each learner holds
+        last_used = [-1] * lam  # timestamp of the weights of the learner's last gradient
+        compute_total = 0.0
+        last_end = [0.0] * lam
+        started = 0
+        next_sample = 0
+        parked: list[int] = []  # learners waiting at the root (hardsync barrier / SSP bound)
+        # per-learner gradient in flight: (ts, clock, sample_start, t_start)
+        inflight: list[tuple | None] = [None] * lam
+        # tree topologies
+        leaf_free = [0.0] * nodes
+        leaf_ts = [0] * nodes
+        leaf_pending: list[list[Contribution]] = [[] for _ in range(nodes)]
+        leaf_busy = [False] * nodes
+        # adv*: background push thread and weight broadcast tree
+        push_busy = [False] * lam
+        waiting_push: list[tuple | None] = [None] * lam
+        hop = cost.latency_s + xfer
+        hops = topo.broadcast_hops(lam) if background else []
+        fanout_s = min(topo.broadcast_fanout, lam) * hop
+        max_hop = max(hops) * hop if hops else 0.0
+        bcasts: list[tuple[float, int]] = [(0.0, 0)]  # (start, ts), newest last
+        bcast_free = 0.0
+        bcast_pending = False
+        n_bcast = 0
+        need_ts = [0] * lam  # adv*: minimum weight timestamp learner must read before computing
+
+        out: list[Update] = []
+        last_update = [0.0]
+
+        def ssp_ok(l: int) -> bool:
+            k = pushed[l]
+            return applied[l] == k and k - min(applied) <= bound  # type: ignore[operator]
+
+        def apply(t: float, contribs: list[Contribution]) -> float:
+            """Logical PS update; returns the time the PS is free again."""
+            nonlocal root_ts, root_free, bcast_pending
+            acc.extend(contribs)
+            for cb in contribs:
+                applied[cb.learner] += 1
+            if len(acc) < c:
+                return root_free
+            group = acc[:]
+            acc.clear()
+            root_free += apply_s
+            last_update[0] = root_free
+            stal.add(root_ts, [g.ts for g in group])
+            out.append(Update(root_ts, root_free, group))
+            root_ts += 1
+            if background:
+                if bcast_free <= root_free:
+                    start_bcast(root_free)
+                elif not bcast_pending:
+                    bcast_pending = True
+                    hpush(heap, (bcast_free, next(seq), _BCAST, -1, None))
+            if parked:
+                release(root_free)
+            return root_free
+
+        def release(t: float) -> None:
+            keep = []
+            for l in parked:
+                if barrier or ssp_ok(l):
+                    if background:
+                        need_ts[l] = root_ts
+                        wake_when_weights(l, t)
+                    else:
+                        hpush(heap, (t, next(seq), _PULL_ROOT, l, None))
+                else:
+                    keep.append(l)
+            parked[:] = keep
+
+        def start_bcast(t: float) -> None:
+            nonlocal bcast_free, n_bcast
+            bcasts.append((t, root_ts))
+            bcast_free = t + fanout_s
+            n_bcast += 1
+            while len(bcasts) > 1 and bcasts[1][0] + max_hop <= t:
+                bcasts.pop(0)
+            if parked_bcast:
+                waiting = parked_bcast[:]
+                parked_bcast.clear()
+                for w in waiting:
+                    wake_when_weights(w, t)
+
+        def weights_at(l: int, t: float) -> tuple[int, float | None]:
+            """adv*: newest timestamp learner l holds at t, and when a newer one arrives."""
+            off = hops[l] * hop
+            nxt = None
+            for start, ts in reversed(bcasts):
+                if start + off <= t:
+                    return ts, nxt
+                nxt = start + off
+            return bcasts[0][1], nxt
+
+        def wake_when_weights(l: int, t: float) -> None:
+            ts, _ = weights_at(l, t)
+            if ts >= need_ts[l]:
+                hpush(heap, (t, next(seq), _START, l, ts))
+                return
+            for start, bts in bcasts:
+                if bts >= need_ts[l] and start + hops[l] * hop >= t:
+                    hpush(heap, (start + hops[l] * hop, next(seq), _START, l, bts))
+                    return
+            parked_bcast.append(l)
+
+        parked_bcast: list[int] = []
+
+        for l in range(lam):  # every learner starts on the initial weights, no pull
+            hpush(heap, (0.0, next(seq), _START, l, 0))
+
+        pop = heapq.heappop
+        while heap:
+            t, _, kind, l, data = pop(heap)
+            if kind == _START:
+                if started >= G:
+                    continue
+                ts_of[l] = data
+                last_used[l] = data
+                d = compute_s * factor(l)
+                compute_total += d
+                inflight[l] = (data, pushed[l], next_sample, t)
+                started += 1
+                next_sample += spg
+                end = t + d
+                last_end[l] = end
+                if background:
+                    hpush(heap, (end, next(seq), _COMPUTED, l, inflight[l]))
+                elif tree:
+                    hpush(heap, (end + lat, next(seq), _PUSH_LEAF, l, inflight[l]))
+                else:
+                    hpush(heap, (end + lat, next(seq), _PUSH_ROOT, l, inflight[l]))
+            elif kind == _READY:
+                if started >= G:
+                    continue
+                if bound is not None and not ssp_ok(l):
+                    parked.append(l)
+                    continue
+                if background:
+                    if barrier:
+                        need_ts[l] = last_used[l] + 1
+                    elif bound is not None:
+                        need_ts[l] = root_ts
+                    wake_when_weights(l, t)
+                else:  # timestamp inquiry (via the leaf PS on tree topologies)
+                    hpush(heap, (t + lat, next(seq), _PULL_ROOT, l, None))
+            elif kind == _PULL_ROOT:
+                start = root_free if root_free > t else t
+                if barrier and root_ts == last_used[l]:
+                    root_free = start + svc
+                    parked.append(l)
+                    continue
+                if bound is not None:
+                    st.ssp_reads += 1
+                if tree:
+                    nd = node_of[l]
+                    if root_ts > leaf_ts[nd]:
+                        root_free = start + svc + xfer
+                        leaf_ts[nd] = root_ts
+                    else:
+                        root_free = start + svc
+                    hpush(heap, (root_free + lat, next(seq), _SERVE_LEAF, l, None))
+                    continue
+                st.pulls += 1
+                if root_ts == ts_of[l]:
+                    st.pulls_skipped += 1
+                    st.bytes_pulled += tsb
+                    root_free = start + svc
+                else:
+                    st.bytes_pulled += wire
+                    root_free = start + svc + xfer
+                hpush(heap, (root_free + lat, next(seq), _START, l, root_ts))
+            elif kind == _SERVE_LEAF:
+                nd = node_of[l]
+                start = leaf_free[nd] if leaf_free[nd] > t else t
+                st.pulls += 1
+                if leaf_ts[nd] == ts_of[l]:
+                    st.pulls_skipped += 1
+                    st.bytes_pulled += tsb
+                    leaf_free[nd] = start + svc
+                else:
+                    st.bytes_pulled += wire
+                    leaf_free[nd] = start + svc + xfer_in
+                hpush(heap, (leaf_free[nd] + lat, next(seq), _START, l, leaf_ts[nd]))
+            elif kind == _PUSH_ROOT:
+                start = root_free if root_free > t else t
+                root_free = start + svc + xfer
+                st.bytes_pushed += wire
+                ts, clock, s0, t0 = data
+                pushed[l] += 1
+                done = root_free
+                apply(t, [Contribution(l, ts, clock, s0, t0, done)])
+                hpush(heap, (done, next(seq), _READY, l, None))
+            elif kind == _PUSH_LEAF:
+                nd = node_of[l]
+                start = leaf_free[nd] if leaf_free[nd] > t else t
+                leaf_free[nd] = done = start + svc + xfer_in
+                st.bytes_pushed += wire
+                ts, clock, s0, t0 = data
+                pushed[l] += 1
+                leaf_pending[nd].append(Contribution(l, ts, clock, s0, t0, done))
+                if not leaf_busy[nd]:
+                    leaf_busy[nd] = True
+                    hpush(heap, (done, next(seq), _RELAY, nd, None))
+                hpush(heap, (done, next(seq), _PUSH_DONE if background else _READY, l, None))
+            elif kind == _COMPUTED:  # adv*: hand the gradient to the push thread
+                if push_busy[l]:
+                    waiting_push[l] = data  # blocks until the previous push is delivered
+                    continue
+                push_busy[l] = True
+                hpush(heap, (t + lat, next(seq), _PUSH_LEAF, l, data))
+                hpush(heap, (t, next(seq), _READY, l, None))
+            elif kind == _PUSH_DONE:
+                push_busy[l] = False
+                w = waiting_push[l]
+                if w is not None:  # the learner was blocked on this push: send the next one
+                    waiting_push[l] = None
+                    push_busy[l] = True
+                    hpush(heap, (t + lat, next(seq), _PUSH_LEAF, l, w))
+                    hpush(heap, (t, next(seq), _READY, l, None))
+            elif kind == _RELAY:
+                nd = l
+                batch = leaf_pending[nd]
+                leaf_pending[nd] = []
+                hpush(heap, (t + lat, next(seq), _RELAY_DONE, nd, batch))
+            elif kind == _RELAY_DONE:  # relay arrives at the root
+                nd = l
+                start = root_free if root_free > t else t
+                root_free = start + svc + xfer
+                done = root_free
+                apply(t, [g._replace(t_push=done) for g in data])
+                if leaf_pending[nd]:
+                    hpush(heap, (done, next(seq), _RELAY, nd, None))
+                else:
+                    leaf_busy[nd] = False
+            elif kind == _BCAST:
+                bcast_pending = False
+                start_bcast(t)
+            if out:
+                yield from out
+                out.clear()
+        if acc:  # tree topologies may end with fewer than c gradients at the root
+            group = acc[:]
+            acc.clear()
+            root_free += apply_s
+            last_update[0] = root_free
+            stal.add(root_ts, [g.ts for g in group])
+            root_ts += 1
+            yield Update(root_ts - 1, root_free, group)
+        st.sim_time_s = last_update[0]
+        st.compute_s = compute_total
+        st.learner_time_s = sum(last_end)
+        if background:
+            st.bytes_pulled += n_bcast * lam * wire
+            st.pulls += n_bcast * lam

@@ -1,0 +1,52 @@
+"""Staleness accounting with vector clocks (Rudra §3.1, Eq 2).
+
+The staleness of a gradient computed on weights with timestamp ``ts_k`` and applied by
+the update that advances the PS from ``ts_{i}`` to ``ts_{i+1}`` is σ = i − k. The
+timestamps of the gradients of one update form its vector clock; its mean staleness is
+⟨σ⟩ = i − mean(k) (Eq 2, indices shifted so the first update is i = 0).
+
+:class:`StalenessStats` keeps a histogram, not per-gradient values: memory is O(σ_max),
+independent of the number of gradients, so it can follow a streamed schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class StalenessStats:
+    hist: list[int] = field(default_factory=list)
+    gradients: int = 0
+    total: int = 0
+    max: int = 0
+    updates: int = 0
+
+    def add(self, update_index: int, timestamps) -> float:
+        """Record one update's vector clock; return its ⟨σ⟩ (Eq 2)."""
+        s = 0
+        hist = self.hist
+        for k in timestamps:
+            sigma = update_index - k
+            if sigma >= len(hist):
+                hist.extend([0] * (sigma + 1 - len(hist)))
+            hist[sigma] += 1
+            s += sigma
+            if sigma > self.max:
+                self.max = sigma
+        n = len(timestamps)
+        self.gradients += n
+        self.total += s
+        self.updates += 1
+        return s / n
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.gradients if self.gradients else 0.0
+
+    def tail(self, threshold: int) -> float:
+        """P(σ > threshold) over all recorded gradients."""
+        return sum(self.hist[threshold + 1:]) / self.gradients if self.gradients else 0.0
+
+    def as_dict(self) -> dict[int, int]:
+        return {s: c for s, c in enumerate(self.hist) if c}
