@@ -1,0 +1,37 @@
+"""MLflow tracking for psbench: the sqlite store, experiments, runs, and what they are called.
+
+``mlflow_store`` talks to MLflow (imported lazily: importing mlflow takes seconds);
+``run_info`` turns a resolved config into a run name, params and tags.
+"""
+
+from psbench.tracking.mlflow_store import (
+    FAILED,
+    FINISHED,
+    RUNNING,
+    end_run,
+    ensure_experiment,
+    ensure_store,
+    log_artifacts,
+    log_metrics,
+    set_tags,
+    start_run,
+    summary_metrics,
+)
+from psbench.tracking.run_info import flatten, run_name, run_tags
+
+__all__ = [
+    "FAILED",
+    "FINISHED",
+    "RUNNING",
+    "end_run",
+    "ensure_experiment",
+    "ensure_store",
+    "flatten",
+    "log_artifacts",
+    "log_metrics",
+    "run_name",
+    "run_tags",
+    "set_tags",
+    "start_run",
+    "summary_metrics",
+]

@@ -1,0 +1,237 @@
+"""MLflow bookkeeping for psbench runs: one sqlite store, one experiment, one run per job.
+
+Two traps shape this module (see the project's design notes):
+
+* MLflow 3 refuses the old file store and Lightning's ``MLFlowLogger`` defaults to
+  ``file:./mlruns``; psbench always passes an explicit ``sqlite:///…/mlflow.db`` URI and an
+  explicit artifact location.
+* Parallel jobs of a multirun that open a fresh sqlite file at the same time race on the
+  schema creation and on ``create_experiment``. :func:`ensure_experiment` serializes the
+  first creation with a lock on the database file and treats "already exists" as
+  success, so it can be called by every job and also once before a sweep starts.
+
+All functions take the tracking URI explicitly and use :class:`mlflow.MlflowClient`, never
+the fluent ``mlflow.start_run`` API, so no global "active run" leaks between the jobs of a
+multirun executed in one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from psbench.errors import ConfigError
+
+RUNNING, FINISHED, FAILED, KILLED = "RUNNING", "FINISHED", "FAILED", "KILLED"
+
+# MLflow's own limits (mlflow.utils.validation): values longer than this are refused.
+MAX_PARAM_VALUE = 6000
+MAX_TAG_VALUE = 8000
+
+_NOISY_LOGGERS = ("alembic", "mlflow.store.db.utils", "mlflow.store.tracking.sqlalchemy_store")
+
+
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (``None`` for other schemes)."""
+    if not tracking_uri.startswith("sqlite:"):
+        return None
+    parsed = urlparse(tracking_uri)
+    # sqlite:////abs/path -> path "//abs/path"; sqlite:///rel/path -> path "/rel/path"
+    raw = parsed.path[1:] if parsed.path.startswith("/") else parsed.path
+    return Path(raw)
+
+
+def artifact_uri(location: str | os.PathLike[str]) -> str:
+    """An absolute ``file://`` URI for a local path; URIs with a scheme pass through."""
+    text = os.fspath(location)
+    if urlparse(text).scheme and not Path(text).drive:
+        return text
+    return Path(text).expanduser().resolve().as_uri()
+
+
+def client(tracking_uri: str):
+    """An :class:`mlflow.MlflowClient` bound to ``tracking_uri`` (imported lazily: slow)."""
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Hide alembic's migration chatter (INFO lines on stderr) while the store is created."""
+    saved = [(name, logging.getLogger(name).level) for name in _NOISY_LOGGERS]
+    for name, _ in saved:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for name, level in saved:
+            logging.getLogger(name).setLevel(level)
+
+
+@contextlib.contextmanager
+def _store_lock(tracking_uri: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the sqlite file (created empty if missing).
+
+    sqlite itself uses POSIX record locks, which do not interact with ``flock`` on Linux,
+    and treats an empty file as an empty database, so locking the database file itself
+    leaves no lock file behind. A no-op for non-sqlite stores or without ``fcntl``. The
+    parent directory is created; if that fails, :class:`ConfigError` names
+    ``logger.tracking_uri``.
+    """
+    db = sqlite_path(tracking_uri)
+    if db is None:
+        yield
+        return
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(db, "ab")  # closed by the with below
+    except OSError as e:
+        raise ConfigError(
+            "logger.tracking_uri", tracking_uri,
+            f"a sqlite:/// URI in a writable directory ({e.strerror or e})",
+        ) from None
+    with fh:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - non-POSIX
+            yield
+            return
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def ensure_store(tracking_uri: str) -> None:
+    """Create the store's schema if needed (a fresh sqlite file takes ~10 s of migrations).
+
+    Safe to call from parallel processes: creation happens under :func:`_store_lock`.
+    """
+    with _store_lock(tracking_uri), _quiet():
+        client(tracking_uri).search_experiments(max_results=1)
+
+
+def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
+    """Create (if needed) the store and the experiment ``name``; return its id.
+
+    Idempotent and safe to call from parallel processes: the first creation of the sqlite
+    schema and of the experiment happens under a lock on the database file, and a
+    concurrent creation reported as ``RESOURCE_ALREADY_EXISTS`` (another machine, a store
+    without the lock) is answered by reading the experiment back. A deleted experiment of
+    that name is restored. ``artifact_location`` only applies when the experiment is new.
+    """
+    from mlflow.exceptions import MlflowException
+
+    with _store_lock(tracking_uri), _quiet():
+        c = client(tracking_uri)
+        exp = c.get_experiment_by_name(name)
+        if exp is not None:
+            if exp.lifecycle_stage == "deleted":
+                c.restore_experiment(exp.experiment_id)
+            return exp.experiment_id
+        location = artifact_uri(artifact_location) if artifact_location else None
+        try:
+            return c.create_experiment(name, artifact_location=location)
+        except MlflowException as e:
+            if e.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            exp = c.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+
+def _clip(value: str, limit: int) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def start_run(
+    tracking_uri: str,
+    experiment_id: str,
+    run_name: str,
+    params: Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> str:
+    """Create a RUNNING run with ``params`` and ``tags``; return its id.
+
+    If logging the params fails, the run is marked FAILED before the error propagates,
+    so no run is left RUNNING.
+    """
+    from mlflow.entities import Param
+
+    c = client(tracking_uri)
+    run = c.create_run(
+        experiment_id,
+        run_name=run_name,
+        tags={k: _clip(str(v), MAX_TAG_VALUE) for k, v in (tags or {}).items()},
+    )
+    run_id = run.info.run_id
+    try:
+        if params:
+            c.log_batch(
+                run_id,
+                params=[Param(k, _clip(str(v), MAX_PARAM_VALUE)) for k, v in params.items()],
+            )
+    except BaseException:
+        c.set_terminated(run_id, FAILED)
+        raise
+    return run_id
+
+
+def set_tags(tracking_uri: str, run_id: str, tags: Mapping[str, Any]) -> None:
+    from mlflow.entities import RunTag
+
+    c = client(tracking_uri)
+    c.log_batch(run_id, tags=[RunTag(k, _clip(str(v), MAX_TAG_VALUE)) for k, v in tags.items()])
+
+
+def summary_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers of a run summary as MLflow metrics (bools as 0/1; others dropped).
+
+    Non-finite values are kept: MLflow stores NaN and clamps ±inf, and a diverged run's
+    NaN loss is information.
+    """
+    out: dict[str, float] = {}
+    for key, value in summary.items():
+        if isinstance(value, bool):
+            out[key] = float(value)
+        elif isinstance(value, int | float):
+            out[key] = float(value)
+    return out
+
+
+def log_metrics(tracking_uri: str, run_id: str, metrics: Mapping[str, float], step: int = 0):
+    import time
+
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    c = client(tracking_uri)
+    c.log_batch(
+        run_id,
+        metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()],
+    )
+
+
+def log_artifacts(tracking_uri: str, run_id: str, paths: Iterable[str | os.PathLike[str]]):
+    """Upload each existing file in ``paths`` to the run's artifact root."""
+    c = client(tracking_uri)
+    for p in paths:
+        if Path(p).is_file():
+            c.log_artifact(run_id, os.fspath(p))
+
+
+def end_run(tracking_uri: str, run_id: str, status: str) -> None:
+    """Set the run's terminal status (FINISHED, FAILED or KILLED)."""
+    client(tracking_uri).set_terminated(run_id, status)
+
+
+def run_status(tracking_uri: str, run_id: str) -> str:
+    return client(tracking_uri).get_run(run_id).info.status
