@@ -1,0 +1,339 @@
+"""The ``psbench`` command: compose a config with Hydra, validate it, train, track in MLflow.
+
+One run::
+
+    psbench protocol=softsync protocol.n=4 learners=30 batch_size=4
+
+does, in order: resolve the composed config, print it as a tree and check it
+(:func:`psbench.validate.validate`) before any work; save ``resolved_config.yaml`` in the
+run dir; create the MLflow store/experiment (race-safe) and a RUNNING run whose params are
+the flattened config; call :func:`psbench.train.train` with a Lightning ``MLFlowLogger``
+attached to that run; write ``summary.json``; log it, the resolved config and the
+training artifacts; mark the run FINISHED (also when training diverged: tag
+``diverged=true``, exit 0, so a sweep goes on). The task function returns the test error,
+which is what a Hydra sweeper (Optuna) minimizes.
+
+Bad input — a :class:`~psbench.errors.ConfigError` or :class:`~psbench.errors.DataError`,
+a Hydra composition error such as an unknown group option, or an output dir that cannot
+be written — ends with one line ``psbench: error: …`` on stderr and exit code 2; a run
+already started in MLflow is marked FAILED. ``HYDRA_FULL_ERROR=1`` shows the traceback
+instead. Any other exception marks the run FAILED and propagates.
+
+The config lives in the repository's ``conf/`` (resolved from this file: the supported
+install is editable, ``pip install -e .``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException, MissingConfigException
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from psbench.errors import ConfigError, DataError
+from psbench.validate import check_writable_dir, validate
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONF_DIR = REPO_ROOT / "conf"
+SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
+
+EXIT_BAD_INPUT = 2
+
+log = logging.getLogger("psbench")
+
+
+# --------------------------------------------------------------------------- resolvers
+def default_data_dir(root_dir: str) -> str:
+    """``<repo>/../shared/datasets`` when it exists (the offline copies), else ``<root>/data``."""
+    return str(SHARED_DATASETS if SHARED_DATASETS.is_dir() else Path(root_dir) / "data")
+
+
+def register_resolvers() -> None:
+    """Register the OmegaConf resolvers ``conf/`` uses (idempotent).
+
+    Runs on import of this module; code that composes ``conf/`` with Hydra's compose API
+    must import :mod:`psbench.cli` first.
+    """
+    if not OmegaConf.has_resolver("psbench_default_data_dir"):
+        OmegaConf.register_new_resolver("psbench_default_data_dir", default_data_dir)
+
+
+register_resolvers()
+
+
+# --------------------------------------------------------------------------- hydra hooks
+class OutputDirCheck(Callback):
+    """Hydra callback (``conf/hydra/default.yaml``): refuse an unwritable run/sweep dir.
+
+    Hydra itself would fail with a traceback while creating the directory; checking here,
+    before it does, turns that into one line naming ``hydra.run.dir``. Hydra swallows
+    exceptions raised by callbacks (it only warns), so the check exits through
+    :func:`report` itself. Before a multirun it also creates the MLflow store and
+    experiment once, so parallel jobs do not race on first creation.
+    """
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # run_job does this first thing too; the dir's interpolations need ${hydra:...}
+        HydraConfig.instance().set_config(config)
+        self._check("hydra.run.dir", config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        HydraConfig.instance().set_config(config)
+        self._check("hydra.sweep.dir", config)
+        lg = config.get("logger")
+        if lg is not None and lg.get("name") == "mlflow":
+            from psbench.tracking import ensure_experiment
+
+            try:
+                ensure_experiment(lg.tracking_uri, lg.experiment_name, lg.artifact_location)
+            except ConfigError as err:
+                report(err)
+
+    @staticmethod
+    def _check(key: str, config: DictConfig) -> None:
+        try:
+            check_writable_dir(key, OmegaConf.select(config, key, throw_on_missing=True))
+        except (ConfigError, OmegaConfBaseException) as err:
+            report(err)
+
+
+# --------------------------------------------------------------------------- output
+def config_tree(cfg: Mapping[str, Any], label: str = "config"):
+    """The resolved config as a :class:`rich.tree.Tree` (groups as branches)."""
+    from rich.text import Text
+    from rich.tree import Tree
+
+    def add(node: Tree, mapping: Mapping[str, Any]) -> None:
+        for key, value in mapping.items():
+            if isinstance(value, Mapping) and value:
+                add(node.add(Text(str(key), style="bold cyan")), value)
+            else:
+                text = Text(f"{key}: ", style="green")
+                text.append(json.dumps(value, default=str, ensure_ascii=False))
+                node.add(text)
+
+    tree = Tree(Text(label, style="bold"))
+    add(tree, cfg)
+    return tree
+
+
+def print_config(resolved: Mapping[str, Any]) -> None:
+    from rich.console import Console
+
+    Console(soft_wrap=True).print(config_tree(resolved))
+
+
+# main() sets this from the user's HYDRA_FULL_ERROR before it forces the variable on
+_show_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def report(err: BaseException) -> None:
+    """Bad input: print one line ``psbench: error: …`` and exit 2 (re-raise for tracebacks).
+
+    With ``HYDRA_FULL_ERROR=1`` set by the user, ``err`` is re-raised instead.
+    """
+    if _show_traceback:
+        raise err
+    if isinstance(err, ConfigError | DataError):
+        message = str(err)
+    else:
+        message = hydra_error_line(err)
+    message = " ".join(message.split())  # one line, whatever the message held
+    print(f"psbench: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def hydra_error_line(err: BaseException) -> str:
+    """One line for a Hydra/OmegaConf error: ``protocol='foo' is invalid: allowed one of …``."""
+    if isinstance(err, MissingConfigException) and err.missing_cfg_file:
+        # "In 'config': Could not find 'experiment/rudra/nope' ... Available options in
+        # 'experiment': ..." -> the group is the one Hydra names, options from conf/<group>/
+        found = re.search(r"Available options in '([^']+)'", str(err))
+        group = found.group(1) if found else err.missing_cfg_file.rpartition("/")[0]
+        option = err.missing_cfg_file.removeprefix(group + "/")
+        options = group_options(group) or list(err.options or [])
+        if options:
+            return str(ConfigError(group or "config", option, "one of " + ", ".join(options)))
+    text = str(err)
+    if isinstance(err.__cause__, OmegaConfBaseException):
+        text += f" ({str(err.__cause__).splitlines()[0]})"
+    if isinstance(err, OmegaConfBaseException) and getattr(err, "full_key", None):
+        head = text.splitlines()[0] if text else type(err).__name__
+        return f"{err.full_key}: {head}"
+    return " ".join(text.split()) or type(err).__name__
+
+
+def group_options(group: str) -> list[str]:
+    """The options of a config group, from the yaml files under ``conf/<group>/``."""
+    base = CONF_DIR / group
+    return sorted(p.relative_to(base).with_suffix("").as_posix() for p in base.rglob("*.yaml"))
+
+
+# --------------------------------------------------------------------------- the job
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def _hydra_choices() -> dict[str, Any]:
+    if not HydraConfig.initialized():
+        return {}
+    return dict(HydraConfig.get().runtime.choices)
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.replace(path)
+
+
+class _Run:
+    """The MLflow side of one job (a no-op with ``logger=none``)."""
+
+    def __init__(self, resolved: Mapping[str, Any], run_dir: Path) -> None:
+        lg = resolved["logger"]
+        self.enabled = lg["name"] == "mlflow"
+        self.uri: str = lg.get("tracking_uri", "")
+        self.run_id: str | None = None
+        if not self.enabled:
+            return
+        from psbench import tracking
+
+        self.t = tracking
+        exp_id = tracking.ensure_experiment(
+            self.uri, lg["experiment_name"], lg.get("artifact_location")
+        )
+        tags = tracking.run_tags(resolved, _hydra_choices())
+        tags["run_dir"] = str(run_dir)
+        tags["mlflow.source.name"] = "psbench"
+        commit = _git_commit()
+        if commit:
+            tags["mlflow.source.git.commit"] = commit
+        self.run_id = tracking.start_run(
+            self.uri, exp_id, tracking.run_name(resolved), tracking.flatten(resolved), tags
+        )
+        log.info("MLflow run %s in %s", self.run_id, self.uri)
+
+    def lightning_logger(self, resolved: Mapping[str, Any]):
+        if self.run_id is None:
+            return None
+        from pytorch_lightning.loggers import MLFlowLogger
+
+        lg = resolved["logger"]
+        return MLFlowLogger(
+            experiment_name=lg["experiment_name"],
+            tracking_uri=self.uri,
+            run_id=self.run_id,
+            artifact_location=lg.get("artifact_location"),
+            log_model=False,
+        )
+
+    def finish(self, summary: Mapping[str, Any], files: list[Path]) -> None:
+        if self.run_id is None:
+            return
+        t = self.t
+        t.log_metrics(self.uri, self.run_id, t.summary_metrics(summary))
+        t.log_artifacts(self.uri, self.run_id, files)
+        t.set_tags(self.uri, self.run_id, {
+            "status": summary.get("status", "finished"),
+            "diverged": str(bool(summary.get("diverged", False))).lower(),
+            "weights_sha256": summary.get("weights_sha256"),
+        })
+        t.end_run(self.uri, self.run_id, t.FINISHED)
+
+    def abort(self, status: str) -> None:
+        """Mark the run ``status`` (FAILED/KILLED); never masks the error being handled."""
+        if self.run_id is None:
+            return
+        with contextlib.suppress(Exception):
+            self.t.end_run(self.uri, self.run_id, status)
+
+
+def execute(cfg: DictConfig) -> float | None:
+    """Run one job for a composed config; return its test error (``None`` if not trained)."""
+    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(resolved, dict)
+    print_config(resolved)
+    validate(cfg)
+    run_dir = Path(resolved["paths"]["output_dir"])
+    config_file = run_dir / "resolved_config.yaml"
+    OmegaConf.save(OmegaConf.create(resolved), config_file)
+
+    run = _Run(resolved, run_dir)
+    try:
+        from psbench.train import train
+
+        summary = dict(train(cfg, run_dir, run.lightning_logger(resolved)))
+        summary["mlflow_run_id"] = run.run_id
+        summary_file = run_dir / "summary.json"
+        _write_json(summary_file, summary)
+        overrides = run_dir / ".hydra" / "overrides.yaml"
+        artifacts = [summary_file, config_file, overrides]
+        artifacts += [Path(p) for p in summary.get("artifacts") or []]
+        run.finish(summary, artifacts)
+    except KeyboardInterrupt:
+        run.abort("KILLED")
+        raise
+    except BaseException:
+        run.abort("FAILED")
+        raise
+    log.info(
+        "%s: test_error=%s staleness_mean=%s sim_time_s=%s -> %s",
+        summary.get("status"), summary.get("test_error"), summary.get("staleness_mean"),
+        summary.get("sim_time_s"), summary_file,
+    )
+    err = summary.get("test_error")
+    return None if err is None else float(err)
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def _hydra_main(cfg: DictConfig) -> float | None:
+    try:
+        return execute(cfg)
+    except (ConfigError, DataError, OmegaConfBaseException) as err:
+        # exiting from inside the job keeps Hydra from adding its own report lines
+        report(err)
+        raise  # unreachable: report() exits or re-raises
+
+
+def main() -> None:
+    """Console entry point (``psbench``).
+
+    Hydra's own error report is several lines ending in a hint about HYDRA_FULL_ERROR; to
+    print one line instead, its composition errors are let through to here
+    (HYDRA_FULL_ERROR is set for the duration of the call) and passed to :func:`report`.
+    When the user set HYDRA_FULL_ERROR=1 the traceback is shown as usual.
+    """
+    global _show_traceback
+    _show_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _hydra_main()
+    except (ConfigError, DataError, HydraException, OmegaConfBaseException) as err:
+        report(err)
+    finally:
+        if not _show_traceback:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+if __name__ == "__main__":
+    main()
