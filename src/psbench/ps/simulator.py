@@ -326,13 +326,15 @@ class Simulator:
                 leaf_free[nd] = done = start + svc + xfer_in
                 st.bytes_pushed += wire
                 ts, clock, s0, t0 = data
-                pushed[l] += 1
+                if not background:
+                    pushed[l] += 1
                 leaf_pending[nd].append(Contribution(l, ts, clock, s0, t0, done))
                 if not leaf_busy[nd]:
                     leaf_busy[nd] = True
                     hpush(heap, (done, next(seq), _RELAY, nd, None))
                 hpush(heap, (done, next(seq), _PUSH_DONE if background else _READY, l, None))
             elif kind == _COMPUTED:  # adv*: hand the gradient to the push thread
+                pushed[l] += 1  # the learner's clock advances at hand-off (read-my-writes waits on it)
                 if push_busy[l]:
                     waiting_push[l] = data  # blocks until the previous push is delivered
                     continue
