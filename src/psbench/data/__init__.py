@@ -1,0 +1,112 @@
+"""Data sets as in-memory LightningDataModules: ``build_datamodule(name, data_dir, ...)``.
+
+Names: ``digits``, ``mnist``, ``fashion_mnist``, ``cifar10``, ``cifar10_subset``,
+``synthetic``. Inputs are scaled to [0, 1] and centred by the training set's per-pixel mean
+(Rudra §4.2); raw files are md5-checked and downloaded only with ``download=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from psbench.data import sources
+from psbench.data.cifar import load_cifar10_folder, load_cifar10_subset
+from psbench.data.datamodule import ArrayDataModule
+from psbench.data.digits import load_digits_split
+from psbench.data.mnist import load_idx_folder
+from psbench.data.preprocess import ArraySplit
+from psbench.data.synthetic import make_synthetic
+from psbench.errors import ConfigError
+
+DATASET_NAMES = ("digits", "mnist", "fashion_mnist", "cifar10", "cifar10_subset", "synthetic")
+
+#: Options every data set accepts (forwarded to :class:`ArrayDataModule`).
+_COMMON = ("subset", "batch_size", "verify")
+_EXTRA: dict[str, tuple[str, ...]] = {
+    "digits": ("test_size",),
+    "synthetic": ("shape", "num_classes", "num_train", "num_test", "separation", "noise"),
+}
+
+
+def _idx(paths: Mapping[str, Path]) -> ArraySplit:
+    return load_idx_folder(next(iter(paths.values())).parent)
+
+
+def _cifar10(paths: Mapping[str, Path]) -> ArraySplit:
+    return load_cifar10_folder(next(iter(paths.values())).parent)
+
+
+def _cifar10_subset(paths: Mapping[str, Path]) -> ArraySplit:
+    return load_cifar10_subset(next(iter(paths.values())))
+
+
+def build_datamodule(
+    name: str,
+    data_dir: str | Path,
+    seed: int = 0,
+    download: bool = False,
+    eval_batch_size: int = 1000,
+    **kwargs: Any,
+) -> ArrayDataModule:
+    """Build the data module ``name`` reading raw files under ``data_dir``.
+
+    ``seed`` fixes the digits split, the synthetic draw and the training-batch order.
+    Common kwargs: ``subset`` (first k training samples), ``batch_size`` (training loader,
+    default 128), ``verify`` (md5 checks, default True). ``digits`` also takes
+    ``test_size``; ``synthetic`` takes ``shape``, ``num_classes``, ``num_train``,
+    ``num_test``, ``separation``, ``noise`` (see :func:`make_synthetic`).
+    """
+    if name not in DATASET_NAMES:
+        raise ConfigError("dataset.name", name, "one of " + ", ".join(DATASET_NAMES))
+    allowed = _COMMON + _EXTRA.get(name, ())
+    for key in kwargs:
+        if key not in allowed:
+            raise ConfigError(
+                f"dataset.{key}", kwargs[key], f"no such option for {name}; options: {', '.join(allowed)}"
+            )
+    common = {k: kwargs.pop(k) for k in _COMMON if k in kwargs}
+    base = dict(data_dir=data_dir, seed=seed, download=download, eval_batch_size=eval_batch_size, **common)
+    if name in ("mnist", "fashion_mnist"):
+        return ArrayDataModule(name, (1, 28, 28), 10, 60000, _idx, files=sources.DATASET_FILES[name], **base)
+    if name == "cifar10":
+        return ArrayDataModule(name, (3, 32, 32), 10, 50000, _cifar10, files=sources.DATASET_FILES[name], **base)
+    if name == "cifar10_subset":
+        return ArrayDataModule(name, (3, 32, 32), 10, 5085, _cifar10_subset, files=sources.DATASET_FILES[name], **base)
+    if name == "digits":
+        test_size = int(kwargs.get("test_size", 360))
+        return ArrayDataModule(
+            name, (1, 8, 8), 10, 1797 - test_size, lambda _p: load_digits_split(seed, test_size), **base
+        )
+    opts: dict[str, Any] = {
+        "shape": (1, 28, 28),
+        "num_classes": 10,
+        "num_train": 2000,
+        "num_test": 500,
+        "separation": 4.0,
+        "noise": 1.0,
+    }
+    opts.update(kwargs)
+    opts["shape"] = tuple(int(s) for s in opts["shape"])
+    return ArrayDataModule(
+        name,
+        opts["shape"],
+        int(opts["num_classes"]),
+        int(opts["num_train"]),
+        lambda _p: make_synthetic(seed=seed, **opts),
+        **base,
+    )
+
+
+__all__ = [
+    "DATASET_NAMES",
+    "ArrayDataModule",
+    "ArraySplit",
+    "build_datamodule",
+    "load_cifar10_folder",
+    "load_cifar10_subset",
+    "load_digits_split",
+    "load_idx_folder",
+    "make_synthetic",
+]

@@ -1,0 +1,89 @@
+"""CIFAR-10 (Rudra §4.2): the standard python pickles, or the offline prefix subset npz.
+
+The pickles are only unpickled after their md5 matched the canonical one (see
+:func:`psbench.data.download.ensure_files`), since unpickling runs code.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from psbench.data.preprocess import ArraySplit
+from psbench.data.sources import CIFAR10_TEST_BATCH, CIFAR10_TRAIN_BATCHES
+from psbench.errors import DataError
+
+CIFAR_SHAPE = (3, 32, 32)
+
+
+def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """One pickle (dict with ``b'data'`` uint8 [N, 3072], ``b'labels'``) → x [N,3,32,32], y."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            entry = pickle.load(fh, encoding="bytes")
+    except FileNotFoundError:
+        raise DataError(f"cifar10: batch file {path} not found") from None
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise DataError(f"cifar10: cannot unpickle {path}: {exc}") from exc
+    if not isinstance(entry, dict) or b"data" not in entry:
+        raise DataError(f"cifar10: {path} is not a CIFAR batch (expected dict with b'data')")
+    labels = entry.get(b"labels", entry.get(b"fine_labels"))
+    data = np.asarray(entry[b"data"])
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != int(np.prod(CIFAR_SHAPE)):
+        raise DataError(f"cifar10: {path} b'data' is {data.dtype} {data.shape}, expected uint8 [N, 3072]")
+    if labels is None or len(labels) != len(data):
+        raise DataError(f"cifar10: {path} needs {len(data)} b'labels', got {None if labels is None else len(labels)}")
+    y = np.asarray(labels, dtype=np.int64)
+    if y.size and (y.min() < 0 or y.max() > 9):
+        raise DataError(f"cifar10: {path} has labels outside 0..9")
+    return data.reshape(-1, *CIFAR_SHAPE), y
+
+
+def load_cifar10_folder(
+    folder: str | Path,
+    train_batches: Sequence[str] = CIFAR10_TRAIN_BATCHES,
+    test_batch: str = CIFAR10_TEST_BATCH,
+) -> ArraySplit:
+    """Read ``cifar-10-batches-py/data_batch_1..5`` and ``test_batch`` (50k / 10k)."""
+    folder = Path(folder)
+    parts = [read_cifar_batch(folder / name) for name in train_batches]
+    x_test, y_test = read_cifar_batch(folder / test_batch)
+    return ArraySplit(
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        x_test,
+        y_test,
+        scale=255.0,
+    )
+
+
+def load_cifar10_subset(path: str | Path) -> ArraySplit:
+    """Read ``cifar10-prefix-subset.npz``: x_train uint8 [5085,3,32,32], y_train, x_test, y_test."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in ("x_train", "y_train", "x_test", "y_test")}
+    except KeyError as exc:
+        raise DataError(
+            f"cifar10_subset: {path} lacks array {exc}; expected x_train, y_train, x_test, y_test"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cifar10_subset: cannot read {path}: {exc}") from exc
+    for part in ("train", "test"):
+        x, y = arrays[f"x_{part}"], arrays[f"y_{part}"]
+        if x.dtype != np.uint8 or x.shape[1:] != CIFAR_SHAPE or y.shape != (len(x),):
+            raise DataError(
+                f"cifar10_subset: {path} x_{part} {x.dtype} {x.shape} / y_{part} {y.shape}, "
+                "expected uint8 [N,3,32,32] and [N]"
+            )
+    return ArraySplit(
+        arrays["x_train"],
+        arrays["y_train"].astype(np.int64),
+        arrays["x_test"],
+        arrays["y_test"].astype(np.int64),
+        scale=255.0,
+    )

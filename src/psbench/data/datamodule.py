@@ -1,0 +1,134 @@
+"""A LightningDataModule over whole data sets held in memory as float32 tensors.
+
+Parameter-server workers index ``x_train`` / ``y_train`` directly (sharding, sampling);
+the dataloaders serve Lightning loops and evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler, TensorDataset
+
+from psbench.data.download import ensure_files
+from psbench.data.preprocess import ArraySplit, scale_and_center
+from psbench.errors import ConfigError
+
+#: Builds the raw arrays from the verified raw-file paths (``{}`` for generated data sets).
+Loader = Callable[[Mapping[str, Path]], ArraySplit]
+
+
+def _batched_loader(dataset: TensorDataset, batch_size: int, generator: torch.Generator | None = None) -> DataLoader:
+    """Whole-batch indexing (one gather per batch, no per-sample collate)."""
+    base = RandomSampler(dataset, generator=generator) if generator is not None else SequentialSampler(dataset)
+    sampler = BatchSampler(base, batch_size=batch_size, drop_last=False)
+    return DataLoader(dataset, sampler=sampler, batch_size=None)
+
+
+class ArrayDataModule(pl.LightningDataModule):
+    """In-memory data set: ``prepare_data`` checks (and optionally downloads) raw files,
+    ``setup`` decodes them and applies the papers' preprocessing (Rudra §4.2)."""
+
+    def __init__(
+        self,
+        name: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        num_train: int,
+        loader: Loader,
+        files: tuple[str, ...] = (),
+        data_dir: str | Path = ".",
+        seed: int = 0,
+        download: bool = False,
+        verify: bool = True,
+        subset: int | None = None,
+        batch_size: int = 128,
+        eval_batch_size: int = 1000,
+    ) -> None:
+        super().__init__()
+        for key, val in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
+            if int(val) < 1:
+                raise ConfigError(f"dataset.{key}", val, "an integer >= 1")
+        if subset is not None and int(subset) < 1:
+            raise ConfigError("dataset.subset", subset, "an integer >= 1 or null")
+        self.name = name
+        self.input_shape = tuple(int(s) for s in input_shape)
+        self.num_classes = int(num_classes)
+        self.num_train = int(num_train) if subset is None else min(int(subset), int(num_train))
+        self.loader = loader
+        self.files = tuple(files)
+        self.data_dir = Path(data_dir).expanduser()
+        self.seed = int(seed)
+        self.download = bool(download)
+        self.verify = bool(verify)
+        self.subset = None if subset is None else int(subset)
+        self.batch_size = int(batch_size)
+        self.eval_batch_size = int(eval_batch_size)
+        self._verified = False
+        self.x_train: torch.Tensor | None = None
+        self.y_train: torch.Tensor | None = None
+        self.x_test: torch.Tensor | None = None
+        self.y_test: torch.Tensor | None = None
+        self.pixel_mean: torch.Tensor | None = None
+
+    def prepare_data(self) -> None:
+        """Check every raw file's md5; download missing ones when ``download`` is set."""
+        if self.files:
+            ensure_files(self.name, self.data_dir, self.files, self.download, self.verify)
+        self._verified = True
+
+    def setup(self, stage: str | None = None) -> None:
+        """Decode and preprocess once (idempotent); fills ``x_train`` … ``y_test``."""
+        if self.x_train is not None:
+            return
+        paths = ensure_files(
+            self.name,
+            self.data_dir,
+            self.files,
+            download=False,
+            verify=self.verify and not self._verified,
+        )
+        split = self.loader(paths).take_train(self.subset)
+        t = scale_and_center(split)
+        got = tuple(t.x_train.shape[1:])
+        if got != self.input_shape:
+            raise ConfigError(f"{self.name}.input_shape", got, f"{self.input_shape}")
+        self.x_train, self.y_train = t.x_train, t.y_train
+        self.x_test, self.y_test = t.x_test, t.y_test
+        self.pixel_mean = t.pixel_mean
+        self.num_train = len(self.x_train)
+
+    @property
+    def num_test(self) -> int:
+        """Test-set size (after ``setup``)."""
+        return 0 if self.y_test is None else len(self.y_test)
+
+    def _require_setup(self) -> None:
+        if self.x_train is None:
+            self.setup()
+
+    def train_dataloader(self) -> DataLoader:
+        """Shuffled training batches of ``batch_size``; the order is seeded by ``seed``."""
+        self._require_setup()
+        gen = torch.Generator().manual_seed(self.seed)
+        return _batched_loader(TensorDataset(self.x_train, self.y_train), self.batch_size, gen)
+
+    def test_dataloader(self) -> DataLoader:
+        """The test set in order, ``eval_batch_size`` per batch."""
+        self._require_setup()
+        return _batched_loader(TensorDataset(self.x_test, self.y_test), self.eval_batch_size)
+
+    def val_dataloader(self) -> DataLoader:
+        """Same as :meth:`test_dataloader` (the papers report test error during training)."""
+        return self.test_dataloader()
+
+    def __repr__(self) -> str:
+        return (
+            f"ArrayDataModule(name={self.name!r}, input_shape={self.input_shape}, "
+            f"num_classes={self.num_classes}, num_train={self.num_train})"
+        )
+
+    __str__ = __repr__

@@ -1,0 +1,78 @@
+"""Reader for the IDX format of MNIST / Fashion-MNIST (http://yann.lecun.com/exdb/mnist/).
+
+Header: two zero bytes, a type code, the number of dimensions, then one big-endian uint32
+per dimension; the data follows in C order, big-endian. Files may be gzip-compressed.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from psbench.errors import DataError
+
+#: IDX type code -> numpy dtype (big-endian as stored).
+IDX_DTYPES: dict[int, np.dtype] = {
+    0x08: np.dtype(np.uint8),
+    0x09: np.dtype(np.int8),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"IDX file {path} not found") from None
+    except OSError as exc:
+        raise DataError(f"cannot read IDX file {path}: {exc.strerror or exc}") from exc
+    if raw[:2] == b"\x1f\x8b":  # gzip magic, regardless of the suffix
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise DataError(f"IDX file {path} is not a valid gzip stream: {exc}") from exc
+    return raw
+
+
+def parse_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
+    """Decode an uncompressed IDX byte string to a native-endian numpy array."""
+    if len(data) < 4 or data[0] != 0 or data[1] != 0:
+        raise DataError(f"IDX file {source}: bad magic number {data[:4].hex()}, expected 0000TTNN")
+    code, ndim = data[2], data[3]
+    if code not in IDX_DTYPES:
+        raise DataError(
+            f"IDX file {source}: unknown type code 0x{code:02x}, expected one of "
+            + ", ".join(f"0x{c:02x}" for c in IDX_DTYPES)
+        )
+    header = 4 + 4 * ndim
+    if ndim == 0 or len(data) < header:
+        raise DataError(f"IDX file {source}: truncated header for {ndim} dimensions")
+    dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
+    dtype = IDX_DTYPES[code]
+    count = int(np.prod(dims))
+    if len(data) - header != count * dtype.itemsize:
+        raise DataError(
+            f"IDX file {source}: {len(data) - header} data bytes, expected {count * dtype.itemsize} for shape {dims}"
+        )
+    arr = np.frombuffer(data, dtype=dtype, count=count, offset=header).reshape(dims)
+    return arr.astype(dtype.newbyteorder("="), copy=False) if dtype.itemsize > 1 else arr
+
+
+def read_idx(path: str | Path, expected_shape: Sequence[int | None] | None = None) -> np.ndarray:
+    """Read an IDX (optionally gzip) file; check dims against ``expected_shape`` (None = any)."""
+    path = Path(path)
+    arr = parse_idx(_read_bytes(path), str(path))
+    if expected_shape is not None:
+        ok = len(expected_shape) == arr.ndim and all(
+            e is None or e == a for e, a in zip(expected_shape, arr.shape, strict=False)
+        )
+        if not ok:
+            want = "x".join("*" if e is None else str(e) for e in expected_shape)
+            raise DataError(f"IDX file {path}: shape {arr.shape}, expected {want}")
+    return arr

@@ -1,0 +1,47 @@
+"""Where each data set's raw files live: folder layout under ``data_dir`` and canonical URLs.
+
+The layout matches ``shared/datasets`` (``mnist/``, ``fashion-mnist/``, ``cifar10-subset/``)
+plus torchvision's ``cifar-10-batches-py/`` for the full CIFAR-10.
+"""
+
+from __future__ import annotations
+
+#: Base URLs of the IDX mirrors; a file's URL is ``base + file name``.
+MIRRORS: dict[str, str] = {
+    "mnist": "https://ossci-datasets.s3.amazonaws.com/mnist/",
+    "fashion-mnist": "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+}
+
+CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+CIFAR10_ARCHIVE = "cifar-10-python.tar.gz"
+CIFAR10_DIR = "cifar-10-batches-py"
+CIFAR10_TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
+CIFAR10_TEST_BATCH = "test_batch"
+
+CIFAR10_SUBSET_DIR = "cifar10-subset"
+CIFAR10_SUBSET_FILE = "cifar10-prefix-subset.npz"
+
+IDX_FILES = {
+    "train_images": "train-images-idx3-ubyte.gz",
+    "train_labels": "train-labels-idx1-ubyte.gz",
+    "test_images": "t10k-images-idx3-ubyte.gz",
+    "test_labels": "t10k-labels-idx1-ubyte.gz",
+}
+
+#: Raw files (``<folder>/<file>`` relative to ``data_dir``) each file-backed data set reads.
+DATASET_FILES: dict[str, tuple[str, ...]] = {
+    "mnist": tuple(f"mnist/{f}" for f in IDX_FILES.values()),
+    "fashion_mnist": tuple(f"fashion-mnist/{f}" for f in IDX_FILES.values()),
+    "cifar10": tuple(f"{CIFAR10_DIR}/{f}" for f in (*CIFAR10_TRAIN_BATCHES, CIFAR10_TEST_BATCH)),
+    "cifar10_subset": (f"{CIFAR10_SUBSET_DIR}/{CIFAR10_SUBSET_FILE}",),
+}
+
+
+def source_url(key: str) -> str | None:
+    """Canonical download URL of raw file ``key``; None when it has no public source."""
+    folder, _, name = key.partition("/")
+    if folder in MIRRORS:
+        return MIRRORS[folder] + name
+    if folder == CIFAR10_DIR or key == CIFAR10_ARCHIVE:
+        return CIFAR10_URL
+    return None

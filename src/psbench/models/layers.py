@@ -1,0 +1,46 @@
+"""Caffe building blocks that PyTorch lacks, written without in-place ops (vmap-safe)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class WithinChannelLRN(nn.Module):
+    """Caffe ``LRN`` with ``norm_region: WITHIN_CHANNEL`` (used by ``cifar10_full``).
+
+    ``y = x / (1 + alpha · mean_{k×k window}(x²))^beta``; the window mean counts zero padding,
+    like Caffe's implementation (an AVE pooling of x² with pad (k-1)/2). Parameter-free.
+    """
+
+    def __init__(self, local_size: int = 3, alpha: float = 5e-5, beta: float = 0.75) -> None:
+        super().__init__()
+        if local_size < 1 or local_size % 2 == 0:
+            raise ValueError(f"local_size must be odd and positive, got {local_size}")
+        self.local_size, self.alpha, self.beta = local_size, alpha, beta
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pad = (self.local_size - 1) // 2
+        sq_mean = F.avg_pool2d(x * x, self.local_size, stride=1, padding=pad, count_include_pad=True)
+        return x * torch.pow(1.0 + self.alpha * sq_mean, -self.beta)
+
+    def extra_repr(self) -> str:
+        return f"local_size={self.local_size}, alpha={self.alpha}, beta={self.beta}"
+
+
+def caffe_xavier_(weight: torch.Tensor) -> None:
+    """Caffe ``xavier`` filler: U(-a, a), a = sqrt(3 / fan_in)."""
+    fan_in = weight[0].numel()
+    bound = math.sqrt(3.0 / fan_in)
+    with torch.no_grad():
+        weight.uniform_(-bound, bound)
+
+
+def flat_features(features: nn.Module, input_shape: tuple[int, ...]) -> int:
+    """Number of features ``features`` outputs for one input of ``input_shape`` (no RNG use)."""
+    with torch.no_grad():
+        out = features(torch.zeros(1, *input_shape))
+    return int(out[0].numel())
