@@ -1,0 +1,159 @@
+"""validate(): every composed config that ships is valid; each bad value names its key."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from psbench import validate as v
+from psbench.cli import CONF_DIR, group_options
+from psbench.errors import ConfigError
+
+
+def test_default_config_is_valid(compose_cfg, tmp_path):
+    cfg = compose_cfg()
+    v.validate(cfg)
+    assert (tmp_path / "run").is_dir()  # the output dir is created and probed
+    assert cfg.learners == 4 and cfg.batch_size == 32 and cfg.protocol.name == "hardsync"
+    assert cfg.dataset.name == "digits" and cfg.model.name == "mlp"
+    assert cfg.logger.tracking_uri == f"sqlite:///{tmp_path}/mlflow.db"
+
+
+@pytest.mark.parametrize(
+    "preset", group_options("experiment")
+)
+def test_every_experiment_preset_composes_and_validates(compose_cfg, preset):
+    cfg = compose_cfg(f"experiment={preset}")
+    v.validate(cfg)
+    assert cfg.tags.experiment == preset
+
+
+def test_rudra_fig5_preset_is_the_paper_setting(compose_cfg):
+    cfg = compose_cfg("experiment=rudra/fig5_30softsync")
+    # Rudra §5.1 Fig 5 caption: λ = 30, μ = 128; 30-softsync with α0/⟨σ⟩; §4.2 baseline
+    assert (cfg.learners, cfg.batch_size, cfg.epochs) == (30, 128, 140)
+    assert (cfg.protocol.name, cfg.protocol.n, cfg.lr_policy.name) == ("softsync", 30, "mean_staleness")
+    assert (cfg.optimizer.lr, cfg.optimizer.momentum) == (0.001, 0.9)
+    assert list(cfg.optimizer.milestones) == [120, 130]
+    assert (cfg.model.name, cfg.dataset.name, cfg.hardware.name) == ("cifar_cnn", "cifar10", "p775")
+
+
+def test_preset_overrides_top_level_keys_and_cli_overrides_preset(compose_cfg):
+    cfg = compose_cfg("experiment=quickstart", "learners=6")
+    assert cfg.learners == 6 and cfg.protocol.name == "softsync"
+
+
+@pytest.mark.parametrize(
+    ("group", "allowed"),
+    [
+        ("model", v.MODELS), ("dataset", v.DATASETS), ("protocol", v.PROTOCOLS),
+        ("lr_policy", v.LR_POLICIES), ("optimizer", v.OPTIMIZERS),
+        ("compression", v.COMPRESSIONS), ("topology", v.TOPOLOGIES), ("engine", v.ENGINES),
+        ("logger", v.LOGGERS),
+    ],
+)
+def test_allowed_names_match_the_option_files(group, allowed):
+    assert sorted(group_options(group)) == sorted(allowed)
+
+
+@pytest.mark.parametrize("group", ["model", "dataset", "protocol", "lr_policy", "optimizer",
+                                   "compression", "topology", "hardware", "engine", "logger"])
+def test_each_option_file_is_named_after_itself(group):
+    for option in group_options(group):
+        node = OmegaConf.load(CONF_DIR / group / f"{option}.yaml")
+        assert node.name == option
+
+
+@pytest.mark.parametrize("profile", ["laptop", "p775"])
+def test_hardware_files_equal_the_cost_model_profiles(profile):
+    from psbench.cluster.cost import PROFILES
+
+    hw = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "hardware" / f"{profile}.yaml"))
+    flat = {**hw.pop("compute"), **hw}
+    for key, value in PROFILES[profile].items():
+        assert flat[key] == pytest.approx(value), key
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["learners=0"], "learners"),
+        (["learners=2.5"], "learners"),
+        (["batch_size=-1"], "batch_size"),
+        (["epochs=0"], "epochs"),
+        (["seed=1.5"], "seed"),
+        (["schedule_only=maybe"], "schedule_only"),
+        (["protocol=softsync", "protocol.n=0"], "protocol.n"),
+        (["protocol=softsync", "protocol.n=5", "learners=4"], "protocol.n"),
+        (["protocol=ssp", "protocol.staleness_bound=-1"], "protocol.staleness_bound"),
+        (["protocol=hardsync", "+protocol.n=2"], "protocol.n"),
+        (["protocol=async", "+protocol.staleness_bound=2"], "protocol.staleness_bound"),
+        (["protocol.name=gossip"], "protocol.name"),
+        (["lr_policy.name=cosine"], "lr_policy.name"),
+        (["lr_policy=sqrt_scaling", "lr_policy.reference_batch=0"], "lr_policy.reference_batch"),
+        (["lr_policy=per_gradient", "lr_policy.zero_staleness=0"], "lr_policy.zero_staleness"),
+        (["lr_policy=exponential", "lr_policy.decay=1.5"], "lr_policy.decay"),
+        (["lr_policy=constant", "+lr_policy.decay=0.5"], "lr_policy.decay"),
+        (["optimizer.name=lbfgs"], "optimizer.name"),
+        (["optimizer.lr=0"], "optimizer.lr"),
+        (["optimizer.momentum=1.0"], "optimizer.momentum"),
+        (["optimizer.momentum=-0.1"], "optimizer.momentum"),
+        (["optimizer.milestones=[130,120]"], "optimizer.milestones"),
+        (["topology.name=ring"], "topology.name"),
+        (["topology.learners_per_node=0"], "topology.learners_per_node"),
+        (["hardware.bandwidth_Bps=0"], "hardware.bandwidth_Bps"),
+        (["hardware.latency_s=-1e-6"], "hardware.latency_s"),
+        (["hardware.jitter_cv=-0.1"], "hardware.jitter_cv"),
+        (["hardware.stragglers.fraction=1.5"], "hardware.stragglers.fraction"),
+        (["hardware.stragglers.slowdown=0.5"], "hardware.stragglers.slowdown"),
+        (["hardware.heavy_tail=1.0"], "hardware.heavy_tail"),
+        (["dataset.name=imagenet"], "dataset.name"),
+        (["dataset=synthetic", "dataset.num_classes=1"], "dataset.num_classes"),
+        (["model.name=resnet"], "model.name"),
+        (["engine.name=dist"], "engine.name"),
+        (["compression.name=terngrad"], "compression.name"),
+        (["trainer.progress=fancy"], "trainer.progress"),
+        (["trainer.max_updates=0"], "trainer.max_updates"),
+    ],
+)
+def test_bad_value_names_its_key(compose_cfg, overrides, key):
+    cfg = compose_cfg(*overrides)
+    with pytest.raises(ConfigError) as info:
+        v.validate(cfg)
+    assert info.value.key == key
+    line = str(info.value)
+    assert line.startswith(f"{key}=") and "allowed" in line and "\n" not in line
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["protocol=softsync", "protocol.n=4", "learners=4"],  # n = λ is async
+        ["protocol=softsync", "protocol.n=1", "learners=1"],
+        ["protocol=ssp", "protocol.staleness_bound=0"],  # s = 0 behaves as hardsync
+        ["hardware.stragglers.fraction=1.0", "hardware.stragglers.slowdown=1.0"],
+        ["optimizer=adagrad"], ["optimizer=adam"], ["hardware=p775"],
+        ["lr_policy=per_gradient"], ["lr_policy=exponential"], ["lr_policy=dynsgd"],
+        ["dataset=synthetic"], ["topology=rudra_adv_star"], ["logger=none"],
+        ["trainer.max_updates=1"], ["epochs=0.5"],
+    ],
+)
+def test_boundary_values_are_accepted(compose_cfg, overrides):
+    v.validate(compose_cfg(*overrides))
+
+
+def test_unwritable_output_dir_names_the_key(compose_cfg, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    # a path under a regular file cannot be created, even by root (chmod would not stop root)
+    cfg = compose_cfg(f"paths.output_dir={blocker / 'run'}")
+    with pytest.raises(ConfigError) as info:
+        v.validate(cfg)
+    assert info.value.key == "paths.output_dir"
+    assert "writable directory" in str(info.value)
+
+
+def test_check_writable_dir_leaves_nothing_behind(tmp_path):
+    target = tmp_path / "new" / "dir"
+    assert v.check_writable_dir("k", target) == target
+    assert target.is_dir() and list(target.iterdir()) == []
