@@ -152,7 +152,9 @@ class JitterStreams:
     of the others (numpy ``SeedSequence.spawn``).
     """
 
-    BLOCK = 4096
+    #: Draws buffered across all learners together; per learner at most 4,096 and at least 16,
+    #: so memory stays O(1) in λ for λ ≤ 4,096 (a schedule for λ = 1,000 holds 64 per learner).
+    BUDGET = 65_536
 
     def __init__(self, cost: CostModel, learners: int, seed: int) -> None:
         root = np.random.SeedSequence([seed, 0x5EED])
@@ -163,15 +165,17 @@ class JitterStreams:
         self.stragglers = frozenset(chooser.choice(learners, size=k, replace=False).tolist()) if k else frozenset()
         self._cost = cost
         self._buf: list[list[float]] = [[] for _ in range(learners)]
+        self._block = max(16, min(4096, self.BUDGET // learners))
         var = math.log1p(cost.jitter_cv**2)
         self._sigma, self._mu = math.sqrt(var), -var / 2
 
     def _refill(self, l: int) -> list[float]:
         rng, c = self._rngs[l], self._cost
-        f = rng.lognormal(self._mu, self._sigma, self.BLOCK) if self._sigma > 0 else np.ones(self.BLOCK)
+        n = self._block
+        f = rng.lognormal(self._mu, self._sigma, n) if self._sigma > 0 else np.ones(n)
         if c.heavy_tail is not None:
             a = c.heavy_tail
-            f = f * (rng.pareto(a, self.BLOCK) + 1.0) * (a - 1.0) / a
+            f = f * (rng.pareto(a, n) + 1.0) * (a - 1.0) / a
         if l in self.stragglers:
             f = f * c.straggler_slowdown
         buf = f[::-1].tolist()  # pop() from the end yields draws in order
