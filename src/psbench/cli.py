@@ -38,7 +38,7 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -168,6 +168,9 @@ def hydra_error_line(err: BaseException) -> str:
         if options:
             return str(ConfigError(group or "config", option, "one of " + ", ".join(options)))
     text = str(err)
+    if isinstance(err, OverrideParseException):
+        # the message says what is wrong, not where: "no viable alternative at input '['"
+        text = f"cannot parse override {err.override!r}: {text.splitlines()[0]}"
     if isinstance(err.__cause__, OmegaConfBaseException):
         text += f" ({str(err.__cause__).splitlines()[0]})"
     if isinstance(err, OmegaConfBaseException) and getattr(err, "full_key", None):
@@ -336,4 +339,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # ``python -m psbench.cli``: run the canonical module, not this __main__ copy, so that
+    # the Hydra callback (psbench.cli.OutputDirCheck) shares main()'s error settings
+    from psbench.cli import main as canonical_main
+
+    canonical_main()
