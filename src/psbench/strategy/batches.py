@@ -1,0 +1,106 @@
+"""One PS update as a training batch: the arriving gradients' samples, grouped by weight snapshot.
+
+:class:`UpdateBatches` turns a :class:`~psbench.ps.Schedule` into the Trainer's data: item ``i``
+is update ``i`` — for each distinct weight timestamp among its c gradients, the samples of
+those gradients and the per-gradient weights w_l/c of the learning-rate policy (Zhang Eq 2).
+Samples are addressed on a global stream: position ``p`` is training sample
+``perm_e[p mod N]`` with ``e = p // N`` and ``perm_e`` a permutation seeded by (seed, e), so
+any schedule — and a single large-batch learner — reads the same sample order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from psbench.lr import LRPolicy
+from psbench.ps import Schedule
+
+
+@dataclass
+class SnapshotGroup:
+    """Gradients of one update computed on the weights of timestamp ``ts``."""
+
+    ts: int
+    learners: list[int]
+    x: torch.Tensor  # [k·s, *input_shape] — k gradients of s samples each, learner-major
+    y: torch.Tensor  # [k·s]
+    weights: torch.Tensor  # [k] — w_l / c for each of the k gradients
+
+
+@dataclass
+class UpdateBatch:
+    index: int
+    groups: list[SnapshotGroup]
+    staleness_mean: float
+    time: float
+    samples: int
+
+    def to(self, device, **_: object) -> UpdateBatch:  # Lightning moves batches with .to()
+        for g in self.groups:
+            g.x, g.y, g.weights = g.x.to(device), g.y.to(device), g.weights.to(device)
+        return self
+
+
+class SampleStream:
+    """Maps global sample-stream positions to dataset indices, one seeded permutation per epoch."""
+
+    def __init__(self, num_samples: int, seed: int) -> None:
+        self.n, self.seed = num_samples, seed
+        self._perms: dict[int, torch.Tensor] = {}
+
+    def _perm(self, epoch: int) -> torch.Tensor:
+        perm = self._perms.get(epoch)
+        if perm is None:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            perm = self._perms[epoch] = torch.randperm(self.n, generator=g)
+            self._perms.pop(epoch - 2, None)  # the stream only moves forward
+        return perm
+
+    def indices(self, start: int, count: int) -> torch.Tensor:
+        e0, e1 = start // self.n, (start + count - 1) // self.n
+        if e0 == e1:
+            off = start - e0 * self.n
+            return self._perm(e0)[off:off + count]
+        pos = torch.arange(start, start + count)
+        return torch.cat([self._perm(e)[pos[pos // self.n == e] - e * self.n] for e in range(e0, e1 + 1)])
+
+
+class UpdateBatches(torch.utils.data.Dataset):
+    """Map-style dataset over the updates of a schedule (use with ``DataLoader(batch_size=None)``)."""
+
+    def __init__(self, schedule: Schedule, x: torch.Tensor, y: torch.Tensor, samples_per_gradient: int,
+                 policy: LRPolicy, batch_size: int, learners: int, seed: int) -> None:
+        self.s, self.x, self.y, self.spg = schedule, x, y, samples_per_gradient
+        self.policy, self.mu, self.lam = policy, batch_size, learners
+        self.stream = SampleStream(len(x), seed)
+
+    def __len__(self) -> int:
+        return self.s.num_updates
+
+    def __getitem__(self, i: int) -> UpdateBatch:
+        s, rows = self.s, self.s.rows(i)
+        ts = s.ts[rows].tolist()
+        learners = s.learner[rows].tolist()
+        starts = s.sample_start[rows].tolist()
+        sigma = [i - t for t in ts]
+        c = len(ts)
+        w = [v / c for v in self.policy.scales(sigma, self.mu, self.lam)]
+        order = np.argsort(ts, kind="stable")[::-1]  # newest weights first: the live model
+        groups: list[SnapshotGroup] = []
+        for j in order:
+            if groups and groups[-1].ts == ts[j]:
+                g = groups[-1]
+            else:
+                g = SnapshotGroup(ts[j], [], [], [], [])  # type: ignore[arg-type]
+                groups.append(g)
+            g.learners.append(learners[j])
+            g.x.append(self.stream.indices(starts[j], self.spg))  # type: ignore[attr-defined]
+            g.weights.append(w[j])  # type: ignore[attr-defined]
+        for g in groups:
+            idx = torch.cat(g.x)  # type: ignore[arg-type]
+            g.x, g.y = self.x[idx], self.y[idx]
+            g.weights = torch.tensor(g.weights, dtype=self.x.dtype)
+        return UpdateBatch(i, groups, sum(sigma) / c, float(s.update_time[i]), c * self.spg)

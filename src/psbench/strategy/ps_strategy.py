@@ -1,0 +1,74 @@
+"""Lightning strategy that executes a PS schedule: one Trainer step = one PS update (DESIGN §3).
+
+For update i the master weights are at timestamp i. The strategy keeps the snapshots that
+pending gradients still read (:class:`SnapshotStore`), computes the arriving learners'
+gradients on their snapshots (batched, :func:`update_gradient`), and hands the aggregated
+gradient g_i = Σ_l (w_l/c)·Δθ_l to Lightning's automatic optimization through the linear
+surrogate loss Σ⟨p, g_i⟩, whose gradient is g_i. The configured torch optimizer then applies
+θ_{i+1} = θ_i − α0·g_i (with momentum/AdaGrad/Adam state as usual), and clipping, precision,
+callbacks and loggers keep working.
+
+A non-finite update (the papers expect this for stale gradients at an unmodulated α0) skips
+the step, sets ``diverged`` and stops the fit cleanly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import torch
+from pytorch_lightning.strategies import SingleDeviceStrategy
+
+from psbench.ps import Schedule
+from psbench.strategy.batches import UpdateBatch
+from psbench.strategy.gradients import update_gradient
+from psbench.strategy.snapshots import SnapshotStore
+
+
+class ParameterServerStrategy(SingleDeviceStrategy):
+    strategy_name = "parameter_server"
+
+    def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
+                 log_every_n_updates: int = 10) -> None:
+        super().__init__(device=torch.device("cpu"))
+        self.schedule = schedule
+        self.snapshots = SnapshotStore(schedule)
+        self.batching, self.vmap_threshold = batching, vmap_threshold
+        self.log_every = max(1, log_every_n_updates)
+        self.diverged_at: int | None = None
+        self.last_loss = math.nan
+        self._recent: deque[float] = deque(maxlen=100)
+        self.updates_done = 0
+
+    @property
+    def recent_loss(self) -> float | None:
+        """Mean training loss of the last (up to) 100 updates."""
+        return sum(self._recent) / len(self._recent) if self._recent else None
+
+    @property
+    def diverged(self) -> bool:
+        return self.diverged_at is not None
+
+    def training_step(self, batch: UpdateBatch, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
+        module = self.lightning_module
+        params = dict(module.net.named_parameters())
+        live = batch.index
+        self.snapshots.advance(live, params)
+        grads, loss = update_gradient(
+            module.net, module.loss, batch, lambda ts: params if ts == live else self.snapshots[ts],
+            self.batching, self.vmap_threshold)
+        surrogate = sum((p * grads[k]).sum() for k, p in params.items())
+        self.last_loss = float(loss)
+        if not (math.isfinite(self.last_loss) and torch.isfinite(surrogate)):
+            self.diverged_at = batch.index
+            module.log("diverged", 1.0)
+            module.trainer.should_stop = True
+            return None  # skip the optimizer step
+        self.updates_done += 1
+        self._recent.append(self.last_loss)
+        if batch.index % self.log_every == 0:
+            module.log_dict({"train_loss": loss, "staleness_mean_update": batch.staleness_mean,
+                             "sim_time_s": batch.time}, batch_size=batch.samples)
+        module.log("loss", loss, prog_bar=True, logger=False, batch_size=batch.samples)
+        return surrogate

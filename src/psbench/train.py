@@ -1,0 +1,224 @@
+"""Run one job from a composed config: simulate the schedule, then train on it with Lightning.
+
+:func:`train` is what ``psbench`` (``cli.py``) calls after validation and MLflow set-up:
+
+1. data module and model (seeded); model size = PS message size (compression ``none``);
+2. cost model (hardware profile, or a calibration of the real model) → simulator →
+   schedule of ⌊epochs·N/μ⌋ gradients (capped by ``trainer.max_updates``);
+3. ``schedule_only``: statistics only; otherwise a Trainer with
+   :class:`~psbench.strategy.ParameterServerStrategy`, one step per PS update, evaluating
+   test error every epoch's worth of updates;
+4. the summary dict (``summary.json``) and artifacts (schedule, staleness histogram).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from psbench.cluster import CostModel, Topology
+from psbench.errors import require
+from psbench.lr import LRPolicy
+from psbench.ps import Protocol, Schedule, Simulator
+
+
+def _get(cfg: Mapping, key: str, default: Any = None) -> Any:
+    v = cfg.get(key, default) if cfg is not None else default
+    return default if v is None else v
+
+
+def build_protocol(cfg: DictConfig) -> Protocol:
+    p = cfg.protocol
+    return Protocol(p.name, int(cfg.learners), n=p.get("n"), staleness_bound=p.get("staleness_bound"),
+                    local_steps=int(_get(p, "local_steps", 1)))
+
+
+def build_topology(cfg: DictConfig) -> Topology:
+    t = cfg.topology
+    return Topology(t.name, int(_get(t, "learners_per_node", 4)), int(_get(t, "broadcast_fanout", 2)))
+
+
+def build_cost(cfg: DictConfig, message_bytes: int, net: torch.nn.Module | None = None,
+               input_shape: tuple = (), num_classes: int = 10) -> CostModel:
+    h = cfg.hardware
+    overrides = {k: h.get(k) for k in ("bandwidth_Bps", "intra_node_bandwidth_Bps", "latency_s", "ps_service_s",
+                                       "ps_apply_Bps", "jitter_cv", "heavy_tail")}
+    compute = h.get("compute") or {}
+    overrides.update(overhead_s=compute.get("overhead_s"), per_sample_s=compute.get("per_sample_s"))
+    strag = h.get("stragglers") or {}
+    overrides.update(straggler_fraction=strag.get("fraction"), straggler_slowdown=strag.get("slowdown"))
+    cost = CostModel.from_profile(h.name, message_bytes, **overrides)
+    if h.get("calibrate") and net is not None:
+        from dataclasses import replace
+
+        from psbench.cluster.calibrate import calibrate
+
+        mu = int(cfg.batch_size)
+        cost = replace(cost, compute=calibrate(net, input_shape, num_classes, sorted({1, 4, 16, 64, mu})))
+    return cost
+
+
+def build_lr_policy(cfg: DictConfig) -> LRPolicy:
+    lp = OmegaConf.to_container(cfg.lr_policy, resolve=True)
+    return LRPolicy(**lp)  # type: ignore[arg-type]
+
+
+def total_gradients(cfg: DictConfig, num_train: int, protocol: Protocol) -> int:
+    spg = int(cfg.batch_size) * protocol.local_steps
+    g = int(float(cfg.epochs) * num_train) // spg
+    max_updates = cfg.trainer.get("max_updates")
+    if max_updates is not None:
+        g = min(g, int(max_updates) * protocol.gradients_per_update)
+    require(g >= protocol.gradients_per_update, "epochs", cfg.epochs,
+            f"enough epochs for one update of c = {protocol.gradients_per_update} gradients of μ = {cfg.batch_size}")
+    return g
+
+
+def weights_sha256(net: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for k, v in sorted(net.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+@torch.no_grad()
+def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1000) -> tuple[float, float]:
+    """(test error, test loss) over a whole tensor data set."""
+    net.eval()
+    wrong, loss = 0, 0.0
+    for i in range(0, len(x), batch):
+        logits = net(x[i:i + batch])
+        wrong += int((logits.argmax(1) != y[i:i + batch]).sum())
+        loss += float(torch.nn.functional.cross_entropy(logits, y[i:i + batch], reduction="sum"))
+    net.train()
+    return wrong / len(x), loss / len(x)
+
+
+def plot_staleness(hist: Mapping[int, int], label: str, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    total = sum(hist.values()) or 1
+    ax.bar(list(hist), [c / total for c in hist.values()], width=0.9)
+    ax.set_xlabel("staleness σ")
+    ax.set_ylabel("fraction of gradients")
+    ax.set_title(f"{label} (Rudra Fig 4 / Zhang Fig 1)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _progress_callbacks(mode: str):
+    from pytorch_lightning.callbacks import RichProgressBar
+
+    from psbench.strategy.progress import PlainProgress
+
+    if mode == "none":
+        return [], False
+    if mode == "rich" or (mode == "auto" and sys.stdout.isatty()):
+        return [RichProgressBar()], True
+    return [PlainProgress()], False
+
+
+def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
+    """Run the job described by ``cfg``; return the summary (see ``summary.json`` in the README)."""
+    from psbench.data import build_datamodule
+    from psbench.models import build_model, model_bytes
+
+    t_start = time.perf_counter()
+    seed = int(cfg.seed)
+    if cfg.trainer.get("num_threads"):
+        torch.set_num_threads(int(cfg.trainer.num_threads))
+    torch.manual_seed(seed)
+    ds = OmegaConf.to_container(cfg.dataset, resolve=True)
+    dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, **ds)  # type: ignore[union-attr, arg-type]
+    dm.prepare_data()
+    dm.setup("fit")
+    m = OmegaConf.to_container(cfg.model, resolve=True)
+    torch.manual_seed(seed)
+    net = build_model(m.pop("name"), dm.input_shape, dm.num_classes, **m)  # type: ignore[union-attr, arg-type]
+
+    protocol, topology, policy = build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg)
+    cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)
+    sim = Simulator(protocol, cost, topology, int(cfg.batch_size), total_gradients(cfg, dm.num_train, protocol), seed)
+    schedule = Schedule.collect(sim.run(), meta={"protocol": protocol.label, "learners": protocol.learners,
+                                                 "batch_size": int(cfg.batch_size), "topology": topology.name,
+                                                 "seed": seed})
+    stats = sim.stats.as_dict()
+    artifacts = [str(schedule.save(run_dir / "schedule.npz")),
+                 str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png"))]
+    samples = schedule.num_gradients * sim.samples_per_gradient
+    summary: dict[str, Any] = {
+        "status": "finished", "diverged": False, "test_error": None, "test_loss": None, "train_loss": None,
+        **stats, "samples": samples, "epochs_done": samples / dm.num_train, "schedule_sha256": schedule.sha256(),
+        "weights_sha256": None, "protocol": protocol.label, "artifacts": artifacts,
+    }
+    if logger is not None:
+        logger.log_metrics({"staleness_mean": stats["staleness_mean"], "staleness_max": stats["staleness_max"],
+                            "comm_overlap": stats["comm_overlap"], "sim_time_s": stats["sim_time_s"]}, step=0)
+    if cfg.schedule_only:
+        summary["wall_time_s"] = time.perf_counter() - t_start
+        return summary
+
+    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger))
+    summary["weights_sha256"] = weights_sha256(net)
+    summary["wall_time_s"] = time.perf_counter() - t_start
+    return summary
+
+
+def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger) -> dict[str, Any]:
+    import logging
+    import warnings
+
+    import pytorch_lightning as pl
+
+    from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    warnings.filterwarnings("ignore", ".*returned `None`.*")
+    warnings.filterwarnings("ignore", ".*LeafSpec.*")
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
+    updates_per_epoch = schedule.num_updates * dm.num_train / max(1, schedule.num_gradients * spg)
+    every = max(1, round(updates_per_epoch * float(_get(cfg.trainer, "eval_every_epochs", 1))))
+    module = ClassifierModule(net, OmegaConf.to_container(cfg.optimizer, resolve=True), updates_per_epoch)
+    strategy = ParameterServerStrategy(schedule, str(_get(cfg.trainer, "batching", "auto")),
+                                       log_every_n_updates=int(_get(cfg.trainer, "log_every_n_updates", 10)))
+    callbacks, rich = _progress_callbacks(str(_get(cfg.trainer, "progress", "auto")))
+    trainer = pl.Trainer(
+        strategy=strategy, accelerator="cpu", max_epochs=1, logger=logger if logger is not None else False,
+        val_check_interval=min(every, schedule.num_updates), check_val_every_n_epoch=None,
+        num_sanity_val_steps=0, enable_checkpointing=False, enable_model_summary=False,
+        enable_progress_bar=rich, callbacks=callbacks, log_every_n_steps=strategy.log_every,
+        deterministic=bool(_get(cfg.trainer, "deterministic", True)),
+        gradient_clip_val=cfg.trainer.get("gradient_clip_val"),
+    )
+    data = torch.utils.data.DataLoader(
+        UpdateBatches(schedule, dm.x_train, dm.y_train, spg, policy, int(cfg.batch_size), protocol.learners,
+                      int(cfg.seed)), batch_size=None, shuffle=False, num_workers=0)
+    t0 = time.perf_counter()
+    trainer.fit(module, train_dataloaders=data, val_dataloaders=dm.val_dataloader())
+    fit_s = time.perf_counter() - t0
+    test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
+    diverged = strategy.diverged or not math.isfinite(test_loss)
+    done = strategy.updates_done
+    samples = int(schedule.offsets[done]) * spg if done else 0
+    if logger is not None:
+        logger.log_metrics({"test_error": test_error, "test_loss": test_loss, "samples_per_s": samples / fit_s},
+                           step=max(0, trainer.global_step))
+    return {"status": "diverged" if diverged else "finished", "diverged": diverged,
+            "diverged_at_update": strategy.diverged_at, "test_error": test_error, "test_loss": test_loss,
+            "train_loss": strategy.recent_loss, "updates_done": done, "samples_trained": samples,
+            "samples_per_s": samples / fit_s if fit_s > 0 else None, "fit_time_s": fit_s}
