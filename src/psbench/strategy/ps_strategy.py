@@ -41,6 +41,10 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self._recent: deque[float] = deque(maxlen=100)
         self.updates_done = 0
 
+    def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
+        """Update batches are built on the CPU where the simulator runs; skip Lightning's recursive walk."""
+        return batch
+
     @property
     def recent_loss(self) -> float | None:
         """Mean training loss of the last (up to) 100 updates."""
