@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import subprocess
@@ -203,9 +204,20 @@ def _hydra_choices() -> dict[str, Any]:
     return dict(HydraConfig.get().runtime.choices)
 
 
+def _strict(value: Any) -> Any:
+    """JSON without NaN/Infinity literals: non-finite floats become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
+
+
 def _write_json(path: Path, data: Mapping[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    tmp.write_text(json.dumps(_strict(data), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
     tmp.replace(path)
 
 
