@@ -6,8 +6,9 @@ A protocol answers three schedule questions, never touching gradient values:
 * whether a learner must wait for *newer* weights before computing again (hardsync);
 * the SSP bound ``s`` on how far a learner may run ahead of the slowest.
 
-``local_steps`` (H) is the room left for the local-step family (AGN, DOWNPOUR windows,
-EASGD): a learner computes H mini-batches between pushes; it is 1 for every protocol here.
+``local_steps`` (H): with the local-step protocols of :mod:`psbench.ps.local` (``downpour``,
+``agn``, ``aeasgd``, ``dynsgd``) a learner computes H mini-batches between pushes; it is 1
+for every other protocol. Those four are asynchronous in the schedule (c = 1).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from psbench.errors import require
+from psbench.ps.local import LOCAL_PROTOCOLS, is_elastic
 
-PROTOCOLS = ("hardsync", "softsync", "async", "ssp")
+PROTOCOLS = ("hardsync", "softsync", "async", "ssp", *LOCAL_PROTOCOLS)
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class Protocol:
     * ``ssp`` with ``staleness_bound`` s ≥ 0 — c = 1, additive updates; a learner at clock k
       waits while k − min clock > s, so every read holds all updates with clock ≤ k−s−1 plus
       its own (Kumar et al. §3.1, conditions 1–4).
+    * ``downpour``, ``agn``, ``aeasgd`` (with elastic ``rho`` ρ > 0), ``dynsgd`` — async
+      (c = 1) with ``local_steps`` H ≥ 1 per commit (:mod:`psbench.ps.local`).
     """
 
     name: str
@@ -36,6 +40,7 @@ class Protocol:
     n: int | None = None
     staleness_bound: int | None = None
     local_steps: int = 1
+    rho: float | None = None
 
     def __post_init__(self) -> None:
         require(isinstance(self.learners, int) and self.learners >= 1, "learners", self.learners,
@@ -53,7 +58,17 @@ class Protocol:
         else:
             require(self.staleness_bound is None, "protocol.staleness_bound", self.staleness_bound,
                     f"unset for protocol {self.name} (only ssp takes staleness_bound)")
-        require(self.local_steps >= 1, "protocol.local_steps", self.local_steps, ">= 1")
+        h = self.local_steps
+        require(isinstance(h, int) and not isinstance(h, bool) and h >= 1, "protocol.local_steps", h,
+                "an integer >= 1")
+        require(h == 1 or self.name in LOCAL_PROTOCOLS, "protocol.local_steps", h,
+                f"1 for protocol {self.name} (local steps only with {'|'.join(LOCAL_PROTOCOLS)})")
+        if is_elastic(self.name):
+            require(isinstance(self.rho, (int, float)) and self.rho > 0, "protocol.rho", self.rho,
+                    "a number > 0 (elastic force ρ)")
+        else:
+            require(self.rho is None, "protocol.rho", self.rho,
+                    f"unset for protocol {self.name} (only aeasgd takes rho)")
 
     @property
     def gradients_per_update(self) -> int:
@@ -67,7 +82,7 @@ class Protocol:
     @property
     def splitting(self) -> int:
         """The softsync splitting parameter n this protocol is equivalent to (0 for hardsync)."""
-        return {"hardsync": 0, "softsync": self.n, "async": self.learners, "ssp": self.learners}[self.name]  # type: ignore[return-value]
+        return 0 if self.name == "hardsync" else self.n if self.name == "softsync" else self.learners  # type: ignore[return-value]
 
     @property
     def barrier(self) -> bool:
@@ -85,4 +100,6 @@ class Protocol:
             return f"{self.n}-softsync"
         if self.name == "ssp":
             return f"ssp-s{self.staleness_bound}"
+        if self.name in LOCAL_PROTOCOLS:
+            return f"{self.name}-H{self.local_steps}"
         return self.name
