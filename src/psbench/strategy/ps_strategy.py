@@ -8,6 +8,9 @@ surrogate loss Σ⟨p, g_i⟩, whose gradient is g_i. The configured torch optim
 θ_{i+1} = θ_i − α0·g_i (with momentum/AdaGrad/Adam state as usual), and clipping, precision,
 callbacks and loggers keep working.
 
+With a local-step protocol (``local``), the aggregated gradient is replaced by the learners'
+commits (:mod:`psbench.strategy.local_steps`), applied by plain SGD at the learners' lr.
+
 A non-finite update (the papers expect this for stale gradients at an unmodulated α0) skips
 the step, sets ``diverged`` and stops the fit cleanly.
 """
@@ -23,6 +26,7 @@ from pytorch_lightning.strategies import SingleDeviceStrategy
 from psbench.ps import Schedule
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.gradients import update_gradient
+from psbench.strategy.local_steps import LocalSteps
 from psbench.strategy.snapshots import SnapshotStore
 
 
@@ -30,9 +34,10 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     strategy_name = "parameter_server"
 
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
-                 log_every_n_updates: int = 10) -> None:
+                 log_every_n_updates: int = 10, local: LocalSteps | None = None) -> None:
         super().__init__(device=torch.device("cpu"))
         self.schedule = schedule
+        self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
         self.snapshots = SnapshotStore(schedule)
         self.batching, self.vmap_threshold = batching, vmap_threshold
         self.log_every = max(1, log_every_n_updates)
@@ -58,10 +63,14 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         module = self.lightning_module
         params = dict(module.net.named_parameters())
         live = batch.index
-        self.snapshots.advance(live, params)
-        grads, loss = update_gradient(
-            module.net, module.loss, batch, lambda ts: params if ts == live else self.snapshots[ts],
-            self.batching, self.vmap_threshold)
+        if self.local is not None:  # the commits of H local steps per learner, in gradient units
+            lr = module.trainer.optimizers[0].param_groups[0]["lr"]
+            grads, loss = self.local.update_direction(module.net, module.loss, batch, params, lr)
+        else:
+            self.snapshots.advance(live, params)
+            grads, loss = update_gradient(
+                module.net, module.loss, batch, lambda ts: params if ts == live else self.snapshots[ts],
+                self.batching, self.vmap_threshold)
         surrogate = sum((p * grads[k]).sum() for k, p in params.items())
         self.last_loss = float(loss)
         if not (math.isfinite(self.last_loss) and torch.isfinite(surrogate)):

@@ -1,0 +1,298 @@
+"""Learner-local models and the local-step update of ``downpour``, ``agn``, ``aeasgd``, ``dynsgd`` (DESIGN §3.3).
+
+Every schedule row of a local-step protocol is one *window*: learner l pulls the center θ̃ at
+timestamp ``ts``, takes H = ``protocol.local_steps`` optimizer steps on its own model with
+the window's μ·H samples (H consecutive mini-batches of the sample stream), and commits. What
+the commit holds is :mod:`psbench.ps.local`; this module computes it.
+
+**Batched, exactly.** A window depends only on θ̃_ts, the learner's own state and its data —
+not on the updates applied between ts and its commit. So windows are *captured* when the
+master weights reach their ``ts`` (a copy of θ̃_ts per learner) and *computed lazily*: when an
+update needs a commit that is not ready, every captured window is computed at once, the H
+local steps of k ≈ λ learners stacked along a leading learner dimension and run with
+``torch.func.vmap(grad(functional_call))`` — one vmapped call per local step instead of a
+Python loop over learners. A learner's windows stay in its own order (a capture flushes the
+learner's previous window first), so the result does not depend on how windows were batched.
+
+**Units.** The learner optimizer (``optimizer`` group: SGD with momentum, AdaGrad, Adam, as in
+AGN Algorithm 1) is a functional, stacked copy of torch's update rule that returns step
+directions d_h with θ ← θ − η·d_h. A commit is kept in these units, G = s·w·Σ_h d_h (or
+G = −ρ(θ_l − θ̃_ts) for the elastic commit), and the PS applies θ̃ ← θ̃ − η·G with plain SGD
+(:func:`server_optimizer`: lr η, no momentum) — i.e. θ̃ + Δ (AGN Eq 2). With H = 1 and SGD
+without momentum, G is the gradient itself and the update is bit-for-bit the async one.
+
+All learner state (local models, optimizer buffers, step counts, captured and finished
+windows) is in :meth:`LocalSteps.state_dict`; :class:`LocalStateCheckpoint` puts it into
+Lightning checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.func import functional_call, grad, vmap
+
+from psbench.errors import require
+from psbench.lr import LRPolicy
+from psbench.ps import Protocol, Schedule
+from psbench.ps.local import commit_scale, is_elastic, uses_local_steps
+from psbench.strategy.batches import SampleStream, SnapshotGroup, UpdateBatch
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Params = dict[str, torch.Tensor]
+
+
+def server_optimizer(learner_cfg: Mapping) -> dict[str, Any]:
+    """The PS optimizer of a local-step protocol: SGD at the learners' η, no momentum (θ̃ ← θ̃ + Δ, AGN Eq 2).
+
+    ``milestones``/``gamma`` are kept, so an lr schedule scales the server and (through
+    :meth:`LocalSteps.update_direction`, which reads the current lr) the learners alike.
+    """
+    cfg = dict(learner_cfg)
+    return {"name": "sgd", "lr": float(cfg.get("lr", 0.1)), "momentum": 0.0, "weight_decay": 0.0,
+            "milestones": list(cfg.get("milestones") or []), "gamma": float(cfg.get("gamma", 0.1))}
+
+
+class LearnerOptimizer:
+    """torch's SGD (momentum, Nesterov), AdaGrad and Adam as functions of stacked tensors [k, ...].
+
+    :meth:`direction` returns d with θ_next = θ − η·d — the same arithmetic as ``torch.optim``
+    up to the association of the final scaling (exact for SGD). Buffers start at zero, which
+    reproduces torch's first step (momentum buffer = gradient).
+    """
+
+    BUFFERS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "sgd": ("momentum",), "adagrad": ("sum",), "adam": ("exp_avg", "exp_avg_sq")}
+
+    def __init__(self, cfg: Mapping) -> None:
+        self.name = str(cfg.get("name", "sgd"))
+        require(self.name in self.BUFFERS, "optimizer.name", self.name, f"one of {list(self.BUFFERS)}")
+        self.wd = float(cfg.get("weight_decay", 0.0))
+        self.momentum = float(cfg.get("momentum", 0.0)) if self.name == "sgd" else 0.0
+        self.nesterov = bool(cfg.get("nesterov", False))
+        self.betas = tuple(float(b) for b in cfg.get("betas", (0.9, 0.999)))
+        self.eps = float(cfg.get("eps", 1e-8 if self.name == "adam" else 1e-10))
+
+    def buffers(self) -> tuple[str, ...]:
+        if self.name == "sgd" and self.momentum == 0:
+            return ()
+        return self.BUFFERS[self.name]
+
+    def init_state(self, params: Params) -> dict[str, Params]:
+        return {b: {k: torch.zeros_like(v) for k, v in params.items()} for b in self.buffers()}
+
+    def direction(self, grads: Params, params: Params, state: dict[str, Params], step: torch.Tensor) -> Params:
+        """Update ``state`` in place and return the directions; ``step`` [k] counts this step (1-based)."""
+        out: Params = {}
+        for k, g in grads.items():
+            if self.wd:
+                g = g.add(params[k], alpha=self.wd)
+            if self.name == "sgd":
+                if self.momentum:
+                    buf = state["momentum"][k]
+                    buf.mul_(self.momentum).add_(g)
+                    g = g.add(buf, alpha=self.momentum) if self.nesterov else buf.clone()
+                out[k] = g
+            elif self.name == "adagrad":
+                s = state["sum"][k]
+                s.addcmul_(g, g, value=1.0)
+                out[k] = g / (s.sqrt() + self.eps)
+            else:
+                b1, b2 = self.betas
+                m, v = state["exp_avg"][k], state["exp_avg_sq"][k]
+                m.lerp_(g, 1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                shape = (-1,) + (1,) * (g.dim() - 1)
+                bc1 = (1 - b1 ** step.to(g.dtype)).view(shape)
+                bc2 = (1 - b2 ** step.to(g.dtype)).sqrt().view(shape)
+                out[k] = (m / bc1) / (v.sqrt() / bc2 + self.eps)
+        return out
+
+
+class LocalSteps:
+    """Learner-local state and the local-step update of one local-step protocol run.
+
+    Args:
+        protocol: a local-step protocol (``downpour``, ``agn``, ``aeasgd``, ``dynsgd``).
+        schedule: the run's schedule; row g is one window of μ·H samples.
+        x, y: the training tensors the sample stream indexes.
+        batch_size: μ.
+        seed: the sample-stream seed (the same as :class:`~psbench.strategy.UpdateBatches`).
+        optimizer: the learners' optimizer config (``optimizer`` group).
+        policy: lr policy; its per-gradient weight w_l multiplies each commit.
+    """
+
+    def __init__(self, protocol: Protocol, schedule: Schedule, x: torch.Tensor, y: torch.Tensor, batch_size: int,
+                 seed: int, optimizer: Mapping, policy: LRPolicy | None = None) -> None:
+        require(uses_local_steps(protocol.name), "protocol.name", protocol.name, "a local-step protocol")
+        self.protocol, self.schedule, self.x, self.y = protocol, schedule, x, y
+        self.H, self.mu, self.lam = protocol.local_steps, batch_size, protocol.learners
+        self.elastic = is_elastic(protocol.name)
+        self.rho = float(protocol.rho or 0.0)
+        self.policy = policy or LRPolicy()
+        self.opt = LearnerOptimizer(optimizer)
+        self.stream = SampleStream(len(x), seed)
+        self.by_ts = np.argsort(schedule.ts, kind="stable")  # windows in pull order, learner order kept
+        self._ts_sorted = schedule.ts[self.by_ts]
+        self.local: Params = {}  # θ_l, stacked [λ, ...] (downpour/agn/dynsgd: the pulled center)
+        self.pull: Params = {}  # aeasgd: θ̃_ts of each captured window
+        self.state: dict[str, Params] = {}
+        self.steps = torch.zeros(self.lam, dtype=torch.int64)
+        self.pending: dict[int, int] = {}  # learner -> row of its captured, not yet computed window
+        self.ready: dict[int, tuple[Params, float]] = {}  # row -> (direction-unit commit, window loss)
+        self.captured_upto = 0  # index into by_ts of the next window to capture
+        self.flushes = 0
+        self.windows_computed = 0
+
+    # -- state -------------------------------------------------------------------------------
+    def _ensure(self, params: Params) -> None:
+        if self.local:
+            return
+        self.local = {k: v.detach().unsqueeze(0).repeat(self.lam, *[1] * v.dim()) for k, v in params.items()}
+        if self.elastic:
+            self.pull = {k: torch.empty_like(v) for k, v in self.local.items()}
+        self.state = self.opt.init_state(self.local)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"local": self.local, "pull": self.pull, "state": self.state, "steps": self.steps,
+                "pending": dict(self.pending), "ready": dict(self.ready), "captured_upto": self.captured_upto}
+
+    def load_state_dict(self, sd: Mapping[str, Any]) -> None:
+        self.local, self.pull, self.state = dict(sd["local"]), dict(sd["pull"]), dict(sd["state"])
+        self.steps = sd["steps"].clone()
+        self.pending, self.ready = dict(sd["pending"]), dict(sd["ready"])
+        self.captured_upto = int(sd["captured_upto"])
+
+    # -- the update --------------------------------------------------------------------------
+    def update_direction(self, net: torch.nn.Module, loss: LossFn, batch: UpdateBatch, params: Params,
+                         lr: float) -> tuple[Params, torch.Tensor]:
+        """G_i = Σ_{commits l of update i} w_l·s_l·C_l in direction units; the PS applies θ̃ ← θ̃ − η·G_i.
+
+        ``params`` are the master weights at timestamp i = ``batch.index``; ``lr`` is η now.
+        Returns (G_i per parameter name, mean per-sample loss of the committed windows).
+        """
+        i = batch.index
+        self._ensure(params)
+        self._capture(i, params, net, loss, lr)
+        s = self.schedule
+        rows = range(int(s.offsets[i]), int(s.offsets[i + 1]))
+        sigma = [i - int(s.ts[r]) for r in rows]
+        w = self.policy.scales(sigma, self.mu, self.lam)
+        c = len(sigma)
+        total: Params = {}
+        losses = 0.0
+        for r, sg, wl in zip(rows, sigma, w, strict=True):
+            if r not in self.ready:
+                self._flush(net, loss, lr)
+            commit, window_loss = self.ready.pop(r)
+            f = wl / c * (1.0 if self.elastic else commit_scale(self.protocol.name, self.H, sg))
+            for k, v in commit.items():
+                term = v * f
+                total[k] = total[k] + term if k in total else term
+            losses += window_loss
+        return total, torch.tensor(losses / c)
+
+    def _capture(self, i: int, params: Params, net, loss, lr: float) -> None:
+        """Windows that pull timestamp i copy θ̃_i (aeasgd: into ``pull``; otherwise it *is* the local model)."""
+        order, ts = self.by_ts, self._ts_sorted
+        j = self.captured_upto
+        while j < len(order) and ts[j] <= i:
+            row = int(order[j])
+            learner = int(self.schedule.learner[row])
+            if learner in self.pending:  # the learner's previous window first (adv* pushes in the background)
+                self._flush(net, loss, lr)
+            target = self.pull if self.elastic else self.local
+            for k, v in params.items():
+                target[k][learner].copy_(v.detach())
+            self.pending[learner] = row
+            j += 1
+        self.captured_upto = j
+
+    def _flush(self, net: torch.nn.Module, loss: LossFn, lr: float) -> None:
+        """Compute every captured window: H local steps of k learners, vmapped over the learner dimension."""
+        learners = sorted(self.pending)
+        rows = [self.pending[learner] for learner in learners]
+        self.pending.clear()
+        k, H, mu = len(learners), self.H, self.mu
+        idx = torch.tensor(learners, dtype=torch.int64)
+        theta = {n: v.index_select(0, idx) for n, v in self.local.items()}
+        state = {b: {n: v.index_select(0, idx) for n, v in bufs.items()} for b, bufs in self.state.items()}
+        steps = self.steps.index_select(0, idx)
+        commit: Params = {}
+        if self.elastic:  # e = ηρ(θ_l − θ̃_ts) leaves the learner and joins the center: G = −ρ(θ_l − θ̃_ts)
+            for n in theta:
+                commit[n] = (theta[n] - self.pull[n].index_select(0, idx)).mul_(-self.rho)
+                theta[n] = theta[n].add(commit[n], alpha=lr)
+        sample_idx = torch.cat([self.stream.indices(int(self.schedule.sample_start[r]), mu * H) for r in rows])
+        xs = self.x[sample_idx].view(k, H, mu, *self.x.shape[1:]).transpose(0, 1).contiguous()
+        ys = self.y[sample_idx].view(k, H, mu).transpose(0, 1).contiguous()
+        w = torch.full((k, mu), 1.0 / mu, dtype=self.x.dtype)
+
+        def f(p, x, y, wt):
+            per = loss(functional_call(net, p, (x,)), y)
+            return (per * wt).sum(), per.detach().sum()
+
+        step_grad = vmap(grad(f, has_aux=True))
+        acc: Params = {}
+        seen = torch.zeros(k, dtype=self.x.dtype)
+        for h in range(H):
+            grads, sums = step_grad(theta, xs[h], ys[h], w)
+            d = self.opt.direction(grads, theta, state, steps + (h + 1))
+            for n in theta:
+                theta[n] = theta[n].add(d[n], alpha=-lr)
+                if not self.elastic:
+                    acc[n] = acc[n] + d[n] if n in acc else d[n]
+            seen = seen + sums
+        if not self.elastic:
+            commit = acc
+        for n, v in theta.items():
+            self.local[n].index_copy_(0, idx, v)
+        for b, bufs in state.items():
+            for n, v in bufs.items():
+                self.state[b][n].index_copy_(0, idx, v)
+        self.steps.index_add_(0, idx, torch.full((k,), H, dtype=torch.int64))
+        window_loss = (seen / (H * mu)).tolist()
+        for j, r in enumerate(rows):
+            self.ready[r] = ({n: v[j] for n, v in commit.items()}, window_loss[j])
+        self.flushes += 1
+        self.windows_computed += k
+
+
+class LocalUpdateBatches(torch.utils.data.Dataset):
+    """The Trainer's data for a local-step protocol: update i's index, staleness and time, no samples.
+
+    :class:`LocalSteps` reads the samples of whole batches of windows itself (it computes them
+    ahead of their updates), so the per-update item carries only what the strategy logs.
+    """
+
+    def __init__(self, schedule: Schedule, samples_per_gradient: int) -> None:
+        self.s, self.spg = schedule, samples_per_gradient
+        self._empty = torch.empty(0)
+
+    def __len__(self) -> int:
+        return self.s.num_updates
+
+    def __getitem__(self, i: int) -> UpdateBatch:
+        rows = self.s.rows(i)
+        ts, learners = self.s.ts[rows].tolist(), self.s.learner[rows].tolist()
+        c = len(ts)
+        groups = [SnapshotGroup(t, [learner], self._empty, self._empty, torch.ones(1) / c)
+                  for t, learner in zip(ts, learners, strict=True)]
+        return UpdateBatch(i, groups, sum(i - t for t in ts) / c, float(self.s.update_time[i]), c * self.spg)
+
+
+class LocalStateCheckpoint(pl.Callback):
+    """Saves and restores :class:`LocalSteps` state with Lightning checkpoints (``checkpoint["callbacks"]``)."""
+
+    def __init__(self, local: LocalSteps) -> None:
+        self.local = local
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.local.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.local.load_state_dict(state_dict)
