@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
+from psbench.engine.aggregate import contribution_order, update_weights
+from psbench.engine.samples import SampleStream
 from psbench.lr import LRPolicy
 from psbench.ps import Schedule
 
@@ -44,30 +45,6 @@ class UpdateBatch:
         return self
 
 
-class SampleStream:
-    """Maps global sample-stream positions to dataset indices, one seeded permutation per epoch."""
-
-    def __init__(self, num_samples: int, seed: int) -> None:
-        self.n, self.seed = num_samples, seed
-        self._perms: dict[int, torch.Tensor] = {}
-
-    def _perm(self, epoch: int) -> torch.Tensor:
-        perm = self._perms.get(epoch)
-        if perm is None:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            perm = self._perms[epoch] = torch.randperm(self.n, generator=g)
-            self._perms.pop(epoch - 2, None)  # the stream only moves forward
-        return perm
-
-    def indices(self, start: int, count: int) -> torch.Tensor:
-        e0, e1 = start // self.n, (start + count - 1) // self.n
-        if e0 == e1:
-            off = start - e0 * self.n
-            return self._perm(e0)[off:off + count]
-        pos = torch.arange(start, start + count)
-        return torch.cat([self._perm(e)[pos[pos // self.n == e] - e * self.n] for e in range(e0, e1 + 1)])
-
-
 class UpdateBatches(torch.utils.data.Dataset):
     """Map-style dataset over the updates of a schedule (use with ``DataLoader(batch_size=None)``)."""
 
@@ -87,8 +64,8 @@ class UpdateBatches(torch.utils.data.Dataset):
         starts = s.sample_start[rows].tolist()
         sigma = [i - t for t in ts]
         c = len(ts)
-        w = [v / c for v in self.policy.scales(sigma, self.mu, self.lam)]
-        order = np.argsort(ts, kind="stable")[::-1]  # newest weights first: the live model
+        w = update_weights(self.policy.scales(sigma, self.mu, self.lam), torch.float64).tolist()
+        order = contribution_order(ts)  # newest weights first: the live model
         groups: list[SnapshotGroup] = []
         for j in order:
             if groups and groups[-1].ts == ts[j]:

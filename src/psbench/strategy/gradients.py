@@ -6,7 +6,8 @@ Three ways to compute the same sum (a test holds them equal to float tolerance):
   concatenated samples (per-sample losses weighted by w_l/(c·s)); one backward for all groups;
 * ``vmap`` — every gradient on its own snapshot with ``torch.func.vmap(grad(functional_call))``
   over stacked parameters (when many distinct snapshots make the groups tiny);
-* ``loop`` — one learner at a time (the reference).
+* ``loop`` — one learner at a time (the reference; the same float operations, in the same order, as
+  the dist engine's learners and PS: :mod:`psbench.engine.aggregate`).
 
 ``auto`` picks ``grouped`` when an update reads at most ``vmap_threshold`` snapshots.
 """
@@ -18,6 +19,7 @@ from collections.abc import Callable
 import torch
 from torch.func import functional_call, grad, vmap
 
+from psbench.engine.aggregate import learner_gradient
 from psbench.strategy.batches import UpdateBatch
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, y) -> per-sample loss
@@ -85,9 +87,9 @@ def _loop(net, loss, batch, params_at):
     for g in batch.groups:
         s = len(g.y) // len(g.learners)
         for j in range(len(g.learners)):
-            params = {k: v.detach().requires_grad_() for k, v in params_at(g.ts).items()}
-            per = loss(functional_call(net, params, (g.x[j * s:(j + 1) * s],)), g.y[j * s:(j + 1) * s])
-            gr = torch.autograd.grad(per.mean() * g.weights[j], list(params.values()))
+            params = params_at(g.ts)
+            gr, per = learner_gradient(net, loss, params, g.x[j * s:(j + 1) * s], g.y[j * s:(j + 1) * s],
+                                       g.weights[j])
             for k, v in zip(params, gr, strict=True):
                 out[k] = out[k] + v if k in out else v
             seen = seen + per.detach().sum()
