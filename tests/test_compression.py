@@ -1,0 +1,203 @@
+"""Codecs (issue 4): TernGrad unbiasedness and wire sizes, QSGD, error feedback, scaler sharing, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from psbench.compression import (
+    QSGD,
+    ErrorFeedback,
+    RandomK,
+    SignSGD,
+    TernGrad,
+    TopK,
+    build_codec,
+    learner_generator,
+)
+from psbench.compression.pipeline import LearnerCompression, last_layer
+from psbench.errors import ConfigError
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def test_terngrad_is_unbiased_within_its_variance():
+    """E[ternarize(g)] = g (TernGrad Eq 7): over T = 10⁵ draws, |mean − g| ≤ 4·√(|g|(s−|g|)/T) per element."""
+    g = torch.randn(64, generator=gen(1))
+    g[0], g[1] = 0.0, g.abs().max()  # the bound is 0 there: exact
+    s, T, tg = float(g.abs().max()), 100_000, TernGrad(clip=None)
+    total = torch.zeros(64, dtype=torch.float64)
+    r = gen(2)
+    for _ in range(T // 20_000):  # the draws as a batch: 20,000 copies per call share the scaler s
+        p = tg.compress(g.repeat(20_000), generator=r, scaler=s)
+        total += tg.decompress(p).view(-1, 64).double().sum(0)
+    mean = total / T
+    bound = 4 * torch.sqrt(g.abs().double() * (s - g.abs().double()) / T) + 1e-6 * s
+    assert bool(((mean - g.double()).abs() <= bound).all()), float(((mean - g.double()).abs() - bound).max())
+    # and it is not the identity: one draw is ternary
+    assert set(tg.decompress(tg.compress(g, generator=r)).unique().tolist()) <= {0.0, s, -s}
+
+
+def test_terngrad_clipping_is_eq_9_and_unbiased_for_the_clipped_gradient():
+    g = torch.randn(4096, generator=gen(3))
+    g[7] = 40.0  # an outlier
+    tg = TernGrad(clip=2.5)
+    bound = 2.5 * float(g.std(correction=0))
+    assert tg.scaler(g) == pytest.approx(bound)
+    f = tg.clipped(g)
+    assert torch.equal(f, g.clamp(-bound, bound))
+    T = 20_000
+    x = f[:32]
+    mean = TernGrad(clip=None).decompress(TernGrad(clip=None).compress(x.repeat(T), generator=gen(4), scaler=bound))
+    mean = mean.view(T, 32).double().mean(0)
+    assert bool(((mean - x.double()).abs() <= 4 * torch.sqrt(x.abs() * (bound - x.abs()) / T) + 1e-6).all())
+
+
+def test_qsgd_is_unbiased_within_its_variance():
+    q = QSGD(levels=2, bucket=32)
+    g = torch.randn(96, generator=gen(5))
+    var = q.variance(g).double()
+    T, total, r = 100_000, torch.zeros(96, dtype=torch.float64), gen(6)
+    for _ in range(T // 10_000):
+        total += q.decompress(q.compress(g.repeat(10_000), generator=r)).view(-1, 96).double().sum(0)
+    err = (total / T - g.double()).abs()
+    assert bool((err <= 4 * torch.sqrt(var / T) + 1e-6).all()), float((err - 4 * torch.sqrt(var / T)).max())
+    assert var.sum() > 0
+
+
+CODECS = {
+    "none": lambda: build_codec("none"),
+    "fp16": lambda: build_codec("fp16"),
+    "qsgd-4-512": lambda: QSGD(4, 512),
+    "qsgd-1-3": lambda: QSGD(1, 3),
+    "qsgd-7-2": lambda: QSGD(7, 2),
+    "topk": lambda: TopK(0.3),
+    "randomk": lambda: RandomK(0.5),
+    "signsgd-l1": lambda: SignSGD("l1"),
+    "signsgd-seide": lambda: SignSGD("seide"),
+    "terngrad-2bit": lambda: TernGrad(2.5, "2bit"),
+    "terngrad-base3": lambda: TernGrad(None, "base3"),
+    "topk+ef": lambda: ErrorFeedback(TopK(0.1)),
+    "terngrad+ef": lambda: ErrorFeedback(TernGrad()),
+}
+
+
+@pytest.mark.parametrize("name", list(CODECS))
+@pytest.mark.parametrize("n", [1, 3, 5, 4097])
+def test_expected_bytes_equal_the_serialized_payload(name, n):
+    codec = CODECS[name]()
+    g = torch.randn(n, generator=gen(n))
+    p = codec.compress(g, "w", gen(1))
+    assert codec.nbytes(p) == codec.expected_bytes(n) == len(p.to_bytes())
+    assert codec.decompress(p).shape == g.shape
+
+
+@pytest.mark.parametrize("wire", ["2bit", "base3"])
+@pytest.mark.parametrize("learners", [1, 2, 3, 8])
+@pytest.mark.parametrize("n", [1, 3, 5, 4097])
+def test_terngrad_pull_bytes_equal_the_serialized_pull(wire, learners, n):
+    tg = TernGrad(wire=wire)
+    total = torch.randint(-learners, learners + 1, (n,), generator=gen(n))
+    p = tg.encode_pull(total, 0.5, learners)
+    assert tg.nbytes(p) == tg.expected_pull_bytes(n, learners) == len(p.to_bytes())
+    assert torch.equal(tg.decode_pull(p), total)
+
+
+def test_terngrad_wire_ratios_on_a_million_elements():
+    """TernGrad §3.1: 2 bits → 16×, base-3 → 20× (bound 20.19×), scalers included."""
+    g = torch.randn(1_000_000, generator=gen(7))
+    for wire, target, tol in (("2bit", 16, 1e-3), ("base3", 20, 1e-2)):
+        tg = TernGrad(wire=wire)
+        p = tg.compress(g, generator=gen(8))
+        ratio = 4 * g.numel() / tg.nbytes(p)
+        assert abs(ratio / target - 1) < tol, (wire, ratio)
+        assert ratio < 32 / math.log2(3)
+        t = tg.ternary(p)  # the packing round-trips the ternary vector
+        assert torch.equal(tg.decompress(p), t.float() * float(p.fields["scaler"]))
+
+
+@pytest.mark.parametrize("name", ["terngrad", "topk", "randomk", "signsgd", "qsgd", "fp16"])
+def test_error_feedback_identity_is_bit_exact(name):
+    """g + m_before == decoded + m_after, bit for bit (float64 memory), over several steps."""
+    opts = {"k": 0.05} if name in ("topk", "randomk") else {}
+    ef = build_codec(name, {"error_feedback": True, **opts})
+    assert isinstance(ef, ErrorFeedback)
+    r = gen(9)
+    for step in range(6):
+        g = torch.randn(3001, generator=r) * (1 + step)
+        before = ef.memory.get("w", torch.zeros(3001, dtype=torch.float64))
+        p = ef.compress(g, "w", r)
+        decoded = ef.inner.decompress(p).double()  # what the receiver decodes
+        assert torch.equal(g.double() + before, decoded + ef.memory["w"])
+    assert any(ef.memory["w"] != 0)
+    state = ef.state_dict()
+    other = build_codec(name, {"error_feedback": True, **opts})
+    other.load_state_dict(state)
+    assert torch.equal(other.memory["w"], ef.memory["w"])
+
+
+@pytest.mark.parametrize("learners", [1, 2, 3, 8])
+def test_scaler_sharing_leaves_at_most_2n_plus_1_levels(learners):
+    """TernGrad §3.1: with a shared scaler the aggregated update has ≤ 2N + 1 levels (N contributors)."""
+    shapes = {"w": torch.Size([2000])}
+    grads = {"w": torch.stack([torch.randn(2000, generator=gen(l)) * (l + 1) for l in range(learners)])}
+    ones = torch.ones(learners)
+
+    def levels(share: bool) -> int:
+        lc = LearnerCompression({"name": "terngrad", "clip": 2.5, "share_scalers": share}, shapes, seed=0)
+        agg, _ = lc.aggregate(list(range(learners)), ones, grads)
+        return agg["w"].unique().numel()
+
+    assert levels(True) <= 2 * learners + 1
+    if learners > 1:
+        assert levels(False) > 2 * learners + 1  # without sharing the learners' scalers differ
+
+
+def test_pipeline_bytes_match_the_measured_payloads_and_last_layer_stays_float():
+    shapes = {"f.0.weight": torch.Size([30, 7]), "f.0.bias": torch.Size([30]), "head.weight": torch.Size([3, 30]),
+              "head.bias": torch.Size([3])}
+    assert last_layer(list(shapes)) == ("head.weight", "head.bias")
+    n = 3
+    grads = {k: torch.randn(n, *s, generator=gen(1)) for k, s in shapes.items()}
+    w = torch.full((n,), 1 / n)
+    opts = {"name": "terngrad", "clip": 2.5, "wire": "base3", "share_scalers": True, "float_last_layer": True,
+            "localize": True}
+    lc = LearnerCompression(opts, shapes, seed=3)
+    agg, pushed = lc.aggregate([0, 4, 5], w, grads)
+    assert pushed == n * lc.push_bytes()
+    assert torch.allclose(agg["head.weight"], grads["head.weight"].mean(0))
+    assert lc.pull_bytes(n) < lc.model_bytes
+    plain = LearnerCompression({"name": "qsgd", "levels": 4, "bucket": 64}, shapes, seed=3)
+    _, pushed = plain.aggregate([0, 1, 2], w, grads)
+    assert pushed == n * plain.push_bytes() and plain.pull_bytes(n) == plain.model_bytes
+    # same seed → same draws; another seed → other draws; each learner its own stream
+    again, _ = LearnerCompression(opts, shapes, seed=3).aggregate([0, 4, 5], w, grads)
+    other, _ = LearnerCompression(opts, shapes, seed=4).aggregate([0, 4, 5], w, grads)
+    assert torch.equal(again["f.0.weight"], agg["f.0.weight"])
+    assert not torch.equal(other["f.0.weight"], agg["f.0.weight"])
+    a = torch.rand(4, generator=learner_generator(0, 1))
+    assert not torch.equal(a, torch.rand(4, generator=learner_generator(0, 2)))
+
+
+@pytest.mark.parametrize(("name", "opts", "key"), [
+    ("bogus", {}, "compression.name"),
+    ("terngrad", {"clip": 0}, "compression.clip"),
+    ("terngrad", {"clip": -2.5}, "compression.clip"),
+    ("terngrad", {"wire": "3bit"}, "compression.wire"),
+    ("qsgd", {"levels": 0}, "compression.levels"),
+    ("qsgd", {"bucket": 0}, "compression.bucket"),
+    ("topk", {"k": 0}, "compression.k"),
+    ("topk", {"k": 1.5}, "compression.k"),
+    ("randomk", {"k": -0.1}, "compression.k"),
+    ("signsgd", {"scale": "max"}, "compression.scale"),
+    ("fp16", {"k": 0.1}, "compression.k"),
+])
+def test_bad_codec_options_name_the_key(name, opts, key):
+    with pytest.raises(ConfigError) as e:
+        build_codec(name, opts)
+    assert e.value.key == key
+    assert key in str(e.value)
