@@ -28,6 +28,7 @@ from psbench.cluster import CostModel, Topology
 from psbench.errors import require
 from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule, Simulator
+from psbench.ps.local import uses_local_steps
 
 
 def _get(cfg: Mapping, key: str, default: Any = None) -> Any:
@@ -37,8 +38,9 @@ def _get(cfg: Mapping, key: str, default: Any = None) -> Any:
 
 def build_protocol(cfg: DictConfig) -> Protocol:
     p = cfg.protocol
+    rho = p.get("rho")
     return Protocol(p.name, int(cfg.learners), n=p.get("n"), staleness_bound=p.get("staleness_bound"),
-                    local_steps=int(_get(p, "local_steps", 1)))
+                    local_steps=int(_get(p, "local_steps", 1)), rho=None if rho is None else float(rho))
 
 
 def build_topology(cfg: DictConfig) -> Topology:
@@ -193,10 +195,21 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger) -> dict[str, Any
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
     updates_per_epoch = schedule.num_updates * dm.num_train / max(1, schedule.num_gradients * spg)
     every = max(1, round(updates_per_epoch * float(_get(cfg.trainer, "eval_every_epochs", 1))))
-    module = ClassifierModule(net, OmegaConf.to_container(cfg.optimizer, resolve=True), updates_per_epoch)
+    opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    local = None
+    if uses_local_steps(protocol.name):  # learners run opt_cfg locally; the PS adds their commits
+        from psbench.strategy.local_steps import LocalStateCheckpoint, LocalSteps, LocalUpdateBatches, server_optimizer
+
+        local = LocalSteps(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed), opt_cfg,
+                           policy)
+        opt_cfg = server_optimizer(opt_cfg)
+    module = ClassifierModule(net, opt_cfg, updates_per_epoch)
     strategy = ParameterServerStrategy(schedule, str(_get(cfg.trainer, "batching", "auto")),
-                                       log_every_n_updates=int(_get(cfg.trainer, "log_every_n_updates", 10)))
+                                       log_every_n_updates=int(_get(cfg.trainer, "log_every_n_updates", 10)),
+                                       local=local)
     callbacks, rich = _progress_callbacks(str(_get(cfg.trainer, "progress", "auto")))
+    if local is not None:
+        callbacks.append(LocalStateCheckpoint(local))
     trainer = pl.Trainer(
         strategy=strategy, accelerator="cpu", max_epochs=1, logger=logger if logger is not None else False,
         val_check_interval=min(every, schedule.num_updates), check_val_every_n_epoch=None,
@@ -206,6 +219,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger) -> dict[str, Any
         gradient_clip_val=cfg.trainer.get("gradient_clip_val"),
     )
     data = torch.utils.data.DataLoader(
+        LocalUpdateBatches(schedule, spg) if local is not None else
         UpdateBatches(schedule, dm.x_train, dm.y_train, spg, policy, int(cfg.batch_size), protocol.learners,
                       int(cfg.seed)), batch_size=None, shuffle=False, num_workers=0)
     t0 = time.perf_counter()

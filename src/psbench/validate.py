@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 from psbench.cluster.topology import TOPOLOGIES
 from psbench.errors import ConfigError, require
 from psbench.lr.policies import LR_POLICIES
+from psbench.ps.local import LOCAL_PROTOCOLS, is_elastic
 from psbench.ps.protocols import PROTOCOLS
 
 # Protocol, lr-policy and topology names are the simulation core's own tuples (imported
@@ -29,7 +30,10 @@ MODELS = ("mlp", "lenet", "cifar_cnn")
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "cifar10_subset", "synthetic")
 # option -> the keys (besides ``name``) it uses; a key that only other options use is an
 # error (protocol=hardsync +protocol.n=4). Options not listed use no extra key.
-PROTOCOL_KEYS: dict[str, tuple[str, ...]] = {"softsync": ("n",), "ssp": ("staleness_bound",)}
+PROTOCOL_KEYS: dict[str, tuple[str, ...]] = {
+    "softsync": ("n",), "ssp": ("staleness_bound",),
+    **{name: ("local_steps", "rho") if is_elastic(name) else ("local_steps",) for name in LOCAL_PROTOCOLS},
+}
 LR_POLICY_KEYS: dict[str, tuple[str, ...]] = {
     "sqrt_scaling": ("reference_batch",),
     "mean_staleness": ("min_staleness",),
@@ -167,6 +171,12 @@ def _validate_protocol(cfg: DictConfig, learners: int) -> None:
                 f"an integer with 1 <= n <= learners (λ={learners})")
     elif name == "ssp":
         _int_at_least(cfg, "protocol.staleness_bound", 0)
+    elif name in LOCAL_PROTOCOLS:
+        _int_at_least(cfg, "protocol.local_steps", 1)
+        if is_elastic(name):  # elastic moves ρη(θ_l − θ̃) with ρη in (0, 1]: at most all the way to the center
+            lr = _get(cfg, "optimizer.lr")
+            _num(cfg, "protocol.rho", lambda v: v > 0 and (not _is_num(lr) or v * lr <= 1),
+                 f"a number > 0 with rho * optimizer.lr <= 1 (optimizer.lr={lr})")
 
 
 def _validate_lr_policy(cfg: DictConfig) -> None:

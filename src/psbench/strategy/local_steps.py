@@ -143,7 +143,9 @@ class LocalSteps:
         self.state: dict[str, Params] = {}
         self.steps = torch.zeros(self.lam, dtype=torch.int64)
         self.pending: dict[int, int] = {}  # learner -> row of its captured, not yet computed window
-        self.ready: dict[int, tuple[Params, float]] = {}  # row -> (direction-unit commit, window loss)
+        # row -> (direction-unit commit, mean loss and accuracy of the window's mini-batches)
+        self.ready: dict[int, tuple[Params, float, float]] = {}
+        self.last_accuracy = float("nan")
         self.captured_upto = 0  # index into by_ts of the next window to capture
         self.flushes = 0
         self.windows_computed = 0
@@ -184,16 +186,18 @@ class LocalSteps:
         w = self.policy.scales(sigma, self.mu, self.lam)
         c = len(sigma)
         total: Params = {}
-        losses = 0.0
+        losses, hits = 0.0, 0.0
         for r, sg, wl in zip(rows, sigma, w, strict=True):
             if r not in self.ready:
                 self._flush(net, loss, lr)
-            commit, window_loss = self.ready.pop(r)
+            commit, window_loss, window_acc = self.ready.pop(r)
             f = wl / c * (1.0 if self.elastic else commit_scale(self.protocol.name, self.H, sg))
             for k, v in commit.items():
                 term = v * f
                 total[k] = total[k] + term if k in total else term
             losses += window_loss
+            hits += window_acc
+        self.last_accuracy = hits / c  # the learners' mini-batch accuracy (what dist-keras plots, AGN Figs 7-12)
         return total, torch.tensor(losses / c)
 
     def _capture(self, i: int, params: Params, net, loss, lr: float) -> None:
@@ -233,14 +237,17 @@ class LocalSteps:
         w = torch.full((k, mu), 1.0 / mu, dtype=self.x.dtype)
 
         def f(p, x, y, wt):
-            per = loss(functional_call(net, p, (x,)), y)
-            return (per * wt).sum(), per.detach().sum()
+            logits = functional_call(net, p, (x,))
+            per = loss(logits, y)
+            return (per * wt).sum(), (per.detach().sum(), (logits.detach().argmax(-1) == y).sum())
 
         step_grad = vmap(grad(f, has_aux=True))
         acc: Params = {}
         seen = torch.zeros(k, dtype=self.x.dtype)
+        right = torch.zeros(k, dtype=torch.int64)
         for h in range(H):
-            grads, sums = step_grad(theta, xs[h], ys[h], w)
+            grads, (sums, hits) = step_grad(theta, xs[h], ys[h], w)
+            right += hits
             d = self.opt.direction(grads, theta, state, steps + (h + 1))
             for n in theta:
                 theta[n] = theta[n].add(d[n], alpha=-lr)
@@ -255,9 +262,9 @@ class LocalSteps:
             for n, v in bufs.items():
                 self.state[b][n].index_copy_(0, idx, v)
         self.steps.index_add_(0, idx, torch.full((k,), H, dtype=torch.int64))
-        window_loss = (seen / (H * mu)).tolist()
+        window_loss, window_acc = (seen / (H * mu)).tolist(), (right / (H * mu)).tolist()
         for j, r in enumerate(rows):
-            self.ready[r] = ({n: v[j] for n, v in commit.items()}, window_loss[j])
+            self.ready[r] = ({n: v[j] for n, v in commit.items()}, window_loss[j], window_acc[j])
         self.flushes += 1
         self.windows_computed += k
 

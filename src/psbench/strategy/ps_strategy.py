@@ -81,7 +81,9 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self.updates_done += 1
         self._recent.append(self.last_loss)
         if batch.index % self.log_every == 0:
-            module.log_dict({"train_loss": loss, "staleness_mean_update": batch.staleness_mean,
-                             "sim_time_s": batch.time}, batch_size=batch.samples)
+            metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
+            if self.local is not None:  # learners' mini-batch accuracy: AGN's f(t) for temporal efficiency (Eq 4)
+                metrics["train_accuracy"] = self.local.last_accuracy
+            module.log_dict(metrics, batch_size=batch.samples)
         module.log("loss", loss, prog_bar=True, logger=False, batch_size=batch.samples)
         return surrogate
