@@ -11,6 +11,11 @@ callbacks and loggers keep working.
 With a local-step protocol (``local``), the aggregated gradient is replaced by the learners'
 commits (:mod:`psbench.strategy.local_steps`), applied by plain SGD at the learners' lr.
 
+With a codec (``compression``, :class:`~psbench.compression.pipeline.LearnerCompression`), each
+learner's gradient is computed on its own (:func:`learner_gradients`), compressed and decoded with
+that learner's codec state (error-feedback memory, RNG), and only then weighted and summed;
+``bytes_pushed`` counts the measured payloads. Without one, the path above is unchanged.
+
 A non-finite update (the papers expect this for stale gradients at an unmodulated α0) skips
 the step, sets ``diverged`` and stops the fit cleanly.
 """
@@ -25,7 +30,7 @@ from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench.ps import Schedule
 from psbench.strategy.batches import UpdateBatch
-from psbench.strategy.gradients import update_gradient
+from psbench.strategy.gradients import learner_gradients, update_gradient
 from psbench.strategy.local_steps import LocalSteps
 from psbench.strategy.snapshots import SnapshotStore
 
@@ -34,10 +39,12 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     strategy_name = "parameter_server"
 
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
-                 log_every_n_updates: int = 10, local: LocalSteps | None = None) -> None:
+                 log_every_n_updates: int = 10, local: LocalSteps | None = None, compression=None) -> None:
         super().__init__(device=torch.device("cpu"))
         self.schedule = schedule
         self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
+        self.compression = compression  # per-learner codecs (psbench.compression.pipeline), or None
+        self.bytes_pushed = 0
         self.snapshots = SnapshotStore(schedule)
         self.batching, self.vmap_threshold = batching, vmap_threshold
         self.log_every = max(1, log_every_n_updates)
@@ -68,9 +75,14 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             grads, loss = self.local.update_direction(module.net, module.loss, batch, params, lr)
         else:
             self.snapshots.advance(live, params)
-            grads, loss = update_gradient(
-                module.net, module.loss, batch, lambda ts: params if ts == live else self.snapshots[ts],
-                self.batching, self.vmap_threshold)
+            at = lambda ts: params if ts == live else self.snapshots[ts]  # noqa: E731
+            if self.compression is not None:
+                learners, weights, each, loss = learner_gradients(
+                    module.net, module.loss, batch, at, "loop" if self.batching == "loop" else "vmap")
+                grads, pushed = self.compression.aggregate(learners, weights, each)
+                self.bytes_pushed += pushed
+            else:
+                grads, loss = update_gradient(module.net, module.loss, batch, at, self.batching, self.vmap_threshold)
         surrogate = sum((p * grads[k]).sum() for k, p in params.items())
         self.last_loss = float(loss)
         if not (math.isfinite(self.last_loss) and torch.isfinite(surrogate)):
