@@ -137,6 +137,10 @@ def _progress_callbacks(mode: str):
 
 def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     """Run the job described by ``cfg``; return the summary (see ``summary.json`` in the README)."""
+    if _get(cfg.get("engine"), "name", "sim") == "dist":  # real processes: psbench.engine
+        from psbench.engine.launcher import train_dist
+
+        return train_dist(cfg, run_dir, logger)
     from psbench.data import build_datamodule
     from psbench.models import build_model, model_bytes
 

@@ -42,7 +42,7 @@ LR_POLICY_KEYS: dict[str, tuple[str, ...]] = {
 }
 OPTIMIZERS = ("sgd", "adagrad", "adam")
 COMPRESSIONS = ("none",)
-ENGINES = ("sim",)
+ENGINES = ("sim", "dist")
 LOGGERS = ("mlflow", "none")
 PROGRESS = ("auto", "rich", "plain", "none")
 
@@ -140,7 +140,10 @@ def validate(cfg: DictConfig) -> None:
     _int_at_least(cfg, "topology.learners_per_node", 1)
     _int_at_least(cfg, "topology.broadcast_fanout", 1)
     _validate_hardware(cfg)
-    _name(cfg, "engine", ENGINES)
+    if _name(cfg, "engine", ENGINES) == "dist":
+        from psbench.engine.launcher import check_config
+
+        check_config(cfg)
     _validate_trainer(cfg)
     _name(cfg, "logger", LOGGERS)
     check_writable_dir("paths.output_dir", _get(cfg, "paths.output_dir"))

@@ -1,0 +1,321 @@
+"""``engine=dist`` end to end: check, start λ learner processes, rendezvous, run the PS, clean up.
+
+:func:`train_dist` is what :func:`psbench.train.train` calls for ``engine=dist``; it returns the
+same summary as the simulator path (plus the engine's own counts). The calling process is rank 0,
+the PS — the only one that talks to MLflow — and, with ``engine.launch=spawn`` (default), starts
+the learners itself as ``python -m psbench.engine.learner <run_dir>/dist_spec.json <rank>``, each
+killed by the kernel if the PS process dies (``PR_SET_PDEATHSIG``) and terminated on every exit
+path here. With ``engine.launch=external`` it only waits for λ learners started elsewhere, e.g.
+by torchrun on other nodes (README "engine=dist").
+
+Bad input fails before any process starts, as one :class:`~psbench.errors.ConfigError`: λ above
+``engine.max_learners`` (≤ :data:`HARD_MAX_LEARNERS`), a port in use, ``backend=nccl`` (needs a
+GPU; the data plane here is gloo), a topology, compression or local-step setting the PS does not
+execute yet.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from psbench.engine import messages as m
+from psbench.engine.transport import LearnerFailure
+from psbench.errors import ConfigError, require
+
+MODES = ("free_run", "replay")
+BACKENDS = ("gloo", "nccl")
+LAUNCHES = ("spawn", "external")
+#: the process limit: engine.max_learners may be lowered, never raised above this
+HARD_MAX_LEARNERS = 256
+
+
+def _e(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    v = cfg.engine.get(key, default)
+    return default if v is None else v
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Validate the ``engine`` group for ``engine=dist`` (cheap; called by :func:`psbench.validate.validate`)."""
+    lam = int(cfg.learners)
+    limit = _e(cfg, "max_learners", 64)
+    require(isinstance(limit, int) and 1 <= limit <= HARD_MAX_LEARNERS, "engine.max_learners", limit,
+            f"an integer in [1, {HARD_MAX_LEARNERS}]")
+    require(lam <= limit, "learners", lam, f"at most engine.max_learners={limit} learner processes with engine=dist")
+    require(_e(cfg, "mode", "free_run") in MODES, "engine.mode", _e(cfg, "mode"), "one of " + ", ".join(MODES))
+    backend = _e(cfg, "backend", "gloo")
+    require(backend in BACKENDS, "engine.backend", backend, "one of " + ", ".join(BACKENDS))
+    if backend == "nccl":
+        why = "the PS data plane is gloo-only" if torch.cuda.is_available() else "nccl needs a CUDA GPU, none here"
+        raise ConfigError("engine.backend", backend, f"gloo ({why})")
+    require(_e(cfg, "launch", "spawn") in LAUNCHES, "engine.launch", _e(cfg, "launch"), "one of " + ", ".join(LAUNCHES))
+    port = _e(cfg, "port", 0)
+    require(isinstance(port, int) and 0 <= port <= 65535, "engine.port", port, "an integer in [0, 65535] (0: any free)")
+    for key in ("timeout_s", "connect_timeout_s"):
+        v = _e(cfg, key, 60)
+        require(isinstance(v, int | float) and v > 0, f"engine.{key}", v, "a number of seconds > 0")
+    threads = _e(cfg, "learner_threads", 1)
+    require(isinstance(threads, int) and threads >= 1, "engine.learner_threads", threads, "an integer >= 1")
+    delays = _e(cfg, "learner_delay_s", {})
+    for k, v in dict(delays).items():
+        require(str(k).isdigit() and 0 <= int(k) < lam and isinstance(v, int | float) and v >= 0,
+                f"engine.learner_delay_s.{k}", v, f"seconds >= 0 for a learner index in [0, {lam})")
+    require(cfg.topology.name == "rudra_base", "topology.name", cfg.topology.name,
+            "rudra_base with engine=dist (the PS tree is not executed yet)")
+    comp = cfg.get("compression")
+    require(comp is None or comp.get("name", "none") == "none", "compression.name",
+            None if comp is None else comp.get("name"), "none with engine=dist (not executed yet)")
+    ls = int(cfg.protocol.get("local_steps") or 1)
+    require(ls == 1, "protocol.local_steps", ls, "1 with engine=dist (not executed yet)")
+    if _e(cfg, "mode") == "replay" and _e(cfg, "schedule") is not None:
+        require(Path(str(_e(cfg, "schedule"))).is_file(), "engine.schedule", _e(cfg, "schedule"),
+                "null or an existing schedule.npz")
+
+
+# ---------------------------------------------------------------------------------- processes
+class Learners:
+    """The learner processes this PS started (``spawn``) or, for ``external``, none to watch."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+
+    def spawn(self, spec_file: Path, learners: int, run_dir: Path, threads: int) -> None:
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+        env.pop("HYDRA_FULL_ERROR", None)
+        for rank in range(1, learners + 1):
+            log = run_dir / f"learner_{rank}.log"
+            with open(log, "wb") as fh:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "psbench.engine.learner", str(spec_file), str(rank)],
+                    stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, close_fds=True))
+            self.logs.append(log)
+        (run_dir / "dist_pids.json").write_text(json.dumps({"ps": os.getpid(), **{
+            str(r + 1): p.pid for r, p in enumerate(self.procs)}}))
+
+    def alive(self, l: int) -> str | None:
+        """None while learner ``l`` runs; else why not (exit code, signal, last log line)."""
+        if l >= len(self.procs):
+            return None
+        rc = self.procs[l].poll()
+        if rc is None:
+            return None
+        why = f"(pid {self.procs[l].pid}) exited with code {rc}"
+        if rc < 0:
+            why += f" ({signal.Signals(-rc).name})"
+        try:
+            last = [s for s in self.logs[l].read_text(errors="replace").splitlines() if s.strip()]
+        except OSError:
+            last = []
+        return why + (f": {last[-1].strip()[:200]}" if last and rc > 0 else "")
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Terminate every learner still running, then kill what remains; reap all."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + grace_s
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _store(addr: str, port: int, world: int, timeout_s: float):
+    import torch.distributed as dist
+
+    try:
+        return dist.TCPStore(addr, port, world, True, timeout=datetime.timedelta(seconds=timeout_s),
+                             wait_for_workers=False)
+    except (RuntimeError, OSError) as e:
+        text = str(e).lower()
+        reason = "address already in use" if "in use" in text else " ".join(str(e).split())[:120]
+        raise ConfigError("engine.port", port, f"a free TCP port on {addr} ({reason})") from None
+
+
+def _rendezvous(store, learners: int, procs: Learners, timeout_s: float) -> None:
+    keys = [m.READY_KEY.format(rank=r) for r in range(1, learners + 1)]
+    deadline = time.monotonic() + timeout_s
+    while not store.check(keys):
+        for l in range(learners):
+            why = procs.alive(l)
+            if why is not None:
+                raise LearnerFailure(l, f"learner rank {l + 1} {why} before joining")
+        if time.monotonic() > deadline:
+            missing = [r for r, k in enumerate(keys, 1) if not store.check([k])]
+            raise LearnerFailure(missing[0] - 1, f"learner ranks {missing} did not join within {timeout_s:g} s "
+                                 "(engine.connect_timeout_s)")
+        time.sleep(0.05)
+
+
+def _destroy_group(timeout_s: float = 5.0) -> None:
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    t = threading.Thread(target=dist.destroy_process_group, daemon=True)
+    t.start()
+    t.join(timeout_s)
+
+
+# ---------------------------------------------------------------------------------- the job
+def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
+    """Run ``cfg`` with real processes; return the summary (the keys of the simulator path and more)."""
+    import torch.distributed as dist
+
+    from psbench.data import build_datamodule
+    from psbench.engine.ps_server import ParameterServer
+    from psbench.engine.transport import GlooTransport
+    from psbench.models import build_model, model_bytes
+    from psbench.ps import Schedule, Simulator
+    from psbench.strategy import ClassifierModule
+    from psbench.train import (
+        build_cost,
+        build_lr_policy,
+        build_protocol,
+        build_topology,
+        evaluate,
+        plot_staleness,
+        total_gradients,
+        weights_sha256,
+    )
+
+    check_config(cfg)
+    t_start = time.perf_counter()
+    run_dir = Path(run_dir)
+    seed = int(cfg.seed)
+    if cfg.trainer.get("num_threads"):
+        torch.set_num_threads(int(cfg.trainer.num_threads))
+    torch.manual_seed(seed)
+    ds = OmegaConf.to_container(cfg.dataset, resolve=True)
+    dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, **ds)  # type: ignore[union-attr, arg-type]
+    dm.prepare_data()
+    dm.setup("fit")
+    mcfg = OmegaConf.to_container(cfg.model, resolve=True)
+    model_name = mcfg.pop("name")  # type: ignore[union-attr]
+    torch.manual_seed(seed)
+    net = build_model(model_name, dm.input_shape, dm.num_classes, **mcfg)  # type: ignore[arg-type]
+    protocol, policy = build_protocol(cfg), build_lr_policy(cfg)
+    lam, mu, spg = protocol.learners, int(cfg.batch_size), int(cfg.batch_size) * protocol.local_steps
+    mode = _e(cfg, "mode", "free_run")
+    meta = {"protocol": protocol.label, "learners": lam, "batch_size": mu, "topology": cfg.topology.name,
+            "seed": seed}
+    artifacts: list[str] = []
+    replay = None
+    sim_stats: dict[str, Any] = {}
+    if mode == "replay":
+        if _e(cfg, "schedule") is not None:
+            replay = Schedule.load(str(_e(cfg, "schedule")))
+            got = replay.meta.get("learners")
+            require(got in (None, lam), "engine.schedule", str(_e(cfg, "schedule")),
+                    f"a schedule for learners={lam} (it has {got})")
+        else:
+            cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)
+            sim = Simulator(protocol, cost, build_topology(cfg), mu, total_gradients(cfg, dm.num_train, protocol), seed)
+            replay = Schedule.collect(sim.run(), meta=meta)
+            sim_stats = {"sim_time_s": sim.stats.sim_time_s}
+        artifacts.append(str(replay.save(run_dir / "schedule.npz")))
+        G = replay.num_gradients
+        updates = replay.num_updates
+    else:
+        G = total_gradients(cfg, dm.num_train, protocol)
+        G -= G % protocol.gradients_per_update
+        updates = G // protocol.gradients_per_update
+    updates_per_epoch = updates * dm.num_train / max(1, G * spg)
+    module = ClassifierModule(net, OmegaConf.to_container(cfg.optimizer, resolve=True), updates_per_epoch)
+    configured = module.configure_optimizers()
+    opt, sched = (configured, None) if isinstance(configured, torch.optim.Optimizer) else (
+        configured["optimizer"], configured["lr_scheduler"]["scheduler"])
+
+    addr = str(_e(cfg, "master_addr", "127.0.0.1"))
+    timeout_s = float(_e(cfg, "timeout_s", 60))
+    connect_s = float(_e(cfg, "connect_timeout_s", 120))
+    world = lam + 1
+    store = _store(addr, int(_e(cfg, "port", 0)), world, connect_s)
+    data_file = run_dir / "learner_data.pt"
+    spec_file = run_dir / "dist_spec.json"
+    procs = Learners()
+    ps = None
+    try:
+        torch.save({"x": dm.x_train.contiguous(), "y": dm.y_train.contiguous()}, data_file)
+        spec = {
+            "addr": addr, "port": store.port, "world_size": world, "timeout_s": max(timeout_s, 3600.0),
+            "connect_timeout_s": connect_s, "model": model_name, "model_kwargs": mcfg,
+            "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
+            "seed": seed, "samples_per_gradient": spg, "threads": int(_e(cfg, "learner_threads", 1)),
+            "delay_s": {str(k): float(v) for k, v in dict(_e(cfg, "learner_delay_s", {})).items()},
+            "rank_offset": 1,
+        }
+        spec_file.write_text(json.dumps(spec, indent=1))
+        if _e(cfg, "launch", "spawn") == "spawn":
+            procs.spawn(spec_file, lam, run_dir, spec["threads"])
+        print(f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting for {lam} learners "
+              f"(spec {spec_file})", file=sys.stderr, flush=True)
+        t_join = time.perf_counter()
+        _rendezvous(store, lam, procs, connect_s)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=world,
+                                timeout=datetime.timedelta(seconds=max(timeout_s, 3600.0)))
+        join_s = time.perf_counter() - t_join
+        numel = sum(p.numel() for p in net.parameters())
+        transport = GlooTransport(lam, numel, procs.alive)
+        ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
+                             timeout_s=timeout_s, tolerate_failures=bool(_e(cfg, "tolerate_failures", False)),
+                             gradient_clip_val=cfg.trainer.get("gradient_clip_val"), logger=logger,
+                             log_every=int(cfg.trainer.get("log_every_n_updates") or 10))
+        stats = ps.run()
+        for p in procs.procs:  # stopped learners leave by themselves
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        procs.stop()
+        _destroy_group()
+        data_file.unlink(missing_ok=True)
+        del store
+
+    log = ps.event_log({**meta, "engine": "dist", "mode": mode})
+    artifacts.append(str(log.save(run_dir / ("dist_log.npz" if mode == "replay" else "schedule.npz"))))
+    hist = stats.staleness.as_dict()
+    artifacts.append(str(plot_staleness(hist, f"{protocol.label} (measured)", run_dir / "staleness_hist.png")))
+    test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
+    diverged = ps.diverged_at is not None or not (test_loss == test_loss and abs(test_loss) != float("inf"))
+    samples = stats.pushes_applied * spg
+    wire = numel * 4 + m.HEADER * 8
+    summary: dict[str, Any] = {
+        "status": "diverged" if diverged else "finished", "diverged": diverged, "diverged_at_update": ps.diverged_at,
+        "test_error": test_error, "test_loss": test_loss, "train_loss": ps.recent_loss,
+        "staleness_mean": stats.staleness.mean, "staleness_max": stats.staleness.max, "staleness_hist": hist,
+        "ps_updates": stats.updates, "gradients": stats.pushes_applied, "sim_time_s": stats.run_time_s,
+        **sim_stats, "run_time_s": stats.run_time_s, "join_time_s": join_s,
+        "comm_overlap": stats.compute_s / (lam * stats.run_time_s) if stats.run_time_s > 0 else None,
+        "bytes_pushed": transport.bytes_received + stats.pushes_received * m.HEADER * 8,
+        "bytes_pulled": transport.bytes_sent, "pulls": stats.reads, "pulls_skipped": stats.pulls_skipped,
+        "samples": samples, "epochs_done": samples / dm.num_train, "schedule_sha256": (replay or log).sha256(),
+        "weights_sha256": weights_sha256(net), "protocol": protocol.label, "engine": "dist", "mode": mode,
+        "ps_timestamp": ps.root_ts, "pushes_received": stats.pushes_received,
+        "pushes_applied": stats.pushes_applied, "updates_done": stats.updates_stepped,
+        "pushes_per_s": stats.pushes_received / stats.run_time_s if stats.run_time_s > 0 else None,
+        "parks": stats.parks, "ssp_reads": stats.ssp_reads, "ssp_violations": stats.ssp_violations,
+        "ssp_max_lag": stats.ssp_max_lag, "failed_learners": stats.failed_learners,
+        "lost_gradients": stats.lost_gradients, "message_bytes": wire, "artifacts": artifacts,
+    }
+    if logger is not None:
+        logger.log_metrics({"test_error": test_error, "test_loss": test_loss,
+                            "staleness_mean": summary["staleness_mean"], "run_time_s": stats.run_time_s,
+                            "pushes_per_s": summary["pushes_per_s"] or 0.0}, step=max(0, stats.updates))
+    summary["wall_time_s"] = time.perf_counter() - t_start
+    return summary

@@ -1,0 +1,369 @@
+"""The parameter server's event loop (rank 0): protocol gate, aggregation, optimizer step, event log.
+
+The PS is single-threaded: it takes one message at a time from the transport's inbox, so every
+rule is applied in a well-defined order, exactly as the simulator's root PS does (DESIGN §3):
+
+* a push counts for its learner, joins the accumulator, and after ``c`` pushes the update is
+  applied — the c gradients summed newest-weights-first with the learning-rate policy's
+  weights w_l/c (:mod:`psbench.engine.aggregate`), set as ``p.grad`` and stepped with the same
+  torch optimizer (and lr schedule) the Lightning path builds;
+* then the learner is *ready*: it is stopped when all gradients are handed out, parked while
+  the hardsync barrier (``Protocol.barrier``: no weights newer than the last it used) or the
+  SSP bound (``Protocol.bound``: its clock − the slowest applied clock > s) holds, else granted
+  the current weights, the next samples of the stream, and a compute slot. Parked learners are
+  re-examined after every update.
+
+In ``replay`` the order comes from a :class:`~psbench.ps.Schedule` instead: learner l's k-th
+gradient is the schedule row with (learner l, clock k) — its weight timestamp, samples and
+w_l/c are sent with the weights (snapshots of older timestamps are kept while a row still
+needs them); pushes that arrive early are buffered, and update i is applied when all its rows
+are in, in the schedule's row order.
+
+Every SSP read is checked against the invariant (all pushes with clock ≤ k−s−1 of every live
+learner, and all of the reader's own, are in the weights it reads); violations are counted.
+A learner whose process ends, or whose connection drops, fails the run with a
+:class:`~psbench.engine.transport.LearnerFailure` naming its rank — or, with
+``tolerate_failures`` (free-run, protocols without a barrier), is dropped and its in-flight
+gradient written off. No message for ``timeout_s`` while gradients are outstanding fails the
+run too (never a hang).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from psbench.engine import messages as m
+from psbench.engine.aggregate import contribution_order, sum_in_order, update_weights
+from psbench.engine.transport import LearnerFailure
+from psbench.lr import LRPolicy
+from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
+
+
+@dataclass
+class PSStats:
+    """What the PS counted and measured (all exact counts; times in seconds from the PS start)."""
+
+    pushes_received: int = 0
+    pushes_applied: int = 0
+    updates: int = 0
+    updates_stepped: int = 0
+    reads: int = 0
+    pulls_skipped: int = 0
+    parks: int = 0
+    ssp_reads: int = 0
+    ssp_violations: int = 0
+    ssp_max_lag: int = 0
+    compute_s: float = 0.0
+    run_time_s: float = 0.0
+    lost_gradients: int = 0
+    failed_learners: list[int] = field(default_factory=list)
+    staleness: StalenessStats = field(default_factory=StalenessStats)
+
+
+@dataclass
+class _Pending:
+    contrib: Contribution
+    grad: torch.Tensor
+    loss_sum: float
+    samples: int
+
+
+class ParameterServer:
+    """Rank 0 of ``engine=dist``.
+
+    Args:
+        net, optimizer, scheduler: the master model and the optimizer (+ optional per-update lr
+            scheduler) built exactly as the Lightning path builds them.
+        protocol, policy, batch_size: the simulator's protocol, lr policy and μ.
+        samples_per_gradient: μ·H, the stream positions one gradient consumes.
+        total_gradients: gradients to hand out in free-run (rounded down to a multiple of c).
+        transport: a :class:`~psbench.engine.transport.GlooTransport` (or a test double).
+        replay: a schedule to re-execute, or None for free-run.
+    """
+
+    def __init__(self, net: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler, protocol: Protocol,
+                 policy: LRPolicy, batch_size: int, samples_per_gradient: int, total_gradients: int, transport,
+                 replay: Schedule | None = None, timeout_s: float = 60.0, tolerate_failures: bool = False,
+                 gradient_clip_val: float | None = None, logger=None, log_every: int = 10,
+                 poll_s: float = 0.2) -> None:
+        self.net, self.opt, self.sched = net, optimizer, scheduler
+        self.params = list(net.parameters())
+        self.protocol, self.policy, self.mu, self.spg = protocol, policy, batch_size, samples_per_gradient
+        self.lam, self.c = protocol.learners, protocol.gradients_per_update
+        self.barrier, self.bound = protocol.barrier, protocol.bound
+        self.G = total_gradients - total_gradients % self.c
+        self.transport, self.replay = transport, replay
+        self.timeout_s, self.tolerate, self.clip = timeout_s, tolerate_failures, gradient_clip_val
+        self.logger, self.log_every, self.poll_s = logger, max(1, log_every), poll_s
+        self.stats = PSStats()
+        lam = self.lam
+        self.root_ts = 0
+        self.pushed, self.applied, self.included = [0] * lam, [0] * lam, [0] * lam
+        self.last_used, self.held_ts = [-1] * lam, [-1] * lam
+        self.outstanding = [False] * lam
+        self.done: set[int] = set()
+        self.live = set(range(lam))
+        self.parked: list[int] = []
+        self.started = 0
+        self.next_sample = 0
+        self.acc: list[_Pending] = []
+        self.updates_log: list[Update] = []
+        self.diverged_at: int | None = None
+        self.recent: deque[float] = deque(maxlen=100)
+        self._flat: torch.Tensor | None = None
+        self.t0 = time.time()
+        if replay is not None:
+            self._init_replay(replay)
+
+    # ------------------------------------------------------------------ replay tables
+    def _init_replay(self, s: Schedule) -> None:
+        require_learners = int(s.learner.max()) + 1 if s.num_gradients else 0
+        if require_learners > self.lam:
+            raise ValueError(f"the schedule has {require_learners} learners, the run {self.lam}")
+        self.G = s.num_gradients
+        order = np.lexsort((s.clock, s.learner))
+        self.rows_of = [order[s.learner[order] == l].tolist() for l in range(self.lam)]
+        self.next_k = [0] * self.lam
+        self.row_weight = np.zeros(s.num_gradients, dtype=np.float64)
+        for i in range(s.num_updates):
+            rows = s.rows(i)
+            sigma = [i - t for t in s.ts[rows].tolist()]
+            self.row_weight[rows] = update_weights(self.policy.scales(sigma, self.mu, self.lam)).double().numpy()
+        self.remaining_reads = np.bincount(s.ts, minlength=s.num_updates + 1)
+        self.snapshots: dict[int, torch.Tensor] = {}
+        self.buffer: dict[int, _Pending] = {}
+        self.next_update = 0
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> PSStats:
+        self.t0 = time.time()
+        last_msg = last_check = time.monotonic()
+        tr = self.transport
+        while not self._finished():
+            msg = tr.get(self.poll_s)
+            now = time.monotonic()
+            if now - last_check >= self.poll_s:
+                last_check = now
+                try:
+                    tr.check(sorted(self.live - self.done))
+                except LearnerFailure as f:
+                    self._failure(f)
+            if msg is None:
+                if now - last_msg > self.timeout_s:
+                    waiting = [l for l in sorted(self.live) if self.outstanding[l] or l not in self.done]
+                    self._failure(LearnerFailure(waiting[0] if waiting else -1,
+                                                 f"no message from learner ranks {[l + 1 for l in waiting]} "
+                                                 f"for {self.timeout_s:g} s"))
+                continue
+            last_msg = now
+            l = msg.learner
+            if msg.error is not None:
+                if l in self.done or l not in self.live:
+                    continue  # a stopped learner disconnecting, or one already written off
+                self._failure(self._explain(l, msg.error))
+                continue
+            if msg.push.kind == m.PUSH:
+                self._on_push(l, msg.push, msg.grad)
+            self._ready(l)
+        if self.acc:  # tolerated failures can leave fewer than c gradients: apply them (as the simulator's trees)
+            self._apply(self.acc, prescaled=False)
+            self.acc = []
+        self.stats.run_time_s = time.time() - self.t0
+        return self.stats
+
+    def _finished(self) -> bool:
+        if any(l not in self.done for l in self.live):
+            return False
+        return self.replay is None or self.next_update >= self.replay.num_updates or self.diverged_at is not None
+
+    def _explain(self, l: int, error: str) -> LearnerFailure:
+        """A learner's connection dropped: name its exit code when its process is known to have ended."""
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                self.transport.check([l])
+            except LearnerFailure as f:
+                return f
+            time.sleep(0.05)
+        return LearnerFailure(l, f"learner rank {l + 1} lost its connection: {error}")
+
+    def _failure(self, f: LearnerFailure) -> None:
+        l = f.learner
+        if not (self.tolerate and self.replay is None and not self.barrier and 0 <= l < self.lam):
+            raise f
+        self.live.discard(l)
+        self.stats.failed_learners.append(l + 1)
+        if self.outstanding[l]:
+            self.outstanding[l] = False
+            self.stats.lost_gradients += 1
+            self.G -= 1  # its gradient never arrives: hand out one more to nobody
+        if l in self.parked:
+            self.parked.remove(l)
+        if not self.live:
+            raise LearnerFailure(l, f"{f} (no learner left)")
+        self._release()
+
+    # ------------------------------------------------------------------ protocol
+    def _ssp_ok(self, l: int) -> bool:
+        k = self.pushed[l]
+        return self.applied[l] == k and k - min(self.applied[j] for j in self.live) <= self.bound  # type: ignore[operator]
+
+    def _ready(self, l: int) -> None:
+        if l not in self.live:
+            return
+        if self.replay is not None:
+            self._ready_replay(l)
+            return
+        if self.started >= self.G or self.diverged_at is not None:
+            self._stop(l)
+        elif (self.barrier and self.root_ts == self.last_used[l]) or (self.bound is not None and not self._ssp_ok(l)):
+            self.parked.append(l)
+            self.stats.parks += 1
+        else:
+            self._grant(l, self.root_ts, self._weights(), self.next_sample, 1.0, -1)
+            self.next_sample += self.spg
+            self.started += 1
+
+    def _ready_replay(self, l: int) -> None:
+        rows = self.rows_of[l]
+        k = self.next_k[l]
+        if k >= len(rows) or self.diverged_at is not None:
+            self._stop(l)
+            return
+        r = rows[k]
+        s = self.replay
+        need = int(s.ts[r])  # type: ignore[union-attr]
+        if need > self.root_ts:
+            self.parked.append(l)
+            self.stats.parks += 1
+            return
+        flat = self._weights() if need == self.root_ts else self.snapshots[need]
+        self._grant(l, need, flat, int(s.sample_start[r]), float(self.row_weight[r]), r)  # type: ignore[union-attr]
+        self.next_k[l] += 1
+        self.remaining_reads[need] -= 1
+        if need < self.root_ts and self.remaining_reads[need] == 0:
+            del self.snapshots[need]
+
+    def _release(self) -> None:
+        waiting, self.parked = self.parked, []
+        for l in waiting:
+            self._ready(l)
+
+    def _stop(self, l: int) -> None:
+        self.done.add(l)
+        self.transport.send(l, m.encode(m.STOP))
+
+    def _grant(self, l: int, ts: int, flat: torch.Tensor, sample_start: int, weight: float, row: int) -> None:
+        st = self.stats
+        if self.bound is not None:  # SSP invariant on every read, from what the weights include
+            k = self.pushed[l]
+            lag = k - min(self.included[j] for j in self.live)
+            st.ssp_reads += 1
+            st.ssp_max_lag = max(st.ssp_max_lag, lag)
+            if self.included[l] != k or lag > self.bound or ts != self.root_ts:
+                st.ssp_violations += 1
+        has = self.held_ts[l] != ts
+        self.transport.send(l, m.encode(m.COMPUTE, ts, sample_start, weight, has, row), flat if has else None)
+        self.held_ts[l] = self.last_used[l] = ts
+        self.outstanding[l] = True
+        st.reads += 1
+        st.pulls_skipped += not has
+
+    def _weights(self) -> torch.Tensor:
+        if self._flat is None:
+            self._flat = torch.cat([p.detach().reshape(-1) for p in self.params])
+        return self._flat
+
+    # ------------------------------------------------------------------ pushes and updates
+    def _on_push(self, l: int, p: m.Push, grad: torch.Tensor) -> None:
+        st = self.stats
+        if p.clock != self.pushed[l]:
+            raise RuntimeError(f"learner rank {l + 1} pushed clock {p.clock}, the PS expected {self.pushed[l]}")
+        self.outstanding[l] = False
+        self.pushed[l] += 1
+        st.pushes_received += 1
+        st.compute_s += p.t_end - p.t_start
+        contrib = Contribution(l, p.ts, p.clock, p.sample_start, p.t_start - self.t0, time.time() - self.t0)
+        pending = _Pending(contrib, grad, p.loss_sum, p.samples)
+        if self.replay is None:
+            self.acc.append(pending)
+            self.applied[l] += 1
+            if len(self.acc) == self.c:
+                group, self.acc = self.acc, []
+                self._apply(group, prescaled=False)
+            return
+        s = self.replay
+        if int(s.learner[p.row]) != l or int(s.clock[p.row]) != p.clock or int(s.ts[p.row]) != p.ts:
+            raise RuntimeError(f"learner rank {l + 1} pushed a gradient that is not schedule row {p.row}")
+        self.buffer[p.row] = pending
+        self.applied[l] += 1
+        while self.next_update < s.num_updates:
+            rows = range(int(s.offsets[self.next_update]), int(s.offsets[self.next_update + 1]))
+            if any(r not in self.buffer for r in rows):
+                break
+            self.next_update += 1
+            self._apply([self.buffer.pop(r) for r in rows], prescaled=True)
+
+    def _apply(self, group: list[_Pending], prescaled: bool) -> None:
+        i, st = self.root_ts, self.stats
+        ts = [e.contrib.ts for e in group]
+        order = contribution_order(ts)
+        grads = [e.grad for e in group]
+        if not prescaled:
+            w = update_weights(self.policy.scales([i - t for t in ts], self.mu, self.lam))
+            grads = [g * w[j] for j, g in enumerate(grads)]
+        if self.replay is not None and self.remaining_reads[i] > 0:
+            self.snapshots[i] = self._weights().clone()  # a pending read still needs timestamp i
+        loss = sum(e.loss_sum for e in group) / max(1, sum(e.samples for e in group))
+        self._step(sum_in_order(grads, order), loss)
+        for e in group:
+            self.included[e.contrib.learner] += 1
+        st.pushes_applied += len(group)
+        st.updates += 1
+        sigma_mean = st.staleness.add(i, ts)
+        t = time.time() - self.t0
+        self.updates_log.append(Update(i, t, [e.contrib for e in group]))
+        self.root_ts += 1
+        self._flat = None
+        if self.logger is not None and i % self.log_every == 0 and math.isfinite(loss):
+            self.logger.log_metrics({"train_loss": loss, "staleness_mean_update": sigma_mean, "run_time_s": t},
+                                    step=i)
+        self._release()
+
+    def _step(self, g: torch.Tensor, loss: float) -> None:
+        """p.grad = g, then the optimizer step — what Lightning does with the surrogate Σ⟨p, g⟩."""
+        if self.diverged_at is not None:
+            return
+        views, o = [], 0
+        for p in self.params:
+            views.append(g[o:o + p.numel()].view_as(p))
+            o += p.numel()
+        surrogate = sum((p.detach() * v).sum() for p, v in zip(self.params, views, strict=True))
+        if not (math.isfinite(loss) and torch.isfinite(surrogate)):
+            self.diverged_at = self.root_ts
+            return
+        for p, v in zip(self.params, views, strict=True):
+            p.grad = v
+        if self.clip is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, float(self.clip))
+        self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.stats.updates_stepped += 1
+        self.recent.append(loss)
+
+    # ------------------------------------------------------------------ results
+    def event_log(self, meta: dict | None = None) -> Schedule:
+        """Every applied update in the simulator's schedule format (times: seconds from the PS start)."""
+        return Schedule.collect(self.updates_log, meta)
+
+    @property
+    def recent_loss(self) -> float | None:
+        return sum(self.recent) / len(self.recent) if self.recent else None
