@@ -78,8 +78,13 @@ class CostModel:
 
     Attributes:
         compute: time per mini-batch (see :class:`ComputeModel`).
-        message_bytes: bytes of one push or pull payload (model size, later a codec's exact
-            payload); a scalar timestamp of 8 bytes is added to every message (Rudra §3.2).
+        message_bytes: fp32 model size: the push and pull payload without compression, and what the
+            PS reads and writes to apply an update; a scalar timestamp of 8 bytes is added to every
+            message (Rudra §3.2).
+        push_bytes, pull_bytes: a codec's exact payload of one push and one pull
+            (:mod:`psbench.compression`); ``None`` means ``message_bytes``.
+        pull_delta: pulls carry update deltas (TernGrad parameter localization, §3.1): a learner
+            that missed k updates pulls min(k·pull_bytes, message_bytes).
         bandwidth_Bps, latency_s: learner↔PS link (inter-node).
         intra_node_bandwidth_Bps: learner↔leaf-PS link inside a node (Rudra-adv, §3.3).
         ps_service_s: fixed PS handling time per message (the PS handles messages one by one).
@@ -91,6 +96,9 @@ class CostModel:
 
     compute: ComputeModel = field(default_factory=ComputeModel)
     message_bytes: int = 4 * 100_000
+    push_bytes: int | None = None
+    pull_bytes: int | None = None
+    pull_delta: bool = False
     bandwidth_Bps: float = 1.0e9
     intra_node_bandwidth_Bps: float = 5.0e9
     latency_s: float = 2e-5
@@ -105,6 +113,8 @@ class CostModel:
 
     def __post_init__(self) -> None:
         require(self.message_bytes >= 0, "message_bytes", self.message_bytes, ">= 0")
+        require(self.push_bytes is None or self.push_bytes >= 0, "push_bytes", self.push_bytes, "null or >= 0")
+        require(self.pull_bytes is None or self.pull_bytes >= 0, "pull_bytes", self.pull_bytes, "null or >= 0")
         require(self.bandwidth_Bps > 0, "hardware.bandwidth_Bps", self.bandwidth_Bps, "> 0")
         require(self.intra_node_bandwidth_Bps > 0, "hardware.intra_node_bandwidth_Bps",
                 self.intra_node_bandwidth_Bps, "> 0")
@@ -131,6 +141,18 @@ class CostModel:
     def wire_bytes(self) -> int:
         """Bytes of one full push or pull message: payload plus the scalar timestamp."""
         return self.message_bytes + self.TIMESTAMP_BYTES
+
+    @property
+    def push_wire_bytes(self) -> int:
+        """Bytes of one push: the (compressed) gradient payload plus the timestamp."""
+        return (self.message_bytes if self.push_bytes is None else self.push_bytes) + self.TIMESTAMP_BYTES
+
+    def pull_wire_bytes(self, missed: int = 1) -> int:
+        """Bytes of one pull by a learner ``missed`` updates behind: weights, or deltas when ``pull_delta``."""
+        if self.pull_bytes is None:
+            return self.wire_bytes
+        b = min(max(1, missed) * self.pull_bytes, self.message_bytes) if self.pull_delta else self.pull_bytes
+        return b + self.TIMESTAMP_BYTES
 
     def transfer_s(self, nbytes: int, intra_node: bool = False) -> float:
         bw = self.intra_node_bandwidth_Bps if intra_node else self.bandwidth_Bps

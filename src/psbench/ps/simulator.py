@@ -110,9 +110,13 @@ class Simulator:
         factor = jitter.factor
         compute_s = cost.compute.seconds(self.batch_size) * p.local_steps
         lat, svc = cost.latency_s, cost.ps_service_s
-        wire = cost.wire_bytes
+        wire = cost.push_wire_bytes  # a push (codec payload; the fp32 model without compression)
         xfer = wire / cost.bandwidth_Bps  # root link, one full message
         xfer_in = wire / cost.intra_node_bandwidth_Bps  # learner <-> leaf PS
+        wire_pull = cost.pull_wire_bytes()  # a pull of the newest weights (or of one update's delta)
+        xfer_pull, xfer_pull_in = wire_pull / cost.bandwidth_Bps, wire_pull / cost.intra_node_bandwidth_Bps
+        delta = cost.pull_delta and cost.pull_bytes is not None  # pull size depends on updates missed
+        pull_wire = cost.pull_wire_bytes
         tsb = CostModel.TIMESTAMP_BYTES
         apply_s = cost.apply_s
         node_of = [topo.node_of(l) for l in range(lam)]
@@ -144,7 +148,7 @@ class Simulator:
         # adv*: background push thread and weight broadcast tree
         push_busy = [False] * lam
         waiting_push: list[tuple | None] = [None] * lam
-        hop = cost.latency_s + xfer
+        hop = cost.latency_s + xfer_pull
         hops = topo.broadcast_hops(lam) if background else []
         fanout_s = min(topo.broadcast_fanout, lam) * hop
         max_hop = max(hops) * hop if hops else 0.0
@@ -284,7 +288,8 @@ class Simulator:
                 if tree:
                     nd = node_of[l]
                     if root_ts > leaf_ts[nd]:
-                        root_free = start + svc + xfer
+                        x = pull_wire(root_ts - leaf_ts[nd]) / cost.bandwidth_Bps if delta else xfer_pull
+                        root_free = start + svc + x
                         leaf_ts[nd] = root_ts
                     else:
                         root_free = start + svc
@@ -295,9 +300,13 @@ class Simulator:
                     st.pulls_skipped += 1
                     st.bytes_pulled += tsb
                     root_free = start + svc
+                elif delta:
+                    w = pull_wire(root_ts - ts_of[l])
+                    st.bytes_pulled += w
+                    root_free = start + svc + w / cost.bandwidth_Bps
                 else:
-                    st.bytes_pulled += wire
-                    root_free = start + svc + xfer
+                    st.bytes_pulled += wire_pull
+                    root_free = start + svc + xfer_pull
                 hpush(heap, (root_free + lat, next(seq), _START, l, root_ts))
             elif kind == _SERVE_LEAF:
                 nd = node_of[l]
@@ -307,9 +316,13 @@ class Simulator:
                     st.pulls_skipped += 1
                     st.bytes_pulled += tsb
                     leaf_free[nd] = start + svc
+                elif delta:
+                    w = pull_wire(leaf_ts[nd] - ts_of[l])
+                    st.bytes_pulled += w
+                    leaf_free[nd] = start + svc + w / cost.intra_node_bandwidth_Bps
                 else:
-                    st.bytes_pulled += wire
-                    leaf_free[nd] = start + svc + xfer_in
+                    st.bytes_pulled += wire_pull
+                    leaf_free[nd] = start + svc + xfer_pull_in
                 hpush(heap, (leaf_free[nd] + lat, next(seq), _START, l, leaf_ts[nd]))
             elif kind == _PUSH_ROOT:
                 start = root_free if root_free > t else t
@@ -382,5 +395,5 @@ class Simulator:
         st.compute_s = compute_total
         st.learner_time_s = sum(last_end)
         if background:
-            st.bytes_pulled += n_bcast * lam * wire
+            st.bytes_pulled += n_bcast * lam * wire_pull
             st.pulls += n_bcast * lam
