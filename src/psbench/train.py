@@ -159,6 +159,13 @@ def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
 
     protocol, topology, policy = build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg)
     cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)
+    compression = build_compression(cfg, net)
+    if compression is not None:  # codec payloads are data-independent: they set the transfer times
+        from dataclasses import replace
+
+        cost = replace(cost, push_bytes=compression.push_bytes(),
+                       pull_bytes=compression.pull_bytes(protocol.gradients_per_update),
+                       pull_delta=compression.localize)
     sim = Simulator(protocol, cost, topology, int(cfg.batch_size), total_gradients(cfg, dm.num_train, protocol), seed)
     schedule = Schedule.collect(sim.run(), meta={"protocol": protocol.label, "learners": protocol.learners,
                                                  "batch_size": int(cfg.batch_size), "topology": topology.name,
@@ -171,21 +178,34 @@ def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         "status": "finished", "diverged": False, "test_error": None, "test_loss": None, "train_loss": None,
         **stats, "samples": samples, "epochs_done": samples / dm.num_train, "schedule_sha256": schedule.sha256(),
         "weights_sha256": None, "protocol": protocol.label, "artifacts": artifacts,
+        "compression": str(_get(cfg.get("compression"), "name", "none")),
     }
     if logger is not None:
         logger.log_metrics({"staleness_mean": stats["staleness_mean"], "staleness_max": stats["staleness_max"],
-                            "comm_overlap": stats["comm_overlap"], "sim_time_s": stats["sim_time_s"]}, step=0)
+                            "comm_overlap": stats["comm_overlap"], "sim_time_s": stats["sim_time_s"],
+                            "bytes_pushed": stats["bytes_pushed"], "bytes_pulled": stats["bytes_pulled"]}, step=0)
     if cfg.schedule_only:
         summary["wall_time_s"] = time.perf_counter() - t_start
         return summary
 
-    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger))
+    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger, compression))
     summary["weights_sha256"] = weights_sha256(net)
     summary["wall_time_s"] = time.perf_counter() - t_start
     return summary
 
 
-def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger) -> dict[str, Any]:
+def build_compression(cfg: DictConfig, net: torch.nn.Module):
+    """Per-learner codecs for ``cfg.compression`` (:mod:`psbench.compression`), or None for ``none``."""
+    c = cfg.get("compression")
+    if c is None or _get(c, "name", "none") == "none":
+        return None
+    from psbench.compression.pipeline import LearnerCompression
+
+    return LearnerCompression(OmegaConf.to_container(c, resolve=True),  # type: ignore[arg-type]
+                              {k: p.shape for k, p in net.named_parameters()}, int(cfg.seed))
+
+
+def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None) -> dict[str, Any]:
     import logging
     import warnings
 
@@ -210,7 +230,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger) -> dict[str, Any
     module = ClassifierModule(net, opt_cfg, updates_per_epoch)
     strategy = ParameterServerStrategy(schedule, str(_get(cfg.trainer, "batching", "auto")),
                                        log_every_n_updates=int(_get(cfg.trainer, "log_every_n_updates", 10)),
-                                       local=local)
+                                       local=local, compression=compression)
     callbacks, rich = _progress_callbacks(str(_get(cfg.trainer, "progress", "auto")))
     if local is not None:
         callbacks.append(LocalStateCheckpoint(local))
@@ -239,4 +259,5 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger) -> dict[str, Any
     return {"status": "diverged" if diverged else "finished", "diverged": diverged,
             "diverged_at_update": strategy.diverged_at, "test_error": test_error, "test_loss": test_loss,
             "train_loss": strategy.recent_loss, "updates_done": done, "samples_trained": samples,
-            "samples_per_s": samples / fit_s if fit_s > 0 else None, "fit_time_s": fit_s}
+            "samples_per_s": samples / fit_s if fit_s > 0 else None, "fit_time_s": fit_s,
+            "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None}

@@ -41,7 +41,16 @@ LR_POLICY_KEYS: dict[str, tuple[str, ...]] = {
     "exponential": ("decay",),
 }
 OPTIMIZERS = ("sgd", "adagrad", "adam")
-COMPRESSIONS = ("none",)
+COMPRESSIONS = ("none", "fp16", "qsgd", "topk", "randomk", "signsgd", "terngrad")  # = psbench.compression's
+# codec -> its keys (psbench.compression.allowed_keys without ``name``; kept torch-free here, a test holds them equal)
+COMPRESSION_KEYS: dict[str, tuple[str, ...]] = {
+    "fp16": ("error_feedback",),
+    "qsgd": ("error_feedback", "levels", "bucket"),
+    "topk": ("error_feedback", "k"),
+    "randomk": ("error_feedback", "k"),
+    "signsgd": ("error_feedback", "scale"),
+    "terngrad": ("error_feedback", "clip", "wire", "share_scalers", "float_last_layer", "localize"),
+}
 ENGINES = ("sim", "dist")
 LOGGERS = ("mlflow", "none")
 PROGRESS = ("auto", "rich", "plain", "none")
@@ -135,7 +144,7 @@ def validate(cfg: DictConfig) -> None:
     _validate_protocol(cfg, learners)
     _validate_lr_policy(cfg)
     _validate_optimizer(cfg)
-    _name(cfg, "compression", COMPRESSIONS)
+    _validate_compression(cfg)
     _name(cfg, "topology", TOPOLOGIES)
     _int_at_least(cfg, "topology.learners_per_node", 1)
     _int_at_least(cfg, "topology.broadcast_fanout", 1)
@@ -227,6 +236,31 @@ def _validate_hardware(cfg: DictConfig) -> None:
             "null or a Pareto shape > 1")
     cal = _get(cfg, "hardware.calibrate")
     require(isinstance(cal, bool), "hardware.calibrate", cal, "true or false")
+
+
+def _validate_compression(cfg: DictConfig) -> None:
+    name = _keys_used(cfg, "compression", COMPRESSIONS, COMPRESSION_KEYS)
+    if name != "none" and _get(cfg, "protocol.name") in LOCAL_PROTOCOLS:
+        raise ConfigError("compression.name", name, "none with the local-step protocols (" +
+                          ", ".join(LOCAL_PROTOCOLS) + ")")
+    c = cfg.compression
+    for key in ("error_feedback", "share_scalers", "float_last_layer", "localize"):
+        if key in c:
+            require(isinstance(c[key], bool), f"compression.{key}", c[key], "true or false")
+    if name == "qsgd":
+        _int_at_least(cfg, "compression.levels", 1)
+        _int_at_least(cfg, "compression.bucket", 1)
+    elif name in ("topk", "randomk"):
+        _num(cfg, "compression.k", lambda v: 0 < v <= 1, "a fraction in (0, 1]")
+    elif name == "signsgd":
+        v = _get(cfg, "compression.scale")
+        require(v in ("l1", "seide"), "compression.scale", v, "one of l1, seide")
+    elif name == "terngrad":
+        clip = _get(cfg, "compression.clip")
+        require(clip is None or (_is_num(clip) and clip > 0), "compression.clip", clip,
+                "null (no clipping) or a number c > 0 (clip to c·std)")
+        v = _get(cfg, "compression.wire")
+        require(v in ("2bit", "base3"), "compression.wire", v, "one of 2bit, base3")
 
 
 def _validate_trainer(cfg: DictConfig) -> None:

@@ -36,6 +36,8 @@ COMPRESSIONS = tuple(CODECS)
 
 
 def allowed_keys(name: str) -> tuple[str, ...]:
+    if name == "none":
+        return ("name",)
     return ("name", "error_feedback", *CODEC_KEYS.get(name, ()), *PIPELINE_KEYS.get(name, ()))
 
 
