@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -269,6 +270,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         dist.init_process_group("gloo", store=store, rank=0, world_size=world,
                                 timeout=datetime.timedelta(seconds=max(timeout_s, 3600.0)))
         join_s = time.perf_counter() - t_join
+        logging.getLogger("psbench").info("engine=dist: %d learners joined in %.1f s; %s run starts", lam, join_s, mode)
         numel = sum(p.numel() for p in net.parameters())
         transport = GlooTransport(lam, numel, procs.alive)
         ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
