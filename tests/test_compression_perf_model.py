@@ -1,0 +1,46 @@
+"""TernGrad Appendix B performance model: the qualitative claims of §5 and the Fig 5 command."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from psbench.compression import perf_model as pm
+
+
+def test_terngrad_speeds_up_more_on_1gbe_than_on_infiniband():
+    for model in pm.MODELS:
+        for gpus in (8, 64, 512):
+            assert pm.speedup(model, "gtx1080_1gbe", gpus) > pm.speedup(model, "p100_infiniband", gpus) >= 1.0
+
+
+def test_alexnet_and_vgg_gain_more_than_googlenet():
+    for cluster in pm.CLUSTERS:
+        for gpus in (8, 128, 512):
+            g = pm.speedup("googlenet", cluster, gpus)
+            assert pm.speedup("alexnet", cluster, gpus) > g and pm.speedup("vgg_a", cluster, gpus) > g
+
+
+def test_alexnet_on_8_gpus_over_1gbe_speeds_up_about_3x():
+    assert pm.speedup("alexnet", "gtx1080_1gbe", 8) == pytest.approx(3.04, rel=0.05)  # paper §5: 3.04×
+
+
+def test_equations_15_to_18_by_hand():
+    c, m = pm.CLUSTERS["gtx1080_1gbe"], pm.MODELS["alexnet"]
+    t1, g = pm.step_time(m, c), pm.gradient_bytes(m)
+    # Eq 17 with i = 4, j = 2: T + |g|/C_gwd·2 + (C_ncost + |g|/C_nwd)·1
+    assert pm.t_weak(c, 4, 2, t1, g, g) == pytest.approx(t1 + 2 * g / c.gpu_gpu_Bps + c.latency_s + g / c.network_Bps)
+    assert pm.throughput(m, c, 1) == pytest.approx(m.batch_per_gpu / t1)  # one GPU: no communication
+    # Eq 15: one GPU, strong scaling = the profiled time
+    assert pm.t_strong(c, 1, 1, t1, g, g) == pytest.approx(t1)
+    assert pm.gradient_bytes(m, terngrad=True) == pytest.approx(g / 16, rel=1e-3)
+    assert pm.throughput(m, c, 64, scaling="strong") < pm.throughput(m, c, 64)
+
+
+def test_fig5_command_writes_curves_to_512_gpus(tmp_path):
+    pm.main(["--out", str(tmp_path)])
+    rows = list(csv.DictReader((tmp_path / "fig5.csv").open()))
+    assert {int(r["gpus"]) for r in rows} >= {1, 8, 512}
+    assert len(rows) == len(pm.CLUSTERS) * len(pm.MODELS) * len(pm.GPUS) * 2
+    assert (tmp_path / "fig5.png").stat().st_size > 10_000
