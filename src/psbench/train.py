@@ -180,10 +180,6 @@ def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         "weights_sha256": None, "protocol": protocol.label, "artifacts": artifacts,
         "compression": str(_get(cfg.get("compression"), "name", "none")),
     }
-    if logger is not None:
-        logger.log_metrics({"staleness_mean": stats["staleness_mean"], "staleness_max": stats["staleness_max"],
-                            "comm_overlap": stats["comm_overlap"], "sim_time_s": stats["sim_time_s"],
-                            "bytes_pushed": stats["bytes_pushed"], "bytes_pulled": stats["bytes_pulled"]}, step=0)
     if cfg.schedule_only:
         summary["wall_time_s"] = time.perf_counter() - t_start
         return summary
@@ -231,7 +227,10 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     strategy = ParameterServerStrategy(schedule, str(_get(cfg.trainer, "batching", "auto")),
                                        log_every_n_updates=int(_get(cfg.trainer, "log_every_n_updates", 10)),
                                        local=local, compression=compression)
+    from psbench.strategy.progress import EpochThroughput
+
     callbacks, rich = _progress_callbacks(str(_get(cfg.trainer, "progress", "auto")))
+    callbacks.append(EpochThroughput())
     if local is not None:
         callbacks.append(LocalStateCheckpoint(local))
     trainer = pl.Trainer(

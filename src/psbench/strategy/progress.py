@@ -7,6 +7,21 @@ import time
 import pytorch_lightning as pl
 
 
+class EpochThroughput(pl.Callback):
+    """Logs wall time and samples/s of the simulated training at every evaluation (per epoch)."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.logger is None or not hasattr(self, "_t0"):
+            return
+        wall = time.perf_counter() - self._t0
+        samples = getattr(trainer.strategy, "samples_done", 0)
+        trainer.logger.log_metrics({"wall_time_s": wall, "samples_per_s": samples / wall if wall > 0 else 0.0,
+                                    "samples": samples}, step=trainer.global_step)
+
+
 class PlainProgress(pl.Callback):
     """One line per evaluation: update, epoch, test error, simulated and wall time."""
 

@@ -52,6 +52,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self.last_loss = math.nan
         self._recent: deque[float] = deque(maxlen=100)
         self.updates_done = 0
+        self.samples_done = 0
 
     def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
         """Update batches are built on the CPU where the simulator runs; skip Lightning's recursive walk."""
@@ -91,6 +92,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             module.trainer.should_stop = True
             return None  # skip the optimizer step
         self.updates_done += 1
+        self.samples_done += batch.samples
         self._recent.append(self.last_loss)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
