@@ -1,0 +1,162 @@
+"""hydra/sweeper=psbench_optuna: search-space syntax, expressions, and whole sweeps (issue 7, item 1).
+
+The end-to-end tests run the real ``psbench -m`` in a subprocess on the embedded digits data:
+a multi-objective (n, μ, λ) study in sqlite that is killed (SIGKILL) while its 4th trial runs
+and is then re-run (it must finish only the remaining trials), and a study whose trials
+crash (bad input) and diverge (huge α) and still completes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import optuna
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from hydra_plugins.psbench_optuna_sweeper._search_space import case_overrides, distribution, evaluate, parse
+
+
+def _dist(text: str):
+    return distribution(OverridesParser.create().parse_override(text))
+
+
+def test_hydra_sweep_syntax_maps_to_optuna_distributions():
+    assert _dist("learners=choice(1,2,4)") == CategoricalDistribution([1, 2, 4])
+    assert _dist("protocol=hardsync,async") == CategoricalDistribution(["hardsync", "async"])
+    assert _dist("batch_size=range(4,20,4)") == CategoricalDistribution([4, 8, 12, 16])  # stop excluded
+    assert _dist("optimizer.lr=interval(0.001,0.1)") == FloatDistribution(0.001, 0.1)
+    assert _dist("optimizer.lr=tag(log, interval(0.001,0.1))") == FloatDistribution(0.001, 0.1, log=True)
+    assert _dist("learners=int(interval(1,30))") == IntDistribution(1, 30)
+    assert _dist("batch_size=tag(log, int(interval(4,128)))") == IntDistribution(4, 128, log=True)
+
+
+def test_command_line_sweeps_join_params_and_fixed_overrides_pass_through():
+    space, fixed = parse({"learners": "choice(1,2)", "seed": "choice(0,1)"}, ["learners=4,8", "seed=3", "epochs=1"])
+    assert space == {"learners": CategoricalDistribution([4, 8])}
+    assert fixed == ["seed=3", "epochs=1"]
+
+
+def test_expressions_express_mu_lambda_constant_and_refuse_code():
+    values = {"learners": 30, "protocol.n": 4}
+    assert evaluate("128 // learners", values) == 4
+    assert evaluate("protocol.n <= learners and learners % protocol.n == 2", values) is True
+    assert evaluate("[4, 8][0] if learners > 2 else max(1, 2)", values) == 4
+    for bad in ("__import__('os')", "learners.__class__", "open('x')", "lambda: 1"):
+        with pytest.raises(ValueError):
+            evaluate(bad, values)
+    with pytest.raises(ValueError, match="unknown name 'mu'"):
+        evaluate("mu * learners", values)
+
+
+def test_cases_accept_mappings_lists_and_strings():
+    out = case_overrides({"a": {"learners": 30, "protocol.n": 1}, "b": ["learners=2"], "c": "learners=4 seed=1"})
+    assert out == {"a": ["learners=30", "protocol.n=1"], "b": ["learners=2"], "c": ["learners=4", "seed=1"]}
+
+
+# --------------------------------------------------------------------------- whole sweeps
+KILL_DRIVER = """
+import os, signal, sys
+import psbench.cli as cli
+orig, calls = cli.execute, [0]
+def execute(cfg):
+    calls[0] += 1
+    if calls[0] == int(os.environ["KILL_AT"]):
+        os.kill(os.getpid(), signal.SIGKILL)  # no clean-up at all, as with `kill -9` or an OOM kill
+    return orig(cfg)
+cli.execute = execute
+sys.argv = ["psbench", *sys.argv[1:]]
+cli.main()
+"""
+
+PARETO = ("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=5", "hydra.sweeper.sampler.population_size=4",
+          "epochs=1", "trainer.progress=none")
+# fast: the schedule's objectives (⟨σ⟩, simulated time), no MLflow; slow: trained digits MLPs, MLflow runs
+FAST = ("hydra.sweeper.objectives=[staleness_mean,sim_time_s]", "schedule_only=true", "logger=none")
+
+
+def _study(root, name="rudra_pareto"):
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{root}/multirun/optuna/{name}/optuna.db")
+
+
+def _kill_and_resume(root, run_psbench, *args):
+    """Run the sweep, SIGKILL it while its 4th trial starts, re-run it; check the study and return it."""
+    first = run_psbench(*PARETO, *args, root=root, driver=KILL_DRIVER, env={"KILL_AT": "4"})
+    assert first.returncode == -9, first.stderr[-2000:]
+    trials = _study(root).get_trials()
+    done_first = {t.number for t in trials if t.state == TrialState.COMPLETE}
+    assert len(done_first) == 3
+    assert [t.state for t in trials if not t.user_attrs.get("infeasible")][-1] == TrialState.RUNNING
+    sweep = root / "multirun/optuna/rudra_pareto"
+    stamps = {n: (sweep / str(n) / "summary.json").stat().st_mtime_ns for n in done_first}
+
+    second = run_psbench(*PARETO, *args, root=root)
+    assert second.returncode == 0, second.stderr[-3000:]
+    study = _study(root)
+    trials = study.get_trials()
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 5  # n_trials, counting the 3 of the first run
+    assert {n: (sweep / str(n) / "summary.json").stat().st_mtime_ns for n in done_first} == stamps  # not re-run
+    interrupted = [t for t in trials if t.user_attrs.get("interrupted")]
+    assert len(interrupted) == 1 and interrupted[0].state == TrialState.FAIL
+    retry = [t for t in trials if t.user_attrs.get("retry_of") == interrupted[0].number]
+    assert len(retry) == 1 and retry[0].params == interrupted[0].params and retry[0].state == TrialState.COMPLETE
+    assert all(t.params["protocol.n"] <= t.params["learners"] for t in complete)  # the constraint
+    assert all(t.user_attrs.get("infeasible") for t in trials if t.state == TrialState.PRUNED)
+    # the Pareto front is reported in the sweep dir
+    assert "pareto_front:" in (sweep / "optimization_results.yaml").read_text()
+    assert {t.number for t in study.best_trials} <= {t.number for t in complete}
+    return study, complete
+
+
+def test_multi_objective_study_killed_halfway_resumes_only_the_remaining_trials(psbench_root, run_psbench):
+    study, _ = _kill_and_resume(psbench_root, run_psbench, *FAST)
+    assert [d.name for d in study.directions] == ["MINIMIZE", "MINIMIZE"]
+    assert study.metric_names == ["staleness_mean", "sim_time_s"]
+
+
+@pytest.mark.slow
+def test_test_error_vs_time_study_resumes_and_tags_mlflow_runs(psbench_root, run_psbench, mlflow_runs):
+    """The same on trained digits MLPs, objectives (test error, simulated time) as in Rudra §5.2."""
+    study, complete = _kill_and_resume(psbench_root, run_psbench)
+    assert study.metric_names == ["test_error", "sim_time_s"]
+    runs = mlflow_runs(psbench_root)
+    assert len(runs) == 5 and {r["status"] for r in runs} == {"FINISHED"}  # the killed job had not started one
+    assert sorted(int(r["tags"]["optuna_trial"]) for r in runs) == sorted(t.number for t in complete)
+    assert {r["tags"]["optuna_study"] for r in runs} == {"rudra_pareto"}
+    n = len(study.get_trials())
+    third = run_psbench(*PARETO, root=psbench_root)  # nothing left to do
+    assert third.returncode == 0 and len(_study(psbench_root).get_trials()) == n
+
+
+def test_crashed_and_diverged_trials_are_recorded_and_the_study_continues(psbench_root, run_psbench):
+    cases = ("{ok: {learners: 2}, bad_input: {learners: 2, protocol.n: 5}, "
+             "diverges: {learners: 2, optimizer.lr: 1.0e+6}, ok4: {learners: 4}}")
+    res = run_psbench("-m", "hydra/sweeper=psbench_optuna", "hydra.sweep.dir=sweep", "protocol=softsync",
+                      "hydra.sweeper.study_name=faults", "hydra.sweeper.sampler.name=grid",
+                      "hydra.sweeper.n_trials=null",
+                      "hydra.sweeper.max_failure_rate=0.5", f"hydra.sweeper.cases={cases}", "epochs=1",
+                      "logger=none", "trainer.progress=none", root=psbench_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    study = optuna.load_study(study_name="faults", storage=f"sqlite:///{psbench_root}/sweep/optuna.db")
+    by_case = {t.params["case"]: t for t in study.get_trials()}
+    assert set(by_case) == {"ok", "bad_input", "diverges", "ok4"}
+    assert by_case["ok"].state == by_case["ok4"].state == TrialState.COMPLETE
+    assert by_case["bad_input"].state == TrialState.FAIL and "exited with status 2" in by_case["bad_input"].user_attrs[
+        "crashed"]
+    assert by_case["diverges"].state == TrialState.FAIL and by_case["diverges"].user_attrs["diverged"] is True
+    assert math.isfinite(by_case["ok"].values[0])
+
+
+def test_max_failure_rate_stops_a_sweep_whose_trials_all_crash(psbench_root, run_psbench):
+    res = run_psbench("-m", "hydra/sweeper=psbench_optuna", "hydra.sweep.dir=sweep", "protocol=softsync",
+                      "hydra.sweeper.study_name=broken", "hydra.sweeper.n_trials=5",
+                      "hydra.sweeper.sampler.name=random",
+                      "hydra.sweeper.params={learners: 'choice(1,2)'}", "protocol.n=3", "epochs=1", "logger=none",
+                      root=psbench_root)
+    assert res.returncode != 0
+    assert "max_failure_rate" in res.stderr
+    study = optuna.load_study(study_name="broken", storage=f"sqlite:///{psbench_root}/sweep/optuna.db")
+    assert len(study.get_trials()) == 1  # stopped after the first crash (rate 1 > 0.5)
