@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -291,6 +292,14 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
 
     log = ps.event_log({**meta, "engine": "dist", "mode": mode})
     artifacts.append(str(log.save(run_dir / ("dist_log.npz" if mode == "replay" else "schedule.npz"))))
+    timing = ps.timing(log)
+    np.savez(run_dir / "dist_timing.npz", **timing)
+    artifacts.append(str(run_dir / "dist_timing.npz"))
+    calibration = None
+    if mode == "free_run" and stats.pushes_applied and not stats.failed_learners:
+        from psbench.engine.calibrate import compare
+
+        calibration = compare(log, timing, protocol, mu, dm.num_train, numel * 4, stats.run_time_s, seed)
     hist = stats.staleness.as_dict()
     artifacts.append(str(plot_staleness(hist, f"{protocol.label} (measured)", run_dir / "staleness_hist.png")))
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
@@ -313,7 +322,10 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         "pushes_per_s": stats.pushes_received / stats.run_time_s if stats.run_time_s > 0 else None,
         "parks": stats.parks, "ssp_reads": stats.ssp_reads, "ssp_violations": stats.ssp_violations,
         "ssp_max_lag": stats.ssp_max_lag, "failed_learners": stats.failed_learners,
-        "lost_gradients": stats.lost_gradients, "message_bytes": wire, "artifacts": artifacts,
+        "lost_gradients": stats.lost_gradients, "message_bytes": wire, "model_bytes": numel * 4,
+        "calibration": calibration,
+        "calib_ks_staleness": calibration and calibration["ks_staleness"],
+        "calib_epoch_time_rel_error": calibration and calibration["epoch_time_rel_error"], "artifacts": artifacts,
     }
     if logger is not None:
         logger.log_metrics({"test_error": test_error, "test_loss": test_loss,

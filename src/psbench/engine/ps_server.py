@@ -118,6 +118,12 @@ class ParameterServer:
         self.recent: deque[float] = deque(maxlen=100)
         self._flat: torch.Tensor | None = None
         self.t0 = time.time()
+        self.was_parked = [False] * lam
+        #: per push (learner, clock) -> (compute seconds, end of compute, its grant waited parked)
+        self.row_timing: dict[tuple[int, int], tuple[float, float, bool]] = {}
+        self.push_s: list[float] = []  # PS time handling each push (excluding the update)
+        self.grant_s: list[tuple[float, bool]] = []  # PS time of each grant, and whether weights were sent
+        self.apply_s: list[float] = []  # PS time of each update
         if replay is not None:
             self._init_replay(replay)
 
@@ -224,6 +230,7 @@ class ParameterServer:
             self._stop(l)
         elif (self.barrier and self.root_ts == self.last_used[l]) or (self.bound is not None and not self._ssp_ok(l)):
             self.parked.append(l)
+            self.was_parked[l] = True
             self.stats.parks += 1
         else:
             self._grant(l, self.root_ts, self._weights(), self.next_sample, 1.0, -1)
@@ -241,6 +248,7 @@ class ParameterServer:
         need = int(s.ts[r])  # type: ignore[union-attr]
         if need > self.root_ts:
             self.parked.append(l)
+            self.was_parked[l] = True
             self.stats.parks += 1
             return
         flat = self._weights() if need == self.root_ts else self.snapshots[need]
@@ -260,6 +268,7 @@ class ParameterServer:
         self.transport.send(l, m.encode(m.STOP))
 
     def _grant(self, l: int, ts: int, flat: torch.Tensor, sample_start: int, weight: float, row: int) -> None:
+        t_in = time.perf_counter()
         st = self.stats
         if self.bound is not None:  # SSP invariant on every read, from what the weights include
             k = self.pushed[l]
@@ -274,6 +283,7 @@ class ParameterServer:
         self.outstanding[l] = True
         st.reads += 1
         st.pulls_skipped += not has
+        self.grant_s.append((time.perf_counter() - t_in, has))
 
     def _weights(self) -> torch.Tensor:
         if self._flat is None:
@@ -289,11 +299,15 @@ class ParameterServer:
         self.pushed[l] += 1
         st.pushes_received += 1
         st.compute_s += p.t_end - p.t_start
+        t_in = time.perf_counter()
+        self.row_timing[(l, p.clock)] = (p.t_end - p.t_start, p.t_end - self.t0, self.was_parked[l])
+        self.was_parked[l] = False
         contrib = Contribution(l, p.ts, p.clock, p.sample_start, p.t_start - self.t0, time.time() - self.t0)
         pending = _Pending(contrib, grad, p.loss_sum, p.samples)
         if self.replay is None:
             self.acc.append(pending)
             self.applied[l] += 1
+            self.push_s.append(time.perf_counter() - t_in)
             if len(self.acc) == self.c:
                 group, self.acc = self.acc, []
                 self._apply(group, prescaled=False)
@@ -303,6 +317,7 @@ class ParameterServer:
             raise RuntimeError(f"learner rank {l + 1} pushed a gradient that is not schedule row {p.row}")
         self.buffer[p.row] = pending
         self.applied[l] += 1
+        self.push_s.append(time.perf_counter() - t_in)
         while self.next_update < s.num_updates:
             rows = range(int(s.offsets[self.next_update]), int(s.offsets[self.next_update + 1]))
             if any(r not in self.buffer for r in rows):
@@ -311,6 +326,7 @@ class ParameterServer:
             self._apply([self.buffer.pop(r) for r in rows], prescaled=True)
 
     def _apply(self, group: list[_Pending], prescaled: bool) -> None:
+        t_in = time.perf_counter()
         i, st = self.root_ts, self.stats
         ts = [e.contrib.ts for e in group]
         order = contribution_order(ts)
@@ -331,6 +347,7 @@ class ParameterServer:
         self.updates_log.append(Update(i, t, [e.contrib for e in group]))
         self.root_ts += 1
         self._flat = None
+        self.apply_s.append(time.perf_counter() - t_in)
         if self.logger is not None and i % self.log_every == 0 and math.isfinite(loss):
             self.logger.log_metrics({"train_loss": loss, "staleness_mean_update": sigma_mean, "run_time_s": t},
                                     step=i)
@@ -363,6 +380,15 @@ class ParameterServer:
     def event_log(self, meta: dict | None = None) -> Schedule:
         """Every applied update in the simulator's schedule format (times: seconds from the PS start)."""
         return Schedule.collect(self.updates_log, meta)
+
+    def timing(self, log: Schedule) -> dict[str, np.ndarray]:
+        """Measured times for calibration (``dist_timing.npz``); row arrays follow ``log``'s rows."""
+        rows = [self.row_timing[(l, k)] for l, k in zip(log.learner.tolist(), log.clock.tolist(), strict=True)]
+        compute, t_end, parked = (np.asarray(c) for c in zip(*rows, strict=True)) if rows else ([], [], [])
+        return {"compute_s": np.asarray(compute, dtype=np.float64), "t_end": np.asarray(t_end, dtype=np.float64),
+                "parked": np.asarray(parked, dtype=bool), "push_s": np.asarray(self.push_s),
+                "grant_s": np.asarray([g for g, _ in self.grant_s]),
+                "grant_full": np.asarray([h for _, h in self.grant_s], dtype=bool), "apply_s": np.asarray(self.apply_s)}
 
     @property
     def recent_loss(self) -> float | None:

@@ -1,0 +1,123 @@
+"""Fit the simulator's cost model to a free-run event log and say how well it predicts the run.
+
+A free run of ``engine=dist`` leaves ``schedule.npz`` (every update and gradient with measured
+times) and ``dist_timing.npz`` (per gradient: compute seconds and whether its read waited at a
+barrier/bound; per PS action: seconds spent handling a push, a grant, an update). From those,
+:func:`fit_cost` sets the :class:`~psbench.cluster.cost.CostModel` terms one by one:
+
+* compute: the mean compute seconds at this μ (a one-point :class:`ComputeModel`) and
+  ``jitter_cv`` = their coefficient of variation; a learner whose mean is well above the median
+  (an artificial ``engine.learner_delay_s``) is modelled as a straggler;
+* ``ps_service_s``: mean PS time per push; the link: ``bandwidth_Bps`` = message bytes / (mean PS
+  time of a grant that sent weights − service); ``ps_apply_Bps`` = message bytes / mean update time;
+* ``latency_s``: what remains of a learner's measured idle time between pushing and computing
+  again (reads that waited parked excluded), after the simulator's 2 services, 2 transfers and
+  the update it accounts for, divided over its 3 message latencies.
+
+:func:`compare` simulates the same protocol, μ and number of gradients with the fitted costs and
+reports the Kolmogorov–Smirnov distance between simulated and measured staleness distributions
+and the relative error of the time per epoch. ``python -m psbench.engine.calibrate RUN_DIR``
+prints that report for a finished free run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from psbench.cluster.cost import ComputeModel, CostModel
+from psbench.cluster.topology import Topology
+from psbench.ps import Protocol, Schedule, Simulator
+
+
+def fit_cost(log: Schedule, timing: dict[str, np.ndarray], message_bytes: int, batch_size: int,
+             base: CostModel | None = None) -> CostModel:
+    """A cost model whose terms are measured from one free run (see the module docstring)."""
+    base = base or CostModel()
+    compute = timing["compute_s"]
+    per_learner = np.array([compute[log.learner == l].mean() for l in np.unique(log.learner)])
+    typical = float(np.median(per_learner))
+    slow = per_learner > 1.5 * typical
+    fast_rows = ~np.isin(log.learner, np.unique(log.learner)[slow])
+    c_mean = float(compute[fast_rows].mean())
+    cv = float(compute[fast_rows].std() / c_mean) if c_mean > 0 else 0.0
+    wire = message_bytes + CostModel.TIMESTAMP_BYTES
+    svc = float(np.mean(timing["push_s"])) if len(timing["push_s"]) else 0.0
+    full = timing["grant_s"][timing["grant_full"]]
+    xfer = max(1e-7, float(np.mean(full)) - svc) if len(full) else 1e-7
+    apply_s = max(1e-7, float(np.mean(timing["apply_s"]))) if len(timing["apply_s"]) else 1e-7
+    # idle gap of a learner: from the end of gradient k's compute to the start of gradient k+1's
+    gaps = []
+    for l in np.unique(log.learner):
+        rows = np.nonzero(log.learner == l)[0]
+        rows = rows[np.argsort(log.clock[rows])]
+        nxt = rows[1:]
+        ok = ~timing["parked"][nxt]
+        gaps.extend((log.t_start[nxt] - timing["t_end"][rows[:-1]])[ok].tolist())
+    per_update = apply_s * (log.num_updates / max(1, log.num_gradients))
+    lat = max(0.0, (float(np.mean(gaps)) - 2 * svc - 2 * xfer - per_update) / 3) if gaps else base.latency_s
+    return replace(
+        base, compute=ComputeModel(points=((batch_size, c_mean),)), message_bytes=message_bytes,
+        bandwidth_Bps=wire / xfer, latency_s=lat, ps_service_s=svc, ps_apply_Bps=message_bytes / apply_s,
+        jitter_cv=cv, straggler_fraction=float(slow.mean()),
+        straggler_slowdown=float(per_learner[slow].mean() / c_mean) if slow.any() else 1.0)
+
+
+def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """max_k |F_a(k) − F_b(k)| of two samples of integers (two-sample KS statistic)."""
+    hi = int(max(a.max(initial=0), b.max(initial=0))) + 1
+    fa = np.cumsum(np.bincount(a, minlength=hi)) / max(1, len(a))
+    fb = np.cumsum(np.bincount(b, minlength=hi)) / max(1, len(b))
+    return float(np.abs(fa - fb).max())
+
+
+def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, batch_size: int, num_train: int,
+            message_bytes: int, run_time_s: float, seed: int = 0) -> dict[str, Any]:
+    """Fit, simulate the same run, and report staleness KS distance and time-per-epoch error."""
+    cost = fit_cost(log, timing, message_bytes, batch_size)
+    sim = Simulator(protocol, cost, Topology("rudra_base"), batch_size, log.num_gradients, seed)
+    simulated = Schedule.collect(sim.run())
+    epochs = log.num_gradients * batch_size * protocol.local_steps / num_train
+    measured_epoch = run_time_s / epochs
+    sim_epoch = sim.stats.sim_time_s / epochs
+    return {
+        "ks_staleness": ks_distance(log.staleness, simulated.staleness),
+        "staleness_mean_measured": float(log.staleness.mean()), "staleness_mean_simulated": sim.stats.staleness.mean,
+        "epoch_time_measured_s": measured_epoch, "epoch_time_simulated_s": sim_epoch,
+        "epoch_time_rel_error": abs(sim_epoch - measured_epoch) / measured_epoch if measured_epoch > 0 else None,
+        "cost": {"compute_s": cost.compute.seconds(batch_size), "jitter_cv": cost.jitter_cv,
+                 "latency_s": cost.latency_s, "ps_service_s": cost.ps_service_s, "bandwidth_Bps": cost.bandwidth_Bps,
+                 "ps_apply_Bps": cost.ps_apply_Bps, "straggler_fraction": cost.straggler_fraction,
+                 "straggler_slowdown": cost.straggler_slowdown},
+    }
+
+
+def compare_run(run_dir: str | Path) -> dict[str, Any]:
+    """:func:`compare` for a finished ``engine=dist`` free run's directory."""
+    from omegaconf import OmegaConf
+
+    run_dir = Path(run_dir)
+    cfg = OmegaConf.load(run_dir / "resolved_config.yaml")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    log = Schedule.load(run_dir / "schedule.npz")
+    with np.load(run_dir / "dist_timing.npz") as z:
+        timing = {k: z[k] for k in z.files}
+    p = cfg.protocol
+    protocol = Protocol(p.name, int(cfg.learners), n=p.get("n"), staleness_bound=p.get("staleness_bound"))
+    num_train = round(summary["samples"] / summary["epochs_done"])
+    return compare(log, timing, protocol, int(cfg.batch_size), num_train, int(summary["model_bytes"]),
+                   float(summary["run_time_s"]), int(cfg.seed))
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    print(json.dumps(compare_run(argv[0]), indent=2))
+
+
+if __name__ == "__main__":
+    main()
