@@ -39,6 +39,8 @@ def test_options_validate(compose_cfg, name):
     (("compression=randomk", "compression.k=1.5"), "compression.k"),
     (("compression=terngrad", "compression.localize=maybe"), "compression.localize"),
     (("compression=none", "+compression.k=0.1"), "compression.k"),
+    (("compression=terngrad", "protocol=downpour"), "compression.name"),
+    (("compression=terngrad", "engine=dist"), "compression.name"),
 ])
 def test_bad_compression_config_names_the_key(compose_cfg, overrides, key):
     with pytest.raises(ConfigError) as e:

@@ -4,6 +4,7 @@
 * base-3 trits, 5 per byte (3⁵ = 243 ≤ 256: 1.6 bits per trit, 20×; the bound is 32/log2 3 = 20.19×);
 * fixed-width ``b``-bit fields, packed little-endian bit by bit (QSGD levels, sign bits, pulled integer sums).
 
+Bytes are little-endian (the int32 word tricks of :func:`pack2` assume it, as on x86 and ARM).
 Every function pads the last byte with zeros; the element count is agreed out of band (both sides know
 the parameter shapes), so no length header goes on the wire.
 """
@@ -14,7 +15,6 @@ import math
 
 import torch
 
-_SHIFT2 = torch.tensor([0, 2, 4, 6], dtype=torch.uint8)
 _POW3 = torch.tensor([1, 3, 9, 27, 81], dtype=torch.uint8)
 _TRITS = torch.stack([(torch.arange(256) // 3**k) % 3 for k in range(5)], 1).to(torch.uint8)  # byte -> 5 trits
 _BITS = torch.tensor([1, 2, 4, 8, 16, 32, 64, 128], dtype=torch.uint8)
@@ -26,13 +26,18 @@ def _pad(codes: torch.Tensor, k: int) -> torch.Tensor:
 
 
 def pack2(codes: torch.Tensor) -> torch.Tensor:
-    """Codes in {0, 1, 2, 3} (uint8) → ⌈n/4⌉ bytes."""
-    c = _pad(codes.reshape(-1), 4).view(-1, 4)
-    return (c[:, 0] | (c[:, 1] << 2) | (c[:, 2] << 4) | (c[:, 3] << 6)).contiguous()
+    """Codes in {0, 1, 2, 3} (uint8) → ⌈n/4⌉ bytes; element 4i+k in bits 2k…2k+1 of byte i.
+
+    Works on 4 codes at a time as one little-endian int32 word (byte k at bits 8k): ``w | w>>6 |
+    w>>12 | w>>18`` gathers the four 2-bit fields into the low byte.
+    """
+    w = _pad(codes.reshape(-1).to(torch.uint8), 4).view(torch.int32)
+    return ((w | (w >> 6) | (w >> 12) | (w >> 18)) & 0xFF).to(torch.uint8)
 
 
 def unpack2(packed: torch.Tensor, n: int) -> torch.Tensor:
-    return ((packed.unsqueeze(1) >> _SHIFT2) & 3).reshape(-1)[:n]
+    w = packed.to(torch.int32)
+    return ((w | (w << 6) | (w << 12) | (w << 18)) & 0x03030303).view(torch.uint8)[:n]
 
 
 def pack3(codes: torch.Tensor) -> torch.Tensor:

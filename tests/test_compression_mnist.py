@@ -1,0 +1,34 @@
+"""TernGrad Fig 3 at reduced scale: LeNet on MNIST, TernGrad within 1 pp of fp32 for 2 and 8 learners.
+
+Slow (deselected by default; ``pytest -m slow tests/test_compression_mnist.py``). Total mini-batch 64 split
+over N learners (TernGrad §4.1), hardsync, momentum SGD α0 = 0.01, the same schedule and seed for every
+variant; one epoch (937 updates) instead of the paper's 10K iterations. The no-clip variant
+(TernGrad-noclip, Table 2) is recorded next to it and must be worse or equal.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from psbench.train import train
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("learners", [2, 8])
+def test_terngrad_lenet_mnist_within_1pp_of_fp32(compose_cfg, tmp_path, learners):
+    base = ("model=lenet", "dataset=mnist", f"learners={learners}", f"batch_size={64 // learners}", "epochs=1",
+            "optimizer.lr=0.01", "logger=none", "trainer.progress=none", "seed=0")
+    runs = {}
+    for label, extra in (("fp32", ()), ("terngrad", ("compression=terngrad",)),
+                         ("noclip", ("compression=terngrad", "compression.clip=null"))):
+        out = tmp_path / label
+        out.mkdir()
+        s = train(compose_cfg(*base, *extra), out)
+        runs[label] = {k: s[k] for k in ("test_error", "bytes_pushed", "bytes_pulled", "sim_time_s", "fit_time_s",
+                                         "schedule_sha256")}
+    print(json.dumps({"learners": learners, **runs}, indent=1))
+    assert len({r["schedule_sha256"] for r in runs.values()} - {None}) >= 1
+    assert runs["terngrad"]["test_error"] <= runs["fp32"]["test_error"] + 0.01
+    assert runs["noclip"]["test_error"] >= runs["terngrad"]["test_error"]  # Table 2: noclip is worse (or equal)
