@@ -282,7 +282,7 @@ def test_stress_16_learner_processes_10k_pushes(run_psbench, tmp_path, protocol)
 @pytest.mark.slow
 def test_ssp_bound_on_real_processes_with_a_slowed_learner(run_psbench, tmp_path):
     r, out = _dist(run_psbench, tmp_path, *TINY, "learners=4", "batch_size=4", "epochs=1", "logger=none",
-                   "protocol=ssp", "protocol.staleness_bound=1", "+engine.learner_delay_s={0: 0.03}")
+                   "protocol=ssp", "protocol.staleness_bound=1", "engine.learner_delay_s={0: 0.03}")
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
     assert s["ssp_reads"] == s["pulls"] == s["gradients"] and s["ssp_violations"] == 0
@@ -303,6 +303,7 @@ def test_killing_a_learner_fails_the_run_within_30s_and_leaves_nothing(psbench_r
     try:
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline and not (out / "learner_2.log").exists():
+            assert proc.poll() is None, proc.stderr.read()[-2000:]
             time.sleep(0.5)
         pids = json.loads((out / "dist_pids.json").read_text())
         while time.monotonic() < deadline and "learners joined" not in (out / "psbench.log").read_text():
