@@ -186,6 +186,42 @@ def test_a_silent_learner_fails_the_run_naming_ranks():
         ps.run()
 
 
+class DyingLearners(FakeLearners):
+    """Learner ``victim`` dies after ``after`` pushes: its in-flight gradient is lost, its process gone."""
+
+    def __init__(self, *a, victim=2, after=20, **k):
+        super().__init__(*a, **k)
+        self.victim, self.after, self.dead = victim, after, False
+
+    def get(self, timeout):
+        msg = super().get(timeout)
+        if msg is not None and msg.learner == self.victim and self.clock[self.victim] >= self.after:
+            self.dead = True
+            return None
+        return msg
+
+    def check(self, learners):
+        if self.dead and self.victim in learners:
+            raise LearnerFailure(self.victim, f"learner rank {self.victim + 1} (pid 0) exited with code -9 (SIGKILL)")
+
+
+@pytest.mark.parametrize("tolerate", [False, True])
+def test_a_dead_learner_fails_the_run_or_is_written_off(tolerate):
+    p = Protocol("async", 4)
+    net, x, y = _setup(4)
+    fake = DyingLearners(net, x, y, 2, 0, 4)
+    ps = ParameterServer(net, torch.optim.SGD(net.parameters(), lr=0.05), None, p, LRPolicy(), 2, 2, 200, fake,
+                         timeout_s=0.5, tolerate_failures=tolerate, poll_s=0.0)
+    if not tolerate:
+        with pytest.raises(LearnerFailure, match=r"learner rank 3 .*SIGKILL"):
+            ps.run()
+        return
+    st = ps.run()
+    assert st.failed_learners == [3] and st.lost_gradients == 1
+    assert st.pushes_applied == st.pushes_received == 199 and ps.root_ts == 199
+    assert fake.stopped == {0, 1, 3}
+
+
 # ----------------------------------------------------------------------------- real processes
 def _free_port() -> int:
     with socket.socket() as s:

@@ -207,8 +207,7 @@ class ParameterServer:
         self.stats.failed_learners.append(l + 1)
         if self.outstanding[l]:
             self.outstanding[l] = False
-            self.stats.lost_gradients += 1
-            self.G -= 1  # its gradient never arrives: hand out one more to nobody
+            self.stats.lost_gradients += 1  # its samples are skipped; a last partial update applies the rest
         if l in self.parked:
             self.parked.remove(l)
         if not self.live:
@@ -232,8 +231,7 @@ class ParameterServer:
             self.parked.append(l)
             self.was_parked[l] = True
             self.stats.parks += 1
-        else:
-            self._grant(l, self.root_ts, self._weights(), self.next_sample, 1.0, -1)
+        elif self._grant(l, self.root_ts, self._weights(), self.next_sample, 1.0, -1):
             self.next_sample += self.spg
             self.started += 1
 
@@ -252,7 +250,8 @@ class ParameterServer:
             self.stats.parks += 1
             return
         flat = self._weights() if need == self.root_ts else self.snapshots[need]
-        self._grant(l, need, flat, int(s.sample_start[r]), float(self.row_weight[r]), r)  # type: ignore[union-attr]
+        if not self._grant(l, need, flat, int(s.sample_start[r]), float(self.row_weight[r]), r):  # type: ignore[union-attr]
+            return
         self.next_k[l] += 1
         self.remaining_reads[need] -= 1
         if need < self.root_ts and self.remaining_reads[need] == 0:
@@ -263,11 +262,20 @@ class ParameterServer:
         for l in waiting:
             self._ready(l)
 
-    def _stop(self, l: int) -> None:
-        self.done.add(l)
-        self.transport.send(l, m.encode(m.STOP))
+    def _send(self, l: int, header: torch.Tensor, payload: torch.Tensor | None = None) -> bool:
+        """Send to learner ``l``; a dead peer is a learner failure (False when it is tolerated)."""
+        try:
+            self.transport.send(l, header, payload)
+        except RuntimeError as e:
+            self._failure(self._explain(l, str(e)))
+            return False
+        return True
 
-    def _grant(self, l: int, ts: int, flat: torch.Tensor, sample_start: int, weight: float, row: int) -> None:
+    def _stop(self, l: int) -> None:
+        if self._send(l, m.encode(m.STOP)):
+            self.done.add(l)
+
+    def _grant(self, l: int, ts: int, flat: torch.Tensor, sample_start: int, weight: float, row: int) -> bool:
         t_in = time.perf_counter()
         st = self.stats
         if self.bound is not None:  # SSP invariant on every read, from what the weights include
@@ -278,12 +286,14 @@ class ParameterServer:
             if self.included[l] != k or lag > self.bound or ts != self.root_ts:
                 st.ssp_violations += 1
         has = self.held_ts[l] != ts
-        self.transport.send(l, m.encode(m.COMPUTE, ts, sample_start, weight, has, row), flat if has else None)
+        if not self._send(l, m.encode(m.COMPUTE, ts, sample_start, weight, has, row), flat if has else None):
+            return False
         self.held_ts[l] = self.last_used[l] = ts
         self.outstanding[l] = True
         st.reads += 1
         st.pulls_skipped += not has
         self.grant_s.append((time.perf_counter() - t_in, has))
+        return True
 
     def _weights(self) -> torch.Tensor:
         if self._flat is None:
