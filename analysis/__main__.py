@@ -1,0 +1,7 @@
+"""``python -m analysis``: build the report (see :mod:`analysis`)."""
+
+import sys
+
+from analysis.report import main
+
+sys.exit(main())

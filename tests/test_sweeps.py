@@ -1,0 +1,69 @@
+"""sweeps/: entry points per paper table/figure, their scales and fixed study names (issue 7, item 2).
+
+The long runs are slow tests: Fig 4 and Table 1 at scale=paper (< 5 min each is the acceptance).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from sweeps import rudra_fig4, rudra_table1, rudra_table2  # noqa: E402
+from sweeps._runner import SCALES, command, main  # noqa: E402
+
+
+@pytest.mark.parametrize("mod", [rudra_table1, rudra_fig4, rudra_table2])
+def test_every_entry_point_has_the_three_scales(mod):
+    assert tuple(mod.SCALES) == SCALES
+
+
+def test_command_has_a_fixed_study_name_per_scale_and_tags_the_scale():
+    cmd = command("rudra_table2", "rudra/table2", rudra_table2.SCALES["ci"], "ci")
+    assert cmd[3:5] == ["-m", "experiment=rudra/table2"]
+    assert "hydra.sweeper.study_name=rudra_table2_ci" in cmd and "++tags.scale=ci" in cmd
+    assert "dataset=cifar10_subset" in cmd  # the substitution, labelled by tags.data_note
+    assert any(a.startswith("++tags.data_note=") for a in cmd)
+
+
+def test_bad_scale_is_one_line_and_exit_2(capsys):
+    assert main("rudra_fig4", "rudra/fig4", rudra_fig4.SCALES, ["scale=huge"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "rudra_fig4: error: scale='huge' is invalid: allowed one of ci, small, paper"
+
+
+def test_table2_preset_has_all_23_rows_as_cases(compose_cfg):
+    from analysis.paper_rudra import TABLE2, case_label
+
+    cfg = compose_cfg("experiment=rudra/table2")
+    cases = cfg.hydra.sweeper.cases if "hydra" in cfg else None
+    if cases is None:  # the compose API drops the hydra node: read the yaml
+        import yaml
+
+        cases = yaml.safe_load((REPO / "conf/experiment/rudra/table2.yaml").read_text())["hydra"]["sweeper"]["cases"]
+    want = {case_label(s, mu, lam): (s, mu, lam) for rows in TABLE2.values() for s, mu, lam, _, _ in rows}
+    assert set(cases) == set(want) and len(want) == 23
+    for label, (s, mu, lam) in want.items():
+        c = cases[label]
+        assert (c["batch_size"], c["learners"]) == (mu, lam)
+        assert c.get("protocol.n", 0) == s
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["rudra_fig4", "rudra_table1"])
+def test_simulation_sweeps_run_at_paper_scale_in_under_5_minutes(name, psbench_root, mlflow_runs):
+    import time
+
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, str(REPO / "sweeps" / f"{name}.py"), "scale=paper"], cwd=psbench_root,
+                         env={**__import__("os").environ, "PSBENCH_ROOT": str(psbench_root)}, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert time.perf_counter() - t0 < 300
+    runs = [r for r in mlflow_runs(psbench_root) if r["status"] == "FINISHED"]
+    assert len(runs) == 3 and {r["tags"]["scale"] for r in runs} == {"paper"}
