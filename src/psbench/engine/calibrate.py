@@ -8,11 +8,12 @@ barrier/bound; per PS action: seconds spent handling a push, a grant, an update)
 * compute: the mean compute seconds at this μ (a one-point :class:`ComputeModel`) and
   ``jitter_cv`` = their coefficient of variation; a learner whose mean is well above the median
   (an artificial ``engine.learner_delay_s``) is modelled as a straggler;
-* ``ps_service_s``: mean PS time per push; the link: ``bandwidth_Bps`` = message bytes / (mean PS
-  time of a grant that sent weights − service); ``ps_apply_Bps`` = message bytes / mean update time;
-* ``latency_s``: what remains of a learner's measured idle time between pushing and computing
-  again (reads that waited parked excluded), after the simulator's 2 services, 2 transfers and
-  the update it accounts for, divided over its 3 message latencies.
+* ``ps_service_s``: mean PS time handling a push; the link: the PS's time per push + grant (the
+  grant sends the weights) is split evenly over the simulator's two messages, push and pull, each
+  occupying the PS for service + transfer, so ``bandwidth_Bps`` = message bytes / (half of it −
+  service); ``ps_apply_Bps`` = message bytes / mean update time;
+* ``latency_s``: the 1st percentile of the delay from a learner's end of compute to the PS taking
+  its push (the fastest deliveries did not queue behind other messages).
 
 :func:`compare` simulates the same protocol, μ and number of gradients with the fitted costs and
 reports the Kolmogorov–Smirnov distance between simulated and measured staleness distributions
@@ -48,19 +49,13 @@ def fit_cost(log: Schedule, timing: dict[str, np.ndarray], message_bytes: int, b
     cv = float(compute[fast_rows].std() / c_mean) if c_mean > 0 else 0.0
     wire = message_bytes + CostModel.TIMESTAMP_BYTES
     svc = float(np.mean(timing["push_s"])) if len(timing["push_s"]) else 0.0
-    full = timing["grant_s"][timing["grant_full"]]
-    xfer = max(1e-7, float(np.mean(full)) - svc) if len(full) else 1e-7
+    # the PS's own time per push + grant, split over the simulator's two messages (push, pull)
+    occupancy = (svc + float(np.mean(timing["grant_s"]))) / 2 if len(timing["grant_s"]) else svc
+    xfer = max(1e-7, occupancy - svc)
     apply_s = max(1e-7, float(np.mean(timing["apply_s"]))) if len(timing["apply_s"]) else 1e-7
-    # idle gap of a learner: from the end of gradient k's compute to the start of gradient k+1's
-    gaps = []
-    for l in np.unique(log.learner):
-        rows = np.nonzero(log.learner == l)[0]
-        rows = rows[np.argsort(log.clock[rows])]
-        nxt = rows[1:]
-        ok = ~timing["parked"][nxt]
-        gaps.extend((log.t_start[nxt] - timing["t_end"][rows[:-1]])[ok].tolist())
-    per_update = apply_s * (log.num_updates / max(1, log.num_gradients))
-    lat = max(0.0, (float(np.mean(gaps)) - 2 * svc - 2 * xfer - per_update) / 3) if gaps else base.latency_s
+    # latency: the fastest deliveries of a push (compute end -> PS picks it up) had no queue to wait in
+    delay = log.t_push - timing["t_end"]
+    lat = max(0.0, float(np.percentile(delay, 1))) if len(delay) else base.latency_s
     return replace(
         base, compute=ComputeModel(points=((batch_size, c_mean),)), message_bytes=message_bytes,
         bandwidth_Bps=wire / xfer, latency_s=lat, ps_service_s=svc, ps_apply_Bps=message_bytes / apply_s,

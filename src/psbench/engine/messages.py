@@ -19,6 +19,8 @@ import torch
 
 HEADER = 10
 HELLO, PUSH, COMPUTE, STOP = 0, 1, 2, 3
+#: PS-internal: a learner's pull request, queued behind every message that arrived before it
+PULL = 4
 #: TCPStore key a learner sets just before joining the process group
 READY_KEY = "psbench/ready/{rank}"
 

@@ -7,7 +7,9 @@ rule is applied in a well-defined order, exactly as the simulator's root PS does
   applied — the c gradients summed newest-weights-first with the learning-rate policy's
   weights w_l/c (:mod:`psbench.engine.aggregate`), set as ``p.grad`` and stepped with the same
   torch optimizer (and lr schedule) the Lightning path builds;
-* then the learner is *ready*: it is stopped when all gradients are handed out, parked while
+* then the learner's pull is queued behind every message already received (the simulator's FIFO
+  root serves the pull that follows a push the same way), and when it is served the learner is
+  *ready*: it is stopped when all gradients are handed out, parked while
   the hardsync barrier (``Protocol.barrier``: no weights newer than the last it used) or the
   SSP bound (``Protocol.bound``: its clock − the slowest applied clock > s) holds, else granted
   the current weights, the next samples of the stream, and a compute slot. Parked learners are
@@ -176,7 +178,9 @@ class ParameterServer:
                 continue
             if msg.push.kind == m.PUSH:
                 self._on_push(l, msg.push, msg.grad)
-            self._ready(l)
+                self.transport.defer_pull(l)  # its pull waits behind what is already queued (simulator: READY)
+            else:  # HELLO or the deferred PULL
+                self._ready(l)
         if self.acc:  # tolerated failures can leave fewer than c gradients: apply them (as the simulator's trees)
             self._apply(self.acc, prescaled=False)
             self.acc = []

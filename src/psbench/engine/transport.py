@@ -73,6 +73,10 @@ class GlooTransport:
             dist.send(payload, l + 1)
             self.bytes_sent += payload.numel() * payload.element_size()
 
+    def defer_pull(self, l: int) -> None:
+        """Queue learner ``l``'s pull behind every message received so far (the simulator's FIFO PS)."""
+        self.inbox.put(Inbound(l, m.Push(m.PULL, 0, 0, 0, 0.0, 0.0, 0.0, 0, -1), None, None))
+
     def get(self, timeout: float) -> Inbound | None:
         try:
             msg = self.inbox.get(timeout=timeout)
