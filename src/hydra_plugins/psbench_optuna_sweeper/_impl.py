@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import os
+import signal
 import socket
 import warnings
 from collections.abc import Mapping, Sequence
@@ -330,12 +331,14 @@ class OptunaSweeperImpl:
         try:
             results = self.launcher.launch([ov for _, ov in batch], initial_job_idx=batch[0][0].number)
         except KeyboardInterrupt:
-            for trial, _ in batch:
-                trial.set_user_attr("interrupted", True)
-                study.tell(trial, state=TrialState.FAIL)
-                study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+            self._interrupted(study, batch)
             raise
         except SystemExit as exc:  # psbench.cli reports bad input and exits 2 from inside the job
+            if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+                # Lightning turns Ctrl-C into "ignore SIGINT, sys.exit(1)": an interrupt, not a crash
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                self._interrupted(study, batch)
+                raise KeyboardInterrupt from exc
             for trial, _ in batch:
                 self._tell(study, trial, None, f"job exited with status {exc.code}")
             return []
@@ -346,6 +349,14 @@ class OptunaSweeperImpl:
         for (trial, _), ret in zip(batch, results, strict=True):
             self._tell(study, trial, ret, None)
         return results
+
+    @staticmethod
+    def _interrupted(study: optuna.Study, batch: list[tuple[optuna.Trial, list[str]]]) -> None:
+        """Ctrl-C: the batch's trials are FAIL ``interrupted`` and enqueued to run again on resume."""
+        for trial, _ in batch:
+            trial.set_user_attr("interrupted", True)
+            study.tell(trial, state=TrialState.FAIL)
+            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
 
     def _check_failures(self, study: optuna.Study) -> None:
         c = self.counts(study)
