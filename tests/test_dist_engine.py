@@ -367,14 +367,12 @@ def test_killing_a_learner_fails_the_run_within_30s_and_leaves_nothing(psbench_r
 def test_calibration_of_a_lambda_8_free_run(run_psbench, tmp_path):
     """Fit the cost model to a λ = 8 async free run; the simulation reproduces σ and time per epoch.
 
-    Each learner's compute is stretched by 50 ms (``learner_delay_s``, inside the measured compute time):
-    two shared cores cannot run 8 computing learners at once, and a run bound by the PS's CPU time is
-    one the simulator models less well (its PS service has no jitter; measured here without the
-    delay: KS 0.21, time per epoch 5%).
+    8 learners and the PS share two cores here: the run is bound by the PS's CPU time, whose variation
+    the fitted compute jitter stands for (the KS distance is measured on the half of the run not used
+    for that fit).
     """
-    delay = "{" + ", ".join(f"{l}: 0.05" for l in range(8)) + "}"
     r, out = _dist(run_psbench, tmp_path, *TINY, "learners=8", "batch_size=16", "epochs=4", "logger=none",
-                   "protocol=async", "trainer.num_threads=1", f"engine.learner_delay_s={delay}")
+                   "protocol=async", "trainer.num_threads=1")
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
     cal = s["calibration"]

@@ -15,10 +15,13 @@ barrier/bound; per PS action: seconds spent handling a push, a grant, an update)
 * ``latency_s``: the 1st percentile of the delay from a learner's end of compute to the PS taking
   its push (the fastest deliveries did not queue behind other messages).
 
-:func:`compare` simulates the same protocol, μ and number of gradients with the fitted costs and
-reports the Kolmogorov–Smirnov distance between simulated and measured staleness distributions
-and the relative error of the time per epoch. ``python -m psbench.engine.calibrate RUN_DIR``
-prints that report for a finished free run.
+:func:`fit_jitter` then replaces ``jitter_cv`` by the value whose simulated staleness distribution is
+closest to the first half of the run's (the simulator's only noise source stands for all of the
+machine's: PS service and process scheduling vary too). :func:`compare` simulates the same protocol,
+μ and number of gradients with the fitted costs and reports the Kolmogorov–Smirnov distance between
+simulated and measured staleness distributions (``ks_staleness``: on the second half of the run, out
+of sample for the jitter fit) and the relative error of the time per epoch.
+``python -m psbench.engine.calibrate RUN_DIR`` prints that report for a finished free run.
 """
 
 from __future__ import annotations
@@ -71,17 +74,43 @@ def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(fa - fb).max())
 
 
+def _simulate(protocol: Protocol, cost: CostModel, batch_size: int, gradients: int, seed: int):
+    sim = Simulator(protocol, cost, Topology("rudra_base"), batch_size, gradients, seed)
+    return sim, Schedule.collect(sim.run())
+
+
+def fit_jitter(log: Schedule, cost: CostModel, protocol: Protocol, batch_size: int, seed: int = 0) -> float:
+    """The ``jitter_cv`` whose simulated σ distribution is closest (KS) to the first half of the run's.
+
+    The simulator's only noise is the learners' compute jitter; on a real machine the PS's service
+    time and the scheduling of processes vary too, so the measured compute CV alone can under-spread σ.
+    Only the first half of the log is used, so the KS distance reported on the second half is out of sample.
+    """
+    half = log.num_gradients // 2
+    grid = sorted({round(cost.jitter_cv, 4), *np.round(np.geomspace(0.01, 2.0, 12), 4).tolist()})
+    n = max(half, protocol.gradients_per_update)
+
+    def ks(cv: float) -> float:
+        return ks_distance(log.staleness[:half], _simulate(protocol, replace(cost, jitter_cv=cv), batch_size, n,
+                                                           seed)[1].staleness)
+
+    return float(min(grid, key=ks))
+
+
 def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, batch_size: int, num_train: int,
             message_bytes: int, run_time_s: float, seed: int = 0) -> dict[str, Any]:
-    """Fit, simulate the same run, and report staleness KS distance and time-per-epoch error."""
+    """Fit, simulate the same run, and report staleness KS distance (second half of the run, out of
+    sample for the jitter fit; also on all of it) and time-per-epoch error."""
     cost = fit_cost(log, timing, message_bytes, batch_size)
-    sim = Simulator(protocol, cost, Topology("rudra_base"), batch_size, log.num_gradients, seed)
-    simulated = Schedule.collect(sim.run())
+    compute_cv = cost.jitter_cv
+    cost = replace(cost, jitter_cv=fit_jitter(log, cost, protocol, batch_size, seed))
+    sim, simulated = _simulate(protocol, cost, batch_size, log.num_gradients, seed)
     epochs = log.num_gradients * batch_size * protocol.local_steps / num_train
     measured_epoch = run_time_s / epochs
     sim_epoch = sim.stats.sim_time_s / epochs
     return {
-        "ks_staleness": ks_distance(log.staleness, simulated.staleness),
+        "ks_staleness": ks_distance(log.staleness[log.num_gradients // 2:], simulated.staleness),
+        "ks_staleness_all": ks_distance(log.staleness, simulated.staleness), "compute_cv": compute_cv,
         "staleness_mean_measured": float(log.staleness.mean()), "staleness_mean_simulated": sim.stats.staleness.mean,
         "epoch_time_measured_s": measured_epoch, "epoch_time_simulated_s": sim_epoch,
         "epoch_time_rel_error": abs(sim_epoch - measured_epoch) / measured_epoch if measured_epoch > 0 else None,
