@@ -1,9 +1,10 @@
 """Rudra Table 2: test error and training time for μλ ≈ const (23 rows; trains CNNs).
 
-* ``ci`` (about 10–20 min here): cifar10_subset cut to 500 training images (test: its 1,017), 2 epochs,
+* ``ci`` (about 10–20 min here): cifar10_subset cut to 640 training images (test: its 1,017), 2 epochs
+  (1,280 samples: one update of the μλ ≈ 1024 rows),
   α0 = 0.01 instead of 0.001, seed 0. Substitution labelled in every table (tags ``data_note``,
   ``scale``). It exercises the whole pipeline and measures the simulated-time column; the CNN
-  barely learns in 1,000 samples, so its test errors say little about the paper's.
+  barely learns in 1,280 samples, so its test errors say little about the paper's.
 * ``small`` (about an hour or more here): the whole cifar10_subset (5,085 images), 20 epochs,
   α0 = 0.001 with the paper's ÷10 steps moved to epochs 15 and 18, seeds 0 and 1.
 * ``paper``: full CIFAR-10 (``dataset=cifar10``, needs ``cifar-10-batches-py``), 140 epochs,
@@ -17,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import main
 
 SCALES = {
-    "ci": ["dataset=cifar10_subset", "dataset.subset=500", "epochs=2", "optimizer.lr=0.01",
+    "ci": ["dataset=cifar10_subset", "dataset.subset=640", "epochs=2", "optimizer.lr=0.01",
            "hydra.sweeper.params.seed='choice(0)'",
-           "++tags.data_note=cifar10_subset_500_images_2_epochs_lr0.01"],
+           "++tags.data_note=cifar10_subset_640_images_2_epochs_lr0.01"],
     "small": ["dataset=cifar10_subset", "epochs=20", "optimizer.milestones=[15,18]",
               "hydra.sweeper.params.seed='choice(0,1)'", "++tags.data_note=cifar10_subset_20_epochs"],
     "paper": ["dataset=cifar10", "hydra.sweeper.params.seed='choice(0,1,2)'"],

@@ -328,15 +328,16 @@ class OptunaSweeperImpl:
     def _launch(self, study: optuna.Study, batch: list[tuple[optuna.Trial, list[str]]]) -> Sequence[JobReturn]:
         assert self.launcher is not None
         log.info("launching trials %s", [t.number for t, _ in batch])
+        sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN already in a background job of a script
         try:
             results = self.launcher.launch([ov for _, ov in batch], initial_job_idx=batch[0][0].number)
         except KeyboardInterrupt:
             self._interrupted(study, batch)
             raise
         except SystemExit as exc:  # psbench.cli reports bad input and exits 2 from inside the job
-            if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            if sigint is not signal.SIG_IGN and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
                 # Lightning turns Ctrl-C into "ignore SIGINT, sys.exit(1)": an interrupt, not a crash
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGINT, sigint)
                 self._interrupted(study, batch)
                 raise KeyboardInterrupt from exc
             for trial, _ in batch:
