@@ -275,7 +275,7 @@ def rudra_table2(runs: list[Run], out: Path) -> tuple[str, str]:
             measured[(g, s, mu, lam)] = (err, tim)
             note = rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")) if rs else ""
             rows.append([f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}", fmt(err, 100, 2, len(rs)), f"{t:g}",
-                         fmt(tim, 1, 1, len(rs)), str(len(rs)), note])
+                         fmt(tim, 1, 3, len(rs)), str(len(rs)), note])
         md += [f"\n## scale = {scale}\n\n", md_table(_T2_HEADER, rows)]
         done = sum(1 for v in measured.values() if v[0] is not None)
         status.append(f"{scale}: {done}/{len(rows_all)} rows")
@@ -302,7 +302,7 @@ def _t2_claims(measured: Mapping[tuple, tuple]) -> list[tuple[str, str, str]]:
             continue
         k = min(times, key=lambda k: (times[k], k))
         fastest.append(k[1] == 1)
-        nums.append(f"μλ≈{g}: fastest (σ,μ,λ)=({k[1]},{k[2]},{k[3]}) {times[k]:.1f} s")
+        nums.append(f"μλ≈{g}: fastest (σ,μ,λ)=({k[1]},{k[2]},{k[3]}) {times[k]:.3g} s")
     verdict = NOT_MEASURED if None in fastest or not fastest else HOLDS if all(fastest) else FAILS
     claims.append(("1-softsync has the smallest training time for every μλ", verdict, "; ".join(nums) or "—"))
     means = []

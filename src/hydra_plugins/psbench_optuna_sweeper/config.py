@@ -41,11 +41,11 @@ class PsbenchOptunaSweeperConf:
     on_diverged: str = "fail"
     # search space: key -> Hydra sweep syntax, e.g. learners: choice(1,2,4),
     # optimizer.lr: tag(log, interval(1e-4, 1e-1))
-    params: dict[str, str] | None = None
+    params: Any = None  # key -> sweep string (Any: see cases)
     # zipped axes: label -> overrides applied together, e.g. r1: [protocol=softsync, protocol.n=1, learners=30]
     cases: Any = None  # Any, not dict | None: OmegaConf cannot update a None Dict[str, Any] node with nested dicts
     # values computed from the sampled ones, e.g. batch_size: 128 // learners (μλ = const)
-    derived: dict[str, str] | None = None
+    derived: Any = None  # key -> expression (Any: see cases)
     # boolean expressions every trial must satisfy, e.g. "protocol.n <= learners"; others are pruned unrun
     constraints: list[str] | None = None
     # stop after this many infeasible proposals in a row (a search space that is all infeasible)
