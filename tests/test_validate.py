@@ -111,7 +111,7 @@ def test_hardware_files_equal_the_cost_model_profiles(profile):
         (["dataset=synthetic", "dataset.num_classes=1"], "dataset.num_classes"),
         (["model.name=resnet"], "model.name"),
         (["engine.name=ray"], "engine.name"),
-        (["compression.name=terngrad"], "compression.name"),
+        (["compression.name=zip"], "compression.name"),
         (["trainer.progress=fancy"], "trainer.progress"),
         (["trainer.max_updates=0"], "trainer.max_updates"),
     ],
