@@ -13,7 +13,7 @@ class NoCompression(Codec):
     summable = True
 
     def compress(self, g, key="", generator=None, **kwargs) -> Payload:
-        return Payload({"values": g.detach().reshape(-1).to(torch.float32)}, g.shape)
+        return Payload({"values": g.detach().reshape(-1).to(torch.float32, copy=True)}, g.shape)  # the send buffer
 
     def decompress(self, payload: Payload) -> torch.Tensor:
         return payload.fields["values"].view(payload.shape)
