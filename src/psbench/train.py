@@ -68,6 +68,25 @@ def build_cost(cfg: DictConfig, message_bytes: int, net: torch.nn.Module | None 
     return cost
 
 
+def build_data_and_model(cfg: DictConfig):
+    """The data module (prepared and set up) and the seeded model of a config; sets the torch thread count."""
+    from psbench.data import build_datamodule
+    from psbench.models import build_model
+
+    seed = int(cfg.seed)
+    if cfg.trainer.get("num_threads"):
+        torch.set_num_threads(int(cfg.trainer.num_threads))
+    torch.manual_seed(seed)
+    ds = OmegaConf.to_container(cfg.dataset, resolve=True)
+    dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, **ds)  # type: ignore[union-attr, arg-type]
+    dm.prepare_data()
+    dm.setup("fit")
+    m = OmegaConf.to_container(cfg.model, resolve=True)
+    torch.manual_seed(seed)
+    net = build_model(m.pop("name"), dm.input_shape, dm.num_classes, **m)  # type: ignore[union-attr, arg-type]
+    return dm, net
+
+
 def build_lr_policy(cfg: DictConfig) -> LRPolicy:
     lp = OmegaConf.to_container(cfg.lr_policy, resolve=True)
     return LRPolicy(**lp)  # type: ignore[arg-type]
@@ -141,21 +160,11 @@ def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         from psbench.engine.launcher import train_dist
 
         return train_dist(cfg, run_dir, logger)
-    from psbench.data import build_datamodule
-    from psbench.models import build_model, model_bytes
+    from psbench.models import model_bytes
 
     t_start = time.perf_counter()
     seed = int(cfg.seed)
-    if cfg.trainer.get("num_threads"):
-        torch.set_num_threads(int(cfg.trainer.num_threads))
-    torch.manual_seed(seed)
-    ds = OmegaConf.to_container(cfg.dataset, resolve=True)
-    dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, **ds)  # type: ignore[union-attr, arg-type]
-    dm.prepare_data()
-    dm.setup("fit")
-    m = OmegaConf.to_container(cfg.model, resolve=True)
-    torch.manual_seed(seed)
-    net = build_model(m.pop("name"), dm.input_shape, dm.num_classes, **m)  # type: ignore[union-attr, arg-type]
+    dm, net = build_data_and_model(cfg)
 
     protocol, topology, policy = build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg)
     cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)

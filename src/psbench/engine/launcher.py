@@ -178,14 +178,14 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     """Run ``cfg`` with real processes; return the summary (the keys of the simulator path and more)."""
     import torch.distributed as dist
 
-    from psbench.data import build_datamodule
     from psbench.engine.ps_server import ParameterServer
     from psbench.engine.transport import GlooTransport
-    from psbench.models import build_model, model_bytes
+    from psbench.models import model_bytes
     from psbench.ps import Schedule, Simulator
     from psbench.strategy import ClassifierModule
     from psbench.train import (
         build_cost,
+        build_data_and_model,
         build_lr_policy,
         build_protocol,
         build_topology,
@@ -199,17 +199,9 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     t_start = time.perf_counter()
     run_dir = Path(run_dir)
     seed = int(cfg.seed)
-    if cfg.trainer.get("num_threads"):
-        torch.set_num_threads(int(cfg.trainer.num_threads))
-    torch.manual_seed(seed)
-    ds = OmegaConf.to_container(cfg.dataset, resolve=True)
-    dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, **ds)  # type: ignore[union-attr, arg-type]
-    dm.prepare_data()
-    dm.setup("fit")
+    dm, net = build_data_and_model(cfg)
     mcfg = OmegaConf.to_container(cfg.model, resolve=True)
-    model_name = mcfg.pop("name")  # type: ignore[union-attr]
-    torch.manual_seed(seed)
-    net = build_model(model_name, dm.input_shape, dm.num_classes, **mcfg)  # type: ignore[arg-type]
+    model_name = mcfg.pop("name")  # type: ignore[union-attr]  # learners rebuild the same model from these
     protocol, policy = build_protocol(cfg), build_lr_policy(cfg)
     lam, mu, spg = protocol.learners, int(cfg.batch_size), int(cfg.batch_size) * protocol.local_steps
     mode = _e(cfg, "mode", "free_run")
