@@ -138,8 +138,6 @@ class Simulator:
         started = 0
         next_sample = 0
         parked: list[int] = []  # learners waiting at the root (hardsync barrier / SSP bound)
-        # per-learner gradient in flight: (ts, clock, sample_start, t_start)
-        inflight: list[tuple | None] = [None] * lam
         # tree topologies
         leaf_free = [0.0] * nodes
         leaf_ts = [0] * nodes
@@ -216,18 +214,16 @@ class Simulator:
                 for w in waiting:
                     wake_when_weights(w, t)
 
-        def weights_at(l: int, t: float) -> tuple[int, float | None]:
-            """adv*: newest timestamp learner l holds at t, and when a newer one arrives."""
+        def weights_at(l: int, t: float) -> int:
+            """adv*: newest weight timestamp learner l has received by time t."""
             off = hops[l] * hop
-            nxt = None
             for start, ts in reversed(bcasts):
                 if start + off <= t:
-                    return ts, nxt
-                nxt = start + off
-            return bcasts[0][1], nxt
+                    return ts
+            return bcasts[0][1]
 
         def wake_when_weights(l: int, t: float) -> None:
-            ts, _ = weights_at(l, t)
+            ts = weights_at(l, t)
             if ts >= need_ts[l]:
                 hpush(heap, (t, next(seq), _START, l, ts))
                 return
@@ -252,17 +248,17 @@ class Simulator:
                 last_used[l] = data
                 d = compute_s * factor(l)
                 compute_total += d
-                inflight[l] = (data, pushed[l], next_sample, t)
+                grad = (data, pushed[l], next_sample, t)  # (ts, clock, sample_start, t_start)
                 started += 1
                 next_sample += spg
                 end = t + d
                 last_end[l] = end
                 if background:
-                    hpush(heap, (end, next(seq), _COMPUTED, l, inflight[l]))
+                    hpush(heap, (end, next(seq), _COMPUTED, l, grad))
                 elif tree:
-                    hpush(heap, (end + lat, next(seq), _PUSH_LEAF, l, inflight[l]))
+                    hpush(heap, (end + lat, next(seq), _PUSH_LEAF, l, grad))
                 else:
-                    hpush(heap, (end + lat, next(seq), _PUSH_ROOT, l, inflight[l]))
+                    hpush(heap, (end + lat, next(seq), _PUSH_ROOT, l, grad))
             elif kind == _READY:
                 if started >= G:
                     continue
