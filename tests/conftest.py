@@ -30,6 +30,16 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    """scikit-learn's digits as a set-up data module (the embedded default data set)."""
+    from psbench.data import build_datamodule
+
+    dm = build_datamodule("digits", tmp_path_factory.mktemp("data"), seed=0)
+    dm.setup("fit")
+    return dm
+
+
 @pytest.fixture
 def compose_cfg(tmp_path):
     from hydra import compose, initialize_config_dir

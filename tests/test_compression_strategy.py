@@ -10,7 +10,6 @@ import torch
 
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.compression.pipeline import LearnerCompression
-from psbench.data import build_datamodule
 from psbench.lr import LRPolicy
 from psbench.models import build_model
 from psbench.ps import Protocol, Schedule, Simulator
@@ -18,13 +17,6 @@ from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBa
 
 warnings.filterwarnings("ignore", ".*does not have many workers.*")
 COST = CostModel(compute=ComputeModel(1e-3, 1e-4), message_bytes=40_000, jitter_cv=0.2)
-
-
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory):
-    dm = build_datamodule("digits", tmp_path_factory.mktemp("data"), seed=0)
-    dm.setup("fit")
-    return dm
 
 
 def run(dm, proto: Protocol, options: dict | None, mu=8, gradients=64, batching="auto"):

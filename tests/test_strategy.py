@@ -13,7 +13,6 @@ import pytorch_lightning as pl
 import torch
 
 from psbench.cluster import ComputeModel, CostModel, Topology
-from psbench.data import build_datamodule
 from psbench.lr import LRPolicy
 from psbench.models import build_model
 from psbench.ps import Protocol, Schedule, Simulator
@@ -28,13 +27,6 @@ from psbench.strategy import (
 
 warnings.filterwarnings("ignore", ".*does not have many workers.*")
 COST = CostModel(compute=ComputeModel(1e-3, 1e-4), message_bytes=40_000, jitter_cv=0.2)
-
-
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory):
-    dm = build_datamodule("digits", tmp_path_factory.mktemp("data"), seed=0)
-    dm.setup("fit")
-    return dm
 
 
 def schedule(proto: Protocol, mu: int, gradients: int, seed: int = 0) -> Schedule:
