@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis import paper_rudra as P  # noqa: E402
+from analysis.pages import rudra_paper as P  # noqa: E402
 from analysis.report import build  # noqa: E402
 
 

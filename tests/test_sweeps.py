@@ -38,7 +38,7 @@ def test_bad_scale_is_one_line_and_exit_2(capsys):
 
 
 def test_table2_preset_has_all_23_rows_as_cases(compose_cfg):
-    from analysis.paper_rudra import TABLE2, case_label
+    from analysis.pages.rudra_paper import TABLE2, case_label
 
     cfg = compose_cfg("experiment=rudra/table2")
     cases = cfg.hydra.sweeper.cases if "hydra" in cfg else None
