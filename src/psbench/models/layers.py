@@ -44,3 +44,41 @@ def flat_features(features: nn.Module, input_shape: tuple[int, ...]) -> int:
     with torch.no_grad():
         out = features(torch.zeros(1, *input_shape))
     return int(out[0].numel())
+
+
+class TFSameMaxPool2d(nn.Module):
+    """TensorFlow ``max_pool(..., padding="SAME")``: output ⌈n/stride⌉, the odd pad cell at the end.
+
+    PyTorch pads symmetrically, so its windows start one cell earlier than TF's on even sizes;
+    here the input is padded with −inf exactly as TF pads (``before = total // 2``), then pooled.
+    """
+
+    def __init__(self, kernel_size: int = 3, stride: int = 2) -> None:
+        super().__init__()
+        self.kernel_size, self.stride = kernel_size, stride
+
+    def _pad(self, n: int) -> tuple[int, int]:
+        out = -(-n // self.stride)
+        total = max((out - 1) * self.stride + self.kernel_size - n, 0)
+        return total // 2, total - total // 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        top, bottom = self._pad(x.shape[-2])
+        left, right = self._pad(x.shape[-1])
+        x = F.pad(x, (left, right, top, bottom), value=float("-inf"))
+        return F.max_pool2d(x, self.kernel_size, self.stride)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}"
+
+
+def meta_flat_features(features: nn.Module, input_shape: tuple[int, ...]) -> int:
+    """As :func:`flat_features`, on a ``meta`` copy: no FLOPs, so large nets (VGG-A on 224²) build fast.
+
+    Raises ``RuntimeError`` (from the shape checks) when the input is too small for the stack.
+    """
+    import copy
+
+    meta = copy.deepcopy(features).to("meta").eval()  # eval: BatchNorm accepts one 1×1 sample
+    out = meta(torch.zeros(1, *input_shape, device="meta"))
+    return int(out[0].numel())
