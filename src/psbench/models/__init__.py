@@ -1,38 +1,85 @@
 """Models of the papers: ``build_model(name, input_shape, num_classes, **kwargs)``.
 
 ``mlp`` (ReLU MLP), ``lenet`` (Caffe LeNet, TernGrad §4.1), ``cifar_cnn`` (Caffe
-``cifar10_full``, Rudra §4.2). None uses BatchNorm, dropout or in-place ops, so all work with
-``torch.func.functional_call`` + ``vmap`` over stacked parameter sets, and their
-initialisation is a deterministic function of ``torch.manual_seed``.
+``cifar10_full``, Rudra §4.2), ``cifarnet`` (TF CIFAR-10 tutorial net, TernGrad §4.1),
+``alexnet`` (Caffe AlexNet, Rudra §4.2 / TernGrad §4.2), ``googlenet`` (Inception v1 without
+auxiliary classifiers, TernGrad §4.2), ``vgg_a`` (VGG-11, TernGrad §5), ``ssp_mlp`` (SSP-DNN §5's
+sigmoid MLPs), ``agn_net`` (AGN §4's MNIST convnet). None uses dropout or in-place ops, and without
+``batchnorm`` none has BatchNorm, so all work with ``torch.func.functional_call`` + ``vmap`` over
+stacked parameter sets; their initialisation is a deterministic function of ``torch.manual_seed``.
+Large ones build on the ``meta`` device (``with torch.device("meta"): build_model(...)``) for
+parameter counts without allocating memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import nn
 
 from psbench.errors import ConfigError
+from psbench.models.agn_net import AGNNet
+from psbench.models.alexnet import AlexNet
 from psbench.models.cifar_cnn import CifarCNN
+from psbench.models.cifarnet import CifarNet
+from psbench.models.googlenet import GoogLeNet
 from psbench.models.layers import WithinChannelLRN
 from psbench.models.lenet import LeNet
 from psbench.models.mlp import MLP
+from psbench.models.ssp_mlp import ACTIVATIONS, SSPMLP, VARIANTS
+from psbench.models.vgg import VGGA
 
-MODEL_NAMES = ("mlp", "lenet", "cifar_cnn")
+MODEL_NAMES = ("mlp", "lenet", "cifar_cnn", "cifarnet", "alexnet", "googlenet", "vgg_a", "ssp_mlp", "agn_net")
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "mlp": ("hidden",),
     "lenet": ("init",),
     "cifar_cnn": ("lrn", "init"),
+    "cifarnet": ("crop",),
+    "alexnet": ("batchnorm", "groups"),
+    "googlenet": ("batchnorm",),
+    "vgg_a": ("batchnorm",),
+    "ssp_mlp": ("variant", "hidden", "activation"),
+    "agn_net": (),
 }
 _INITS = ("torch", "caffe")
+#: the convolutional models and their classes (input (C, H, W)); ``mlp`` and ``ssp_mlp`` flatten any shape.
+_CONV: dict[str, type[nn.Module]] = {
+    "lenet": LeNet, "cifar_cnn": CifarCNN, "cifarnet": CifarNet, "alexnet": AlexNet,
+    "googlenet": GoogLeNet, "vgg_a": VGGA, "agn_net": AGNNet,
+}
+
+
+def uses_batchnorm(name: str, options: Mapping[str, Any]) -> bool:
+    """Whether ``build_model(name, ..., **options)`` has BatchNorm layers (``batchnorm: true``)."""
+    return "batchnorm" in _OPTIONS.get(name, ()) and options.get("batchnorm") is True
+
+
+def _check_options(name: str, kwargs: dict[str, Any]) -> None:
+    """One ConfigError naming the key for a bad option value (unknown keys are checked by the caller)."""
+    if kwargs.get("init", "torch") not in _INITS:
+        raise ConfigError("model.init", kwargs["init"], "one of " + ", ".join(_INITS))
+    if "batchnorm" in kwargs and not isinstance(kwargs["batchnorm"], bool):
+        raise ConfigError("model.batchnorm", kwargs["batchnorm"], "true or false")
+    if kwargs.get("groups", 2) not in (1, 2) or isinstance(kwargs.get("groups"), bool):
+        raise ConfigError("model.groups", kwargs["groups"], "1 or 2 (Caffe's two-GPU grouping)")
+    crop = kwargs.get("crop")
+    if crop is not None and (isinstance(crop, bool) or not isinstance(crop, int) or crop < 1):
+        raise ConfigError("model.crop", crop, "null or an integer >= 1 (TernGrad/TF: 24)")
+    if kwargs.get("variant", "timit") not in VARIANTS:
+        raise ConfigError("model.variant", kwargs["variant"], "one of " + ", ".join(VARIANTS))
+    if kwargs.get("activation") is not None and kwargs["activation"] not in ACTIVATIONS:
+        raise ConfigError("model.activation", kwargs["activation"], "one of " + ", ".join(ACTIVATIONS))
 
 
 def build_model(name: str, input_shape: Sequence[int], num_classes: int, **kwargs: Any) -> nn.Module:
-    """Build model ``name`` for inputs ``input_shape`` (C, H, W or any for ``mlp``).
+    """Build model ``name`` for inputs ``input_shape`` (C, H, W; any shape for ``mlp``/``ssp_mlp``).
 
     Options: ``mlp``: ``hidden`` (default (128,)); ``lenet``: ``init`` ("torch" default or
-    "caffe" fillers); ``cifar_cnn``: ``lrn`` (default False), ``init``.
+    "caffe" fillers); ``cifar_cnn``: ``lrn`` (default False), ``init``; ``cifarnet``: ``crop``
+    (default 24, None = whole input); ``alexnet``: ``batchnorm`` (False), ``groups`` (2);
+    ``googlenet``, ``vgg_a``: ``batchnorm`` (False); ``ssp_mlp``: ``variant`` ("timit" or
+    "imagenet63k"), ``hidden`` (None = the variant's), ``activation`` (None = "sigmoid").
     """
     if name not in MODEL_NAMES:
         raise ConfigError("model.name", name, "one of " + ", ".join(MODEL_NAMES))
@@ -43,22 +90,22 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int, **kwarg
         raise ConfigError("model.num_classes", num_classes, "an integer >= 2")
     for key in kwargs:
         if key not in _OPTIONS[name]:
-            raise ConfigError(
-                f"model.{key}", kwargs[key], f"no such option for {name}; options: {', '.join(_OPTIONS[name])}"
-            )
-    if kwargs.get("init", "torch") not in _INITS:
-        raise ConfigError("model.init", kwargs["init"], "one of " + ", ".join(_INITS))
-    if name == "mlp":
-        hidden = tuple(int(h) for h in kwargs.get("hidden", (128,)))
+            options = ", ".join(_OPTIONS[name]) or "none"
+            raise ConfigError(f"model.{key}", kwargs[key], f"no such option for {name}; options: {options}")
+    _check_options(name, kwargs)
+    if name in ("mlp", "ssp_mlp"):
+        default = (128,) if name == "mlp" else VARIANTS[kwargs.pop("variant", "timit")]
+        given = kwargs.pop("hidden", None)
+        hidden = tuple(int(h) for h in (default if given is None else given))
         if any(h < 1 for h in hidden):
             raise ConfigError("model.hidden", list(hidden), "positive layer sizes")
-        return MLP(shape, int(num_classes), hidden)
+        if name == "mlp":
+            return MLP(shape, int(num_classes), hidden)
+        return SSPMLP(shape, int(num_classes), hidden, kwargs.get("activation") or "sigmoid")
     if len(shape) != 3:
         raise ConfigError("model.input_shape", list(shape), f"(C, H, W) for {name}")
     try:
-        if name == "lenet":
-            return LeNet(shape, int(num_classes), **kwargs)
-        return CifarCNN(shape, int(num_classes), **kwargs)
+        return _CONV[name](shape, int(num_classes), **kwargs)
     except RuntimeError as exc:  # spatial size too small for the conv / pool stack
         raise ConfigError(
             "model.input_shape", list(shape), f"an image large enough for {name} ({exc})".replace("\n", " ")
@@ -78,10 +125,17 @@ def model_bytes(model: nn.Module) -> int:
 __all__ = [
     "MLP",
     "MODEL_NAMES",
+    "SSPMLP",
+    "VGGA",
+    "AGNNet",
+    "AlexNet",
     "CifarCNN",
+    "CifarNet",
+    "GoogLeNet",
     "LeNet",
     "WithinChannelLRN",
     "build_model",
     "count_parameters",
     "model_bytes",
+    "uses_batchnorm",
 ]
