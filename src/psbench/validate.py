@@ -26,7 +26,7 @@ from psbench.ps.protocols import PROTOCOLS
 
 # Protocol, lr-policy and topology names are the simulation core's own tuples (imported
 # above); the config-only sets live here.
-MODELS = ("mlp", "lenet", "cifar_cnn")
+MODELS = ("mlp", "lenet", "cifar_cnn", "cifarnet", "alexnet", "googlenet", "vgg_a", "ssp_mlp", "agn_net")
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "cifar10_subset", "synthetic")
 # option -> the keys (besides ``name``) it uses; a key that only other options use is an
 # error (protocol=hardsync +protocol.n=4). Options not listed use no extra key.
@@ -139,7 +139,7 @@ def validate(cfg: DictConfig) -> None:
     so = _get(cfg, "schedule_only")
     require(isinstance(so, bool), "schedule_only", so, "true or false")
 
-    _name(cfg, "model", MODELS)
+    _validate_model(cfg, so)
     _validate_dataset(cfg)
     _validate_protocol(cfg, learners)
     _validate_lr_policy(cfg)
@@ -156,6 +156,16 @@ def validate(cfg: DictConfig) -> None:
     _validate_trainer(cfg)
     _name(cfg, "logger", LOGGERS)
     check_writable_dir("paths.output_dir", _get(cfg, "paths.output_dir"))
+
+
+def _validate_model(cfg: DictConfig, schedule_only: bool) -> None:
+    """The model name; ``model.batchnorm`` only for schedule-only runs (the gradient path cannot train BN)."""
+    _name(cfg, "model", MODELS)
+    bn = cfg.model.get("batchnorm", False)
+    require(isinstance(bn, bool), "model.batchnorm", bn, "true or false")
+    require(not bn or schedule_only, "model.batchnorm", bn,
+            "false unless schedule_only=true (learners' gradients are vmapped over stacked weight snapshots, "
+            "where BatchNorm cannot update its running statistics)")
 
 
 def _validate_dataset(cfg: DictConfig) -> None:
