@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -156,6 +157,23 @@ def test_same_seed_same_hash_other_seed_same_distribution():
     assert abs(sa.stats.staleness.mean - sc.stats.staleness.mean) < 0.05 * 4
     ha, hc = np.bincount(a.staleness, minlength=12)[:12], np.bincount(c.staleness, minlength=12)[:12]
     assert np.abs(ha / ha.sum() - hc / hc.sum()).max() < 0.02
+
+
+def test_ps_jitter_is_seeded_leaves_compute_draws_alone_and_spreads_staleness_of_a_busy_ps():
+    """``ps_jitter_cv``: mean-one noise on the PS's busy periods (engine=dist calibration fits it)."""
+    p = Protocol("async", 8)
+    busy = homogeneous_cost(compute=ComputeModel(1e-3, 1e-6), ps_service_s=3e-4, jitter_cv=0.1)  # PS-bound
+    plain, s0 = simulate(p, 20_000, busy)
+    assert simulate(p, 20_000, replace(busy, ps_jitter_cv=0.0))[0].sha256() == plain.sha256()  # off = as before
+    a, sa = simulate(p, 20_000, replace(busy, ps_jitter_cv=1.0))
+    b, _ = simulate(p, 20_000, replace(busy, ps_jitter_cv=1.0))
+    assert a.sha256() == b.sha256() != plain.sha256()
+    # the learners draw from their own streams: same compute total up to which learner takes the last gradients
+    assert abs(sa.stats.compute_s / s0.stats.compute_s - 1) < 1e-3
+    assert abs(sa.stats.sim_time_s / s0.stats.sim_time_s - 1) < 0.1  # mean-one: throughput about the same
+    assert a.staleness.std() > 1.5 * plain.staleness.std()
+    with pytest.raises(ConfigError, match=r"hardware\.ps_jitter_cv"):
+        replace(busy, ps_jitter_cv=-0.5)
 
 
 def test_schedule_roundtrips_through_a_file(tmp_path):

@@ -104,6 +104,7 @@ def test_hardware_files_equal_the_cost_model_profiles(profile):
         (["hardware.bandwidth_Bps=0"], "hardware.bandwidth_Bps"),
         (["hardware.latency_s=-1e-6"], "hardware.latency_s"),
         (["hardware.jitter_cv=-0.1"], "hardware.jitter_cv"),
+        (["hardware.ps_jitter_cv=-0.1"], "hardware.ps_jitter_cv"),
         (["hardware.stragglers.fraction=1.5"], "hardware.stragglers.fraction"),
         (["hardware.stragglers.slowdown=0.5"], "hardware.stragglers.slowdown"),
         (["hardware.heavy_tail=1.0"], "hardware.heavy_tail"),

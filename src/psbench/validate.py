@@ -239,6 +239,7 @@ def _validate_hardware(cfg: DictConfig) -> None:
     _num(cfg, "hardware.ps_service_s", lambda v: v >= 0, "a number >= 0 (seconds)")
     _num(cfg, "hardware.ps_apply_Bps", lambda v: v > 0, "a number > 0 (bytes/s)")
     _num(cfg, "hardware.jitter_cv", lambda v: v >= 0, "a number >= 0")
+    _num(cfg, "hardware.ps_jitter_cv", lambda v: v >= 0, "a number >= 0")
     _num(cfg, "hardware.stragglers.fraction", lambda v: 0 <= v <= 1, "a number in [0, 1]")
     _num(cfg, "hardware.stragglers.slowdown", lambda v: v >= 1, "a number >= 1")
     tail = _get(cfg, "hardware.heavy_tail")

@@ -29,11 +29,11 @@ from psbench.errors import require
 PROFILES: dict[str, dict] = {
     "laptop": dict(
         overhead_s=2e-4, per_sample_s=2e-5, bandwidth_Bps=1.0e9, intra_node_bandwidth_Bps=5.0e9,
-        latency_s=2e-5, ps_service_s=1e-5, ps_apply_Bps=4.0e9,
+        latency_s=2e-5, ps_service_s=1e-5, ps_apply_Bps=4.0e9, ps_jitter_cv=0.0,
     ),
     "p775": dict(
         overhead_s=1.46e-2, per_sample_s=3.09e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
-        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8,
+        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0,
     ),
 }
 
@@ -90,6 +90,9 @@ class CostModel:
         ps_service_s: fixed PS handling time per message (the PS handles messages one by one).
         ps_apply_Bps: rate at which the PS applies an update to the weights.
         jitter_cv: coefficient of variation of the log-normal per-mini-batch compute jitter.
+        ps_jitter_cv: coefficient of variation of a log-normal, mean-one factor on every PS busy period
+            (handling a message, applying an update): a PS that shares its CPU, or whose sends wait on the
+            network stack, does not take the same time twice. Seeded, one stream for the PS tier.
         straggler_fraction, straggler_slowdown: a seeded subset of learners k× slower.
         heavy_tail: Pareto shape α > 1 of an extra multiplicative, mean-one delay, or None.
     """
@@ -105,6 +108,7 @@ class CostModel:
     ps_service_s: float = 1e-5
     ps_apply_Bps: float = 4.0e9
     jitter_cv: float = 0.05
+    ps_jitter_cv: float = 0.0
     straggler_fraction: float = 0.0
     straggler_slowdown: float = 1.0
     heavy_tail: float | None = None
@@ -122,6 +126,7 @@ class CostModel:
         require(self.ps_service_s >= 0, "hardware.ps_service_s", self.ps_service_s, ">= 0")
         require(self.ps_apply_Bps > 0, "hardware.ps_apply_Bps", self.ps_apply_Bps, "> 0")
         require(self.jitter_cv >= 0, "hardware.jitter_cv", self.jitter_cv, ">= 0")
+        require(self.ps_jitter_cv >= 0, "hardware.ps_jitter_cv", self.ps_jitter_cv, ">= 0")
         require(0.0 <= self.straggler_fraction <= 1.0, "hardware.stragglers.fraction",
                 self.straggler_fraction, "a fraction in [0, 1]")
         require(self.straggler_slowdown >= 1.0, "hardware.stragglers.slowdown",
@@ -209,3 +214,21 @@ class JitterStreams:
         if not buf:
             buf = self._refill(l)
         return buf.pop()
+
+
+class PSJitter:
+    """Mean-one log-normal factors with CV ``ps_jitter_cv`` for the PS's busy periods, one seeded stream
+    independent of the learners' (so turning it on never changes their compute draws)."""
+
+    BLOCK = 4096
+
+    def __init__(self, cv: float, seed: int) -> None:
+        self._rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, 0x5EED, 0x95])))
+        var = math.log1p(cv**2)
+        self._sigma, self._mu = math.sqrt(var), -var / 2
+        self._buf: list[float] = []
+
+    def factor(self) -> float:
+        if not self._buf:
+            self._buf = self._rng.lognormal(self._mu, self._sigma, self.BLOCK)[::-1].tolist()
+        return self._buf.pop()

@@ -13,14 +13,16 @@ barrier/bound; per PS action: seconds spent handling a push, a grant, an update)
   occupying the PS for service + transfer, so ``bandwidth_Bps`` = message bytes / (half of it −
   service); ``ps_apply_Bps`` = message bytes / mean update time;
 * ``latency_s``: the 1st percentile of the delay from a learner's end of compute to the PS taking
-  its push (the fastest deliveries did not queue behind other messages).
+  its push (the fastest deliveries did not queue behind other messages);
+* ``ps_jitter_cv``: the coefficient of variation of the PS's busy time per gradient (handling its push
+  and the grant that follows): a PS sharing two cores with λ learners is far from constant-time.
 
-:func:`fit_jitter` then replaces ``jitter_cv`` by the value whose simulated staleness distribution is
-closest to the first half of the run's (the simulator's only noise source stands for all of the
-machine's: PS service and process scheduling vary too). :func:`compare` simulates the same protocol,
-μ and number of gradients with the fitted costs and reports the Kolmogorov–Smirnov distance between
-simulated and measured staleness distributions (``ks_staleness``: on the second half of the run, out
-of sample for the jitter fit) and the relative error of the time per epoch.
+:func:`fit_noise` then replaces ``jitter_cv`` and ``ps_jitter_cv`` by the values whose simulated staleness
+distribution is closest to the first half of the run's (the two noise terms stand for all of the
+machine's: processes that time-share a few cores are descheduled at random).
+:func:`compare` simulates the same protocol, μ and number of gradients with the fitted costs and reports
+the Kolmogorov–Smirnov distance between simulated and measured staleness distributions (``ks_staleness``:
+on the second half of the run, out of sample for the noise fit) and the relative error of the time per epoch.
 ``python -m psbench.engine.calibrate RUN_DIR`` prints that report for a finished free run.
 """
 
@@ -59,10 +61,12 @@ def fit_cost(log: Schedule, timing: dict[str, np.ndarray], message_bytes: int, b
     # latency: the fastest deliveries of a push (compute end -> PS picks it up) had no queue to wait in
     delay = log.t_push - timing["t_end"]
     lat = max(0.0, float(np.percentile(delay, 1))) if len(delay) else base.latency_s
+    busy = timing["push_s"] + timing["grant_s"] if len(timing["grant_s"]) == len(timing["push_s"]) else timing["push_s"]
+    ps_cv = float(busy.std() / busy.mean()) if len(busy) and busy.mean() > 0 else 0.0
     return replace(
         base, compute=ComputeModel(points=((batch_size, c_mean),)), message_bytes=message_bytes,
         bandwidth_Bps=wire / xfer, latency_s=lat, ps_service_s=svc, ps_apply_Bps=message_bytes / apply_s,
-        jitter_cv=cv, straggler_fraction=float(slow.mean()),
+        jitter_cv=cv, ps_jitter_cv=ps_cv, straggler_fraction=float(slow.mean()),
         straggler_slowdown=float(per_learner[slow].mean() / c_mean) if slow.any() else 1.0)
 
 
@@ -79,22 +83,26 @@ def _simulate(protocol: Protocol, cost: CostModel, batch_size: int, gradients: i
     return sim, Schedule.collect(sim.run())
 
 
-def fit_jitter(log: Schedule, cost: CostModel, protocol: Protocol, batch_size: int, seed: int = 0) -> float:
-    """The ``jitter_cv`` whose simulated σ distribution is closest (KS) to the first half of the run's.
+def fit_noise(log: Schedule, cost: CostModel, protocol: Protocol, batch_size: int,
+              seed: int = 0) -> tuple[float, float]:
+    """The (``jitter_cv``, ``ps_jitter_cv``) whose simulated σ distribution is closest (KS) to the first half
+    of the run's, searched on a grid that contains the measured CVs.
 
-    The simulator's only noise is the learners' compute jitter; on a real machine the PS's service
-    time and the scheduling of processes vary too, so the measured compute CV alone can under-spread σ.
-    Only the first half of the log is used, so the KS distance reported on the second half is out of sample.
+    The measured CVs of compute and PS busy times under-spread σ on a machine where λ learners and the PS
+    time-share a few cores: a process descheduled between two timestamps shows up as delay elsewhere.
+    The two noise terms of the cost model stand for all of it. Only the first half of the log is used,
+    so the KS distance reported on the second half is out of sample.
     """
     half = log.num_gradients // 2
-    grid = sorted({round(cost.jitter_cv, 4), *np.round(np.geomspace(0.01, 2.0, 12), 4).tolist()})
+    cvs = sorted({round(cost.jitter_cv, 4), 0.1, 0.3, 1.0, 2.0, 3.0, 5.0})
+    ps_cvs = sorted({round(cost.ps_jitter_cv, 4), 0.0, 0.5, 1.0, 1.5, 2.5, 4.0})
     n = max(half, protocol.gradients_per_update)
 
-    def ks(cv: float) -> float:
-        return ks_distance(log.staleness[:half], _simulate(protocol, replace(cost, jitter_cv=cv), batch_size, n,
-                                                           seed)[1].staleness)
+    def ks(cvs: tuple[float, float]) -> float:
+        c = replace(cost, jitter_cv=cvs[0], ps_jitter_cv=cvs[1])
+        return ks_distance(log.staleness[:half], _simulate(protocol, c, batch_size, n, seed)[1].staleness)
 
-    return float(min(grid, key=ks))
+    return min(((a, b) for a in cvs for b in ps_cvs), key=ks)
 
 
 def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, batch_size: int, num_train: int,
@@ -102,8 +110,9 @@ def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, ba
     """Fit, simulate the same run, and report staleness KS distance (second half of the run, out of
     sample for the jitter fit; also on all of it) and time-per-epoch error."""
     cost = fit_cost(log, timing, message_bytes, batch_size)
-    compute_cv = cost.jitter_cv
-    cost = replace(cost, jitter_cv=fit_jitter(log, cost, protocol, batch_size, seed))
+    compute_cv, ps_cv = cost.jitter_cv, cost.ps_jitter_cv
+    jitter_cv, ps_jitter_cv = fit_noise(log, cost, protocol, batch_size, seed)
+    cost = replace(cost, jitter_cv=jitter_cv, ps_jitter_cv=ps_jitter_cv)
     sim, simulated = _simulate(protocol, cost, batch_size, log.num_gradients, seed)
     epochs = log.num_gradients * batch_size * protocol.local_steps / num_train
     measured_epoch = run_time_s / epochs
@@ -111,11 +120,13 @@ def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, ba
     return {
         "ks_staleness": ks_distance(log.staleness[log.num_gradients // 2:], simulated.staleness),
         "ks_staleness_all": ks_distance(log.staleness, simulated.staleness), "compute_cv": compute_cv,
+        "ps_busy_cv": ps_cv,
         "staleness_mean_measured": float(log.staleness.mean()), "staleness_mean_simulated": sim.stats.staleness.mean,
         "epoch_time_measured_s": measured_epoch, "epoch_time_simulated_s": sim_epoch,
         "epoch_time_rel_error": abs(sim_epoch - measured_epoch) / measured_epoch if measured_epoch > 0 else None,
         "cost": {"compute_s": cost.compute.seconds(batch_size), "jitter_cv": cost.jitter_cv,
-                 "latency_s": cost.latency_s, "ps_service_s": cost.ps_service_s, "bandwidth_Bps": cost.bandwidth_Bps,
+                 "latency_s": cost.latency_s, "ps_service_s": cost.ps_service_s, "ps_jitter_cv": cost.ps_jitter_cv,
+                 "bandwidth_Bps": cost.bandwidth_Bps,
                  "ps_apply_Bps": cost.ps_apply_Bps, "straggler_fraction": cost.straggler_fraction,
                  "straggler_slowdown": cost.straggler_slowdown},
     }

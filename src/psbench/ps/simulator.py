@@ -26,7 +26,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from psbench.cluster.cost import CostModel, JitterStreams
+from psbench.cluster.cost import CostModel, JitterStreams, PSJitter
 from psbench.cluster.topology import Topology
 from psbench.errors import require
 from psbench.ps.protocols import Protocol
@@ -108,6 +108,8 @@ class Simulator:
         stal = st.staleness
         jitter = JitterStreams(cost, lam, self.seed)
         factor = jitter.factor
+        psj = cost.ps_jitter_cv > 0  # PS busy periods × a seeded mean-one factor (off: exactly as before)
+        psf = PSJitter(cost.ps_jitter_cv, self.seed).factor if psj else None
         compute_s = cost.compute.seconds(self.batch_size) * p.local_steps
         lat, svc = cost.latency_s, cost.ps_service_s
         wire = cost.push_wire_bytes  # a push (codec payload; the fp32 model without compression)
@@ -173,7 +175,7 @@ class Simulator:
                 return root_free
             group = acc[:]
             acc.clear()
-            root_free += apply_s
+            root_free += apply_s * psf() if psj else apply_s
             last_update[0] = root_free
             stal.add(root_ts, [g.ts for g in group])
             out.append(Update(root_ts, root_free, group))
@@ -276,7 +278,7 @@ class Simulator:
             elif kind == _PULL_ROOT:
                 start = root_free if root_free > t else t
                 if barrier and root_ts == last_used[l]:
-                    root_free = start + svc
+                    root_free = start + (svc * psf() if psj else svc)
                     parked.append(l)
                     continue
                 if bound is not None:
@@ -285,24 +287,25 @@ class Simulator:
                     nd = node_of[l]
                     if root_ts > leaf_ts[nd]:
                         x = pull_wire(root_ts - leaf_ts[nd]) / cost.bandwidth_Bps if delta else xfer_pull
-                        root_free = start + svc + x
+                        root_free = start + ((svc + x) * psf() if psj else svc + x)
                         leaf_ts[nd] = root_ts
                     else:
-                        root_free = start + svc
+                        root_free = start + (svc * psf() if psj else svc)
                     hpush(heap, (root_free + lat, next(seq), _SERVE_LEAF, l, None))
                     continue
                 st.pulls += 1
                 if root_ts == ts_of[l]:
                     st.pulls_skipped += 1
                     st.bytes_pulled += tsb
-                    root_free = start + svc
+                    root_free = start + (svc * psf() if psj else svc)
                 elif delta:
                     w = pull_wire(root_ts - ts_of[l])
                     st.bytes_pulled += w
-                    root_free = start + svc + w / cost.bandwidth_Bps
+                    x = svc + w / cost.bandwidth_Bps
+                    root_free = start + (x * psf() if psj else x)
                 else:
                     st.bytes_pulled += wire_pull
-                    root_free = start + svc + xfer_pull
+                    root_free = start + ((svc + xfer_pull) * psf() if psj else svc + xfer_pull)
                 hpush(heap, (root_free + lat, next(seq), _START, l, root_ts))
             elif kind == _SERVE_LEAF:
                 nd = node_of[l]
@@ -311,18 +314,20 @@ class Simulator:
                 if leaf_ts[nd] == ts_of[l]:
                     st.pulls_skipped += 1
                     st.bytes_pulled += tsb
-                    leaf_free[nd] = start + svc
+                    leaf_free[nd] = start + (svc * psf() if psj else svc)
                 elif delta:
                     w = pull_wire(leaf_ts[nd] - ts_of[l])
                     st.bytes_pulled += w
-                    leaf_free[nd] = start + svc + w / cost.intra_node_bandwidth_Bps
+                    x = svc + w / cost.intra_node_bandwidth_Bps
+                    leaf_free[nd] = start + (x * psf() if psj else x)
                 else:
                     st.bytes_pulled += wire_pull
-                    leaf_free[nd] = start + svc + xfer_pull_in
+                    x = svc + xfer_pull_in
+                    leaf_free[nd] = start + (x * psf() if psj else x)
                 hpush(heap, (leaf_free[nd] + lat, next(seq), _START, l, leaf_ts[nd]))
             elif kind == _PUSH_ROOT:
                 start = root_free if root_free > t else t
-                root_free = start + svc + xfer
+                root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
                 st.bytes_pushed += wire
                 ts, clock, s0, t0 = data
                 pushed[l] += 1
@@ -332,7 +337,7 @@ class Simulator:
             elif kind == _PUSH_LEAF:
                 nd = node_of[l]
                 start = leaf_free[nd] if leaf_free[nd] > t else t
-                leaf_free[nd] = done = start + svc + xfer_in
+                leaf_free[nd] = done = start + ((svc + xfer_in) * psf() if psj else svc + xfer_in)
                 st.bytes_pushed += wire
                 ts, clock, s0, t0 = data
                 if not background:
@@ -366,7 +371,7 @@ class Simulator:
             elif kind == _RELAY_DONE:  # relay arrives at the root
                 nd = l
                 start = root_free if root_free > t else t
-                root_free = start + svc + xfer
+                root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
                 done = root_free
                 apply(t, [g._replace(t_push=done) for g in data])
                 if leaf_pending[nd]:
