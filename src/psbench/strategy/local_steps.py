@@ -29,17 +29,17 @@ Lightning checkpoints.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from torch.func import functional_call, grad, vmap
 
 from psbench.errors import require
 from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule
 from psbench.ps.local import commit_scale, is_elastic, uses_local_steps
+from psbench.ps.local_window import LearnerOptimizer, elastic_commit, local_window
 from psbench.strategy.batches import SampleStream, SnapshotGroup, UpdateBatch
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -55,62 +55,6 @@ def server_optimizer(learner_cfg: Mapping) -> dict[str, Any]:
     cfg = dict(learner_cfg)
     return {"name": "sgd", "lr": float(cfg.get("lr", 0.1)), "momentum": 0.0, "weight_decay": 0.0,
             "milestones": list(cfg.get("milestones") or []), "gamma": float(cfg.get("gamma", 0.1))}
-
-
-class LearnerOptimizer:
-    """torch's SGD (momentum, Nesterov), AdaGrad and Adam as functions of stacked tensors [k, ...].
-
-    :meth:`direction` returns d with θ_next = θ − η·d — the same arithmetic as ``torch.optim``
-    up to the association of the final scaling (exact for SGD). Buffers start at zero, which
-    reproduces torch's first step (momentum buffer = gradient).
-    """
-
-    BUFFERS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "sgd": ("momentum",), "adagrad": ("sum",), "adam": ("exp_avg", "exp_avg_sq")}
-
-    def __init__(self, cfg: Mapping) -> None:
-        self.name = str(cfg.get("name", "sgd"))
-        require(self.name in self.BUFFERS, "optimizer.name", self.name, f"one of {list(self.BUFFERS)}")
-        self.wd = float(cfg.get("weight_decay", 0.0))
-        self.momentum = float(cfg.get("momentum", 0.0)) if self.name == "sgd" else 0.0
-        self.nesterov = bool(cfg.get("nesterov", False))
-        self.betas = tuple(float(b) for b in cfg.get("betas", (0.9, 0.999)))
-        self.eps = float(cfg.get("eps", 1e-8 if self.name == "adam" else 1e-10))
-
-    def buffers(self) -> tuple[str, ...]:
-        if self.name == "sgd" and self.momentum == 0:
-            return ()
-        return self.BUFFERS[self.name]
-
-    def init_state(self, params: Params) -> dict[str, Params]:
-        return {b: {k: torch.zeros_like(v) for k, v in params.items()} for b in self.buffers()}
-
-    def direction(self, grads: Params, params: Params, state: dict[str, Params], step: torch.Tensor) -> Params:
-        """Update ``state`` in place and return the directions; ``step`` [k] counts this step (1-based)."""
-        out: Params = {}
-        for k, g in grads.items():
-            if self.wd:
-                g = g.add(params[k], alpha=self.wd)
-            if self.name == "sgd":
-                if self.momentum:
-                    buf = state["momentum"][k]
-                    buf.mul_(self.momentum).add_(g)
-                    g = g.add(buf, alpha=self.momentum) if self.nesterov else buf.clone()
-                out[k] = g
-            elif self.name == "adagrad":
-                s = state["sum"][k]
-                s.addcmul_(g, g, value=1.0)
-                out[k] = g / (s.sqrt() + self.eps)
-            else:
-                b1, b2 = self.betas
-                m, v = state["exp_avg"][k], state["exp_avg_sq"][k]
-                m.lerp_(g, 1 - b1)
-                v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                shape = (-1,) + (1,) * (g.dim() - 1)
-                bc1 = (1 - b1 ** step.to(g.dtype)).view(shape)
-                bc2 = (1 - b2 ** step.to(g.dtype)).sqrt().view(shape)
-                out[k] = (m / bc1) / (v.sqrt() / bc2 + self.eps)
-        return out
 
 
 class LocalSteps:
@@ -228,32 +172,13 @@ class LocalSteps:
         steps = self.steps.index_select(0, idx)
         commit: Params = {}
         if self.elastic:  # e = ηρ(θ_l − θ̃_ts) leaves the learner and joins the center: G = −ρ(θ_l − θ̃_ts)
-            for n in theta:
-                commit[n] = (theta[n] - self.pull[n].index_select(0, idx)).mul_(-self.rho)
-                theta[n] = theta[n].add(commit[n], alpha=lr)
+            theta, commit = elastic_commit(theta, {n: v.index_select(0, idx) for n, v in self.pull.items()},
+                                           self.rho, lr)
         sample_idx = torch.cat([self.stream.indices(int(self.schedule.sample_start[r]), mu * H) for r in rows])
         xs = self.x[sample_idx].view(k, H, mu, *self.x.shape[1:]).transpose(0, 1).contiguous()
         ys = self.y[sample_idx].view(k, H, mu).transpose(0, 1).contiguous()
-        w = torch.full((k, mu), 1.0 / mu, dtype=self.x.dtype)
-
-        def f(p, x, y, wt):
-            logits = functional_call(net, p, (x,))
-            per = loss(logits, y)
-            return (per * wt).sum(), (per.detach().sum(), (logits.detach().argmax(-1) == y).sum())
-
-        step_grad = vmap(grad(f, has_aux=True))
-        acc: Params = {}
-        seen = torch.zeros(k, dtype=self.x.dtype)
-        right = torch.zeros(k, dtype=torch.int64)
-        for h in range(H):
-            grads, (sums, hits) = step_grad(theta, xs[h], ys[h], w)
-            right += hits
-            d = self.opt.direction(grads, theta, state, steps + (h + 1))
-            for n in theta:
-                theta[n] = theta[n].add(d[n], alpha=-lr)
-                if not self.elastic:
-                    acc[n] = acc[n] + d[n] if n in acc else d[n]
-            seen = seen + sums
+        theta, acc, seen, right = local_window(net, loss, self.opt, theta, state, steps, xs, ys, lr,
+                                               accumulate=not self.elastic)
         if not self.elastic:
             commit = acc
         for n, v in theta.items():
