@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from psbench.models.layers import meta_flat_features
+from psbench.models.layers import flat_features
 
 
 class AGNNet(nn.Module):
@@ -27,7 +27,7 @@ class AGNNet(nn.Module):
             nn.MaxPool2d(2),
         )
         self.classifier = nn.Sequential(
-            nn.Linear(meta_flat_features(self.features, tuple(input_shape)), 225), nn.ReLU(),
+            nn.Linear(flat_features(self.features, tuple(input_shape)), 225), nn.ReLU(),
             nn.Linear(225, num_classes),
         )
 

@@ -30,7 +30,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from psbench.models.layers import meta_flat_features
+from psbench.models.layers import flat_features
 
 #: (name, out channels, kernel, stride, padding, grouped in Caffe) per convolution.
 CONVS = (
@@ -66,7 +66,7 @@ class AlexNet(nn.Module):
             c_in = c_out
         self.features = nn.Sequential(OrderedDict(layers))
         self.classifier = nn.Sequential(OrderedDict([
-            ("fc6", nn.Linear(meta_flat_features(self.features, tuple(input_shape)), 4096)), ("relu6", nn.ReLU()),
+            ("fc6", nn.Linear(flat_features(self.features, tuple(input_shape)), 4096)), ("relu6", nn.ReLU()),
             ("fc7", nn.Linear(4096, 4096)), ("relu7", nn.ReLU()),
             ("fc8", nn.Linear(4096, num_classes)),
         ]))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from psbench.models.layers import TFSameMaxPool2d, meta_flat_features
+from psbench.models.layers import TFSameMaxPool2d, flat_features
 
 #: TF tutorial's crop size (``IMAGE_SIZE = 24``), TernGrad §4.1.
 CROP = 24
@@ -40,7 +40,7 @@ class CifarNet(nn.Module):
         )
         shape = (input_shape[0], crop, crop) if crop is not None else tuple(input_shape)
         self.classifier = nn.Sequential(
-            nn.Linear(meta_flat_features(self.features, shape), 384), nn.ReLU(),
+            nn.Linear(flat_features(self.features, shape), 384), nn.ReLU(),
             nn.Linear(384, 192), nn.ReLU(),
             nn.Linear(192, num_classes),
         )

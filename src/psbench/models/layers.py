@@ -40,9 +40,19 @@ def caffe_xavier_(weight: torch.Tensor) -> None:
 
 
 def flat_features(features: nn.Module, input_shape: tuple[int, ...]) -> int:
-    """Number of features ``features`` outputs for one input of ``input_shape`` (no RNG use)."""
-    with torch.no_grad():
-        out = features(torch.zeros(1, *input_shape))
+    """Number of features ``features`` outputs for one input of ``input_shape`` (no RNG use).
+
+    One forward of zeros in eval mode (BatchNorm accepts a single 1×1 sample and keeps its running
+    statistics); under ``with torch.device("meta")`` it costs no FLOPs. Raises ``RuntimeError`` when
+    the input is too small for the stack.
+    """
+    training = features.training
+    features.eval()
+    try:
+        with torch.no_grad():
+            out = features(torch.zeros(1, *input_shape))
+    finally:
+        features.train(training)
     return int(out[0].numel())
 
 
@@ -71,14 +81,3 @@ class TFSameMaxPool2d(nn.Module):
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}"
 
-
-def meta_flat_features(features: nn.Module, input_shape: tuple[int, ...]) -> int:
-    """As :func:`flat_features`, on a ``meta`` copy: no FLOPs, so large nets (VGG-A on 224²) build fast.
-
-    Raises ``RuntimeError`` (from the shape checks) when the input is too small for the stack.
-    """
-    import copy
-
-    meta = copy.deepcopy(features).to("meta").eval()  # eval: BatchNorm accepts one 1×1 sample
-    out = meta(torch.zeros(1, *input_shape, device="meta"))
-    return int(out[0].numel())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from psbench.models.layers import meta_flat_features
+from psbench.models.layers import flat_features
 
 #: Configuration A (Simonyan & Zisserman Table 1): channels per conv, "M" = max pool 2/2.
 CONFIG_A: tuple[int | str, ...] = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
@@ -37,7 +37,7 @@ class VGGA(nn.Module):
             c_in = int(v)
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Sequential(
-            nn.Linear(meta_flat_features(self.features, tuple(input_shape)), 4096), nn.ReLU(),
+            nn.Linear(flat_features(self.features, tuple(input_shape)), 4096), nn.ReLU(),
             nn.Linear(4096, 4096), nn.ReLU(),
             nn.Linear(4096, num_classes),
         )
