@@ -117,7 +117,7 @@ def test_lrn_is_caffe_within_channel_and_parameter_free() -> None:
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_init_deterministic_given_manual_seed(name: str) -> None:
-    shape = (3, 32, 32) if name == "cifar_cnn" else (1, 28, 28)
+    shape = {"cifar_cnn": (3, 32, 32), "vgg_a": (3, 32, 32), "alexnet": (3, 64, 64)}.get(name, (1, 28, 28))
 
     def params(seed: int) -> list[torch.Tensor]:
         torch.manual_seed(seed)
