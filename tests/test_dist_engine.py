@@ -254,6 +254,29 @@ def _dist(run_psbench, root, *args, timeout=600):
     return r, out
 
 
+@pytest.mark.parametrize("local", [
+    ("protocol=agn", "protocol.local_steps=3", "optimizer.momentum=0.9"),
+    pytest.param(("protocol=aeasgd", "protocol.local_steps=2", "protocol.rho=2.0"), marks=pytest.mark.slow)])
+def test_replay_of_a_local_step_protocol_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path, local):
+    """H local steps run in the learner processes (same window code, k = 1) and reach the simulator's weights."""
+    from psbench.train import train
+
+    args = ("learners=3", "batch_size=8", "epochs=1", "trainer.max_updates=12", "trainer.num_threads=1",
+            "logger=none", "optimizer.lr=0.05", *local)
+    cfg = compose_cfg("trainer.progress=none", *args)
+    (tmp_path / "run").mkdir(exist_ok=True)
+    sim = train(cfg, tmp_path / "run")
+    root = tmp_path / "d"
+    root.mkdir()
+    r, out = _dist(run_psbench, root, "engine.mode=replay", *args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    dist = json.loads((out / "summary.json").read_text())
+    assert dist["schedule_sha256"] == sim["schedule_sha256"]
+    assert dist["pushes_applied"] == sim["gradients"] == 12 and dist["ps_timestamp"] == sim["ps_updates"]
+    assert dist["weights_sha256"] == sim["weights_sha256"]
+    assert not _learner_processes(out)
+
+
 @pytest.mark.parametrize("args,key", [
     (("learners=5", "engine.max_learners=4"), "learners=5"),
     (("engine.backend=nccl",), "engine.backend='nccl'"),

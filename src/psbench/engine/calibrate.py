@@ -42,8 +42,9 @@ from psbench.ps import Protocol, Schedule, Simulator
 
 
 def fit_cost(log: Schedule, timing: dict[str, np.ndarray], message_bytes: int, batch_size: int,
-             base: CostModel | None = None) -> CostModel:
-    """A cost model whose terms are measured from one free run (see the module docstring)."""
+             base: CostModel | None = None, local_steps: int = 1) -> CostModel:
+    """A cost model whose terms are measured from one free run (see the module docstring); a push of a
+    local-step protocol is H mini-batches, so its compute time is divided by H."""
     base = base or CostModel()
     compute = timing["compute_s"]
     per_learner = np.array([compute[log.learner == l].mean() for l in np.unique(log.learner)])
@@ -64,7 +65,7 @@ def fit_cost(log: Schedule, timing: dict[str, np.ndarray], message_bytes: int, b
     busy = timing["push_s"] + timing["grant_s"] if len(timing["grant_s"]) == len(timing["push_s"]) else timing["push_s"]
     ps_cv = float(busy.std() / busy.mean()) if len(busy) and busy.mean() > 0 else 0.0
     return replace(
-        base, compute=ComputeModel(points=((batch_size, c_mean),)), message_bytes=message_bytes,
+        base, compute=ComputeModel(points=((batch_size, c_mean / local_steps),)), message_bytes=message_bytes,
         bandwidth_Bps=wire / xfer, latency_s=lat, ps_service_s=svc, ps_apply_Bps=message_bytes / apply_s,
         jitter_cv=cv, ps_jitter_cv=ps_cv, straggler_fraction=float(slow.mean()),
         straggler_slowdown=float(per_learner[slow].mean() / c_mean) if slow.any() else 1.0)
@@ -109,7 +110,7 @@ def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, ba
             message_bytes: int, run_time_s: float, seed: int = 0) -> dict[str, Any]:
     """Fit, simulate the same run, and report staleness KS distance (second half of the run, out of
     sample for the jitter fit; also on all of it) and time-per-epoch error."""
-    cost = fit_cost(log, timing, message_bytes, batch_size)
+    cost = fit_cost(log, timing, message_bytes, batch_size, local_steps=protocol.local_steps)
     compute_cv, ps_cv = cost.jitter_cv, cost.ps_jitter_cv
     jitter_cv, ps_jitter_cv = fit_noise(log, cost, protocol, batch_size, seed)
     cost = replace(cost, jitter_cv=jitter_cv, ps_jitter_cv=ps_jitter_cv)
@@ -142,8 +143,9 @@ def compare_run(run_dir: str | Path) -> dict[str, Any]:
     log = Schedule.load(run_dir / "schedule.npz")
     with np.load(run_dir / "dist_timing.npz") as z:
         timing = {k: z[k] for k in z.files}
-    p = cfg.protocol
-    protocol = Protocol(p.name, int(cfg.learners), n=p.get("n"), staleness_bound=p.get("staleness_bound"))
+    from psbench.train import build_protocol
+
+    protocol = build_protocol(cfg)
     num_train = round(summary["samples"] / summary["epochs_done"])
     return compare(log, timing, protocol, int(cfg.batch_size), num_train, int(summary["model_bytes"]),
                    float(summary["run_time_s"]), int(cfg.seed))

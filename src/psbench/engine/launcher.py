@@ -10,8 +10,9 @@ by torchrun on other nodes (README "engine=dist").
 
 Bad input fails before any process starts, as one :class:`~psbench.errors.ConfigError`: λ above
 ``engine.max_learners`` (≤ :data:`HARD_MAX_LEARNERS`), a port in use, ``backend=nccl`` (needs a
-GPU; the data plane here is gloo), a topology, compression or local-step setting the PS does not
-execute yet.
+GPU; the data plane here is gloo), a topology or compression setting the PS does not execute yet.
+Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
+local steps in their own processes (spec key ``local``) and push commits.
 """
 
 from __future__ import annotations
@@ -78,8 +79,6 @@ def check_config(cfg: DictConfig) -> None:
     comp = cfg.get("compression")
     require(comp is None or comp.get("name", "none") == "none", "compression.name",
             None if comp is None else comp.get("name"), "none with engine=dist (not executed yet)")
-    ls = int(cfg.protocol.get("local_steps") or 1)
-    require(ls == 1, "protocol.local_steps", ls, "1 with engine=dist (not executed yet)")
     if _e(cfg, "mode") == "replay" and _e(cfg, "schedule") is not None:
         require(Path(str(_e(cfg, "schedule"))).is_file(), "engine.schedule", _e(cfg, "schedule"),
                 "null or an existing schedule.npz")
@@ -182,6 +181,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     from psbench.engine.transport import GlooTransport
     from psbench.models import model_bytes
     from psbench.ps import Schedule, Simulator
+    from psbench.ps.local import is_elastic, uses_local_steps
     from psbench.strategy import ClassifierModule
     from psbench.train import (
         build_cost,
@@ -229,7 +229,15 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         G -= G % protocol.gradients_per_update
         updates = G // protocol.gradients_per_update
     updates_per_epoch = updates * dm.num_train / max(1, G * spg)
-    module = ClassifierModule(net, OmegaConf.to_container(cfg.optimizer, resolve=True), updates_per_epoch)
+    opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    local = None
+    if uses_local_steps(protocol.name):  # learners run opt_cfg for H local steps; the PS adds their commits
+        from psbench.strategy.local_steps import server_optimizer
+
+        local = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
+                 "rho": protocol.rho, "optimizer": opt_cfg}
+        opt_cfg = server_optimizer(opt_cfg)
+    module = ClassifierModule(net, opt_cfg, updates_per_epoch)
     configured = module.configure_optimizers()
     opt, sched = (configured, None) if isinstance(configured, torch.optim.Optimizer) else (
         configured["optimizer"], configured["lr_scheduler"]["scheduler"])
@@ -251,7 +259,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
             "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
             "seed": seed, "samples_per_gradient": spg, "threads": int(_e(cfg, "learner_threads", 1)),
             "delay_s": {str(k): float(v) for k, v in dict(_e(cfg, "learner_delay_s", {})).items()},
-            "rank_offset": 1,
+            "rank_offset": 1, "local": local,
         }
         spec_file.write_text(json.dumps(spec, indent=1))
         if _e(cfg, "launch", "spawn") == "spawn":

@@ -1,5 +1,10 @@
 """A learner process (rank l + 1): pull weights, compute one gradient, push it, repeat until STOP.
 
+With a local-step protocol (``downpour``, ``agn``, ``aeasgd``, ``dynsgd``; spec key ``local``) a
+"gradient" is one window: H local optimizer steps on the learner's own model from the pulled
+weights (:func:`psbench.ps.local_window.local_window`, the simulator's code with k = 1), and the
+push carries the commit (Σ_h d_h, or the elastic −ρ(θ_l − θ̃)); the PS scales and applies it.
+
 Started by :mod:`psbench.engine.launcher` as ``python -m psbench.engine.learner SPEC RANK`` (or by
 torchrun, with ``RANK`` from the environment — see the README). ``SPEC`` is the JSON written by
 the PS: rendezvous address, model, training-data file, sample-stream seed, samples per gradient,
@@ -25,6 +30,7 @@ import torch.nn.functional as F
 from psbench.engine import messages as m
 from psbench.engine.aggregate import learner_gradient
 from psbench.engine.samples import SampleStream
+from psbench.ps.local_window import LearnerOptimizer, elastic_commit, local_window
 
 
 def per_sample_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -38,6 +44,39 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+class LocalWindow:
+    """The learner's own model θ_l, optimizer buffers and step count across windows (k = 1 stacks)."""
+
+    def __init__(self, net: torch.nn.Module, local: dict) -> None:
+        self.net, self.H, self.mu = net, int(local["local_steps"]), int(local["batch_size"])
+        self.elastic, self.rho = bool(local["elastic"]), float(local.get("rho") or 0.0)
+        self.opt = LearnerOptimizer(local["optimizer"])
+        self.theta: dict[str, torch.Tensor] = {}
+        self.state: dict[str, dict[str, torch.Tensor]] = {}
+        self.steps = torch.zeros(1, dtype=torch.int64)
+
+    def commit(self, center: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+               lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(flat commit of one window from the pulled weights ``center``, its per-sample losses)."""
+        pulled = {k: v.detach().unsqueeze(0).clone() for k, v in center.items()}
+        if not self.theta:  # the learner's model starts at the center it first pulls
+            self.theta = {k: v.clone() for k, v in pulled.items()}
+            self.state = self.opt.init_state(self.theta)
+        if self.elastic:
+            theta, commit = elastic_commit(self.theta, pulled, self.rho, lr)
+        else:
+            theta, commit = pulled, {}
+        xs = x.view(self.H, 1, self.mu, *x.shape[1:])
+        ys = y.view(self.H, 1, self.mu)
+        theta, acc, seen, _ = local_window(self.net, per_sample_loss, self.opt, theta, self.state, self.steps, xs, ys,
+                                           lr, accumulate=not self.elastic)
+        self.theta = theta
+        self.steps += self.H
+        out = acc if not self.elastic else commit
+        per = seen / (self.H * self.mu)  # mean loss of the window: the PS logs loss_sum / samples
+        return torch.cat([v.reshape(-1) for v in out.values()]), per.expand(self.H * self.mu)
 
 
 def run(spec: dict, rank: int) -> int:
@@ -65,6 +104,7 @@ def run(spec: dict, rank: int) -> int:
     store.set(m.READY_KEY.format(rank=rank), str(os.getpid()))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=int(spec["world_size"]), timeout=timeout)
     dist.send(m.encode(m.HELLO), 0)
+    window = LocalWindow(net, spec["local"]) if spec.get("local") else None
     header = m.empty_header()
     pushed = 0
     while True:
@@ -76,11 +116,16 @@ def run(spec: dict, rank: int) -> int:
             dist.recv(flat, 0)
         t0 = time.time()
         idx = stream.indices(r.sample_start, spg)
-        grads, per = learner_gradient(net, per_sample_loss, params, x[idx], y[idx],
-                                      torch.tensor(r.weight, dtype=torch.float32))
+        if window is None:
+            grads, per = learner_gradient(net, per_sample_loss, params, x[idx], y[idx],
+                                          torch.tensor(r.weight, dtype=torch.float32))
+            g = torch.cat([t.reshape(-1) for t in grads])
+        else:
+            g, per = window.commit(params, x[idx], y[idx], r.lr)
+            if r.weight != 1.0:
+                g = g * r.weight
         if delay:
             time.sleep(delay)
-        g = torch.cat([t.reshape(-1) for t in grads])
         t1 = time.time()
         dist.send(m.encode(m.PUSH, r.ts, pushed, r.sample_start, t0, t1, float(per.sum()), len(per), r.row), 0)
         dist.send(g, 0)

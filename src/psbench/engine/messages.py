@@ -8,7 +8,8 @@ followed by one flat float32 tensor of all parameters (in ``net.parameters()`` o
   (``time.time()``, seconds), the sum and count of the per-sample losses, and the replay row;
 * PS → learner ``COMPUTE`` (+ weights unless the learner already holds timestamp ``ts``): the
   weight timestamp, sample-stream start, the float32 scale w of the gradient (1 in free-run,
-  w_l/c of the learning-rate policy in replay), the replay row; ``STOP`` ends the learner.
+  w_l/c of the learning-rate policy in replay), the replay row, and the PS's current learning rate η
+  (local-step protocols take their H local steps at it); ``STOP`` ends the learner.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Reply(NamedTuple):
     weight: float
     has_weights: bool
     row: int
+    lr: float
 
 
 def encode(*values: float) -> torch.Tensor:
@@ -63,4 +65,4 @@ def decode_push(h: torch.Tensor) -> Push:
 
 def decode_reply(h: torch.Tensor) -> Reply:
     v = h.tolist()
-    return Reply(int(v[0]), int(v[1]), int(v[2]), v[3], bool(v[4]), int(v[5]))
+    return Reply(int(v[0]), int(v[1]), int(v[2]), v[3], bool(v[4]), int(v[5]), v[6])

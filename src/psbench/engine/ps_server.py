@@ -45,6 +45,7 @@ from psbench.engine.aggregate import contribution_order, sum_in_order, update_we
 from psbench.engine.transport import LearnerFailure
 from psbench.lr import LRPolicy
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
+from psbench.ps.local import commit_scale
 
 
 @dataclass
@@ -104,6 +105,7 @@ class ParameterServer:
         self.timeout_s, self.tolerate, self.clip = timeout_s, tolerate_failures, gradient_clip_val
         self.logger, self.log_every, self.poll_s = logger, max(1, log_every), poll_s
         self.stats = PSStats()
+        self.local_scale = protocol.name in ("agn", "dynsgd")
         lam = self.lam
         self.root_ts = 0
         self.pushed, self.applied, self.included = [0] * lam, [0] * lam, [0] * lam
@@ -290,7 +292,8 @@ class ParameterServer:
             if self.included[l] != k or lag > self.bound or ts != self.root_ts:
                 st.ssp_violations += 1
         has = self.held_ts[l] != ts
-        if not self._send(l, m.encode(m.COMPUTE, ts, sample_start, weight, has, row), flat if has else None):
+        lr = self.opt.param_groups[0]["lr"]
+        if not self._send(l, m.encode(m.COMPUTE, ts, sample_start, weight, has, row, lr), flat if has else None):
             return False
         self.held_ts[l] = self.last_used[l] = ts
         self.outstanding[l] = True
@@ -348,6 +351,9 @@ class ParameterServer:
         if not prescaled:
             w = update_weights(self.policy.scales([i - t for t in ts], self.mu, self.lam))
             grads = [g * w[j] for j, g in enumerate(grads)]
+        if self.local_scale:  # agn: 1/H, dynsgd: 1/(σ+1) on a learner's accumulated update (ps.local)
+            grads = [g * commit_scale(self.protocol.name, self.protocol.local_steps, i - t)
+                     for g, t in zip(grads, ts, strict=True)]
         if self.replay is not None and self.remaining_reads[i] > 0:
             self.snapshots[i] = self._weights().clone()  # a pending read still needs timestamp i
         loss = sum(e.loss_sum for e in group) / max(1, sum(e.samples for e in group))
