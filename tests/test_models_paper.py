@@ -351,3 +351,19 @@ def test_large_models_forward_and_backward(case) -> None:
     model.eval()
     with torch.no_grad():
         assert torch.isfinite(model(x[:1])).all()
+
+
+@pytest.mark.parametrize("name", ["alexnet", "googlenet", "vgg_a", "ssp_mlp"])
+def test_large_models_without_batchnorm_have_nothing_vmap_cannot_batch(name: str) -> None:
+    """No buffers, dropout or in-place ops: the same functional_call + vmap path as the small ones works."""
+    model = meta(name, (3, 224, 224), 1000)
+    assert not list(model.buffers())
+    assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm | nn.Dropout) or getattr(m, "inplace", False)
+                   for m in model.modules())
+
+
+def test_validation_knows_every_model() -> None:
+    from psbench.models import MODEL_NAMES
+    from psbench.validate import MODELS
+
+    assert MODELS == MODEL_NAMES
