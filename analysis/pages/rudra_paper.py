@@ -1,4 +1,4 @@
-"""Published numbers of Rudra (Gupta, Zhang, Milthorpe), copied from the paper (Tables 1–3, Fig 4).
+"""Published numbers of Rudra (Gupta, Zhang, Milthorpe), copied from the paper (Tables 1–4, Figs 4–8).
 
 Rows are ``(σ, μ, λ, test error %, training time s)``; σ = 0 is hardsync, σ = n is n-softsync
 (the paper writes a configuration as (σ, μ, λ) with ⟨σ⟩ = n, §5.1). ``case_label`` gives the
@@ -6,6 +6,8 @@ row's name in ``conf/experiment/rudra/table2.yaml`` (the ``case`` tag of its MLf
 """
 
 from __future__ import annotations
+
+import re
 
 # Table 1: communication overlap (%), μ = 4, 300 MB model, about 60 learners
 TABLE1 = {"rudra_base": 11.52, "rudra_adv": 56.75, "rudra_adv_star": 99.56}
@@ -31,8 +33,35 @@ TABLE3 = [(1, 4, 30, "1-softsync", 18.09, 1573), (0, 8, 30, "Hardsync", 18.56, 1
 FIG4 = {"n1": {"n": 1, "mean": 1.0, "support": (0, 2)}, "n2": {"n": 2, "mean": 2.0, "support": (0, 4)},
         "n30": {"n": 30, "mean": 30.0, "support": (0, 60)}}
 
+# Fig 5 (§5.1): λ = 30, μ = 128; no numbers but the α0 curve of 30-softsync: "a constant high
+# error rate of 90%" (= chance on 10 classes). Case -> (n, learning-rate rule)
+FIG5 = {"s30_alpha0": (30, "α0"), "s30_alpha0_over_sigma": (30, "α0/⟨σ⟩"),
+        "s4_alpha0": (4, "α0"), "s4_alpha0_over_sigma": (4, "α0/⟨σ⟩")}
+FIG5_CHANCE_ERROR = 90.0
+
+# Figs 6–8 (§5.2): the grid; the figures are plots (no numbers besides the baseline below)
+LAMBDAS = (1, 2, 4, 10, 18, 30)
+MUS = (4, 8, 16, 32, 64, 128)
+
 BASELINE = {"sigma": 0, "mu": 128, "lambda": 1, "test_error": 17.9, "time_s": 22392}
+
+# Table 4 (§5.5): ImageNet, AlexNet-style network (~72 M parameters, 289 MB), 30 epochs.
+# (configuration, architecture, μ, λ, protocol, top-1 %, top-5 %, minutes/epoch)
+TABLE4 = [("base-hardsync", "rudra_base", 16, 18, "Hardsync", 44.35, 20.85, 330),
+          ("base-softsync", "rudra_base", 16, 18, "1-softsync", 45.63, 22.08, 270),
+          ("adv-softsync", "rudra_adv", 4, 54, "1-softsync", 46.09, 22.44, 212),
+          ("adv*-softsync", "rudra_adv_star", 4, 54, "1-softsync", 46.53, 23.38, 125)]
+# §4.2/§5.5: 1.2 million training images, 289 MB model; baseline (μ, λ) = (256, 1) takes 54 hours/epoch
+# and reaches 43.95 % top-1, 20.55 % top-5
+IMAGENET = {"train_images": 1_200_000, "model_mb": 289, "params_m": 72, "baseline_mu": 256,
+            "baseline_hours_per_epoch": 54, "baseline_top1": 43.95, "baseline_top5": 20.55}
 
 
 def case_label(sigma: int, mu: int, lam: int) -> str:
     return f"s{sigma}_mu{mu}_lam{lam}"
+
+
+def parse_case(label: str) -> tuple[int, int, int] | None:
+    """(σ, μ, λ) of a ``case_label``; None for any other label."""
+    m = re.fullmatch(r"s(\d+)_mu(\d+)_lam(\d+)", label or "")
+    return None if m is None else (int(m[1]), int(m[2]), int(m[3]))
