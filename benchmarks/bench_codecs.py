@@ -1,16 +1,18 @@
 """Codec throughput: compress + decompress of a 25 MB fp32 gradient, against ``torch.clone`` in the same run.
 
-    python benchmarks/bench_codecs.py [--mb 25] [--repeat 5] [--threads 2]
+    OMP_NUM_THREADS=1 python benchmarks/bench_codecs.py [--mb 25] [--repeat 11] [--threads N] [--only terngrad]
 
-For each codec, the best of ``--repeat`` timings of decompress(compress(g)) — real packing, the
+For each codec, the median of ``--repeat`` timings of decompress(compress(g)) — real packing, the
 payload tensors are the serialized bytes — in GB/s of fp32 gradient, its wire ratio (fp32 bytes /
-payload bytes) and the ratio of its throughput to ``g.clone()`` (a memory-bound reference, timed
-the same way, interleaved). Target (issue 4): TernGrad 2-bit ≥ 0.1 of clone.
+payload bytes) and the ratio of its throughput to ``g.clone()`` (a memory-bound reference; each
+codec run is paired with a clone run right before it, so both see the same load on a shared machine;
+the ratio is that of the medians). Target (issue 4): TernGrad 2-bit ≥ 0.1 of clone.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import torch
@@ -26,20 +28,22 @@ CODECS = {
 }
 
 
-def best(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
+def paired(ref, fn, repeat: int) -> tuple[float, float]:
+    """Median seconds of ``ref()`` and of ``fn()``, timed alternately ``repeat`` times after a warm-up."""
+    ref(), fn()
+    a, b = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for f, out in ((ref, a), (fn, b)):
+            t0 = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t0)
+    return statistics.median(a), statistics.median(b)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=25.0)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=11)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--only", default=None, help="substring of the codec names to run")
     args = ap.parse_args()
@@ -55,9 +59,9 @@ def main() -> None:
         if args.only and args.only not in name:
             continue
         codec = make()
-        clone_s = best(lambda: g.clone(), args.repeat)  # interleaved: same machine state as the codec
         p = codec.compress(g, "g", gen)
-        codec_s = best(lambda c=codec: c.decompress(c.compress(g, "g", gen)), args.repeat)
+        clone_s, codec_s = paired(lambda: g.clone(), lambda c=codec: c.decompress(c.compress(g, "g", gen)),
+                                  args.repeat)
         clone_gbs = gb / clone_s
         print(f"{name:24s} {gb / codec_s:8.2f} {4 * n / codec.nbytes(p):8.2f} {clone_s / codec_s:8.3f}"
               f"   (clone {clone_gbs:.1f} GB/s)")

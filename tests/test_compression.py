@@ -202,3 +202,47 @@ def test_bad_codec_options_name_the_key(name, opts, key):
         build_codec(name, opts)
     assert e.value.key == key
     assert key in str(e.value)
+
+
+@pytest.mark.parametrize("wire", ["2bit", "base3"])
+def test_terngrad_draws_follow_the_documented_16_bit_rule(wire):
+    """b = 1 iff r + ½ < 2¹⁶·|f(g)|/s, r the 16-bit lanes of the generator's full-range int64 words in
+    element order — checked element by element over several blocks and a ragged tail, with clipping."""
+    from psbench.compression import ternarize
+
+    n = 2 * ternarize.BLOCK + 7
+    g = torch.randn(n, generator=gen(11))
+    g[5] = 30.0  # clipped
+    tg = TernGrad(clip=2.5, wire=wire)
+    s, bound = tg.scaler(g), tg.bound(g)
+    assert s == bound < 30.0
+    t = tg.ternary(tg.compress(g, generator=gen(12))).long()
+    words = torch.empty(-(-n // 4), dtype=torch.int64).random_(-2**63, None, generator=gen(12))
+    r = torch.from_numpy(words.numpy().view("uint16").astype("int64"))[:n].double()
+    a = g.double().abs().clamp(max=bound) * (2.0**16 / s)  # float64 reference of the float32 kernel
+    b = r + 0.5 < a
+    expect = torch.where(b, torch.sign(g).long(), 0)
+    near = (r + 0.5 - a).abs() < 1e-2 * (1 + a * 1e-4)  # float32 rounding of the threshold may flip a tie
+    assert bool(((t == expect) | near).all()) and int(near.sum()) < 20
+    assert t[5] == 1  # the clipped outlier is exactly +s: P(b = 1) = 1
+
+
+def test_batched_terngrad_update_equals_the_per_learner_codecs():
+    """The pipeline ternarizes all learners of an update in one pass; the result is that of compress()
+    per learner with its own generator and the shared scaler (codes equal, sum to float rounding)."""
+    shapes = {"w": torch.Size([70, 300]), "b": torch.Size([70])}
+    learners, seed = [3, 0, 5], 4
+    grads = {k: torch.randn(len(learners), *s, generator=gen(2)) * torch.tensor([1.0, 3.0, 0.5]).view(-1, *[1] * len(s))
+             for k, s in shapes.items()}
+    for weights in (torch.full((3,), 1 / 3), torch.tensor([0.5, 0.3, 0.2])):
+        for wire in ("2bit", "base3"):
+            lc = LearnerCompression({"name": "terngrad", "wire": wire, "share_scalers": True}, shapes, seed=seed)
+            agg, pushed = lc.aggregate(learners, weights, grads)
+            assert pushed == len(learners) * lc.push_bytes()
+            tg = TernGrad(wire=wire)
+            gens = {l: learner_generator(seed, l) for l in learners}
+            for k, g in grads.items():
+                shared = max(tg.scaler(g[j]) for j in range(len(learners)))
+                ref = sum(tg.decompress(tg.compress(g[j], k, gens[l], scaler=shared)) * weights[j]
+                          for j, l in enumerate(learners))
+                assert torch.allclose(agg[k], ref, rtol=0, atol=1e-6 * shared), (k, wire)

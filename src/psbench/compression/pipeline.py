@@ -20,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
-from psbench.compression import build_codec
+from psbench.compression import build_codec, ternarize
 from psbench.compression.base import FP32, Codec, learner_generator
+from psbench.compression.error_feedback import ErrorFeedback
 from psbench.compression.terngrad import TernGrad
 from psbench.errors import require
 
@@ -102,10 +104,15 @@ class LearnerCompression:
         gens = [self.generators[l] for l in learners]
         out: dict[str, torch.Tensor] = {}
         pushed = 0
+        batched = self.ternary and not isinstance(self._proto, ErrorFeedback)
         for name, g in grads.items():
             if name in self.floats:
                 out[name] = (weights.view(-1, *[1] * (g.dim() - 1)).to(g.dtype) * g).sum(0)
                 pushed += FP32 * g[0].numel() * len(learners)
+                continue
+            if batched:
+                out[name], b = self._ternary_sum(g, weights, gens)
+                pushed += b
                 continue
             scaler = None
             if self.share:  # §3.1: every learner offers its scaler, all use the max
@@ -123,6 +130,26 @@ class LearnerCompression:
             out[name] = acc  # type: ignore[assignment]
         self.bytes_pushed += pushed
         return out, pushed
+
+    def _ternary_sum(self, g: torch.Tensor, weights: torch.Tensor,
+                     gens: list[torch.Generator]) -> tuple[torch.Tensor, int]:
+        """TernGrad for all rows of ``g`` (one per learner) in one blocked pass: Σ_j w_j·s_j·t_j and push bytes.
+
+        Row j draws from learner j's generator exactly as ``compress`` would, so the codes are those of
+        the per-learner path. With equal coefficients w_j·s_j (shared scaler, equal weights) the sum is
+        w·s·Σ_j t_j over the integers Σ_j t_j ∈ [−N, N] (what a localized pull carries): at most 2N + 1 levels.
+        """
+        tg: TernGrad = self._proto  # type: ignore[assignment]
+        rows, n = g.shape[0], g[0].numel()
+        packed, s = tg.encode(ternarize.as_rows(g, rows), gens, share=self.share)
+        t = ternarize.ternary(packed, n, tg.wire)
+        coef = s.astype(np.float32) * weights.detach().cpu().numpy().astype(np.float32)
+        if (coef == coef[0]).all():
+            total = torch.from_numpy(t.sum(axis=0, dtype=np.int32)).to(g.dtype) * float(coef[0])
+        else:
+            total = torch.from_numpy(coef) @ torch.from_numpy(t).to(torch.float32)
+        pushed = rows * (packed.shape[1] + FP32 + (FP32 if self.share else 0))  # codes, scaler, the offer
+        return total.to(g.dtype).view(g.shape[1:]), pushed
 
     def state_dict(self) -> dict:
         return {"codecs": {l: c.state_dict() for l, c in self.codecs.items()},

@@ -15,6 +15,11 @@
 Wire formats: ``2bit`` — codes {0: 0, 1: +s, 3: −s} (two's complement of the ternary value), 4 per
 byte (16×); ``base3`` — trits t + 1 ∈ {0, 1, 2}, 5 per byte (1.6 bits, 20×; bound 32/log2 3 = 20.19×).
 Each tensor's payload carries its float32 scaler.
+
+The kernels (:mod:`ternarize`) work on rows — one learner's gradient per row — so the pipeline
+ternarizes all learners of an update at once (:meth:`TernGrad.encode`); P(b = 1) = |f(g)|/s is
+drawn with 16-bit thresholds, i.e. quantized to multiples of 2⁻¹⁶ (bias ≤ 2⁻¹⁷·s per element,
+none at g = 0 or |g| = s; see :mod:`ternarize`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import math
 import numpy as np
 import torch
 
-from psbench.compression import packing
+from psbench.compression import packing, ternarize
 from psbench.compression.base import FP32, Codec, Payload
 from psbench.errors import require
 
@@ -45,13 +50,7 @@ class TernGrad(Codec):
 
     def bound(self, g: torch.Tensor) -> float:
         """c·σ of Eq (9) (σ the population standard deviation of the tensor), ∞ without clipping."""
-        n = g.numel()
-        if self.clip is None or n < 2:
-            return math.inf
-        g = g.detach().reshape(-1).to(torch.float32)
-        mean = float(g.sum()) / n
-        var = max(0.0, float(torch.dot(g, g)) / n - mean * mean)  # one BLAS pass instead of torch.std's two
-        return self.clip * math.sqrt(var)
+        return float(self.offers(ternarize.as_rows(g))[1][0])
 
     def clipped(self, g: torch.Tensor) -> torch.Tensor:
         """Eq (9): clamp each element to ±c·σ."""
@@ -59,56 +58,51 @@ class TernGrad(Codec):
         b = self.bound(g)
         return g if math.isinf(b) else g.clamp(-b, b)
 
+    def offers(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of ``x`` (one learner's flat gradient each): (s = max|f(g)| = min(max|g|, c·σ), c·σ).
+
+        One blocked pass (:func:`ternarize.moments`); s is the learner's offer in scaler sharing (§3.1).
+        """
+        n = x.shape[1]
+        total, squares, lo, hi = ternarize.moments(x)
+        if self.clip is None or n < 2:
+            bound = np.full(x.shape[0], np.inf)
+        else:
+            mean = total / n
+            bound = self.clip * np.sqrt(np.maximum(0.0, squares / n - mean * mean))
+        return np.minimum(np.maximum(-lo, hi), bound), bound
+
     def scaler(self, g: torch.Tensor) -> float:
         """This learner's scaler s = max|f(g)| = min(max|g|, c·σ) — its offer in the scaler-sharing negotiation."""
-        lo, hi = torch.aminmax(g.detach().reshape(-1).to(torch.float32))
-        return min(max(-float(lo), float(hi)), self.bound(g))
+        return float(self.offers(ternarize.as_rows(g))[0][0])
 
-    @staticmethod
-    def uniform(n: int, generator: torch.Generator | None) -> torch.Tensor:
-        """n float32 uniforms in [0, 1): one int64 drawn from ``generator`` seeds a numpy SFC64 stream.
+    def encode(self, x: np.ndarray, generators, scaler: float | None = None,
+               share: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(packed codes, scalers) of the rows of ``x``, row j drawn from ``generators[j]``.
 
-        Deterministic in the torch generator's state; SFC64 is ~2.5× faster than torch's MT19937 here.
+        Eq (1)–(2) with P(b = 1) = |f(g)|/s quantized to 2⁻¹⁶ (:mod:`ternarize`); s = ``scaler`` if
+        given, else with ``share`` the max of the rows' offers (§3.1 scaler sharing among the rows),
+        else each row's own max|f(g)|.
         """
-        seed = int(torch.randint(0, 2**63 - 1, (1,), generator=generator))
-        return torch.from_numpy(np.random.Generator(np.random.SFC64(seed)).random(n, dtype=np.float32))
-
-    def codes(self, g: torch.Tensor, generator: torch.Generator | None = None,
-              scaler: float | None = None) -> tuple[torch.Tensor, float]:
-        """2-bit codes of Eq (1)–(2) (uint8: 0 → 0, 1 → +s, 3 → −s, i.e. the two's-complement of
-        sign(g)∘b) and the scaler s used. b_k = 1 iff u_k·s < |f(g_k)|, u_k ~ U[0, 1)."""
-        g = g.detach().reshape(-1).to(torch.float32)
-        b = self.bound(g)
-        if scaler is None:
-            lo, hi = torch.aminmax(g)
-            s = min(max(-float(lo), float(hi)), b)
-        else:
-            s = float(scaler)
-        x = g.clamp(-b, b) if b < s else g  # with s = max|f(g)| ≤ c·σ, clipping cannot change a draw
-        r = self.uniform(g.numel(), generator).mul_(s)
-        up = x > r
-        down = x < r.neg_()
-        return (up | down).view(torch.uint8) | (down.view(torch.uint8) << 1), s
+        s, bound = self.offers(x)
+        if scaler is not None or share:
+            s = np.full_like(s, float(scaler) if scaler is not None else s.max())
+        return ternarize.encode(x, s, bound, generators, self.wire), s
 
     def compress(self, g, key="", generator=None, scaler: float | None = None, **kwargs) -> Payload:
-        c, s = self.codes(g, generator, scaler)
-        if self.wire == "2bit":
-            packed = packing.pack2(c)
-        else:  # trits t + 1 ∈ {0, 1, 2}
-            packed = packing.pack3(((c << 6).view(torch.int8) >> 6).add_(1).view(torch.uint8))
-        return Payload({"codes": packed, "scaler": torch.tensor([s], dtype=torch.float32)}, g.shape)
+        packed, s = self.encode(ternarize.as_rows(g), [generator], scaler)
+        return Payload({"codes": torch.from_numpy(packed[0]), "scaler": torch.tensor(s, dtype=torch.float32)},
+                       g.shape)
 
     def ternary(self, payload: Payload) -> torch.Tensor:
         """The ternary vector sign(g)∘b ∈ {−1, 0, 1} (int8)."""
-        f, n = payload.fields["codes"], payload.numel
-        if self.wire == "2bit":  # sign-extend the 2-bit field
-            t = (packing.unpack2(f, n) << 6).view(torch.int8) >> 6
-        else:
-            t = packing.unpack3(f, n).view(torch.int8) - 1
-        return t.view(payload.shape)
+        t = ternarize.ternary(payload.fields["codes"].numpy()[None], payload.numel, self.wire)
+        return torch.from_numpy(t).view(payload.shape)
 
     def decompress(self, payload: Payload) -> torch.Tensor:
-        return self.ternary(payload).to(torch.float32).mul_(payload.fields["scaler"])
+        """s·sign(g)∘b through a 256-entry table of each byte's values times s."""
+        f = payload.fields
+        return ternarize.decode(f["codes"].numpy(), payload.numel, float(f["scaler"]), self.wire).view(payload.shape)
 
     def expected_bytes(self, numel: int, learners: int = 1) -> int:
         per = 4 if self.wire == "2bit" else 5
