@@ -1,12 +1,239 @@
-"""SSP for DNNs — paper numbers beside ours."""
+"""SSP for DNNs (Kumar, Xie, Yin, Xing): Figs 2–5 — paper numbers beside ours, on synthetic stand-ins.
+
+Figs 2/3 are the objective vs run time for 1–6 machines (learners) under SSP (s = 10), Figs 4/5 the
+speed-up t_1/t_n, where t_n is when the objective of n machines falls to p, the objective of one
+machine at the end of training (§6.2). TIMIT and ImageNet-63K are not available here: synthetic data of
+their shapes stand in, and every table says so. Builders read MLflow only.
+"""
 
 from __future__ import annotations
 
-from analysis.core import Page
+import itertools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from analysis.core import (
+    NOT_MEASURED,
+    Context,
+    Page,
+    Run,
+    claims_md,
+    md_table,
+    savefig,
+    scales_of,
+    select,
+    verdict,
+)
+from analysis.pages import ssp_paper as P
+from analysis.pages.zhang import history
 
 ORDER = 4
+WINDOW = 10  # logged points in the trailing mean that smooths the mini-batch objective
+SPEEDUP_TOL = 0.25  # a 6-machine speed-up "as the paper's" is within ±25 % of it
+
+
+def _runs(ctx: Context, dataset: str) -> list[Run]:
+    return select(ctx.runs, paper="ssp", dataset_stand_in=dataset)
+
+
+def _machines(r: Run) -> int:
+    return int(r.tags.get("case", "m0")[1:] or 0)
+
+
+def smooth(values: Sequence[float], window: int = WINDOW) -> list[float]:
+    """Trailing mean over at most ``window`` points (the objective is logged per mini-batch, so noisy)."""
+    out, acc = [], 0.0
+    for i, v in enumerate(values):
+        acc += v
+        if i >= window:
+            acc -= values[i - window]
+        out.append(acc / min(i + 1, window))
+    return out
+
+
+def objective_curve(ctx: Context, r: Run) -> list[tuple[float, float]]:
+    """``(simulated seconds, smoothed objective)``: the training loss and simulated time logged at the same updates."""
+    t = dict(history(ctx.tracking_uri, r.run_id, "sim_time_s"))
+    pts = [(t[s], v) for s, v in history(ctx.tracking_uri, r.run_id, "train_loss") if s in t]
+    return list(zip([p[0] for p in pts], smooth([p[1] for p in pts]), strict=True))
+
+
+def time_to(curve: Sequence[tuple[float, float]], p: float) -> float | None:
+    """First time the objective is ≤ p, or None if it never gets there (§6.2's t)."""
+    return next((t for t, v in curve if v <= p), None)
+
+
+def speedups(curves: Mapping[int, Sequence[tuple[float, float]]]) -> dict[int, tuple[float | None, float | None]]:
+    """``{machines: (t_n, t_1/t_n)}`` with p = the 1-machine objective at the end of training."""
+    one = curves.get(1)
+    if not one:
+        return {}
+    p = one[-1][1]
+    t1 = time_to(one, p)
+    out = {}
+    for n, c in sorted(curves.items()):
+        tn = time_to(c, p)
+        out[n] = (tn, (t1 / tn) if (tn and t1) else None)
+    return out
+
+
+def _header(ds: Mapping, runs: Sequence[Run]) -> str:
+    notes = sorted({r.tags.get("data_note", "") for r in runs} | {r.tags.get("model_note", "") for r in runs})
+    return (f"Paper: {ds['name']} ({ds['features']} features, {ds['classes']} classes, {ds['samples']} samples), "
+            f"{ds['net']}, SGD, mini-batch {ds['batch']}, learning rate {ds['lr']:g}, staleness {ds['staleness']}. "
+            f"**Ours: synthetic data of the same shape stand in for {ds['name']} (not available here)**; "
+            f"notes: {', '.join(n for n in notes if n) or '—'}. Time is simulated: the paper's 10 Gbit/s links, one PS, "
+            "compute 6 FLOP per parameter per sample at an assumed 100 GFLOP/s per machine; the paper gives no "
+            "timings, so the speed-up depends on this assumed compute/communication ratio.\n")
+
+
+def _curves(ctx: Context, rs: Sequence[Run]) -> dict[int, list[tuple[float, float]]]:
+    return {_machines(r): objective_curve(ctx, r) for r in rs}
+
+
+# --------------------------------------------------------------------------- Figs 2–3
+def ssp_fig2_3(ctx: Context) -> tuple[str, str]:
+    md = ["# SSP Figs 2–3 — objective vs run time for 1–6 machines (SSP, s = 10)\n"]
+    status, claims = [], []
+    for key, ds in P.DATASETS.items():
+        runs = _runs(ctx, key)
+        md.append(f"\n## Fig {ds['figures'][0]}: {ds['name']} stand-in\n\n" + _header(ds, runs))
+        if not runs:
+            md.append(f"\nNo runs in the store (python sweeps/ssp_fig{ds['figures'][0]}_{ds['figures'][1]}.py "
+                      "scale=ci).\n")
+            claims.append((f"{ds['name']}: more machines consistently improve the convergence speed", NOT_MEASURED,
+                           "—"))
+            continue
+        scales = scales_of(runs)
+        status.append(f"{ds['name']} stand-in at scale {', '.join(scales)}")
+        for scale in scales:
+            rs = sorted(select(runs, scale=scale), key=_machines)
+            curves = _curves(ctx, rs)
+            t_end = min((c[-1][0] for c in curves.values() if c), default=None)
+            rows = []
+            for r in rs:
+                c = curves[_machines(r)]
+                at = next((v for t, v in reversed(c) if t_end is not None and t <= t_end), None)
+                rows.append([str(_machines(r)), f"{c[-1][1]:.4g}" if c else "—", f"{c[-1][0]:.4g}" if c else "—",
+                             "—" if at is None else f"{at:.4g}",
+                             f"{r.metrics.get('staleness_mean', float('nan')):.2f}",
+                             f"{r.metrics.get('comm_overlap', float('nan')):.3f}",
+                             "yes" if r.tags.get("diverged") == "true" else "no"])
+            md += [f"\n### scale = {scale}\n\n", md_table(
+                ["machines", "final objective", "end sim time s",
+                 f"objective at t = {t_end:.4g} s" if t_end is not None else "objective at common t", "⟨σ⟩",
+                 "comm overlap", "diverged"], rows)]
+            png = _curve_plot(curves, ds["name"], ds["figures"][0], ctx.out / f"ssp_fig{ds['figures'][0]}_{scale}.png")
+            if png:
+                md.append(f"\n![objective vs time]({png.name})\n")
+            if scale == scales[-1]:
+                claims.append(_faster_claim(ds["name"], rows))
+    md.append("\n" + claims_md(claims))
+    return (("; ".join(status) + " (synthetic stand-ins)") if status else
+            "not run (python sweeps/ssp_fig2_4.py scale=ci; sweeps/ssp_fig3_5.py)"), "".join(md)
+
+
+def _faster_claim(name: str, rows: Sequence[Sequence[str]]) -> tuple[str, str, str]:
+    """Objective at the common time (the end of the fastest run) strictly decreasing with machines."""
+    pts = [(int(r[0]), float(r[3])) for r in rows if r[3] != "—"]
+    if len(pts) < 2:
+        return (f"{name}: more machines consistently improve the convergence speed", NOT_MEASURED, "—")
+    ok = all(a[1] > b[1] for a, b in itertools.pairwise(pts))
+    return (f"{name}: more machines consistently improve the convergence speed (objective at a common time "
+            "strictly decreasing in machines)", verdict(ok), ", ".join(f"{n}: {v:.4g}" for n, v in pts))
+
+
+def _curve_plot(curves: Mapping[int, Sequence[tuple[float, float]]], name: str, fig_no: str,
+                path: Path) -> Path | None:
+    if not any(curves.values()):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for n, c in sorted(curves.items()):
+        if c:
+            ax.plot([t for t, _ in c], [v for _, v in c], label=f"{n} machine{'s' if n > 1 else ''}")
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("objective (training loss, smoothed)")
+    ax.set_title(f"SSP Fig {fig_no}: {name} stand-in (synthetic)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    savefig(fig, path)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- Figs 4–5
+def ssp_fig4_5(ctx: Context) -> tuple[str, str]:
+    md = ["# SSP Figs 4–5 — speed-up t_1/t_n vs machines\n\n",
+          "t_n = the simulated time at which the (smoothed) objective of n machines falls to p, the objective of "
+          "one machine at the end of training (§6.2); ‘not reached’ = the n-machine run never got to p.\n"]
+    status, claims = [], []
+    for key, ds in P.DATASETS.items():
+        runs = _runs(ctx, key)
+        md.append(f"\n## Fig {ds['figures'][1]}: {ds['name']} stand-in\n\n" + _header(ds, runs))
+        if not runs:
+            md.append("\nNo runs in the store.\n")
+            claims.append((f"{ds['name']}: with 6 machines {ds['speedup6']:g}x speed-up", NOT_MEASURED, "—"))
+            continue
+        scales = scales_of(runs)
+        status.append(f"{ds['name']} stand-in at scale {', '.join(scales)}")
+        for scale in scales:
+            sp = speedups(_curves(ctx, select(runs, scale=scale)))
+            rows = [[str(n), "—" if tn is None else f"{tn:.4g}", "not reached" if s is None else f"{s:.2f}", str(n),
+                     f"{ds['speedup6']:g}" if n == 6 else "—"] for n, (tn, s) in sp.items()]
+            md += [f"\n### scale = {scale}\n\n",
+                   md_table(["machines", "t_n (sim s)", "ours speed-up", "linear", "paper speed-up"], rows)]
+            png = _speedup_plot(sp, ds["name"], ds["figures"][1], ctx.out / f"ssp_fig{ds['figures'][1]}_{scale}.png")
+            if png:
+                md.append(f"\n![speed-up vs machines]({png.name})\n")
+            if scale == scales[-1]:
+                claims += speedup_claims(ds, sp)
+    md.append("\n" + claims_md(claims))
+    return (("; ".join(status) + " (synthetic stand-ins)") if status else
+            "not run (python sweeps/ssp_fig2_4.py scale=ci; sweeps/ssp_fig3_5.py)"), "".join(md)
+
+
+def speedup_claims(ds: Mapping, sp: Mapping[int, tuple[float | None, float | None]]) -> list[tuple[str, str, str]]:
+    paper = ds["speedup6"]
+    s6 = sp.get(6, (None, None))[1]
+    nums = ", ".join(f"{n}: {'not reached' if s is None else f'{s:.2f}x'}" for n, (_, s) in sp.items())
+    six = (f"{ds['name']}: with 6 machines {paper:g}x speed-up (within ±{SPEEDUP_TOL:.0%})",
+           NOT_MEASURED if 6 not in sp else verdict(s6 is not None and abs(s6 - paper) <= SPEEDUP_TOL * paper),
+           f"ours {'not reached' if s6 is None else f'{s6:.2f}x'} with 6 machines" if 6 in sp else "—")
+    vals = [s for _, s in sp.values()]
+    grows = (f"{ds['name']}: speed-up grows with the number of machines (scales well)",
+             NOT_MEASURED if len(vals) < 2 else verdict(None not in vals and all(
+                 a < b for a, b in itertools.pairwise(vals))), nums or "—")
+    return [six, grows]
+
+
+def _speedup_plot(sp: Mapping[int, tuple], name: str, fig_no: str, path: Path) -> Path | None:
+    pts = [(n, s) for n, (_, s) in sp.items() if s is not None]
+    if not pts:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(P.MACHINES, P.MACHINES, "b-", label="linear (optimal)")
+    ax.plot([n for n, _ in pts], [s for _, s in pts], "r-o", label="ours (SSP, simulated)")
+    ax.set_xlabel("machines")
+    ax.set_ylabel("speed-up t_1/t_n")
+    ax.set_title(f"SSP Fig {fig_no}: {name} stand-in")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    savefig(fig, path)
+    plt.close(fig)
+    return path
+
 
 PAGES = [
-    Page("SSP", "Figs 2–5",
-         reason="not yet available: no sweep yet (TIMIT / ImageNet-63K would be synthetic stand-ins)"),
+    Page("SSP", "Figs 2–3", "ssp_fig2_3", ssp_fig2_3),
+    Page("SSP", "Figs 4–5", "ssp_fig4_5", ssp_fig4_5),
 ]
