@@ -26,12 +26,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 LR = 0.001
+#: ci: 3 epochs and an MLP 784-128-10 (minutes here); paper: 40 epochs of the preset's convnet (agn_net)
+SCALES = {"ci": ["epochs=3", "model=mlp"], "paper": ["epochs=40"]}
 
 
-def run(root: Path, preset: str, protocol: str, n: int, epochs: float, extra: list[str]) -> dict:
-    out = root / "runs" / protocol
-    args = [sys.executable, "-m", "psbench.cli", f"experiment={preset}", f"protocol={protocol}",
-            f"epochs={epochs:g}", "trainer.progress=none", f"optimizer.lr={LR}", f"hydra.run.dir={out}", *extra]
+def run(root: Path, out: Path, preset: str, protocol: str, n: int, scale: str, extra: list[str]) -> dict:
+    out = out / protocol
+    args = [sys.executable, "-m", "psbench.cli", f"experiment={preset}", f"protocol={protocol}", *SCALES[scale],
+            "trainer.progress=none", f"optimizer.lr={LR}", f"hydra.run.dir={out}", f"++tags.scale={scale}", *extra]
     if protocol == "aeasgd":
         args.append(f"protocol.rho={0.9 / (n * LR):g}")
     print("$", " ".join(args[1:]), flush=True)
@@ -44,14 +46,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--panel", choices=("a", "b"), default="a")
     ap.add_argument("--scale", choices=("ci", "paper"), default="ci")
-    ap.add_argument("--root", type=Path, default=REPO / "outputs" / "agn_fig7")
+    ap.add_argument("--root", type=Path, default=Path(os.environ.get("PSBENCH_ROOT") or os.getcwd()),
+                    help="MLflow store and run dirs (default $PSBENCH_ROOT or the current dir, as psbench)")
     ap.add_argument("--bins", type=int, default=10)
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
-    root = args.root.resolve() / f"{args.panel}_{args.scale}"
-    root.mkdir(parents=True, exist_ok=True)
-    preset, n, epochs = f"agn/fig7{args.panel}", 20, 3 if args.scale == "ci" else 40
-    summaries = {p: run(root, preset, p, n, epochs, args.overrides) for p in ("agn", "aeasgd", "dynsgd")}
+    root = args.root.resolve()
+    out = root / "sweeps" / f"agn_fig7{args.panel}_{args.scale}"
+    out.mkdir(parents=True, exist_ok=True)
+    preset, n = f"agn/fig7{args.panel}", 20
+    summaries = {p: run(root, out, preset, p, n, args.scale, args.overrides) for p in ("agn", "aeasgd", "dynsgd")}
 
     from mlflow import MlflowClient
 
@@ -93,8 +97,8 @@ def main() -> None:
     ax.set_title(f"AGN Fig 7{args.panel}, n = {n}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(root / f"fig7{args.panel}.png", dpi=100)
-    print(f"\nplot: {root / f'fig7{args.panel}.png'}")
+    fig.savefig(out / f"fig7{args.panel}.png", dpi=100)
+    print(f"\nplot: {out / f'fig7{args.panel}.png'}")
 
 
 if __name__ == "__main__":

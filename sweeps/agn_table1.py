@@ -25,31 +25,21 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))
 
-# Table 1 of the paper: (n, H) -> (AGN t [s], AGN acc [%], AEASGD t [s], AEASGD acc [%], E(AGN, AEASGD))
-PAPER = {
-    (10, 10): (1066.08, 100.00, 953.61, 99.22, 1.009), (10, 15): (864.01, 99.53, 846.86, 99.38, 1.012),
-    (10, 20): (886.34, 99.38, 804.07, 98.91, 1.003), (10, 25): (855.51, 98.75, 784.46, 98.91, 0.999),
-    (10, 30): (886.01, 99.22, 930.73, 98.91, 0.988), (10, 35): (850.87, 98.44, 798.74, 99.22, 0.990),
-    (10, 40): (845.21, 98.75, 791.04, 97.66, 0.990), (20, 10): (839.94, 99.26, 821.12, 97.90, 0.983),
-    (20, 15): (571.17, 100.00, 610.88, 98.52, 1.018), (20, 20): (432.93, 99.38, 510.72, 97.78, 1.022),
-    (20, 25): (479.72, 99.63, 421.50, 97.86, 1.009), (20, 30): (433.36, 99.42, 429.16, 98.36, 1.007),
-    (20, 35): (418.83, 98.52, 409.86, 98.19, 1.002), (20, 40): (434.86, 98.44, 420.46, 97.66, 0.997),
-    (40, 10): (748.94, 94.17, 1256.09, 96.57, 1.044), (40, 15): (506.25, 95.99, 534.42, 96.88, 0.964),
-    (40, 20): (383.51, 99.24, 412.37, 96.65, 1.027), (40, 25): (308.15, 98.86, 347.50, 96.65, 1.025),
-    (40, 30): (351.54, 98.66, 305.50, 96.47, 0.997), (40, 35): (279.30, 98.73, 252.70, 96.32, 1.009),
-    (40, 40): (257.62, 97.88, 250.74, 96.65, 1.009),
-}
+from analysis.pages.agn_paper import TABLE1 as PAPER  # noqa: E402
+
 SCALES = {"ci": ("agn/table1_ci", (10, 20), (10, 20, 40)),
           "paper": ("agn/table1", (10, 20, 40), tuple(range(10, 41, 5)))}
 LR = 0.001
 
 
-def multirun(root: Path, preset: str, protocol: str, n: int, hs: tuple[int, ...], extra: list[str]) -> list[dict]:
-    sweep = root / "multirun" / f"{protocol}_n{n}"
+def multirun(root: Path, scale: str, preset: str, protocol: str, n: int, hs: tuple[int, ...],
+             extra: list[str]) -> list[dict]:
+    sweep = sweep_dir(root, scale, protocol, n)
     args = [sys.executable, "-m", "psbench.cli", "-m", f"experiment={preset}", f"protocol={protocol}", f"learners={n}",
             f"protocol.local_steps={','.join(map(str, hs))}", f"optimizer.lr={LR}", "trainer.progress=none",
-            f"hydra.sweep.dir={sweep}", *extra]
+            f"hydra.sweep.dir={sweep}", f"++tags.scale={scale}", *extra]
     if protocol == "aeasgd":
         args.append(f"protocol.rho={0.9 / (n * LR):g}")
     env = {**os.environ, "PSBENCH_ROOT": str(root)}
@@ -64,6 +54,10 @@ def multirun(root: Path, preset: str, protocol: str, n: int, hs: tuple[int, ...]
     return out
 
 
+def sweep_dir(root: Path, scale: str, protocol: str, n: int) -> Path:
+    return root / "sweeps" / f"agn_table1_{scale}" / f"{protocol}_n{n}"
+
+
 def final_train_accuracy(client, run_id: str, last: int = 5) -> float:
     hist = sorted(client.get_metric_history(run_id, "train_accuracy"), key=lambda m: m.step)
     return float(np.mean([m.value for m in hist[-last:]])) if hist else float("nan")
@@ -72,19 +66,20 @@ def final_train_accuracy(client, run_id: str, last: int = 5) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=sorted(SCALES), default="ci")
-    ap.add_argument("--root", type=Path, default=REPO / "outputs" / "agn_table1")
+    ap.add_argument("--root", type=Path, default=Path(os.environ.get("PSBENCH_ROOT") or os.getcwd()),
+                    help="MLflow store and sweep dirs (default $PSBENCH_ROOT or the current dir, as psbench)")
     ap.add_argument("--report", action="store_true", help="only print the table of an existing --root")
     ap.add_argument("overrides", nargs="*", help="extra psbench overrides, e.g. trainer.num_threads=1")
     args = ap.parse_args()
     preset, ns, hs = SCALES[args.scale]
-    root = args.root.resolve() / args.scale
+    root = args.root.resolve()
     root.mkdir(parents=True, exist_ok=True)
     runs: dict[tuple[str, int, int], dict] = {}
     for protocol in ("agn", "aeasgd"):
         for n in ns:
-            got = [] if args.report else multirun(root, preset, protocol, n, hs, args.overrides)
+            got = [] if args.report else multirun(root, args.scale, preset, protocol, n, hs, args.overrides)
             if args.report:
-                for f in sorted((root / "multirun" / f"{protocol}_n{n}").glob("*/summary.json")):
+                for f in sorted(sweep_dir(root, args.scale, protocol, n).glob("*/summary.json")):
                     cfg = (f.parent / "resolved_config.yaml").read_text()
                     h = next(int(x.split(":")[1]) for x in cfg.splitlines() if x.strip().startswith("local_steps:"))
                     got.append({**json.loads(f.read_text()), "H": h})

@@ -324,4 +324,4 @@ def test_agn_fig7a_reports_dynsgd_curves(tmp_path):
     out = subprocess.run([sys.executable, str(repo / "sweeps" / "agn_fig7.py"), "--panel", "a", "--root",
                           str(tmp_path), "trainer.num_threads=1"], capture_output=True, text=True, check=True).stdout
     assert "| dynsgd |" in out and "| agn |" in out and "| aeasgd |" in out
-    assert (tmp_path / "a_ci" / "fig7a.png").exists()
+    assert (tmp_path / "sweeps" / "agn_fig7a_ci" / "fig7a.png").exists()

@@ -79,5 +79,8 @@ def run_tags(
             if choices.get(group):
                 tags[group] = str(choices[group])
     for key, value in (cfg.get("tags") or {}).items():
-        tags[str(key)] = str(value)
+        if value is None:  # a preset unsetting a tag it inherits
+            tags.pop(str(key), None)
+        else:
+            tags[str(key)] = str(value)
     return tags
