@@ -87,41 +87,52 @@ def encode(x: np.ndarray, s: np.ndarray, bound: np.ndarray, generators: Sequence
     r, n = x.shape
     out = np.empty((r, -(-n // per)), np.uint8)
     s = np.asarray(s, np.float64)
-    k = np.divide(2.0**PROB_BITS, s, out=np.zeros(r), where=s > 0)[:, None]
-    clip = np.where(bound < s, bound * k[:, 0] - 0.5, np.inf)[:, None]  # Eq (9), where it can change a draw
+    k = np.divide(2.0**PROB_BITS, s, out=np.zeros(r), where=s > 0)
+    clip = np.where(bound < s, bound * k - 0.5, np.inf)  # Eq (9), only where it can change a draw
     clips = bool(np.isfinite(clip).any())
+    k, clip = k.astype(np.float32)[:, None], clip.astype(np.float32)[:, None]  # float32 ufunc loops
     step = max(20, BLOCK // r // 20 * 20)  # columns per block
     w = _scratch
+    views = None
     for i in range(0, n, step):
         c = x[:, i:i + step]
         m = c.shape[1]
-        mp = -(-m // per) * per
-        a, b, neg = (t[:r * m].reshape(r, m) for t in (w.a, w.b, w.neg))
-        code = w.code[:r * mp].reshape(r, mp)
-        words = w.words[:r * -(-m // 4)].view(r, -1)
+        if views is None or m != views[0]:
+            mw = -(-m // 4)  # int64 words = 4 uint16 lanes each
+            words = w.words[:r * mw].view(r, mw)
+            mp = -(-m // 20) * 20
+            views = (m, [words[j] for j in range(r)], w.r[:r * 4 * mw].reshape(r, -1)[:, :m],
+                     *(t[:r * m].reshape(r, m) for t in (w.a, w.b, w.neg)), w.code[:r * mp].reshape(r, mp), mp)
+        _, rows, u, a, b, neg, code, mp = views
         for j in range(r):
-            words[j].random_(-2**63, None, generator=generators[j])
+            rows[j].random_(-2**63, None, generator=generators[j])
         np.abs(c, out=a)
         a *= k
         a -= 0.5
         if clips:
             np.minimum(a, clip, out=a)
-        np.less(w.r[:words.numel() * 4].reshape(r, -1)[:, :m], a, out=b)  # b = 1 iff r + ½ < 2¹⁶·|f(x)|/s
+        np.less(u, a, out=b)  # b = 1 iff r + ½ < 2¹⁶·|f(x)|/s
         np.signbit(c, out=neg)
         neg &= b
-        code[:, m:] = 0
+        if m < mp:
+            code[:, m:] = 0
+        bc, nc = b.view(np.uint8), neg.view(np.uint8)
         if wire == "2bit":
-            np.left_shift(neg.view(np.uint8), 1, out=code[:, :m])
-            code[:, :m] |= b.view(np.uint8)
+            np.left_shift(nc, 1, out=code[:, :m])
+            code[:, :m] |= bc
             q = code.view(np.uint32)  # 4 codes per little-endian word, code j at bits 8j
             q = q | (q >> 6)
             q |= q >> 12
-            out[:, i // 4:(i + mp) // 4] = q  # the low byte: bits 2j…2j+1 hold code j
+            e = -(-m // 4)
+            out[:, i // 4:i // 4 + e] = q[:, :e]  # the low byte: bits 2j…2j+1 hold code j
         else:
-            np.add(b.view(np.uint8), 1, out=code[:, :m])
-            code[:, :m] -= neg.view(np.uint8) << 1  # d = 1 + b − 2·(b ∧ g < 0)
+            np.add(bc, 1, out=code[:, :m])
+            code[:, :m] -= nc
+            code[:, :m] -= nc  # d = 1 + b − 2·(b ∧ g < 0)
             d = code.reshape(r, -1, 5)
-            out[:, i // 5:(i + mp) // 5] = d[..., 0] + d[..., 1] * 3 + d[..., 2] * 9 + d[..., 3] * 27 + d[..., 4] * 81
+            e = -(-m // 5)
+            out[:, i // 5:i // 5 + e] = (d[..., 0] + d[..., 1] * 3 + d[..., 2] * 9 + d[..., 3] * 27
+                                         + d[..., 4] * 81)[:, :e]
     return out
 
 
