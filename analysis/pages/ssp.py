@@ -82,8 +82,8 @@ def _header(ds: Mapping, runs: Sequence[Run]) -> str:
     return (f"Paper: {ds['name']} ({ds['features']} features, {ds['classes']} classes, {ds['samples']} samples), "
             f"{ds['net']}, SGD, mini-batch {ds['batch']}, learning rate {ds['lr']:g}, staleness {ds['staleness']}. "
             f"**Ours: synthetic data of the same shape stand in for {ds['name']} (not available here)**; "
-            f"notes: {', '.join(n for n in notes if n) or '—'}. Time is simulated: the paper's 10 Gbit/s links, one PS, "
-            "compute 6 FLOP per parameter per sample at an assumed 100 GFLOP/s per machine; the paper gives no "
+            f"notes: {', '.join(n for n in notes if n) or '—'}. Time is simulated: the paper's 10 Gbit/s links, "
+            "one PS, compute 6 FLOP per parameter per sample at an assumed 100 GFLOP/s per machine; the paper gives no "
             "timings, so the speed-up depends on this assumed compute/communication ratio.\n")
 
 
