@@ -166,8 +166,8 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
                 if o == "dynsgd" and drop is not None:
                     drops[panel] = drop
             md += [f"\n## Fig {panel}, scale = {scale}\n\n",
-                   md_table(["optimizer", "status", "final train acc %", "test acc %", "drop from peak pp (5-sample mean)",
-                             "t_sim s"], rows)]
+                   md_table(["optimizer", "status", "final train acc %", "test acc %",
+                             "drop from peak pp (5-sample mean)", "t_sim s"], rows)]
             png = _fig7_plot(curves, panel, ctx.out / f"agn_fig{panel}_{scale}.png")
             if png:
                 md.append(f"\n![training accuracy over simulated time]({png.name})\n")
