@@ -8,6 +8,7 @@ benchmarks and the Rudra Eq 7 equivalence test).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import pytorch_lightning as pl
@@ -38,6 +39,40 @@ def step_decay(milestones: Sequence[float], gamma: float, updates_per_epoch: flo
     """lr factor after ``step`` updates: γ^(number of milestone epochs passed) — Rudra §4.2 (÷10 at 120, 130)."""
     bounds = sorted(m * updates_per_epoch for m in milestones)
     return lambda step: gamma ** sum(step >= b for b in bounds)
+
+
+def poly_decay(power: float, total_updates: float):
+    """lr factor after ``step`` updates: (1 − step/T)^p, zero from T on — TernGrad §4 (p = 0.5, "to zero")."""
+    return lambda step: max(0.0, 1.0 - step / total_updates) ** power
+
+
+def lr_schedule(cfg: Mapping, updates_per_epoch: float):
+    """The lr factor per update of an ``optimizer`` config, or None for a constant α0.
+
+    ``milestones``/``gamma``: step decay (:func:`step_decay`); ``poly_power`` (null = off) with
+    ``poly_epochs`` (where the lr reaches zero; the presets set it to ``epochs``): polynomial decay
+    (:func:`poly_decay`). Both together multiply.
+    """
+    factors = []
+    milestones = list(cfg.get("milestones") or [])
+    if milestones:
+        factors.append(step_decay(milestones, float(cfg.get("gamma", 0.1)), updates_per_epoch))
+    power = cfg.get("poly_power")
+    if power is not None:
+        require(_positive(power), "optimizer.poly_power", power, "null (no polynomial decay) or a number > 0")
+        epochs = cfg.get("poly_epochs")
+        require(_positive(epochs), "optimizer.poly_epochs", epochs,
+                "a number of epochs > 0 (where the polynomial decay reaches zero)")
+        factors.append(poly_decay(float(power), float(epochs) * updates_per_epoch))
+    if not factors:
+        return None
+    if len(factors) == 1:
+        return factors[0]
+    return lambda step: math.prod(f(step) for f in factors)
+
+
+def _positive(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 class ClassifierModule(pl.LightningModule):
@@ -71,9 +106,8 @@ class ClassifierModule(pl.LightningModule):
     def configure_optimizers(self):
         cfg = self.optimizer_cfg
         opt = build_optimizer(self.net.parameters(), cfg)
-        milestones = list(cfg.get("milestones") or [])
-        if not milestones:
+        factor = lr_schedule(cfg, self.updates_per_epoch)
+        if factor is None:
             return opt
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, step_decay(milestones, float(cfg.get("gamma", 0.1)), self.updates_per_epoch))
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
