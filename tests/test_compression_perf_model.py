@@ -22,8 +22,25 @@ def test_alexnet_and_vgg_gain_more_than_googlenet():
             assert pm.speedup("alexnet", cluster, gpus) > g and pm.speedup("vgg_a", cluster, gpus) > g
 
 
-def test_alexnet_on_8_gpus_over_1gbe_speeds_up_about_3x():
-    assert pm.speedup("alexnet", "gtx1080_1gbe", 8) == pytest.approx(3.04, rel=0.05)  # paper §5: 3.04×
+def test_section_5_speedups_are_reached_from_measured_compute_times():
+    """§5: AlexNet 3.04× on 8 GPUs over 1 GbE; VGG-A "double" on 128 InfiniBand nodes. Measured GPU compute
+    is a lower bound of the paper's profiled T(1,1,K), so the model reaches at least those speedups, and the
+    T(1,1,K) at which Eq 17 gives exactly the paper's figure is longer than the measured one."""
+    for model, cluster, gpus, paper in (("alexnet", "gtx1080_1gbe", 8, 3.04), ("vgg_a", "p100_infiniband", 512, 2.0)):
+        assert pm.speedup(model, cluster, gpus) >= paper
+        t = pm.implied_step_time(model, cluster, gpus, paper)
+        assert t > pm.step_time(pm.MODELS[model], pm.CLUSTERS[cluster])
+        assert pm.speedup(model, cluster, gpus, t1=t) == pytest.approx(paper, rel=1e-9)
+
+
+def test_float_last_layer_costs_googlenet_the_most_compression():
+    """§4.2 keeps the classifier float32: 15 % of GoogLeNet's parameters, 7 % of AlexNet's, 3 % of VGG-A's, so
+    TernGrad's wire ratio drops from 16× the most for GoogLeNet, and every speedup shrinks."""
+    ratio = {m: pm.gradient_bytes(pm.MODELS[m]) / pm.gradient_bytes(pm.MODELS[m], True) for m in pm.MODELS}
+    assert ratio["googlenet"] < ratio["alexnet"] < ratio["vgg_a"] < 16
+    assert ratio["googlenet"] < 5
+    for m in pm.MODELS:
+        assert pm.speedup(m, "gtx1080_1gbe", 64, float_last_layer=False) > pm.speedup(m, "gtx1080_1gbe", 64)
 
 
 def test_equations_15_to_18_by_hand():
@@ -34,7 +51,10 @@ def test_equations_15_to_18_by_hand():
     assert pm.throughput(m, c, 1) == pytest.approx(m.batch_per_gpu / t1)  # one GPU: no communication
     # Eq 15: one GPU, strong scaling = the profiled time
     assert pm.t_strong(c, 1, 1, t1, g, g) == pytest.approx(t1)
-    assert pm.gradient_bytes(m, terngrad=True) == pytest.approx(g / 16, rel=1e-3)
+    assert pm.gradient_bytes(m, terngrad=True, float_last_layer=False) == pytest.approx(g / 16, rel=1e-3)
+    ternary = (m.params - m.last_layer) / 4  # 2 bits per element
+    assert pm.gradient_bytes(m, terngrad=True) == pytest.approx(ternary + 4 * m.last_layer, rel=1e-3)
+    assert t1 == pytest.approx(m.batch_per_gpu * m.ms_per_image["gtx1080"] / 1e3 + g / c.cpu_gpu_Bps)
     assert pm.throughput(m, c, 64, scaling="strong") < pm.throughput(m, c, 64)
 
 
