@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -206,8 +207,8 @@ def test_bad_codec_options_name_the_key(name, opts, key):
 
 @pytest.mark.parametrize("wire", ["2bit", "base3"])
 def test_terngrad_draws_follow_the_documented_16_bit_rule(wire):
-    """b = 1 iff r + ½ < 2¹⁶·|f(g)|/s, r the 16-bit lanes of the generator's full-range int64 words in
-    element order — checked element by element over several blocks and a ragged tail, with clipping."""
+    """b = 1 iff r + ½ < 2¹⁶·|f(g)|/s, r the 16-bit lanes of an SFC64 stream seeded by one draw from the
+    generator, in element order — checked element by element over several blocks and a ragged tail, with clipping."""
     from psbench.compression import ternarize
 
     n = 2 * ternarize.BLOCK + 7
@@ -217,8 +218,9 @@ def test_terngrad_draws_follow_the_documented_16_bit_rule(wire):
     s, bound = tg.scaler(g), tg.bound(g)
     assert s == bound < 30.0
     t = tg.ternary(tg.compress(g, generator=gen(12))).long()
-    words = torch.empty(-(-n // 4), dtype=torch.int64).random_(-2**63, None, generator=gen(12))
-    r = torch.from_numpy(words.numpy().view("uint16").astype("int64"))[:n].double()
+    seed = int(torch.randint(0, 2**63 - 1, (1,), generator=gen(12)))
+    words = np.random.SFC64(seed).random_raw(-(-n // 4))
+    r = torch.from_numpy(words.view(np.uint16).astype(np.float64))[:n]
     a = g.double().abs().clamp(max=bound) * (2.0**16 / s)  # float64 reference of the float32 kernel
     b = r + 0.5 < a
     expect = torch.where(b, torch.sign(g).long(), 0)

@@ -13,9 +13,10 @@ row's result does not depend on the other rows. ``benchmarks/bench_codecs.py`` t
 |E[g̃_k] − f(g_k)| ≤ 2⁻¹⁷·s per element (≤ 2⁻¹⁷·c·σ with clipping, far below the ternary noise
 √(|g|(s − |g|)) of Eq 7 except for |g| < 2⁻³²·s), exactly 0 at g_k = 0 and exactly ±s at |g_k| = s.
 (Float32 uniforms quantize the probability too, to 2⁻²⁴, at twice the random bits.) The r_k are the
-16-bit lanes of int64 words drawn from the row's ``torch.Generator`` over the full int64 range
-(``random_()`` without bounds would leave the top bit of every word 0), in element order, so the
-draws depend neither on the block size nor on the other rows.
+16-bit lanes, in element order, of the raw 64-bit words of a numpy SFC64 stream seeded by one draw
+from the row's ``torch.Generator`` per call (SFC64 makes the bits twice as fast as torch's MT19937;
+the torch generator stays the only state), so the draws depend neither on the block size nor on the
+other rows.
 
 **Wire formats** (those of :mod:`packing`): ``2bit`` byte i = Σ_k c_{4i+k}·4ᵏ with c = b + 2·(b ∧ g < 0)
 ∈ {0: 0, 1: +s, 3: −s}; ``base3`` byte i = Σ_k d_{5i+k}·3ᵏ with d = 1 + sign(g)·b ∈ {0, 1, 2}.
@@ -47,12 +48,18 @@ class _Scratch(threading.local):
     """Per-thread block temporaries (learners may compress in threads)."""
 
     def __init__(self) -> None:
-        self.words = torch.empty(BLOCK // 4, dtype=torch.int64)  # random int64 words = BLOCK uint16 lanes
-        self.r = self.words.numpy().view(np.uint16)
-        self.a = np.empty(BLOCK, np.float32)
-        self.b = np.empty(BLOCK, np.bool_)
-        self.neg = np.empty(BLOCK, np.bool_)
-        self.code = np.empty(BLOCK, np.uint8)
+        self.size = 0
+        self.fit(BLOCK)
+
+    def fit(self, size: int) -> None:
+        """At least ``size`` elements each (more than :data:`BLOCK` only for thousands of rows)."""
+        if size > self.size:
+            self.size = size
+            self.r = np.empty(size, np.uint16)  # the rows' random lanes
+            self.a = np.empty(size, np.float32)
+            self.b = np.empty(size, np.bool_)
+            self.neg = np.empty(size, np.bool_)
+            self.code = np.empty(size, np.uint8)
 
 
 _scratch = _Scratch()
@@ -91,21 +98,26 @@ def encode(x: np.ndarray, s: np.ndarray, bound: np.ndarray, generators: Sequence
     clip = np.where(bound < s, bound * k - 0.5, np.inf)  # Eq (9), only where it can change a draw
     clips = bool(np.isfinite(clip).any())
     k, clip = k.astype(np.float32)[:, None], clip.astype(np.float32)[:, None]  # float32 ufunc loops
+    streams = [np.random.SFC64(int(torch.randint(0, 2**63 - 1, (1,), generator=g))) for g in generators]
     step = max(20, BLOCK // r // 20 * 20)  # columns per block
     w = _scratch
+    w.fit(r * step)
     views = None
     for i in range(0, n, step):
         c = x[:, i:i + step]
         m = c.shape[1]
         if views is None or m != views[0]:
-            mw = -(-m // 4)  # int64 words = 4 uint16 lanes each
-            words = w.words[:r * mw].view(r, mw)
+            mw = -(-m // 4)  # 64-bit words = 4 uint16 lanes each
             mp = -(-m // 20) * 20
-            views = (m, [words[j] for j in range(r)], w.r[:r * 4 * mw].reshape(r, -1)[:, :m],
+            views = (m, mw, w.r[:r * 4 * mw].reshape(r, -1),
                      *(t[:r * m].reshape(r, m) for t in (w.a, w.b, w.neg)), w.code[:r * mp].reshape(r, mp), mp)
-        _, rows, u, a, b, neg, code, mp = views
-        for j in range(r):
-            rows[j].random_(-2**63, None, generator=generators[j])
+        _, mw, u, a, b, neg, code, mp = views
+        if r == 1:
+            u = streams[0].random_raw(mw).view(np.uint16)[None]
+        else:
+            for j in range(r):
+                u[j] = streams[j].random_raw(mw).view(np.uint16)
+        u = u[:, :m]
         np.abs(c, out=a)
         a *= k
         a -= 0.5
@@ -118,7 +130,7 @@ def encode(x: np.ndarray, s: np.ndarray, bound: np.ndarray, generators: Sequence
             code[:, m:] = 0
         bc, nc = b.view(np.uint8), neg.view(np.uint8)
         if wire == "2bit":
-            np.left_shift(nc, 1, out=code[:, :m])
+            np.add(nc, nc, out=code[:, :m])
             code[:, :m] |= bc
             q = code.view(np.uint32)  # 4 codes per little-endian word, code j at bits 8j
             q = q | (q >> 6)
