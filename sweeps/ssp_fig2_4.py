@@ -3,11 +3,12 @@
 TIMIT is not available: ``dataset=synthetic`` with 360 features / 2001 classes (tag ``data_note``);
 ``model=mlp`` (ReLU) stands in for the paper's sigmoid MLP (tag ``model_note``); SSP, s = 10.
 
-* ``ci`` (about 3–4 min here): hidden [256, 256] instead of 6 × 2048, 20,000 samples, 4 epochs,
+* ``ci`` (about 6 min here): hidden [256, 256] instead of 6 × 2048, 20,000 samples, 4 epochs (8 with ≥ 2 machines),
   learning rate 1.0 instead of 0.05 (a narrow ReLU net does not move at 0.05 in 800 updates here).
   Compute per sample follows the net's size (6·P/1e11 s, see the preset).
-* ``small`` (about an hour here; not run yet): 6 × 512 hidden, 200,000 samples, 5 epochs, learning rate 0.05.
-* ``paper``: 6 × 2048 (≈ 24 M parameters), 1.1 M samples, 10 epochs, learning rate 0.05: a cluster/GPU job.
+* ``small`` (about an hour here; not run yet): 6 × 512 hidden, 200,000 samples, 5 epochs (10), learning rate 0.05.
+* ``paper``: 6 × 2048 (≈ 24 M parameters), 1.1 M samples, 10 epochs (20 with ≥ 2 machines: §6.2's t_n
+  needs p reached), learning rate 0.05: a cluster/GPU job.
 """
 
 import sys
@@ -17,10 +18,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import main
 
 SCALES = {
-    "ci": ["model.hidden=[256,256]", "dataset.num_train=20000", "dataset.num_test=2000", "epochs=4",
+    "ci": ["model.hidden=[256,256]", "dataset.num_train=20000", "dataset.num_test=2000",
+           "hydra.sweeper.derived.epochs='4*min(learners,2)'",
            "optimizer.lr=1.0", "hardware.compute.per_sample_s=4.03e-5",  # 6 * 672,465 / 1e11
            "++tags.data_note=synthetic_360x2001_for_TIMIT_20000_samples_hidden256x2_lr1"],
-    "small": ["model.hidden=[512,512,512,512,512,512]", "dataset.num_train=200000", "epochs=5",
+    "small": ["model.hidden=[512,512,512,512,512,512]", "dataset.num_train=200000",
+              "hydra.sweeper.derived.epochs='5*min(learners,2)'",
               "hardware.compute.per_sample_s=1.515e-4",  # 6 * 2,524,625 / 1e11
               "++tags.data_note=synthetic_360x2001_for_TIMIT_200000_samples_hidden512x6"],
     "paper": [],

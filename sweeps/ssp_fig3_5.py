@@ -3,11 +3,13 @@
 ImageNet-63K is not available: ``dataset=synthetic`` with 21504 features / 1000 classes (tag
 ``data_note``); ``model=mlp`` (ReLU) stands in for the paper's sigmoid MLP (``model_note``); SSP, s = 10.
 
-* ``ci`` (about 2–3 min here): one hidden layer of 128 instead of 5000-3000-2000, 6,000 samples,
-  5 epochs (30 updates of the paper's mini-batch 1000), learning rate 1 (the paper's).
-* ``small`` (about an hour here; not run yet): hidden 1000-600-400, 20,000 samples, 10 epochs, mini-batch 1000.
-* ``paper``: 5000-3000-2000 (≈ 132 M parameters), 63,000 samples, 10 epochs: a cluster/GPU job
-  (the data alone are 5.4 GB of float32).
+* ``ci`` (about 7 min here): one hidden layer of 128 instead of 5000-3000-2000, 6,000 samples,
+  5 epochs, 10 with ≥ 2 machines (30/60 updates of the paper's mini-batch 1000), learning rate 1
+  (the paper's).
+* ``small`` (about an hour here; not run yet): hidden 1000-600-400, 20,000 samples, 10 epochs (20),
+  mini-batch 1000.
+* ``paper``: 5000-3000-2000 (≈ 132 M parameters), 63,000 samples, 10 epochs (20 with ≥ 2 machines): a
+  cluster/GPU job (the data alone are 5.4 GB of float32).
 """
 
 import sys
@@ -17,10 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import main
 
 SCALES = {
-    "ci": ["model.hidden=[128]", "dataset.num_train=6000", "dataset.num_test=1000", "epochs=5",
+    "ci": ["model.hidden=[128]", "dataset.num_train=6000", "dataset.num_test=1000",
+           "hydra.sweeper.derived.epochs='5*min(learners,2)'",
            "hardware.compute.per_sample_s=1.729e-4",  # 6 * 2,881,640 / 1e11
            "++tags.data_note=synthetic_21504x1000_for_ImageNet-63K_6000_samples_hidden128"],
-    "small": ["model.hidden=[1000,600,400]", "dataset.num_train=20000", "epochs=10",
+    "small": ["model.hidden=[1000,600,400]", "dataset.num_train=20000",
+              "hydra.sweeper.derived.epochs='10*min(learners,2)'",
               "hardware.compute.per_sample_s=1.365e-3",  # 6 * 22,747,000 / 1e11
               "++tags.data_note=synthetic_21504x1000_for_ImageNet-63K_20000_samples_hidden1000-600-400"],
     "paper": [],
