@@ -7,6 +7,7 @@ claims must hold.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -25,11 +26,13 @@ class Store:
 
         from psbench.tracking import ensure_experiment
 
+        self.root = root
         self.uri = f"sqlite:///{root / 'mlflow.db'}"
         self.exp = ensure_experiment(self.uri, "psbench", str(root / "mlartifacts"))
         self.c = MlflowClient(self.uri)
 
-    def run(self, tags: dict, metrics: dict, history: dict | None = None, seed: int = 0, params: dict | None = None):
+    def run(self, tags: dict, metrics: dict, history: dict | None = None, seed: int = 0, params: dict | None = None,
+            summary: dict | None = None):
         from mlflow.entities import Metric, Param, RunTag
 
         r = self.c.create_run(self.exp, start_time=1_000 + seed)
@@ -37,8 +40,20 @@ class Store:
         self.c.log_batch(r.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()] + hist,
                          params=[Param(k, str(v)) for k, v in {"seed": seed, **(params or {})}.items()],
                          tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        if summary is not None:  # the run's summary.json artifact, as psbench uploads it
+            f = self.root / r.info.run_id / "summary.json"
+            f.parent.mkdir()
+            f.write_text(json.dumps(summary))
+            self.c.log_artifact(r.info.run_id, str(f))
         self.c.set_terminated(r.info.run_id, "FINISHED")
         return r.info.run_id
+
+
+def page(root: Path, out: Path, key: str) -> tuple[str, str]:
+    """Build one page (as analysis.report does for every page) from the store under ``root``."""
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    out.mkdir(parents=True, exist_ok=True)
+    return getattr(rudra, key)(Context(load_runs(uri), out, uri))
 
 
 def _paper_table3_store(root: Path, fast_1_4_30: bool = True) -> None:
@@ -56,9 +71,8 @@ def _paper_table3_store(root: Path, fast_1_4_30: bool = True) -> None:
 
 def test_table3_ranks_table2_and_the_hardsync_runs_as_the_paper_does(psbench_root, tmp_path):
     _paper_table3_store(psbench_root)
-    status = build(psbench_root, tmp_path / "r")
-    assert status["rudra_table3"] == "reproduced at scale ci: 25 configurations"
-    md = (tmp_path / "r/rudra_table3.md").read_text()
+    status, md = page(psbench_root, tmp_path / "r", "rudra_table3")
+    assert status == "reproduced at scale ci: 25 configurations"
     assert "gives exactly the paper's Table 3: yes" in md
     for i, (sig, mu, lam, proto, err, t) in enumerate(P.TABLE3, 1):  # our ranking of the paper's numbers = Table 3
         assert f"| {i} | {sig} | {mu} | {lam} | {proto} | {err:.2f} | {t:.3f} | " in md
@@ -72,8 +86,7 @@ def test_table3_ranks_table2_and_the_hardsync_runs_as_the_paper_does(psbench_roo
 
 def test_table3_claims_fail_when_1_softsync_is_slow(psbench_root, tmp_path):
     _paper_table3_store(psbench_root, fast_1_4_30=False)
-    build(psbench_root, tmp_path / "r")
-    md = (tmp_path / "r/rudra_table3.md").read_text()
+    _, md = page(psbench_root, tmp_path / "r", "rudra_table3")
     assert "| 1-softsync (1,4,30) is among the top-5 | does not hold |" in md
     assert "| our top-5 is the paper's top-5 (as a set) | does not hold | 4 of 5 in common |" in md
 
@@ -99,9 +112,8 @@ def _fig5_store(root: Path, s30_alpha0_diverged: bool = True) -> Store:
 
 def test_fig5_curves_and_claims(psbench_root, tmp_path):
     _fig5_store(psbench_root)
-    status = build(psbench_root, tmp_path / "r")
-    assert status["rudra_fig5"] == "reproduced at scale ci"
-    md = (tmp_path / "r/rudra_fig5.md").read_text()
+    status, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
+    assert status == "reproduced at scale ci"
     assert "| 30-softsync | α0/⟨σ⟩ | 70.00 | 70.00 | no | 1 | cifar10_subset |" in md
     assert "| 30-softsync | α0 | 90.00 | 90.00 | yes | 1 | cifar10_subset |" in md
     assert ("| 30-softsync with α0 does not converge (diverges or stays ≥ 85% error) | holds "
@@ -122,8 +134,7 @@ def test_fig5_alpha0_that_learns_is_reported_as_converging(psbench_root, tmp_pat
     s = Store(psbench_root)
     for case, err in {"s30_alpha0": 0.6, "s30_alpha0_over_sigma": 0.7}.items():
         s.run({"paper": "rudra", "figure": "5", "case": case, "scale": "ci"}, {"test_error": err})
-    build(psbench_root, tmp_path / "r")
-    md = (tmp_path / "r/rudra_fig5.md").read_text()
+    _, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
     assert "| 30-softsync with α0 does not converge (diverges or stays ≥ 85% error) | does not hold | 60.00% |" in md
     assert "| 30-softsync with α0/30 converges (below 85% and below the α0 curve) | does not hold |" in md
     assert "| 4-softsync: α0/4 ends with a lower test error than α0 | not measured |" in md
@@ -137,9 +148,8 @@ def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_pat
         done = 1.5 if (sig, mu, lam) == (0, 128, 30) else 2.0  # hardsync: whole updates only, 1.5 of 2 epochs
         s.run({"paper": "rudra", "figure": "6-7", "case": P.case_label(sig, mu, lam), "scale": "ci"},
               {"test_error": err, "sim_time_s": t * done / 2, "epochs_done": done}, params={"epochs": 2})
-    status = build(psbench_root, tmp_path / "r")
-    assert status["rudra_fig6_7"] == "partially reproduced at scale ci: 7/96 configurations"
-    md = (tmp_path / "r/rudra_fig6_7.md").read_text()
+    status, md = page(psbench_root, tmp_path / "r", "rudra_fig6_7")
+    assert status == "partially reproduced at scale ci: 7/96 configurations"
     assert "### hardsync\n\n|  | λ = 1 | λ = 30 |\n|---|---|---|\n| μ = 4 | 18.00 / 300 | 22.00 / 20 |\n" \
            "| μ = 128 | 20.00 / 100 | 30.00 / 6 |" in md
     assert "| μ = 4 | 18.00 / 300 | 20.50 / 40 |" in md  # λ-softsync: λ = 1 is the hardsync run
@@ -148,6 +158,17 @@ def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_pat
     assert "| Fig 7a, λ-softsync λ = 30: μ = 4 takes longer than μ = 128 | holds |" in md
     assert "| Fig 7b, μ = 4, λ = 30: 1-softsync avoids λ-softsync's runtime degradation (faster) | holds |" in md
     assert "(≤ baseline + 1 pp) | holds | baseline 20.00%; λ=30: 20.50% |" in md
+
+
+def test_training_runs_take_their_totals_from_the_summary_not_the_last_per_update_metric(psbench_root, tmp_path):
+    s = Store(psbench_root)
+    for case, (total, last_update) in {"s0_mu4_lam1": (9.0, 8.9), "s0_mu4_lam30": (0.4, 0.03)}.items():
+        # psbench logs sim_time_s per update at steps > 0 and the summary at step 0: MLflow's latest is an update's
+        s.run({"paper": "rudra", "figure": "6-7", "case": case, "scale": "ci"}, {"test_error": 0.9},
+              history={"sim_time_s": [(0, total), (10, last_update)]},
+              summary={"sim_time_s": total, "epochs_done": 2.0, "test_error": 0.9}, params={"epochs": 2})
+    _, md = page(psbench_root, tmp_path / "r", "rudra_fig6_7")
+    assert "| μ = 4 | 90.00 / 9 | 90.00 / 0.4 |" in md
 
 
 def test_fig8_speedups_per_sample_and_claims(psbench_root, tmp_path):
@@ -163,9 +184,8 @@ def test_fig8_speedups_per_sample_and_claims(psbench_root, tmp_path):
                 samples = 1000.0 if lam < 30 else 800.0  # the time per sample is what counts
                 s.run({"paper": "rudra", "figure": "8", "case": P.case_label(sig, mu, lam), "scale": "paper"},
                       {"sim_time_s": samples / (lam * e(mu, lam)), "samples": samples})
-    status = build(psbench_root, tmp_path / "r")
-    assert status["rudra_fig8"] == "reproduced at scale paper (simulation)"
-    md = (tmp_path / "r/rudra_fig8.md").read_text()
+    status, md = page(psbench_root, tmp_path / "r", "rudra_fig8")
+    assert status == "reproduced at scale paper (simulation)"
     assert "### μ = 4 (relative to (0, 4, 1))\n\n|  | hardsync | λ-softsync | 1-softsync |\n|---|---|---|---|\n" \
            "| λ = 1 | 1.00 | 1.00 | 1.00 |\n| λ = 2 | 1.96 | 1.20 | 2.00 |" in md
     assert "| λ = 30 | 18.99 | 18.00 | 30.00 |" in md
@@ -182,9 +202,8 @@ def test_table4_shows_the_paper_and_simulated_minutes_per_epoch(psbench_root, tm
     for case, m in minutes.items():
         s.run({"paper": "rudra", "table": "4", "case": case, "scale": "ci", "data_note": "synthetic"},
               {"sim_time_s": m * 60 * 6400 / P.IMAGENET["train_images"], "samples": 6400.0})
-    status = build(psbench_root, tmp_path / "r")
-    assert status["rudra_table4"] == "time per epoch simulated at scale ci; error needs data not available here"
-    md = (tmp_path / "r/rudra_table4.md").read_text()
+    status, md = page(psbench_root, tmp_path / "r", "rudra_table4")
+    assert status == "time per epoch simulated at scale ci; error needs data not available here"
     assert ("| adv*-softsync | rudra_adv_star | 4 | 54 | 1-softsync | 46.53 | 23.38 | needs data not available here "
             "| 125 | 129.0 | synthetic |") in md
     assert "| training speed: adv*-softsync > adv-softsync > base-softsync > base-hardsync | holds |" in md
@@ -197,6 +216,9 @@ def test_empty_store_shows_paper_numbers_and_how_to_run(tmp_path):
     assert status["rudra_fig6_7"] == "not run (python sweeps/rudra_fig6_7.py scale=ci)"
     assert status["rudra_fig8"] == "not run (python sweeps/rudra_fig8.py scale=paper)"
     assert status["rudra_table4"].startswith("needs data not available here (ImageNet)")
+    index = (tmp_path / "r/index.html").read_text()
+    for key, item in (("rudra_table3", "Table 3"), ("rudra_fig5", "Fig 5"), ("rudra_fig8", "Fig 8")):
+        assert f'<a href="{key}.html">{item}</a>' in index
     assert "| 1 | 1 | 4 | 30 | 1-softsync | 18.09 | 1573 |" in (tmp_path / "r/rudra_table3.md").read_text()
     t4 = (tmp_path / "r/rudra_table4.md").read_text()
     assert ("| base-hardsync | rudra_base | 16 | 18 | Hardsync | 44.35 | 20.85 | needs data not available here "
@@ -206,7 +228,5 @@ def test_empty_store_shows_paper_numbers_and_how_to_run(tmp_path):
 def test_pages_are_byte_identical_across_builds(psbench_root, tmp_path):
     _fig5_store(psbench_root)
     _paper_table3_store(psbench_root)
-    build(psbench_root, tmp_path / "a")
-    build(psbench_root, tmp_path / "b")
     for key in ("rudra_table3", "rudra_fig5", "rudra_fig6_7", "rudra_fig8", "rudra_table4"):
-        assert (tmp_path / "a" / f"{key}.md").read_bytes() == (tmp_path / "b" / f"{key}.md").read_bytes(), key
+        assert page(psbench_root, tmp_path / "a", key) == page(psbench_root, tmp_path / "b", key), key

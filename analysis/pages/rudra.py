@@ -145,6 +145,7 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
                 for g, (s, mu, lam, e, t) in rows_all]
         md.append(md_table(_T2_HEADER, rows))
         return "not run (python sweeps/rudra_table2.py scale=ci)", "".join(md)
+    attach_summaries(ctx.tracking_uri, t2)  # the run totals (see final)
     scales = scales_of(t2)
     claims: list[tuple[str, str, str]] = []
     status = []
@@ -153,7 +154,7 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         for g, (s, mu, lam, e, t) in rows_all:
             rs = select(t2, scale=scale, case=P.case_label(s, mu, lam))
             err = mean_std([r.metrics.get("test_error") for r in rs])
-            tim = mean_std([r.metrics.get("sim_time_s") for r in rs])
+            tim = mean_std([final(r, "sim_time_s") for r in rs])
             measured[(g, s, mu, lam)] = (err, tim)
             note = rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")) if rs else ""
             rows.append([f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}", fmt(err, 100, 2, len(rs)), f"{t:g}",
@@ -259,10 +260,23 @@ def _sml(sigma: int) -> str:
     return "Hardsync" if sigma == 0 else f"{sigma}-softsync"
 
 
+def final(r: Run, key: str) -> float | None:
+    """A run's total from its ``summary.json`` (see :func:`attach_summaries`), else its MLflow metric.
+
+    Training runs also log ``sim_time_s`` per update (the update's time, at a step > 0) while the run's
+    summary is logged at step 0, so MLflow's latest value of that metric is the last logged update's time,
+    not the run's total; the summary is.
+    """
+    v = (r.summary or {}).get(key)
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    return r.metrics.get(key)
+
+
 def _run_time(r: Run) -> float | None:
     """Simulated time of the configured epochs: sim_time_s × epochs / epochs_done (hardsync schedules hold
     whole updates only, so a short run can stop short of its epochs); plain sim_time_s without those metrics."""
-    t, done, want = r.metrics.get("sim_time_s"), r.metrics.get("epochs_done"), r.params.get("epochs")
+    t, done, want = final(r, "sim_time_s"), final(r, "epochs_done"), r.params.get("epochs")
     if t is None or not done or want is None:
         return t
     return t * float(want) / done
@@ -277,7 +291,7 @@ def _by_config(runs: list[Run]) -> dict[tuple[int, int, int], tuple]:
             groups[key].append(r)
     out = {}
     for key, rs in groups.items():
-        err = mean_std([r.metrics.get("test_error") for r in rs if r.metrics.get("diverged", 0.0) != 1.0])
+        err = mean_std([final(r, "test_error") for r in rs if not _diverged(r)])
         tim = mean_std([_run_time(r) for r in rs])
         out[key] = (err, tim, len(rs), rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")))
     return out
@@ -293,7 +307,9 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
           f"\nRanking rule (ours; the paper gives none): the configurations whose test error is within "
           f"{TOP5_MARGIN_PP:g} pp of the best one, fastest first. Applied to the paper's own Table 2 rows plus its "
           f"two hardsync rows it gives exactly the paper's Table 3: {_rule_reproduces_paper()}. "
-          "The Pareto front of (test error, time) is §5.2's set of \"virtuous\" configurations.\n"]
+          "The Pareto front of (test error, time) is §5.2's set of \"virtuous\" configurations. Our times are "
+          "simulated (P775 cost model) for the configured epochs: sim_time_s × epochs / epochs_done (a short "
+          "hardsync run holds whole updates only).\n"]
     if not t3:
         md.append("\nNo runs in the store.\n")
         return "not run (python sweeps/rudra_table3.py scale=ci, after sweeps/rudra_table2.py)", "".join(md)
@@ -302,6 +318,7 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
     status = []
     for scale in scales_of(t3):
         cand = select(ctx.runs, paper="rudra", table="2", scale=scale) + select(t3, scale=scale)
+        attach_summaries(ctx.tracking_uri, cand)  # the run totals (see final)
         configs = _by_config(cand)
         points = {k: (v[0][0] * 100, v[1][0]) for k, v in configs.items() if v[0] is not None and v[1] is not None}
         ranked, front = top5(points), pareto_front(points)
@@ -367,7 +384,8 @@ def _history(ctx: Context, run: Run, key: str = "test_error") -> list[tuple[floa
 
 
 def _diverged(run: Run) -> bool:
-    return run.metrics.get("diverged", 0.0) == 1.0 or run.tags.get("diverged") == "true"
+    return (run.metrics.get("diverged", 0.0) == 1.0 or run.tags.get("diverged") == "true"
+            or (run.summary or {}).get("diverged") is True)
 
 
 def rudra_fig5(ctx: Context) -> tuple[str, str]:
@@ -496,8 +514,11 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
     claims: list[tuple[str, str, str]] = []
     status = []
     for scale in scales:
-        configs = _by_config(select(f67, scale=scale))
-        md.append(f"\n## scale = {scale}\n\nEach cell: test error % / simulated training time s.\n")
+        runs = select(f67, scale=scale)
+        attach_summaries(ctx.tracking_uri, runs)  # the run totals (see final)
+        configs = _by_config(runs)
+        md.append(f"\n## scale = {scale}\n\nEach cell: test error % / simulated training time s (P775 cost model, "
+                  "for the configured epochs: sim_time_s × epochs / epochs_done).\n")
         for fam in FAMILIES:
             pts = family_points(configs, fam)
             lams = sorted({lam for _, lam in pts})
