@@ -5,7 +5,7 @@ The preset ``conf/experiment/rudra/fig6_7.yaml`` holds the paper's whole grid (9
 ``small`` keep a sub-grid with a sweeper constraint (the other cases are pruned unrun) and say so
 in ``data_note``:
 
-* ``ci`` (about 5 min here): λ ∈ {1, 4, 30} × μ ∈ {4, 32} (14 cases; μλ ≤ 960 so
+* ``ci`` (226 s measured here, 2 cores shared with 3 other jobs): λ ∈ {1, 4, 30} × μ ∈ {4, 32} (14 cases; μλ ≤ 960 so
   that every case has at least one update in 1,280 samples), cifar10_subset cut to 640
   images, 2 epochs, α0 = 0.01 (as Table 2's ci): exercises the pipeline and the simulated-time
   axis; the CNN barely learns, so its errors say little about the paper's.

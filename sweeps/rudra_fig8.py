@@ -6,9 +6,9 @@ epochs of cifar10_subset (5,085 images) they simulate — a speed-up is a ratio 
 report divides by the samples each schedule holds: hardsync runs whole updates only), so it does
 not depend on the data set's size once the pipeline is in steady state (tags ``data_note``).
 
-* ``ci`` (about 4 min here, mostly the start of each job): 10 epochs (≈ 51,000 samples).
-* ``small`` (about 6 min here): 40 epochs (≈ 203,000 samples).
-* ``paper`` (about 15–30 min here): 140 epochs of cifar10_subset (≈ 712,000 samples, 1/10 of the
+* ``ci`` (269 s measured here, mostly the start of each of the 32 jobs): 10 epochs (≈ 51,000 samples).
+* ``small`` (estimated 6–10 min here): 40 epochs (≈ 203,000 samples).
+* ``paper`` (estimated 15–30 min here): 140 epochs of cifar10_subset (≈ 712,000 samples, 1/10 of the
   paper's 140 CIFAR-10 epochs; the full CIFAR-10 is not available here).
 """
 

@@ -6,9 +6,9 @@ scale is a schedule (``schedule_only=true``) of ``conf/experiment/rudra/table4.y
 links and PS); the scales differ in how many samples they simulate; minutes/epoch = simulated time
 per sample × 1.2 M (tags ``data_note``):
 
-* ``ci`` (about 5 min here, mostly building the 298 MB model per job): 6,400 samples per case.
-* ``small`` (about 6 min here): 64,000 samples.
-* ``paper`` (about 10 min here): 1,200,000 samples, one ImageNet epoch.
+* ``ci`` (254 s measured here, mostly building the 298 MB model per job): 6,400 samples per case.
+* ``small`` (estimated 6 min here): 64,000 samples.
+* ``paper`` (estimated 10–20 min here): 1,200,000 samples, one ImageNet epoch.
 """
 
 import sys
