@@ -1,0 +1,30 @@
+"""TernGrad Table 1: CifarNet on CIFAR-10, Adam, fp32 vs TernGrad with 2 workers × 64 and 16 workers × 128.
+
+Both rows train the same epochs (768 on full CIFAR-10 = 300K and 18.75K iterations), so the
+16-worker row takes 16× fewer, 16× larger steps (``conf/experiment/terngrad/table1.yaml``).
+TernGrad-noclip is ours (Table 2's ablation), recorded beside it. One seed: the paper shows one run.
+
+* ``ci`` (about 10 min here): cifar10_subset cut to 2,560 training images (test: its 1,017), 2 epochs
+  (5,120 samples: 40 iterations at N = 2, 2 at N = 16), Adam LR 0.001 instead of 0.0002 (0.0002
+  barely moves CifarNet in 40 steps); noclip at N = 2 only (5 runs). A pipeline check: the errors
+  say little about the paper's.
+* ``small`` (hours here): all 5,085 cifar10_subset images, 40 epochs (1,590 / 99 iterations), LR 0.0002.
+* ``paper``: full CIFAR-10 (``dataset=cifar10``, needs ``cifar-10-batches-py``), 768 epochs: a GPU job.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sweeps._runner import main
+
+SCALES = {
+    "ci": ["dataset=cifar10_subset", "dataset.subset=2560", "epochs=2", "optimizer.lr=0.001",
+           "hydra.sweeper.constraints=['case != \"noclip_n16\"']",
+           "++tags.data_note=cifar10_subset_2560_images_2_epochs_lr0.001"],
+    "small": ["dataset=cifar10_subset", "epochs=40", "++tags.data_note=cifar10_subset_40_epochs"],
+    "paper": ["dataset=cifar10"],
+}
+
+if __name__ == "__main__":
+    sys.exit(main("terngrad_table1", "terngrad/table1", SCALES))
