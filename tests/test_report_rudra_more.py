@@ -91,6 +91,17 @@ def test_table3_claims_fail_when_1_softsync_is_slow(psbench_root, tmp_path):
     assert "| our top-5 is the paper's top-5 (as a set) | does not hold | 4 of 5 in common |" in md
 
 
+def test_table3_claims_are_not_measured_when_no_run_has_learned(psbench_root, tmp_path):
+    s = Store(psbench_root)
+    for (sig, mu, lam), err in {(1, 4, 30): 0.90, (0, 4, 30): 0.89, (30, 4, 30): 0.91}.items():
+        s.run({"paper": "rudra", "table": "3" if sig == 0 else "2", "case": P.case_label(sig, mu, lam),
+               "scale": "ci"}, {"test_error": err, "sim_time_s": 1.0 + sig})
+    _, md = page(psbench_root, tmp_path / "r", "rudra_table3")
+    assert "Every error is ≥ 85% (chance is 90%)" in md
+    assert "| 1-softsync (1,4,30) is among the top-5 | not measured | top-5: " in md
+    assert md.count("| not measured |") == 5 and "(all errors at chance)" in md
+
+
 def test_top5_and_pareto_front():
     pts = {"a": (18.0, 10.0), "b": (18.5, 5.0), "c": (17.6, 50.0), "d": (25.0, 1.0), "e": (18.5, 6.0)}
     assert rudra.top5(pts) == ["b", "e", "a", "c"]  # d is not within 1 pp of the best (17.6)
