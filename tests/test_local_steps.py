@@ -250,6 +250,20 @@ def test_train_runs_agn_end_to_end(compose_cfg, tmp_path):
     assert s["samples"] == s["gradients"] * 16 * 5 and s["test_error"] < 0.9
 
 
+def test_polynomial_decay_reaches_the_server_and_the_learners(compose_cfg, tmp_path):
+    """TernGrad §4's lr decay applies to local-step runs too (server SGD and the learners read the same lr)."""
+    from psbench.train import train
+
+    base = ("trainer.progress=none", "protocol=agn", "protocol.local_steps=3", "learners=2", "batch_size=16",
+            "epochs=1", "trainer.max_updates=6", "logger=none")
+    sha = {}
+    for label, extra in (("const", ()), ("poly", ("optimizer.poly_power=0.5",))):
+        (tmp_path / label).mkdir()
+        sha[label] = train(compose_cfg(*base, *extra), tmp_path / label)["weights_sha256"]
+    assert server_optimizer({"lr": 0.1, "poly_power": 0.5, "poly_epochs": 3})["poly_power"] == 0.5
+    assert sha["const"] != sha["poly"]
+
+
 @pytest.mark.parametrize("overrides,key", [
     (["protocol=async", "+protocol.local_steps=4"], "protocol.local_steps"),
     (["protocol=softsync", "protocol.n=2", "+protocol.local_steps=1"], "protocol.local_steps"),

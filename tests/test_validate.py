@@ -105,6 +105,8 @@ def test_hardware_files_equal_the_cost_model_profiles(profile):
         (["hardware.latency_s=-1e-6"], "hardware.latency_s"),
         (["hardware.jitter_cv=-0.1"], "hardware.jitter_cv"),
         (["hardware.ps_jitter_cv=-0.1"], "hardware.ps_jitter_cv"),
+        (["optimizer.poly_power=-1"], "optimizer.poly_power"),
+        (["optimizer.poly_power=0.5", "optimizer.poly_epochs=0"], "optimizer.poly_epochs"),
         (["hardware.stragglers.fraction=1.5"], "hardware.stragglers.fraction"),
         (["hardware.stragglers.slowdown=0.5"], "hardware.stragglers.slowdown"),
         (["hardware.heavy_tail=1.0"], "hardware.heavy_tail"),

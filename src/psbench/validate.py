@@ -228,6 +228,10 @@ def _validate_optimizer(cfg: DictConfig) -> None:
         )
     if "gamma" in cfg.optimizer:
         _num(cfg, "optimizer.gamma", lambda v: 0 < v <= 1, "a number in (0, 1]")
+    if cfg.optimizer.get("poly_power") is not None:  # TernGrad §4: polynomial decay to zero
+        _num(cfg, "optimizer.poly_power", lambda v: v > 0, "null (no polynomial decay) or a number > 0")
+        _num(cfg, "optimizer.poly_epochs", lambda v: v > 0,
+             "a number of epochs > 0 (where the polynomial decay reaches zero)")
 
 
 def _validate_hardware(cfg: DictConfig) -> None:
