@@ -106,14 +106,16 @@ def test_ssp_presets_have_the_papers_shapes_and_settings(preset, key, compose_cf
 def test_ssp_compute_per_sample_is_6_flop_per_parameter_at_the_assumed_rate_at_every_scale(mod, compose_cfg):
     """The SSP scales shrink the net; the compute time must shrink with it (6·P/1e11 s), or the speed-up changes."""
     import torch
+    from omegaconf import OmegaConf
 
     from psbench.models import build_model
 
     preset = {ssp_fig2_4: "ssp/fig2_4", ssp_fig3_5: "ssp/fig3_5"}[mod]
     for scale in SCALES:
         cfg = _compose_validated(compose_cfg, preset, *mod.SCALES[scale])
+        m = OmegaConf.to_container(cfg.model, resolve=True)
         with torch.device("meta"):
-            net = build_model("mlp", tuple(cfg.dataset.shape), cfg.dataset.num_classes, hidden=list(cfg.model.hidden))
+            net = build_model(m.pop("name"), tuple(cfg.dataset.shape), cfg.dataset.num_classes, **m)
         params = sum(p.numel() for p in net.parameters())
         assert cfg.hardware.compute.per_sample_s == pytest.approx(6 * params / 1e11, rel=2e-3), scale
         assert cfg.hardware.compute.overhead_s == 0.0
