@@ -7,8 +7,8 @@ report divides by the samples each schedule holds: hardsync runs whole updates o
 not depend on the data set's size once the pipeline is in steady state (tags ``data_note``).
 
 * ``ci`` (269 s measured here, mostly the start of each of the 32 jobs): 10 epochs (≈ 51,000 samples).
-* ``small`` (estimated 6–10 min here): 40 epochs (≈ 203,000 samples).
-* ``paper`` (estimated 15–30 min here): 140 epochs of cifar10_subset (≈ 712,000 samples, 1/10 of the
+* ``small`` (estimated 2–5 min here): 40 epochs (≈ 203,000 samples).
+* ``paper`` (143 s measured here): 140 epochs of cifar10_subset (≈ 712,000 samples, 1/10 of the
   paper's 140 CIFAR-10 epochs; the full CIFAR-10 is not available here).
 """
 
