@@ -753,7 +753,7 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
     for name, arch, mu, lam, proto, top1, top5, minutes in P.TABLE4:
         row = [name, arch, str(mu), str(lam), proto, f"{top1:.2f}", f"{top5:.2f}", "needs data not available here",
                f"{minutes:g}"]
-        note = ""
+        notes: list[str] = []
         for scale in scales:
             rs = select(t4, scale=scale, case=name.replace("*", "_star"))  # the preset's case label
             vals = [r.metrics["sim_time_s"] / r.metrics["samples"] * im["train_images"] / 60 for r in rs
@@ -761,8 +761,8 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
             ms = mean_std(vals)
             per_epoch[(scale, name)] = ms[0] if ms else None
             row.append(fmt(ms, 1, 1, len(vals)))
-            note = note or (rs[0].tags.get("data_note", "") if rs else "")
-        rows.append([*row, note])
+            notes += [rs[0].tags["data_note"]] if rs and rs[0].tags.get("data_note") else []
+        rows.append([*row, "; ".join(notes)])
     md.append("\n" + md_table(header, rows))
     md.append(f"\nPaper baseline (μ, λ) = ({im['baseline_mu']}, 1): {im['baseline_hours_per_epoch']} h/epoch, "
               f"{im['baseline_top1']:.2f}% top-1, {im['baseline_top5']:.2f}% top-5. Minutes per epoch = simulated "
