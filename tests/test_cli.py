@@ -152,6 +152,19 @@ def test_full_error_env_shows_the_traceback(run_psbench, tmp_path):
     assert "Traceback" in proc.stderr and "ConfigError" in proc.stderr
 
 
+def test_a_runs_mlflow_metrics_are_its_summary_totals(run_psbench, mlflow_runs, psbench_root):
+    """Per-update metrics are logged at steps 0…U−1; the run's latest value must be the summary's total."""
+    import json
+
+    proc = run_psbench("learners=4", "protocol=async", "epochs=1", "trainer.progress=none",
+                       f"hydra.run.dir={psbench_root / 'run'}", root=psbench_root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((psbench_root / "run" / "summary.json").read_text())
+    (run,) = mlflow_runs(psbench_root)
+    for key in ("sim_time_s", "test_error", "staleness_mean", "ps_updates"):
+        assert run["metrics"][key] == pytest.approx(summary[key], rel=1e-12), key
+
+
 # ----------------------------------------------------------------------------- stand-in train
 def test_multirun_tracks_finished_and_diverged_runs(run_psbench, mlflow_runs, psbench_root):
     proc = run_psbench(

@@ -266,7 +266,10 @@ class _Run:
         if self.run_id is None:
             return
         t = self.t
-        t.log_metrics(self.uri, self.run_id, t.summary_metrics(summary))
+        # at the last update's step: training logs per-update values (sim_time_s, …) at steps 0…U−1, and
+        # MLflow's "latest" value of a metric is the one at the highest step, which must be the run's total
+        last = max(int(summary.get("ps_updates") or 0), int(summary.get("ps_timestamp") or 0))
+        t.log_metrics(self.uri, self.run_id, t.summary_metrics(summary), step=last)
         t.log_artifacts(self.uri, self.run_id, files)
         t.set_tags(self.uri, self.run_id, {
             "status": summary.get("status", "finished"),
