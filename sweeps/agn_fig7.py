@@ -50,7 +50,8 @@ def main() -> None:
                     help="MLflow store and run dirs (default $PSBENCH_ROOT or the current dir, as psbench)")
     ap.add_argument("--bins", type=int, default=10)
     ap.add_argument("overrides", nargs="*")
-    args = ap.parse_args()
+    # `scale=ci` as the other entry points take it, or --scale ci
+    args = ap.parse_args([f"--scale={a[6:]}" if a.startswith("scale=") else a for a in sys.argv[1:]])
     root = args.root.resolve()
     out = root / "sweeps" / f"agn_fig7{args.panel}_{args.scale}"
     out.mkdir(parents=True, exist_ok=True)

@@ -70,7 +70,8 @@ def main() -> None:
                     help="MLflow store and sweep dirs (default $PSBENCH_ROOT or the current dir, as psbench)")
     ap.add_argument("--report", action="store_true", help="only print the table of an existing --root")
     ap.add_argument("overrides", nargs="*", help="extra psbench overrides, e.g. trainer.num_threads=1")
-    args = ap.parse_args()
+    # `scale=ci` as the other entry points take it, or --scale ci
+    args = ap.parse_args([f"--scale={a[6:]}" if a.startswith("scale=") else a for a in sys.argv[1:]])
     preset, ns, hs = SCALES[args.scale]
     root = args.root.resolve()
     root.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,71 @@
+"""Every paper sweep at one scale, then the report: ``python sweeps/run_all.py scale=ci [only=rudra,agn]``.
+
+Runs each entry point of ``sweeps/`` in turn (a failing one is reported and the rest go on; re-running
+resumes, since every study is persistent), then ``python -m analysis`` over the same store
+(``$PSBENCH_ROOT`` or the current dir) and prints one line per entry point with its exit code and wall
+time. At ``scale=ci`` the whole set takes about 1.5–2 hours on a 2-core machine (README, "Paper sweeps").
+``--dry-run`` prints the commands only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+#: entry point -> scales it has (the AGN ones have no `small`)
+ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    **{name: ("ci", "small", "paper") for name in (
+        "rudra_table1", "rudra_fig4", "rudra_table2", "rudra_table3", "rudra_table4", "rudra_fig5", "rudra_fig6_7",
+        "rudra_fig8", "zhang_fig1", "zhang_fig2", "zhang_fig3", "terngrad_fig3", "terngrad_table1", "terngrad_fig5",
+        "ssp_fig2_4", "ssp_fig3_5")},
+    "agn_table1": ("ci", "paper"),
+    "agn_fig7": ("ci", "paper"),
+}
+
+
+def commands(scale: str, only: list[str] | None = None) -> list[tuple[str, list[str]]]:
+    """(name, argv) of every entry point that has ``scale`` (and whose name starts with one of ``only``)."""
+    out = []
+    for name, scales in ENTRY_POINTS.items():
+        if scale not in scales or (only and not any(name.startswith(o) for o in only)):
+            continue
+        script = [sys.executable, str(HERE / f"{name}.py"), f"scale={scale}"]
+        out += [(f"{name} 7{p}", [*script, f"--panel={p}"]) for p in "ab"] if name == "agn_fig7" else [(name, script)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    opts = dict(a.split("=", 1) for a in args if "=" in a)
+    scale, only = opts.get("scale", "ci"), [o for o in opts.get("only", "").split(",") if o]
+    if scale not in ("ci", "small", "paper"):
+        print(f"run_all: error: scale={scale!r} is invalid: allowed one of ci, small, paper", file=sys.stderr)
+        return 2
+    todo = commands(scale, only)
+    root = os.environ.get("PSBENCH_ROOT") or os.getcwd()
+    report = [sys.executable, "-m", "analysis", "--root", root]
+    if "--dry-run" in args:
+        for _, cmd in todo:
+            print(" ".join(cmd[1:]))
+        print(" ".join(report[1:]))
+        return 0
+    results = []
+    for name, cmd in todo:
+        print(f"=== {name}: {' '.join(cmd[1:])}", flush=True)
+        t0 = time.perf_counter()
+        rc = subprocess.call(cmd, cwd=root)
+        results.append((name, rc, time.perf_counter() - t0))
+    rc = subprocess.call(report, cwd=HERE.parent, env={**os.environ, "PSBENCH_ROOT": root})
+    print(f"\n{'entry point':<16} exit   wall s")
+    for name, code, wall in results:
+        print(f"{name:<16} {code:>4} {wall:>8.1f}")
+    print(f"report: exit {rc}, {Path(root) / 'reports' / 'index.html'}")
+    return max([rc] + [code for _, code, _ in results])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
