@@ -11,7 +11,8 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,24 @@ def claims_md(claims: Sequence[tuple[str, str, str]]) -> str:
 
 def savefig(fig, path: Path) -> None:
     fig.savefig(path, dpi=90, metadata={"Software": None})
+
+
+@contextmanager
+def figure(path: Path, nrows: int = 1, ncols: int = 1, **subplots: Any) -> Iterator[Any]:
+    """The axes of ``plt.subplots`` on the Agg backend; the figure is laid out, saved to ``path`` without a
+    timestamp (so a rebuild is byte-identical) and closed on exit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(nrows, ncols, **subplots)
+    try:
+        yield axes
+        fig.tight_layout()
+        savefig(fig, path)
+    finally:
+        plt.close(fig)
 
 
 def scales_of(runs: Iterable[Run]) -> list[str]:

@@ -79,5 +79,5 @@ def test_agn_pages_put_paper_beside_measured_and_decide_the_claims(psbench_root,
 
 def test_agn_pages_without_runs_say_how_to_run_them(tmp_path):
     status = build(tmp_path, tmp_path / "r")
-    assert status["agn_table1"] == "not run (python sweeps/agn_table1.py --scale ci)"
-    assert status["agn_fig7"] == "not run (python sweeps/agn_fig7.py --panel a --scale ci)"
+    assert status["agn_table1"] == "not run (python sweeps/agn_table1.py scale=ci)"
+    assert status["agn_fig7"] == "not run (python sweeps/agn_fig7.py scale=ci --panel a)"

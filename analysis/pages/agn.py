@@ -22,8 +22,8 @@ from analysis.core import (
     Page,
     Run,
     claims_md,
+    figure,
     md_table,
-    savefig,
     scales_of,
     select,
     verdict,
@@ -74,9 +74,9 @@ def agn_table1(ctx: Context) -> tuple[str, str]:
     md = ["# AGN Table 1 — AGN vs asynchronous EASGD per (n workers, H local steps)\n\n",
           "Paper: MNIST, m = 128, 40 epochs, 15 CPU nodes (dist-keras). Ours: the simulator with the `laptop` "
           "cost model (times compare only as ratios); acc = the learners' final mini-batch training accuracy, "
-          "test = the center's test accuracy. `python sweeps/agn_table1.py --scale ci|paper`.\n"]
+          "test = the center's test accuracy. `python sweeps/agn_table1.py scale=ci|paper`.\n"]
     if not runs:
-        return "not run (python sweeps/agn_table1.py --scale ci)", "".join(md) + "\nNo runs in the store.\n"
+        return "not run (python sweeps/agn_table1.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
     header = ["n", "H", "paper AGN acc %", "AGN acc %", "AGN test %", "paper AGN t s", "AGN t_sim s",
               "paper AEASGD acc %", "AEASGD acc %", "AEASGD test %", "paper AEASGD t s", "AEASGD t_sim s",
               "paper E", "E(AGN, AEASGD)", "data"]
@@ -144,10 +144,10 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
           "Paper: training accuracy over time; AGN \"significantly outperforms all other optimizers\" and DynSGD "
           "shows divergent behaviour, less so with H = 3. Ours: the learners' mini-batch training accuracy over "
           "simulated time, same hyperparameters for all three (AEASGD ρ = 0.9/(nη)). "
-          "`python sweeps/agn_fig7.py --panel a|b --scale ci|paper`.\n"]
+          "`python sweeps/agn_fig7.py scale=ci|paper --panel a|b`.\n"]
     runs = [r for r in ctx.runs if r.tags.get("paper") == "agn" and r.tags.get("figure") in ("7a", "7b")]
     if not runs:
-        return "not run (python sweeps/agn_fig7.py --panel a --scale ci)", "".join(md) + "\nNo runs in the store.\n"
+        return "not run (python sweeps/agn_fig7.py scale=ci --panel a)", "".join(md) + "\nNo runs in the store.\n"
     claims: list[tuple[str, str, str]] = []
     drops: dict[str, float] = {}
     done = []
@@ -191,22 +191,14 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
 def _fig7_plot(curves: Mapping[str, tuple[np.ndarray, np.ndarray] | None], panel: str, path: Path) -> Path | None:
     if not any(c is not None for c in curves.values()):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for o, c in curves.items():
-        if c is not None:
-            ax.plot(c[0], 100 * c[1], label=o, lw=1)
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("training accuracy (%)")
-    ax.set_title(f"AGN Fig {panel}")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, figsize=(6, 3.5)) as ax:
+        for o, c in curves.items():
+            if c is not None:
+                ax.plot(c[0], 100 * c[1], label=o, lw=1)
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylabel("training accuracy (%)")
+        ax.set_title(f"AGN Fig {panel}")
+        ax.legend(fontsize=7)
     return path
 
 

@@ -17,10 +17,10 @@ from analysis.core import (
     Run,
     attach_summaries,
     claims_md,
+    figure,
     fmt,
     md_table,
     mean_std,
-    savefig,
     scales_of,
     select,
     verdict,
@@ -113,21 +113,13 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
 def _fig4_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | None:
     if not any(hists.values()):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(hists), figsize=(4 * len(hists), 3))
-    for ax, (case, h) in zip(axes, sorted(hists.items()), strict=True):
-        total = sum(h.values()) or 1
-        ax.bar(sorted(h), [h[k] / total for k in sorted(h)], width=0.9)
-        ax.set_title(f"{P.FIG4[case]['n']}-softsync (Rudra Fig 4)")
-        ax.set_xlabel("staleness σ")
-    axes[0].set_ylabel("fraction of gradients")
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 1, len(hists), figsize=(4 * len(hists), 3)) as axes:
+        for ax, (case, h) in zip(axes, sorted(hists.items()), strict=True):
+            total = sum(h.values()) or 1
+            ax.bar(sorted(h), [h[k] / total for k in sorted(h)], width=0.9)
+            ax.set_title(f"{P.FIG4[case]['n']}-softsync (Rudra Fig 4)")
+            ax.set_xlabel("staleness σ")
+        axes[0].set_ylabel("fraction of gradients")
     return path
 
 
@@ -212,25 +204,17 @@ def _t2_plot(measured: Mapping[tuple, tuple], path: Path) -> Path | None:
     pts = {k: v for k, v in measured.items() if v[0] is not None and v[1] is not None}
     if not pts:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for g in P.TABLE2:
-        ks = sorted(k for k in pts if k[0] == g)
-        if ks:
-            ax.scatter([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], label=f"μλ ≈ {g}")
-            for k in ks:
-                ax.annotate(f"({k[1]},{k[2]},{k[3]})", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
-    ax.set_xlabel("simulated training time (s)")
-    ax.set_ylabel("test error (%)")
-    ax.set_title("Rudra Table 2: (σ, μ, λ) tradeoff")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, figsize=(6, 4)) as ax:
+        for g in P.TABLE2:
+            ks = sorted(k for k in pts if k[0] == g)
+            if ks:
+                ax.scatter([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], label=f"μλ ≈ {g}")
+                for k in ks:
+                    ax.annotate(f"({k[1]},{k[2]},{k[3]})", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
+        ax.set_xlabel("simulated training time (s)")
+        ax.set_ylabel("test error (%)")
+        ax.set_title("Rudra Table 2: (σ, μ, λ) tradeoff")
+        ax.legend(fontsize=7)
     return path
 
 
@@ -473,25 +457,17 @@ def _fig5_claims(final: Mapping[str, tuple[float | None, bool]]) -> list[tuple[s
 def _fig5_plot(curves: Mapping[str, list[tuple[float, float]]], path: Path) -> Path | None:
     if not any(curves.values()):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5), sharey=True)
-    for ax, n in zip(axes, (30, 4), strict=True):
-        for case, (cn, rule) in P.FIG5.items():
-            pts = curves.get(case) or []
-            if cn == n and pts:
-                ax.plot([p[0] for p in pts], [p[1] * 100 for p in pts], marker="o", ms=3, label=f"α = {rule}")
-        ax.axhline(P.FIG5_CHANCE_ERROR, color="k", ls=":", lw=0.8)
-        ax.set_title(f"{n}-softsync, λ = 30, μ = 128 (Rudra Fig 5)")
-        ax.set_xlabel("epoch")
-        ax.legend(fontsize=7)
-    axes[0].set_ylabel("test error (%)")
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 1, 2, figsize=(9, 3.5), sharey=True) as axes:
+        for ax, n in zip(axes, (30, 4), strict=True):
+            for case, (cn, rule) in P.FIG5.items():
+                pts = curves.get(case) or []
+                if cn == n and pts:
+                    ax.plot([p[0] for p in pts], [p[1] * 100 for p in pts], marker="o", ms=3, label=f"α = {rule}")
+            ax.axhline(P.FIG5_CHANCE_ERROR, color="k", ls=":", lw=0.8)
+            ax.set_title(f"{n}-softsync, λ = 30, μ = 128 (Rudra Fig 5)")
+            ax.set_xlabel("epoch")
+            ax.legend(fontsize=7)
+        axes[0].set_ylabel("test error (%)")
     return path
 
 
@@ -605,31 +581,23 @@ def _fig67_claims(configs: Mapping[tuple[int, int, int], tuple]) -> list[tuple[s
 def _fig67_plot(configs: Mapping[tuple[int, int, int], tuple], path: Path) -> Path | None:
     if not any(v[0] is not None and v[1] is not None for v in configs.values()):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4), sharey=True)
-    base = configs.get((0, 128, 1))
-    for ax, fam in zip(axes, FAMILIES, strict=True):
-        pts = {k: v for k, v in family_points(configs, fam).items() if v[0] is not None and v[1] is not None}
-        for mu in sorted({mu for mu, _ in pts}):
-            ks = sorted(k for k in pts if k[0] == mu)
-            ax.plot([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], marker="o", ms=3,
-                    label=f"μ = {mu}")
-            for k in ks:
-                ax.annotate(f"λ={k[1]}", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
-        if base is not None and base[0] is not None:
-            ax.axhline(base[0][0] * 100, color="k", ls="--", lw=0.8)
-        ax.set_xscale("log")
-        ax.set_title(f"{fam} (Rudra Fig {'6' if fam == 'hardsync' else '7'})")
-        ax.set_xlabel("simulated training time (s)")
-        ax.legend(fontsize=7)
-    axes[0].set_ylabel("test error (%)")
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 1, 3, figsize=(13, 4), sharey=True) as axes:
+        base = configs.get((0, 128, 1))
+        for ax, fam in zip(axes, FAMILIES, strict=True):
+            pts = {k: v for k, v in family_points(configs, fam).items() if v[0] is not None and v[1] is not None}
+            for mu in sorted({mu for mu, _ in pts}):
+                ks = sorted(k for k in pts if k[0] == mu)
+                ax.plot([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], marker="o", ms=3,
+                        label=f"μ = {mu}")
+                for k in ks:
+                    ax.annotate(f"λ={k[1]}", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
+            if base is not None and base[0] is not None:
+                ax.axhline(base[0][0] * 100, color="k", ls="--", lw=0.8)
+            ax.set_xscale("log")
+            ax.set_title(f"{fam} (Rudra Fig {'6' if fam == 'hardsync' else '7'})")
+            ax.set_xlabel("simulated training time (s)")
+            ax.legend(fontsize=7)
+        axes[0].set_ylabel("test error (%)")
     return path
 
 
@@ -715,25 +683,17 @@ def _fig8_claims(ups: Mapping[int, Mapping[str, Mapping[int, float]]]) -> list[t
 def _fig8_plot(ups: Mapping[int, Mapping[str, Mapping[int, float]]], path: Path) -> Path | None:
     if not any(ups.values()):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
-    for ax, mu in zip(axes, (128, 4), strict=True):
-        for fam in FAMILIES:
-            d = ups.get(mu, {}).get(fam, {})
-            if d:
-                ax.plot(list(d), list(d.values()), marker="o", ms=3, label=fam)
-        ax.plot([1, 30], [1, 30], color="k", ls=":", lw=0.8)
-        ax.set_title(f"μ = {mu} (Rudra Fig 8{'a' if mu == 128 else 'b'})")
-        ax.set_xlabel("λ (learners)")
-        ax.set_ylabel("speed-up")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 1, 2, figsize=(9, 3.5)) as axes:
+        for ax, mu in zip(axes, (128, 4), strict=True):
+            for fam in FAMILIES:
+                d = ups.get(mu, {}).get(fam, {})
+                if d:
+                    ax.plot(list(d), list(d.values()), marker="o", ms=3, label=fam)
+            ax.plot([1, 30], [1, 30], color="k", ls=":", lw=0.8)
+            ax.set_title(f"μ = {mu} (Rudra Fig 8{'a' if mu == 128 else 'b'})")
+            ax.set_xlabel("λ (learners)")
+            ax.set_ylabel("speed-up")
+            ax.legend(fontsize=7)
     return path
 
 

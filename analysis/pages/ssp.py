@@ -18,8 +18,8 @@ from analysis.core import (
     Page,
     Run,
     claims_md,
+    figure,
     md_table,
-    savefig,
     scales_of,
     select,
     verdict,
@@ -147,22 +147,14 @@ def _curve_plot(curves: Mapping[int, Sequence[tuple[float, float]]], name: str, 
                 path: Path) -> Path | None:
     if not any(curves.values()):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for n, c in sorted(curves.items()):
-        if c:
-            ax.plot([t for t, _ in c], [v for _, v in c], label=f"{n} machine{'s' if n > 1 else ''}")
-    ax.set_xlabel("simulated time (s)")
-    ax.set_ylabel("objective (training loss, smoothed)")
-    ax.set_title(f"SSP Fig {fig_no}: {name} stand-in (synthetic)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, figsize=(6, 4)) as ax:
+        for n, c in sorted(curves.items()):
+            if c:
+                ax.plot([t for t, _ in c], [v for _, v in c], label=f"{n} machine{'s' if n > 1 else ''}")
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylabel("objective (training loss, smoothed)")
+        ax.set_title(f"SSP Fig {fig_no}: {name} stand-in (synthetic)")
+        ax.legend(fontsize=7)
     return path
 
 
@@ -215,21 +207,13 @@ def _speedup_plot(sp: Mapping[int, tuple], name: str, fig_no: str, path: Path) -
     pts = [(n, s) for n, (_, s) in sp.items() if s is not None]
     if not pts:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(P.MACHINES, P.MACHINES, "b-", label="linear (optimal)")
-    ax.plot([n for n, _ in pts], [s for _, s in pts], "r-o", label="ours (SSP, simulated)")
-    ax.set_xlabel("machines")
-    ax.set_ylabel("speed-up t_1/t_n")
-    ax.set_title(f"SSP Fig {fig_no}: {name} stand-in")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, figsize=(5, 3.5)) as ax:
+        ax.plot(P.MACHINES, P.MACHINES, "b-", label="linear (optimal)")
+        ax.plot([n for n, _ in pts], [s for _, s in pts], "r-o", label="ours (SSP, simulated)")
+        ax.set_xlabel("machines")
+        ax.set_ylabel("speed-up t_1/t_n")
+        ax.set_title(f"SSP Fig {fig_no}: {name} stand-in")
+        ax.legend(fontsize=7)
     return path
 
 

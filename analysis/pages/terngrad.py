@@ -21,10 +21,10 @@ from analysis.core import (
     Page,
     Run,
     claims_md,
+    figure,
     fmt,
     md_table,
     mean_std,
-    savefig,
     scales_of,
     select,
     verdict,
@@ -188,27 +188,19 @@ def terngrad_fig3(ctx: Context) -> tuple[str, str]:
 def _fig3_plot(acc: Mapping[tuple[str, str, int], Acc | None], path: Path) -> Path | None:
     if not any(acc.values()):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     panels = [p for p in paper.FIG3_PANELS if any(k[0] == p for k in acc)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
-    for ax, panel in zip(axes[0], panels, strict=True):
-        for grad, style in (("fp32", "o--"), ("terngrad", "s-"), ("noclip", "^:")):
-            pts = sorted((n, a) for (p, g, n), a in acc.items() if p == panel and g == grad and a)
-            if pts:
-                ax.errorbar([n for n, _ in pts], [100 * a[0] for _, a in pts], [100 * a[1] for _, a in pts],
-                            fmt=style, ms=4, capsize=2, label=GRADIENTS[grad])
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("workers N")
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_title(f"TernGrad Fig 3{paper.FIG3_PANELS[panel][:3]}", fontsize=9)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False) as axes:
+        for ax, panel in zip(axes[0], panels, strict=True):
+            for grad, style in (("fp32", "o--"), ("terngrad", "s-"), ("noclip", "^:")):
+                pts = sorted((n, a) for (p, g, n), a in acc.items() if p == panel and g == grad and a)
+                if pts:
+                    ax.errorbar([n for n, _ in pts], [100 * a[0] for _, a in pts], [100 * a[1] for _, a in pts],
+                                fmt=style, ms=4, capsize=2, label=GRADIENTS[grad])
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("workers N")
+            ax.set_ylabel("test accuracy (%)")
+            ax.set_title(f"TernGrad Fig 3{paper.FIG3_PANELS[panel][:3]}", fontsize=9)
+            ax.legend(fontsize=7)
     return path
 
 
@@ -397,29 +389,21 @@ def _approx_claim(sp: Mapping[tuple[str, str, int], float], cluster: str | None,
 
 
 def _fig5_plot(curves: Mapping[tuple[str, str, int], tuple[float, float]], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     pm = _perf()
-    fig, axes = plt.subplots(1, len(pm.CLUSTERS), figsize=(11, 4), squeeze=False)
-    for ax, (ck, c) in zip(axes[0], pm.CLUSTERS.items(), strict=True):
-        for i, (mk, m) in enumerate(pm.MODELS.items()):
-            ns = sorted(n for (c2, m2, n) in curves if c2 == ck and m2 == mk)
-            for j, style in ((0, "--"), (1, "-")):
-                ax.plot(ns, [curves[(ck, mk, n)][j] for n in ns], style, color=f"C{i}", marker="o", ms=3,
-                        label=f"{m.name} {'TernGrad' if j else 'fp32'}")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("GPUs")
-        ax.set_ylabel("images / s")
-        ax.set_title(c.name, fontsize=9)
-        ax.legend(fontsize=7)
-    fig.suptitle("TernGrad Fig 5: performance model (Appendix B, Eq 17–18), weak scaling")
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 1, len(pm.CLUSTERS), figsize=(11, 4), squeeze=False) as axes:
+        for ax, (ck, c) in zip(axes[0], pm.CLUSTERS.items(), strict=True):
+            for i, (mk, m) in enumerate(pm.MODELS.items()):
+                ns = sorted(n for (c2, m2, n) in curves if c2 == ck and m2 == mk)
+                for j, style in ((0, "--"), (1, "-")):
+                    ax.plot(ns, [curves[(ck, mk, n)][j] for n in ns], style, color=f"C{i}", marker="o", ms=3,
+                            label=f"{m.name} {'TernGrad' if j else 'fp32'}")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("GPUs")
+            ax.set_ylabel("images / s")
+            ax.set_title(c.name, fontsize=9)
+            ax.legend(fontsize=7)
+        axes[0][0].figure.suptitle("TernGrad Fig 5: performance model (Appendix B, Eq 17–18), weak scaling")
     return path
 
 

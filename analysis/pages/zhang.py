@@ -18,8 +18,8 @@ from analysis.core import (
     Run,
     attach_summaries,
     claims_md,
+    figure,
     md_table,
-    savefig,
     scales_of,
     select,
     verdict,
@@ -46,15 +46,6 @@ def _diverged(r: Run) -> bool:
 
 def _note(rs: Sequence[Run]) -> str:
     return rs[0].tags.get("data_note", "") if rs else ""
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 # --------------------------------------------------------------------------- Fig 1
@@ -108,18 +99,14 @@ def zhang_fig1(ctx: Context) -> tuple[str, str]:
 def _fig1_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | None:
     if not any(hists.values()):
         return None
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(hists), figsize=(4 * len(hists), 3))
-    for ax, case in zip(axes, P.FIG1, strict=True):
-        h = hists.get(case) or {}
-        total = sum(h.values()) or 1
-        ax.bar(sorted(h), [h[k] / total for k in sorted(h)], width=0.9)
-        ax.set_title(f"{P.FIG1[case]['n']}-softsync, λ = 30 (Zhang Fig 1)")
-        ax.set_xlabel("staleness τ")
-    axes[0].set_ylabel("fraction of gradients")
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 1, len(hists), figsize=(4 * len(hists), 3)) as axes:
+        for ax, case in zip(axes, P.FIG1, strict=True):
+            h = hists.get(case) or {}
+            total = sum(h.values()) or 1
+            ax.bar(sorted(h), [h[k] / total for k in sorted(h)], width=0.9)
+            ax.set_title(f"{P.FIG1[case]['n']}-softsync, λ = 30 (Zhang Fig 1)")
+            ax.set_xlabel("staleness τ")
+        axes[0].set_ylabel("fraction of gradients")
     return path
 
 
@@ -225,22 +212,18 @@ def _fig2_claims(sp: Mapping[tuple[str, int], Mapping[str, Mapping[int, tuple[fl
 def _fig2_plot(sp: Mapping, path: Path) -> Path | None:
     if not sp:
         return None
-    plt = _plt()
     keys = sorted(sp, key=lambda k: (k[0] != "cifar", k[1]))
-    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.2), squeeze=False)
-    for ax, key in zip(axes[0], keys, strict=True):
-        for p, name in P.FIG2_PROTOCOLS.items():
-            pts = sorted(sp[key].get(p, {}).items())
-            if pts:
-                ax.plot([lam for lam, _ in pts], [v[1] for _, v in pts], marker="o", label=name)
-        ax.plot(P.FIG2_LAMBDAS, P.FIG2_LAMBDAS, "k:", label="linear")
-        ax.set_title(f"{P.FIG2_BENCH[key[0]][0]}, μ = {key[1]} (Zhang Fig 2)")
-        ax.set_xlabel("learners λ")
-    axes[0][0].set_ylabel("speed-up (time per epoch)")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 1, len(keys), figsize=(4 * len(keys), 3.2), squeeze=False) as axes:
+        for ax, key in zip(axes[0], keys, strict=True):
+            for p, name in P.FIG2_PROTOCOLS.items():
+                pts = sorted(sp[key].get(p, {}).items())
+                if pts:
+                    ax.plot([lam for lam, _ in pts], [v[1] for _, v in pts], marker="o", label=name)
+            ax.plot(P.FIG2_LAMBDAS, P.FIG2_LAMBDAS, "k:", label="linear")
+            ax.set_title(f"{P.FIG2_BENCH[key[0]][0]}, μ = {key[1]} (Zhang Fig 2)")
+            ax.set_xlabel("learners λ")
+        axes[0][0].set_ylabel("speed-up (time per epoch)")
+        axes[0][0].legend(fontsize=7)
     return path
 
 
@@ -360,28 +343,24 @@ def fig3_claims(by_case: Mapping[str, Run], scale: str) -> list[tuple[str, str, 
 def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path) -> Path | None:
     if not any(v.get("test_error") for v in curves.values()):
         return None
-    plt = _plt()
-    fig, axes = plt.subplots(2, 2, figsize=(9, 6), sharex=True)
-    for row, lr in enumerate(("α0", "α0/τ")):
-        for case, (_n, lr_c, name) in P.FIG3.items():
-            if case not in curves or (lr_c != lr and case != "hardsync"):
-                continue
-            style = {"color": "k"} if case == "hardsync" else {}
-            for col, key in enumerate(("train_loss", "test_error")):
-                pts = curves[case][key]
-                if pts:
-                    ys = [v * 100 if key == "test_error" else v for _, v in pts]
-                    axes[row][col].plot([e for e, _ in pts], ys, label=name, **style)
-        axes[row][0].set_ylabel(f"lr = {lr}")
-        axes[row][1].legend(fontsize=7)
-    axes[0][0].set_title("training loss")
-    axes[0][1].set_title("test error (%)")
-    for ax in axes[1]:
-        ax.set_xlabel("epoch")
-    fig.suptitle("Zhang Fig 3: CIFAR10, λ = 30, μ = 4")
-    fig.tight_layout()
-    savefig(fig, path)
-    plt.close(fig)
+    with figure(path, 2, 2, figsize=(9, 6), sharex=True) as axes:
+        for row, lr in enumerate(("α0", "α0/τ")):
+            for case, (_n, lr_c, name) in P.FIG3.items():
+                if case not in curves or (lr_c != lr and case != "hardsync"):
+                    continue
+                style = {"color": "k"} if case == "hardsync" else {}
+                for col, key in enumerate(("train_loss", "test_error")):
+                    pts = curves[case][key]
+                    if pts:
+                        ys = [v * 100 if key == "test_error" else v for _, v in pts]
+                        axes[row][col].plot([e for e, _ in pts], ys, label=name, **style)
+            axes[row][0].set_ylabel(f"lr = {lr}")
+            axes[row][1].legend(fontsize=7)
+        axes[0][0].set_title("training loss")
+        axes[0][1].set_title("test error (%)")
+        for ax in axes[1]:
+            ax.set_xlabel("epoch")
+        axes[0][0].figure.suptitle("Zhang Fig 3: CIFAR10, λ = 30, μ = 4")
     return path
 
 
