@@ -1,4 +1,4 @@
-"""analysis/pages/rudra.py: Rudra Tables 3–4 and Figs 5–8 pages from hand-made MLflow runs (issue 7).
+"""analysis/pages/rudra.py, rudra_figs.py: Rudra Tables 3–4 and Figs 5–8 pages from hand-made MLflow runs (issue 7).
 
 The runs carry the tags and metrics psbench logs (``case``, ``scale``, ``test_error``, ``sim_time_s``,
 ``samples``, per-evaluation ``test_error`` history), so the tests need no training and know which
@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from analysis.core import Context, load_runs  # noqa: E402
-from analysis.pages import rudra  # noqa: E402
+from analysis.pages import rudra, rudra_figs  # noqa: E402
 from analysis.pages import rudra_paper as P  # noqa: E402
 from analysis.report import build  # noqa: E402
 
@@ -53,7 +53,7 @@ def page(root: Path, out: Path, key: str) -> tuple[str, str]:
     """Build one page (as analysis.report does for every page) from the store under ``root``."""
     uri = f"sqlite:///{root / 'mlflow.db'}"
     out.mkdir(parents=True, exist_ok=True)
-    return getattr(rudra, key)(Context(load_runs(uri), out, uri))
+    return getattr(rudra if hasattr(rudra, key) else rudra_figs, key)(Context(load_runs(uri), out, uri))
 
 
 def _paper_table3_store(root: Path, fast_1_4_30: bool = True) -> None:
@@ -137,7 +137,7 @@ def test_fig5_curves_and_claims(psbench_root, tmp_path):
 def test_fig5_history_is_per_epoch_without_the_summary_copy(psbench_root):
     s = _fig5_store(psbench_root)
     run = next(r for r in load_runs(s.uri) if r.tags["case"] == "s4_alpha0")
-    pts = rudra._history(Context([run], psbench_root, s.uri), run)
+    pts = rudra_figs._history(Context([run], psbench_root, s.uri), run)
     assert pts == [(1.0, 0.85), (2.0, 0.8), (3.0, 0.78), (4.0, 0.76)]
 
 

@@ -1,4 +1,4 @@
-"""Rudra (Gupta, Zhang, Milthorpe): Tables 1–4 and Figs 4–8 — paper numbers beside ours."""
+"""Rudra (Gupta, Zhang, Milthorpe): Tables 1–4 — paper numbers beside ours (Figs 4–8: :mod:`rudra_figs`)."""
 
 from __future__ import annotations
 
@@ -64,63 +64,6 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
          f"adv {vals['rudra_adv']:.2f}%" if vals["rudra_adv"] is not None else "—"),
     ]))
     return f"reproduced at scale {', '.join(scales)} (simulation)", "".join(md)
-
-
-# --------------------------------------------------------------------------- Rudra Fig 4
-def rudra_fig4(ctx: Context) -> tuple[str, str]:
-    runs, out, tracking_uri = ctx.runs, ctx.out, ctx.tracking_uri
-    f4 = select(runs, paper="rudra", figure="4")
-    md = ["# Rudra Fig 4 — gradient staleness of n-softsync, λ = 30\n\n",
-          "Simulated (schedule only), μ = 128, CIFAR10 network of §4.2, P775 cost model.\n"]
-    if not f4:
-        return "not run (python sweeps/rudra_fig4.py scale=paper)", "".join(md) + "\nNo runs in the store.\n"
-    attach_summaries(tracking_uri, f4)
-    scales = scales_of(f4)
-    claims = []
-    for scale in scales:
-        rows, hists = [], {}
-        for case, spec in P.FIG4.items():
-            rs = select(f4, scale=scale, case=case)
-            n = spec["n"]
-            mean = mean_std([r.metrics.get("staleness_mean") for r in rs])
-            smax = max((r.metrics.get("staleness_max", -1) for r in rs), default=None)
-            hist: dict[int, int] = defaultdict(int)
-            for r in rs:
-                for k, v in (r.summary.get("staleness_hist") or {}).items():
-                    hist[int(k)] += int(v)
-            total = sum(hist.values())
-            tail = sum(v for k, v in hist.items() if k > 2 * n) / total if total else None
-            hists[case] = hist
-            note = rs[0].tags.get("data_note", "") if rs else ""
-            rows.append([f"{n}-softsync", f"≈ {spec['mean']:g}", fmt(mean, 1, 2, len(rs)),
-                         f"≤ {2 * n}", "—" if smax is None else f"{smax:g}",
-                         "—" if tail is None else f"{tail:.2e}", str(len(rs)), note])
-            if scale == scales[-1] and mean is not None:
-                claims.append((f"{n}-softsync: ⟨σ⟩ ≈ n (within 20 %)",
-                               HOLDS if abs(mean[0] - n) <= 0.2 * n else FAILS, f"⟨σ⟩ = {mean[0]:.2f}, n = {n}"))
-                if tail is not None:
-                    claims.append((f"{n}-softsync: P(σ > 2n) < 0.0001", HOLDS if tail < 1e-4 else FAILS,
-                                   f"P(σ > {2 * n}) = {tail:.2e} over {total} gradients"))
-        md += [f"\n## scale = {scale}\n\n", md_table(
-            ["protocol", "paper ⟨σ⟩", "ours ⟨σ⟩", "paper σ max", "ours σ max", "ours P(σ > 2n)", "runs", "data"], rows)]
-        png = _fig4_plot(hists, out / f"rudra_fig4_{scale}.png")
-        if png:
-            md.append(f"\n![staleness histograms]({png.name})\n")
-    md.append("\n" + claims_md(claims))
-    return f"reproduced at scale {', '.join(scales)} (simulation)", "".join(md)
-
-
-def _fig4_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | None:
-    if not any(hists.values()):
-        return None
-    with figure(path, 1, len(hists), figsize=(4 * len(hists), 3)) as axes:
-        for ax, (case, h) in zip(axes, sorted(hists.items()), strict=True):
-            total = sum(h.values()) or 1
-            ax.bar(sorted(h), [h[k] / total for k in sorted(h)], width=0.9)
-            ax.set_title(f"{P.FIG4[case]['n']}-softsync (Rudra Fig 4)")
-            ax.set_xlabel("staleness σ")
-        axes[0].set_ylabel("fraction of gradients")
-    return path
 
 
 # --------------------------------------------------------------------------- Rudra Table 2
@@ -266,7 +209,7 @@ def _run_time(r: Run) -> float | None:
     return t * float(want) / done
 
 
-def _by_config(runs: list[Run]) -> dict[tuple[int, int, int], tuple]:
+def by_config(runs: list[Run]) -> dict[tuple[int, int, int], tuple]:
     """(σ, μ, λ) -> (error mean ± std, time mean ± std, runs, data note) over seeds."""
     groups: dict[tuple[int, int, int], list[Run]] = defaultdict(list)
     for r in runs:
@@ -275,7 +218,7 @@ def _by_config(runs: list[Run]) -> dict[tuple[int, int, int], tuple]:
             groups[key].append(r)
     out = {}
     for key, rs in groups.items():
-        err = mean_std([final(r, "test_error") for r in rs if not _diverged(r)])
+        err = mean_std([final(r, "test_error") for r in rs if not diverged(r)])
         tim = mean_std([_run_time(r) for r in rs])
         out[key] = (err, tim, len(rs), rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")))
     return out
@@ -303,7 +246,7 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
     for scale in scales_of(t3):
         cand = select(ctx.runs, paper="rudra", table="2", scale=scale) + select(t3, scale=scale)
         attach_summaries(ctx.tracking_uri, cand)  # the run totals (see final)
-        configs = _by_config(cand)
+        configs = by_config(cand)
         points = {k: (v[0][0] * 100, v[1][0]) for k, v in configs.items() if v[0] is not None and v[1] is not None}
         ranked, front = top5(points), pareto_front(points)
         rows = []
@@ -318,8 +261,8 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
                "\nPareto front (virtuous configurations), fastest first: "
                + (", ".join(f"({s},{mu},{lam}) {points[(s, mu, lam)][0]:.2f}% {points[(s, mu, lam)][1]:.3g} s"
                             for s, mu, lam in front) or "—") + "\n"]
-        if points and min(e for e, _ in points.values()) >= _LEARNED:
-            md.append(f"\nEvery error is ≥ {_LEARNED:g}% (chance is 90%): at this scale the CNN has not learned, so "
+        if points and min(e for e, _ in points.values()) >= LEARNED:
+            md.append(f"\nEvery error is ≥ {LEARNED:g}% (chance is 90%): at this scale the CNN has not learned, so "
                       "the ranking is decided by noise in the error and says nothing about accuracy.\n")
         status.append(f"{scale}: {len(points)}/{_T3_CONFIGS} configurations")
         claims = _t3_claims(ranked, front, points)
@@ -357,344 +300,9 @@ def _t3_claims(ranked: list[tuple], front: list[tuple], points: Mapping[tuple, t
         ("our top-5 is the paper's top-5 (as a set)", NOT_MEASURED if len(points) < 5 else
          verdict(set(ranked) == want), f"{len(set(ranked) & want)} of 5 in common"),
     ]
-    if points and min(e for e, _ in points.values()) >= _LEARNED:  # nothing learned: the errors decide nothing
+    if points and min(e for e, _ in points.values()) >= LEARNED:  # nothing learned: the errors decide nothing
         return [(c, NOT_MEASURED, f"{n} (all errors at chance)") for c, _, n in claims]
     return claims
-
-
-# --------------------------------------------------------------------------- Rudra Fig 5
-def _history(ctx: Context, run: Run, key: str = "test_error") -> list[tuple[float, float]]:
-    """(epoch, value) of a metric's per-evaluation history; the summary's step-0 copy is left out."""
-    from mlflow import MlflowClient
-
-    hist = MlflowClient(ctx.tracking_uri).get_metric_history(run.run_id, key)
-    by_step: dict[int, float] = {}
-    for m in sorted(hist, key=lambda m: (m.step, m.timestamp)):
-        if m.step > 0:
-            by_step[m.step] = m.value
-    updates = run.metrics.get("ps_updates") or max(by_step, default=1)
-    epochs = run.metrics.get("epochs_done", 1.0)
-    return [(step / updates * epochs, v) for step, v in sorted(by_step.items())]
-
-
-def _diverged(run: Run) -> bool:
-    return (run.metrics.get("diverged", 0.0) == 1.0 or run.tags.get("diverged") == "true"
-            or (run.summary or {}).get("diverged") is True)
-
-
-def rudra_fig5(ctx: Context) -> tuple[str, str]:
-    f5 = select(ctx.runs, paper="rudra", figure="5")
-    md = ["# Rudra Fig 5 — learning-rate modulation: test error vs epoch, α0 vs α0/⟨σ⟩\n\n",
-          "Paper: CIFAR10, λ = 30, μ = 128, 140 epochs. 30-softsync with α = α0 \"fails to converge and shows a "
-          f"constant high error rate of {P.FIG5_CHANCE_ERROR:g}%\"; with α0/30 it reaches a much lower error; "
-          "4-softsync with α0/4 ends lower than with α0 (the figure has no other numbers).\n"]
-    if not f5:
-        return "not run (python sweeps/rudra_fig5.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
-    scales = scales_of(f5)
-    claims: list[tuple[str, str, str]] = []
-    for scale in scales:
-        rows, curves, final = [], {}, {}
-        for case, (n, rule) in P.FIG5.items():
-            rs = select(f5, scale=scale, case=case)
-            if not rs:
-                rows.append([f"{n}-softsync", rule, "—", "—", "—", "0", ""])
-                continue
-            r = rs[0]  # one seed per curve
-            curves[case] = _history(ctx, r)
-            err = r.metrics.get("test_error")
-            final[case] = (None if err is None else err * 100, _diverged(r))
-            best = min((v for _, v in curves[case]), default=None)
-            rows.append([f"{n}-softsync", rule, "—" if err is None else f"{err * 100:.2f}",
-                         "—" if best is None else f"{best * 100:.2f}", "yes" if _diverged(r) else "no",
-                         str(len(rs)), r.tags.get("data_note", "")])
-        md += [f"\n## scale = {scale}\n\n",
-               md_table(["protocol", "α", "ours final error %", "ours best error %", "diverged", "runs", "data"],
-                        rows)]
-        png = _fig5_plot(curves, ctx.out / f"rudra_fig5_{scale}.png")
-        if png:
-            md.append(f"\n![test error vs epoch]({png.name})\n")
-        claims = _fig5_claims(final)
-    md.append("\n" + claims_md(claims))
-    return f"reproduced at scale {', '.join(scales)}", "".join(md)
-
-
-_FIG5_HIGH = 85.0  # "stays high": final test error ≥ 85 % (chance is 90 %)
-
-
-def _fig5_claims(final: Mapping[str, tuple[float | None, bool]]) -> list[tuple[str, str, str]]:
-    def text(case: str) -> str:
-        if case not in final:
-            return "—"
-        e, div = final[case]
-        return ("diverged" if div else "") + ("" if e is None else f"{' at ' if div else ''}{e:.2f}%")
-
-    def bad(case: str) -> bool:  # diverged or stays high
-        e, div = final[case]
-        return div or e is None or e >= _FIG5_HIGH
-
-    def better(a: str, b: str) -> bool | None:  # a ends lower than b (a diverged run is the worse one)
-        if a not in final or b not in final:
-            return None
-        (ea, da), (eb, db) = final[a], final[b]
-        if da or ea is None:
-            return False
-        return db or eb is None or ea < eb
-
-    out = []
-    c = "s30_alpha0"
-    out.append((f"30-softsync with α0 does not converge (diverges or stays ≥ {_FIG5_HIGH:g}% error)",
-                NOT_MEASURED if c not in final else verdict(bad(c)), text(c)))
-    c, o = "s30_alpha0_over_sigma", "s30_alpha0"
-    ok = None if c not in final or o not in final else (not bad(c) and bool(better(c, o)))
-    out.append((f"30-softsync with α0/30 converges (below {_FIG5_HIGH:g}% and below the α0 curve)",
-                NOT_MEASURED if ok is None else verdict(ok), f"α0/30: {text(c)}; α0: {text(o)}"))
-    ok = better("s4_alpha0_over_sigma", "s4_alpha0")
-    out.append(("4-softsync: α0/4 ends with a lower test error than α0", NOT_MEASURED if ok is None else verdict(ok),
-                f"α0/4: {text('s4_alpha0_over_sigma')}; α0: {text('s4_alpha0')}"))
-    return out
-
-
-def _fig5_plot(curves: Mapping[str, list[tuple[float, float]]], path: Path) -> Path | None:
-    if not any(curves.values()):
-        return None
-    with figure(path, 1, 2, figsize=(9, 3.5), sharey=True) as axes:
-        for ax, n in zip(axes, (30, 4), strict=True):
-            for case, (cn, rule) in P.FIG5.items():
-                pts = curves.get(case) or []
-                if cn == n and pts:
-                    ax.plot([p[0] for p in pts], [p[1] * 100 for p in pts], marker="o", ms=3, label=f"α = {rule}")
-            ax.axhline(P.FIG5_CHANCE_ERROR, color="k", ls=":", lw=0.8)
-            ax.set_title(f"{n}-softsync, λ = 30, μ = 128 (Rudra Fig 5)")
-            ax.set_xlabel("epoch")
-            ax.legend(fontsize=7)
-        axes[0].set_ylabel("test error (%)")
-    return path
-
-
-# --------------------------------------------------------------------------- Rudra Figs 6–7
-FAMILIES = ("hardsync", "λ-softsync", "1-softsync")
-
-
-def family_points(configs: Mapping[tuple[int, int, int], tuple], family: str) -> dict[tuple[int, int], tuple]:
-    """(μ, λ) -> value for one protocol family; λ = 1 is the hardsync run for all three (Fig 7 caption)."""
-    out = {}
-    for (s, mu, lam), v in configs.items():
-        if lam == 1 and s == 0:
-            out[(mu, lam)] = v
-        elif lam > 1 and ((family == "hardsync" and s == 0) or (family == "λ-softsync" and s == lam)
-                          or (family == "1-softsync" and s == 1)):
-            out[(mu, lam)] = v
-    return out
-
-
-def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
-    f67 = select(ctx.runs, paper="rudra", figure="6-7")
-    md = ["# Rudra Figs 6–7 — (σ, μ, λ) tradeoff curves: test error vs training time per μ\n\n",
-          "Paper: CIFAR10, 140 epochs, λ ∈ {1, 2, 4, 10, 18, 30} × μ ∈ {4, …, 128}; Fig 6 hardsync "
-          "(α = α0·√(μλ/128)), Fig 7 (a) λ-softsync and (b) 1-softsync (α = α0/⟨σ⟩). The figures are plots; "
-          f"the only number is the baseline (0, 128, 1): {P.BASELINE['test_error']:g}% in "
-          f"{P.BASELINE['time_s']:,} s.\n"]
-    if not f67:
-        return "not run (python sweeps/rudra_fig6_7.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
-    scales = scales_of(f67)
-    claims: list[tuple[str, str, str]] = []
-    status = []
-    for scale in scales:
-        runs = select(f67, scale=scale)
-        attach_summaries(ctx.tracking_uri, runs)  # the run totals (see final)
-        configs = _by_config(runs)
-        md.append(f"\n## scale = {scale}\n\nEach cell: test error % / simulated training time s (P775 cost model, "
-                  "for the configured epochs: sim_time_s × epochs / epochs_done).\n")
-        for fam in FAMILIES:
-            pts = family_points(configs, fam)
-            lams = sorted({lam for _, lam in pts})
-            rows = [[f"μ = {mu}"] + [_cell(pts.get((mu, lam))) for lam in lams]
-                    for mu in sorted({mu for mu, _ in pts})]
-            md += [f"\n### {fam}\n\n", md_table(["", *(f"λ = {lam}" for lam in lams)], rows)]
-        notes = sorted({v[3] for v in configs.values() if v[3]})
-        md.append(f"\nRuns: {sum(v[2] for v in configs.values())}; data: {', '.join(notes) or '—'}.\n")
-        png = _fig67_plot(configs, ctx.out / f"rudra_fig6_7_{scale}.png")
-        if png:
-            md.append(f"\n![tradeoff curves]({png.name})\n")
-        status.append(f"{scale}: {len(configs)}/96 configurations")
-        claims = _fig67_claims(configs)
-    md.append("\n" + claims_md(claims))
-    full = all(s.split(": ")[1].startswith("96/") for s in status)
-    return ("reproduced" if full else "partially reproduced") + f" at scale {', '.join(status)}", "".join(md)
-
-
-def _cell(v: tuple | None) -> str:
-    if v is None:
-        return "—"
-    err, tim = v[0], v[1]
-    return f"{'diverged' if err is None else f'{err[0] * 100:.2f}'} / {'—' if tim is None else f'{tim[0]:.3g}'}"
-
-
-_LEARNED = 85.0  # a test error ≥ 85 % (chance: 90 %) is a run that has not learned: its error decides nothing
-
-
-def _at_chance(*errors: float) -> str:
-    return " (all at chance: not measured)" if errors and min(errors) >= _LEARNED else ""
-
-
-def _fig67_claims(configs: Mapping[tuple[int, int, int], tuple]) -> list[tuple[str, str, str]]:
-    def err(k: tuple) -> float | None:
-        v = configs.get(k)
-        return None if v is None or v[0] is None else v[0][0] * 100
-
-    def tim(k: tuple) -> float | None:
-        v = configs.get(k)
-        return None if v is None or v[1] is None else v[1][0]
-
-    out = []
-    # the paper's contour is μ = 128; a sub-grid (ci) uses its largest μ, named in the claim
-    top = max((mu for s, mu, lam in configs if s == 0 and lam > 1), default=128)
-    hs = sorted((lam, tim((0, top, lam))) for lam in P.LAMBDAS if tim((0, top, lam)) is not None)
-    ok = None if len(hs) < 2 else all(b[1] < a[1] for a, b in itertools.pairwise(hs))
-    out.append((f"Fig 6, hardsync μ = {top}: training time decreases monotonically with λ",
-                NOT_MEASURED if ok is None else verdict(ok), ", ".join(f"λ={lam}: {t:.3g} s" for lam, t in hs) or "—"))
-    a, b = err((0, 4, 30)), err((0, top, 30))
-    out.append((f"Fig 6, hardsync λ = 30: μ = 4 restores test error lost at μ = {top} (lower error)",
-                NOT_MEASURED if None in (a, b) or top == 4 or min(a, b) >= _LEARNED else verdict(a < b),
-                "—" if None in (a, b) else f"(0,4,30) {a:.2f}%, (0,{top},30) {b:.2f}%" + _at_chance(a, b)))
-    top = max((mu for s, mu, lam in configs if s == lam == 30), default=128)
-    a, b = tim((30, 4, 30)), tim((30, top, 30))
-    out.append((f"Fig 7a, λ-softsync λ = 30: μ = 4 takes longer than μ = {top}",
-                NOT_MEASURED if None in (a, b) or top == 4 else verdict(a > b),
-                "—" if None in (a, b) else f"(30,4,30) {a:.3g} s, (30,{top},30) {b:.3g} s"))
-    a, b = tim((1, 4, 30)), tim((30, 4, 30))
-    out.append(("Fig 7b, μ = 4, λ = 30: 1-softsync avoids λ-softsync's runtime degradation (faster)",
-                NOT_MEASURED if None in (a, b) else verdict(a < b),
-                "—" if None in (a, b) else f"(1,4,30) {a:.3g} s, (30,4,30) {b:.3g} s"))
-    top = max((mu for s, mu, lam in configs if s == 0 and lam == 1), default=128)  # the baseline's μ
-    base = err((0, top, 1))
-    mu4 = {lam: err((lam, 4, lam)) for lam in P.LAMBDAS[1:] if err((lam, 4, lam)) is not None}
-    ok = (None if base is None or not mu4 or top == 4 or min(base, *mu4.values()) >= _LEARNED
-          else all(e <= base + 1.0 for e in mu4.values()))
-    nums = "—" if base is None or not mu4 else (f"baseline {base:.2f}%; " + ", ".join(
-        f"λ={k}: {e:.2f}%" for k, e in mu4.items()) + _at_chance(base, *mu4.values()))
-    out.append((f"Fig 7a, λ-softsync μ = 4: every λ's test error is similar to or below the baseline (0,{top},1) "
-                "(≤ baseline + 1 pp)", NOT_MEASURED if ok is None else verdict(ok), nums))
-    return out
-
-
-def _fig67_plot(configs: Mapping[tuple[int, int, int], tuple], path: Path) -> Path | None:
-    if not any(v[0] is not None and v[1] is not None for v in configs.values()):
-        return None
-    with figure(path, 1, 3, figsize=(13, 4), sharey=True) as axes:
-        base = configs.get((0, 128, 1))
-        for ax, fam in zip(axes, FAMILIES, strict=True):
-            pts = {k: v for k, v in family_points(configs, fam).items() if v[0] is not None and v[1] is not None}
-            for mu in sorted({mu for mu, _ in pts}):
-                ks = sorted(k for k in pts if k[0] == mu)
-                ax.plot([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], marker="o", ms=3,
-                        label=f"μ = {mu}")
-                for k in ks:
-                    ax.annotate(f"λ={k[1]}", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
-            if base is not None and base[0] is not None:
-                ax.axhline(base[0][0] * 100, color="k", ls="--", lw=0.8)
-            ax.set_xscale("log")
-            ax.set_title(f"{fam} (Rudra Fig {'6' if fam == 'hardsync' else '7'})")
-            ax.set_xlabel("simulated training time (s)")
-            ax.legend(fontsize=7)
-        axes[0].set_ylabel("test error (%)")
-    return path
-
-
-# --------------------------------------------------------------------------- Rudra Fig 8
-def speedups(times: Mapping[tuple[int, int, int], float], mu: int) -> dict[str, dict[int, float]]:
-    """Fig 8: family -> λ -> time(0, μ, 1) / time(σ, μ, λ)."""
-    base = times.get((0, mu, 1))
-    if not base:
-        return {}
-    out: dict[str, dict[int, float]] = {}
-    for fam in FAMILIES:
-        pts = family_points({k: v for k, v in times.items() if k[1] == mu}, fam)
-        out[fam] = {lam: base / t for (_, lam), t in sorted(pts.items(), key=lambda kv: kv[0][1]) if t > 0}
-    return out
-
-
-def rudra_fig8(ctx: Context) -> tuple[str, str]:
-    f8 = select(ctx.runs, paper="rudra", figure="8")
-    md = ["# Rudra Fig 8 — speed-up of the training time vs λ, μ = 128 and μ = 4\n\n",
-          "Simulated (schedule only), CIFAR10 network of §4.2, Rudra-base, P775 cost model. Speed-up = simulated "
-          "time per sample of (0, 128, 1) or (0, 4, 1) over that of (σ, μ, λ). The figure is a plot (no numbers); "
-          "the paper's statements are the claims.\n"]
-    if not f8:
-        return "not run (python sweeps/rudra_fig8.py scale=paper)", "".join(md) + "\nNo runs in the store.\n"
-    scales = scales_of(f8)
-    claims: list[tuple[str, str, str]] = []
-    for scale in scales:
-        rs = select(f8, scale=scale)
-        per_sample: dict[tuple[int, int, int], list[float]] = defaultdict(list)
-        for r in rs:  # time per sample: hardsync schedules hold whole updates only, so samples differ per case
-            key, t, n = P.parse_case(r.tags.get("case", "")), r.metrics.get("sim_time_s"), r.metrics.get("samples")
-            if key is not None and t is not None:
-                per_sample[key].append(t / n if n else t)
-        times = {k: statistics.fmean(v) for k, v in per_sample.items()}
-        md.append(f"\n## scale = {scale}\n")
-        ups = {}
-        for mu in (128, 4):
-            ups[mu] = speedups(times, mu)
-            lams = sorted({lam for d in ups[mu].values() for lam in d})
-            rows = [[f"λ = {lam}"] + [f"{ups[mu][fam][lam]:.2f}" if lam in ups[mu].get(fam, {}) else "—"
-                                      for fam in FAMILIES] for lam in lams]
-            md += [f"\n### μ = {mu} (relative to (0, {mu}, 1))\n\n", md_table(["", *FAMILIES], rows)]
-        notes = sorted({r.tags["data_note"] for r in rs if r.tags.get("data_note")})
-        md.append(f"\nRuns: {len(rs)}; data: {', '.join(notes) or '—'}.\n")
-        png = _fig8_plot(ups, ctx.out / f"rudra_fig8_{scale}.png")
-        if png:
-            md.append(f"\n![speed-up vs λ]({png.name})\n")
-        claims = _fig8_claims(ups)
-    md.append("\n" + claims_md(claims))
-    return f"reproduced at scale {', '.join(scales)} (simulation)", "".join(md)
-
-
-def _fig8_claims(ups: Mapping[int, Mapping[str, Mapping[int, float]]]) -> list[tuple[str, str, str]]:
-    def at(mu: int, fam: str, lam: int = 30) -> float | None:
-        return ups.get(mu, {}).get(fam, {}).get(lam)
-
-    out = []
-    a, b = at(128, "1-softsync"), at(128, "λ-softsync")
-    out.append(("μ = 128: 1-softsync and λ-softsync give similar speed-ups up to λ = 30 (within 10 %)",
-                NOT_MEASURED if None in (a, b) else verdict(abs(a - b) <= 0.1 * max(a, b)),
-                "—" if None in (a, b) else f"λ=30: 1-softsync {a:.2f}, λ-softsync {b:.2f}"))
-    vals = {fam: at(4, fam) for fam in FAMILIES}
-    ok = None if None in vals.values() else max(vals, key=lambda f: vals[f]) == "1-softsync"
-    out.append(("μ = 4: 1-softsync has the largest speed-up at λ = 30 (λ-softsync's is subdued)",
-                NOT_MEASURED if ok is None else verdict(ok),
-                "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items())))
-    for mu in (128, 4):
-        vals = {fam: at(mu, fam) for fam in FAMILIES}
-        ok = None if None in vals.values() else min(vals, key=lambda f: vals[f]) == "hardsync"
-        out.append((f"μ = {mu}: hardsync fares the worst (smallest speed-up at λ = 30)",
-                    NOT_MEASURED if ok is None else verdict(ok),
-                    "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items())))
-    for mu in (128, 4):
-        h = ups.get(mu, {}).get("hardsync", {})
-        eff = [(lam, s / lam) for lam, s in sorted(h.items())]
-        ok = None if len(eff) < 3 else all(b[1] <= a[1] + 1e-9 for a, b in itertools.pairwise(eff))
-        out.append((f"μ = {mu}: hardsync speed-up saturates (parallel efficiency speed-up/λ falls as λ grows)",
-                    NOT_MEASURED if ok is None else verdict(ok),
-                    ", ".join(f"λ={lam}: {e:.2f}" for lam, e in eff) or "—"))
-    return out
-
-
-def _fig8_plot(ups: Mapping[int, Mapping[str, Mapping[int, float]]], path: Path) -> Path | None:
-    if not any(ups.values()):
-        return None
-    with figure(path, 1, 2, figsize=(9, 3.5)) as axes:
-        for ax, mu in zip(axes, (128, 4), strict=True):
-            for fam in FAMILIES:
-                d = ups.get(mu, {}).get(fam, {})
-                if d:
-                    ax.plot(list(d), list(d.values()), marker="o", ms=3, label=fam)
-            ax.plot([1, 30], [1, 30], color="k", ls=":", lw=0.8)
-            ax.set_title(f"μ = {mu} (Rudra Fig 8{'a' if mu == 128 else 'b'})")
-            ax.set_xlabel("λ (learners)")
-            ax.set_ylabel("speed-up")
-            ax.legend(fontsize=7)
-    return path
 
 
 # --------------------------------------------------------------------------- Rudra Table 4
@@ -744,13 +352,18 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
     return status, "".join(md)
 
 
+# --------------------------------------------------------------------------- shared with rudra_figs
+def diverged(run: Run) -> bool:
+    return (run.metrics.get("diverged", 0.0) == 1.0 or run.tags.get("diverged") == "true"
+            or (run.summary or {}).get("diverged") is True)
+
+
+LEARNED = 85.0  # a test error ≥ 85 % (chance: 90 %) is a run that has not learned: its error decides nothing
+
+
 PAGES = [
     Page("Rudra", "Table 1", "rudra_table1", rudra_table1),
     Page("Rudra", "Table 2", "rudra_table2", rudra_table2),
     Page("Rudra", "Table 3", "rudra_table3", rudra_table3),
     Page("Rudra", "Table 4", "rudra_table4", rudra_table4),
-    Page("Rudra", "Fig 4", "rudra_fig4", rudra_fig4),
-    Page("Rudra", "Fig 5", "rudra_fig5", rudra_fig5),
-    Page("Rudra", "Figs 6–7", "rudra_fig6_7", rudra_fig6_7),
-    Page("Rudra", "Fig 8", "rudra_fig8", rudra_fig8),
 ]
