@@ -311,9 +311,7 @@ def _perf():
 def fig5_curves(gpus: Sequence[int] | None = None) -> dict[tuple[str, str, int], tuple[float, float]]:
     """(cluster, model, N) -> (fp32 images/s, TernGrad images/s) from the performance model (Eq 18)."""
     pm = _perf()
-    gpus = tuple(gpus or pm.GPUS)
-    return {(ck, mk, n): (pm.throughput(m, c, n, False), pm.throughput(m, c, n, True))
-            for ck, c in pm.CLUSTERS.items() for mk, m in pm.MODELS.items() for n in gpus}
+    return pm.curves(tuple(gpus or pm.GPUS))
 
 
 def terngrad_fig5(ctx: Context) -> tuple[str, str]:
@@ -391,19 +389,7 @@ def _approx_claim(sp: Mapping[tuple[str, str, int], float], cluster: str | None,
 def _fig5_plot(curves: Mapping[tuple[str, str, int], tuple[float, float]], path: Path) -> Path:
     pm = _perf()
     with figure(path, 1, len(pm.CLUSTERS), figsize=(11, 4), squeeze=False) as axes:
-        for ax, (ck, c) in zip(axes[0], pm.CLUSTERS.items(), strict=True):
-            for i, (mk, m) in enumerate(pm.MODELS.items()):
-                ns = sorted(n for (c2, m2, n) in curves if c2 == ck and m2 == mk)
-                for j, style in ((0, "--"), (1, "-")):
-                    ax.plot(ns, [curves[(ck, mk, n)][j] for n in ns], style, color=f"C{i}", marker="o", ms=3,
-                            label=f"{m.name} {'TernGrad' if j else 'fp32'}")
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("GPUs")
-            ax.set_ylabel("images / s")
-            ax.set_title(c.name, fontsize=9)
-            ax.legend(fontsize=7)
-        axes[0][0].figure.suptitle("TernGrad Fig 5: performance model (Appendix B, Eq 17–18), weak scaling")
+        pm.draw_fig5(axes[0], dict(curves))
     return path
 
 

@@ -183,37 +183,47 @@ def implied_step_time(model: str, cluster: str, gpus: int, target: float, float_
 GPUS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
-def fig5(out: Path, gpus: tuple[int, ...] = GPUS) -> tuple[Path, Path]:
-    """Write Fig 5's curves (weak scaling, with and without TernGrad) as CSV and PNG."""
-    out.mkdir(parents=True, exist_ok=True)
-    rows = [(ck, mk, n, tern, throughput(m, c, n, tern))
-            for ck, c in CLUSTERS.items() for mk, m in MODELS.items() for n in gpus for tern in (False, True)]
-    csv_path = out / "fig5.csv"
-    with csv_path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["cluster", "model", "gpus", "terngrad", "images_per_s", "speedup"])
-        base = {(ck, mk, n): v for ck, mk, n, t, v in rows if not t}
-        for ck, mk, n, t, v in rows:
-            w.writerow([ck, mk, n, int(t), f"{v:.1f}", f"{v / base[(ck, mk, n)]:.3f}"])
-    import matplotlib
+def curves(gpus: tuple[int, ...] = GPUS) -> dict[tuple[str, str, int], tuple[float, float]]:
+    """(cluster, model, N GPUs) -> (fp32 images/s, TernGrad images/s), weak scaling (Eq 18)."""
+    return {(ck, mk, n): (throughput(m, c, n, False), throughput(m, c, n, True))
+            for ck, c in CLUSTERS.items() for mk, m in MODELS.items() for n in gpus}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+def draw_fig5(axes, curves: dict[tuple[str, str, int], tuple[float, float]]) -> None:
+    """Fig 5's panels on ``axes`` (one per cluster): images/s vs GPUs, fp32 dashed, TernGrad solid."""
     for ax, (ck, c) in zip(axes, CLUSTERS.items(), strict=True):
-        for color, (mk, m) in zip(("C0", "C1", "C2"), MODELS.items(), strict=True):
-            for tern, style in ((False, "--"), (True, "-")):
-                ys = [v for c2, m2, _, t, v in rows if c2 == ck and m2 == mk and t == tern]
-                ax.plot(gpus, ys, style, color=color, marker="o", ms=3,
-                        label=f"{m.name} {'TernGrad' if tern else 'fp32'}")
+        for i, (mk, m) in enumerate(MODELS.items()):
+            ns = sorted(n for (c2, m2, n) in curves if c2 == ck and m2 == mk)
+            for j, style in ((0, "--"), (1, "-")):
+                ax.plot(ns, [curves[(ck, mk, n)][j] for n in ns], style, color=f"C{i}", marker="o", ms=3,
+                        label=f"{m.name} {'TernGrad' if j else 'fp32'}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("GPUs")
         ax.set_ylabel("images / s")
         ax.set_title(c.name, fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle("TernGrad Fig 5: performance model (Appendix B, Eq 17–18), weak scaling")
+    axes[0].figure.suptitle("TernGrad Fig 5: performance model (Appendix B, Eq 17–18), weak scaling")
+
+
+def fig5(out: Path, gpus: tuple[int, ...] = GPUS) -> tuple[Path, Path]:
+    """Write Fig 5's curves (weak scaling, with and without TernGrad) as CSV and PNG."""
+    out.mkdir(parents=True, exist_ok=True)
+    cv = curves(gpus)
+    csv_path = out / "fig5.csv"
+    with csv_path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["cluster", "model", "gpus", "terngrad", "images_per_s", "speedup"])
+        for (ck, mk, n), (fp32, tern) in cv.items():
+            w.writerow([ck, mk, n, 0, f"{fp32:.1f}", f"{1.0:.3f}"])
+            w.writerow([ck, mk, n, 1, f"{tern:.1f}", f"{tern / fp32:.3f}"])
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(CLUSTERS), figsize=(11, 4))
+    draw_fig5(axes, cv)
     fig.tight_layout()
     png = out / "fig5.png"
     fig.savefig(png, dpi=110)
