@@ -45,7 +45,7 @@ from psbench.engine.aggregate import contribution_order, sum_in_order, update_we
 from psbench.engine.transport import LearnerFailure
 from psbench.lr import LRPolicy
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
-from psbench.ps.local import commit_scale
+from psbench.ps.local import commit_scale, uses_local_steps
 
 
 @dataclass
@@ -105,7 +105,7 @@ class ParameterServer:
         self.timeout_s, self.tolerate, self.clip = timeout_s, tolerate_failures, gradient_clip_val
         self.logger, self.log_every, self.poll_s = logger, max(1, log_every), poll_s
         self.stats = PSStats()
-        self.local_scale = protocol.name in ("agn", "dynsgd")
+        self.local = uses_local_steps(protocol.name)  # pushes are commits of H local steps (ps.local)
         lam = self.lam
         self.root_ts = 0
         self.pushed, self.applied, self.included = [0] * lam, [0] * lam, [0] * lam
@@ -351,9 +351,9 @@ class ParameterServer:
         if not prescaled:
             w = update_weights(self.policy.scales([i - t for t in ts], self.mu, self.lam))
             grads = [g * w[j] for j, g in enumerate(grads)]
-        if self.local_scale:  # agn: 1/H, dynsgd: 1/(σ+1) on a learner's accumulated update (ps.local)
-            grads = [g * commit_scale(self.protocol.name, self.protocol.local_steps, i - t)
-                     for g, t in zip(grads, ts, strict=True)]
+        if self.local:  # the commit scale s: agn 1/H, dynsgd 1/(σ+1), downpour and aeasgd 1 (ps.local)
+            s = [commit_scale(self.protocol.name, self.protocol.local_steps, i - t) for t in ts]
+            grads = [g if sj == 1.0 else g * sj for g, sj in zip(grads, s, strict=True)]
         if self.replay is not None and self.remaining_reads[i] > 0:
             self.snapshots[i] = self._weights().clone()  # a pending read still needs timestamp i
         loss = sum(e.loss_sum for e in group) / max(1, sum(e.samples for e in group))
