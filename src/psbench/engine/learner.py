@@ -60,7 +60,7 @@ class LocalWindow:
     def commit(self, center: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
                lr: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(flat commit of one window from the pulled weights ``center``, its per-sample losses)."""
-        pulled = {k: v.detach().unsqueeze(0).clone() for k, v in center.items()}
+        pulled = {k: v.detach().unsqueeze(0) for k, v in center.items()}  # views of the receive buffer
         if not self.theta:  # the learner's model starts at the center it first pulls
             self.theta = {k: v.clone() for k, v in pulled.items()}
             self.state = self.opt.init_state(self.theta)
