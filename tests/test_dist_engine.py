@@ -277,10 +277,37 @@ def test_replay_of_a_local_step_protocol_gives_the_simulators_weights(compose_cf
     assert not _learner_processes(out)
 
 
+@pytest.mark.parametrize("codec", [
+    ("protocol=async", "compression=terngrad"),
+    pytest.param(("protocol=softsync", "protocol.n=1", "compression=topk"), marks=pytest.mark.slow),
+    pytest.param(("protocol=hardsync", "compression=terngrad", "compression.share_scalers=false"),
+                 marks=pytest.mark.slow)])
+def test_replay_with_a_codec_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path, codec):
+    """Learners push their codec's exact bytes (same codec state and generator as the simulator's pipeline);
+    the PS decodes, weights and aggregates them: the simulator's weights, bit for bit."""
+    from psbench.train import train
+
+    args = ("learners=3", "batch_size=8", "epochs=1", "trainer.max_updates=20", "trainer.num_threads=1",
+            "+trainer.batching=loop", "logger=none", *codec)
+    (tmp_path / "run").mkdir(exist_ok=True)
+    sim = train(compose_cfg("trainer.progress=none", *args), tmp_path / "run")
+    root = tmp_path / "d"
+    root.mkdir()
+    r, out = _dist(run_psbench, root, "engine.mode=replay", *args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    dist = json.loads((out / "summary.json").read_text())
+    assert dist["schedule_sha256"] == sim["schedule_sha256"]
+    assert dist["weights_sha256"] == sim["weights_sha256"]
+    assert dist["bytes_pushed"] == dist["pushes_received"] * (dist["push_payload_bytes"] + m.HEADER * 8)
+    if "compression=terngrad" in codec:  # 2-bit codes + one fp32 scaler per tensor: ≈ 16× fewer bytes
+        assert 12 < dist["model_bytes"] / dist["push_payload_bytes"] < 16
+
+
 @pytest.mark.parametrize("args,key", [
     (("learners=5", "engine.max_learners=4"), "learners=5"),
     (("engine.backend=nccl",), "engine.backend='nccl'"),
     (("topology=rudra_adv",), "topology.name"),
+    (("compression=terngrad",), "compression.share_scalers"),  # hardsync, c = 4: no negotiation round yet
 ])
 def test_bad_input_is_one_line_and_starts_nothing(run_psbench, tmp_path, args, key):
     r, out = _dist(run_psbench, tmp_path, "logger=none", *args)
@@ -406,3 +433,33 @@ def test_calibration_of_a_lambda_8_free_run(run_psbench, tmp_path):
     assert s["gradients"] >= 2000
     assert cal["ks_staleness"] <= 0.15
     assert cal["epoch_time_rel_error"] <= 0.25
+
+
+@pytest.mark.parametrize("options", [
+    {"name": "terngrad", "clip": 2.5, "wire": "2bit", "share_scalers": True, "float_last_layer": True,
+     "localize": True, "error_feedback": False},
+    {"name": "terngrad", "clip": None, "wire": "base3", "share_scalers": False, "float_last_layer": False,
+     "localize": False, "error_feedback": False},
+    {"name": "topk", "k": 0.1, "error_feedback": True},
+    {"name": "qsgd", "levels": 4, "bucket": 64, "error_feedback": False},
+    {"name": "fp16", "error_feedback": False},
+])
+def test_gradient_wire_decodes_to_what_the_learners_codec_decodes(options):
+    """A push's bytes (fixed size, the codec's exact payloads) decode at the PS to the pipeline's decoded gradient."""
+    from psbench.compression.pipeline import LearnerCompression
+    from psbench.engine.wire import GradientWire
+
+    torch.manual_seed(0)
+    shapes = {"0.weight": torch.Size([7, 5]), "0.bias": torch.Size([7]), "1.weight": torch.Size([3, 7]),
+              "1.bias": torch.Size([3])}
+    sender, receiver = GradientWire(options, shapes, seed=4), GradientWire(options, shapes, seed=4)
+    reference = LearnerCompression({**options, "share_scalers": False}, shapes, seed=4)
+    assert sender.push_bytes == reference.push_bytes()
+    for _ in range(3):  # stateful codecs (error feedback) and generator streams advance alike
+        grads = {n: torch.randn(s) for n, s in shapes.items()}
+        buf = sender.encode(2, grads)
+        assert buf.dtype == torch.uint8 and buf.numel() == sender.push_bytes
+        codec, gen = reference.codec(2), reference.generators[2]
+        want = torch.cat([g.reshape(-1) if n in reference.floats else
+                          codec.decompress(codec.compress(g, n, gen)).reshape(-1) for n, g in grads.items()])
+        assert torch.equal(receiver.decode(buf), want)

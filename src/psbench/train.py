@@ -160,21 +160,14 @@ def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         from psbench.engine.launcher import train_dist
 
         return train_dist(cfg, run_dir, logger)
-    from psbench.models import model_bytes
 
     t_start = time.perf_counter()
     seed = int(cfg.seed)
     dm, net = build_data_and_model(cfg)
 
     protocol, topology, policy = build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg)
-    cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)
     compression = build_compression(cfg, net)
-    if compression is not None:  # codec payloads are data-independent: they set the transfer times
-        from dataclasses import replace
-
-        cost = replace(cost, push_bytes=compression.push_bytes(),
-                       pull_bytes=compression.pull_bytes(protocol.gradients_per_update),
-                       pull_delta=compression.localize)
+    cost = build_run_cost(cfg, net, dm, protocol, compression)
     sim = Simulator(protocol, cost, topology, int(cfg.batch_size), total_gradients(cfg, dm.num_train, protocol), seed)
     schedule = Schedule.collect(sim.run(), meta={"protocol": protocol.label, "learners": protocol.learners,
                                                  "batch_size": int(cfg.batch_size), "topology": topology.name,
@@ -197,6 +190,19 @@ def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     summary["weights_sha256"] = weights_sha256(net)
     summary["wall_time_s"] = time.perf_counter() - t_start
     return summary
+
+
+def build_run_cost(cfg: DictConfig, net: torch.nn.Module, dm, protocol: Protocol, compression=None) -> CostModel:
+    """The run's cost model: the hardware profile for this model, with the codec's exact push/pull payloads."""
+    from psbench.models import model_bytes
+
+    cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)
+    if compression is None:
+        return cost
+    from dataclasses import replace  # codec payloads are data-independent: they set the transfer times
+
+    return replace(cost, push_bytes=compression.push_bytes(),
+                   pull_bytes=compression.pull_bytes(protocol.gradients_per_update), pull_delta=compression.localize)
 
 
 def build_compression(cfg: DictConfig, net: torch.nn.Module):

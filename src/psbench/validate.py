@@ -258,8 +258,6 @@ def _validate_compression(cfg: DictConfig) -> None:
     if name != "none" and _get(cfg, "protocol.name") in LOCAL_PROTOCOLS:
         raise ConfigError("compression.name", name, "none with the local-step protocols (" +
                           ", ".join(LOCAL_PROTOCOLS) + ")")
-    if name != "none" and _get(cfg, "engine.name") == "dist":
-        raise ConfigError("compression.name", name, "none with engine=dist (codecs run in the simulated engine)")
     c = cfg.compression
     for key in ("error_feedback", "share_scalers", "float_last_layer", "localize"):
         if key in c:

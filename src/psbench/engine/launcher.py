@@ -10,7 +10,8 @@ by torchrun on other nodes (README "engine=dist").
 
 Bad input fails before any process starts, as one :class:`~psbench.errors.ConfigError`: λ above
 ``engine.max_learners`` (≤ :data:`HARD_MAX_LEARNERS`), a port in use, ``backend=nccl`` (needs a
-GPU; the data plane here is gloo), a topology or compression setting the PS does not execute yet.
+GPU; the data plane here is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
+(:func:`psbench.engine.wire.check`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
 Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
 local steps in their own processes (spec key ``local``) and push commits.
 """
@@ -58,6 +59,12 @@ def check_config(cfg: DictConfig) -> None:
     require(lam <= limit, "learners", lam, f"at most engine.max_learners={limit} learner processes with engine=dist")
     require(_e(cfg, "mode", "free_run") in MODES, "engine.mode", _e(cfg, "mode"), "one of " + ", ".join(MODES))
     backend = _e(cfg, "backend", "gloo")
+    comp = cfg.get("compression")
+    if comp is not None and comp.get("name", "none") != "none":
+        from psbench.engine.wire import check
+        from psbench.train import build_protocol
+
+        check(OmegaConf.to_container(comp, resolve=True), build_protocol(cfg).gradients_per_update)
     require(backend in BACKENDS, "engine.backend", backend, "one of " + ", ".join(BACKENDS))
     if backend == "nccl":
         why = "the PS data plane is gloo-only" if torch.cuda.is_available() else "nccl needs a CUDA GPU, none here"
@@ -76,9 +83,6 @@ def check_config(cfg: DictConfig) -> None:
                 f"engine.learner_delay_s.{k}", v, f"seconds >= 0 for a learner index in [0, {lam})")
     require(cfg.topology.name == "rudra_base", "topology.name", cfg.topology.name,
             "rudra_base with engine=dist (the PS tree is not executed yet)")
-    comp = cfg.get("compression")
-    require(comp is None or comp.get("name", "none") == "none", "compression.name",
-            None if comp is None else comp.get("name"), "none with engine=dist (not executed yet)")
     if _e(cfg, "mode") == "replay" and _e(cfg, "schedule") is not None:
         require(Path(str(_e(cfg, "schedule"))).is_file(), "engine.schedule", _e(cfg, "schedule"),
                 "null or an existing schedule.npz")
@@ -179,15 +183,16 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
 
     from psbench.engine.ps_server import ParameterServer
     from psbench.engine.transport import GlooTransport
-    from psbench.models import model_bytes
+    from psbench.engine.wire import GradientWire
     from psbench.ps import Schedule, Simulator
     from psbench.ps.local import is_elastic, uses_local_steps
     from psbench.strategy import ClassifierModule
     from psbench.train import (
-        build_cost,
+        build_compression,
         build_data_and_model,
         build_lr_policy,
         build_protocol,
+        build_run_cost,
         build_topology,
         evaluate,
         plot_staleness,
@@ -217,7 +222,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
             require(got in (None, lam), "engine.schedule", str(_e(cfg, "schedule")),
                     f"a schedule for learners={lam} (it has {got})")
         else:
-            cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)
+            cost = build_run_cost(cfg, net, dm, protocol, build_compression(cfg, net))
             sim = Simulator(protocol, cost, build_topology(cfg), mu, total_gradients(cfg, dm.num_train, protocol), seed)
             replay = Schedule.collect(sim.run(), meta=meta)
             sim_stats = {"sim_time_s": sim.stats.sim_time_s}
@@ -238,6 +243,11 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
                  "rho": protocol.rho, "optimizer": opt_cfg}
         opt_cfg = server_optimizer(opt_cfg)
     module = ClassifierModule(net, opt_cfg, updates_per_epoch)
+    comp_opts = OmegaConf.to_container(cfg.compression, resolve=True) if cfg.get("compression") else None
+    if comp_opts is not None and comp_opts.get("name", "none") == "none":  # type: ignore[union-attr]
+        comp_opts = None
+    wire = None if comp_opts is None else GradientWire(comp_opts, {k: p.shape for k, p in net.named_parameters()},
+                                                       seed)
     configured = module.configure_optimizers()
     opt, sched = (configured, None) if isinstance(configured, torch.optim.Optimizer) else (
         configured["optimizer"], configured["lr_scheduler"]["scheduler"])
@@ -259,7 +269,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
             "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
             "seed": seed, "samples_per_gradient": spg, "threads": int(_e(cfg, "learner_threads", 1)),
             "delay_s": {str(k): float(v) for k, v in dict(_e(cfg, "learner_delay_s", {})).items()},
-            "rank_offset": 1, "local": local,
+            "rank_offset": 1, "local": local, "compression": comp_opts,
         }
         spec_file.write_text(json.dumps(spec, indent=1))
         if _e(cfg, "launch", "spawn") == "spawn":
@@ -273,11 +283,11 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         join_s = time.perf_counter() - t_join
         logging.getLogger("psbench").info("engine=dist: %d learners joined in %.1f s; %s run starts", lam, join_s, mode)
         numel = sum(p.numel() for p in net.parameters())
-        transport = GlooTransport(lam, numel, procs.alive)
+        transport = GlooTransport(lam, numel, procs.alive, push_bytes=None if wire is None else wire.push_bytes)
         ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
                              timeout_s=timeout_s, tolerate_failures=bool(_e(cfg, "tolerate_failures", False)),
                              gradient_clip_val=cfg.trainer.get("gradient_clip_val"), logger=logger,
-                             log_every=int(cfg.trainer.get("log_every_n_updates") or 10))
+                             log_every=int(cfg.trainer.get("log_every_n_updates") or 10), wire=wire)
         stats = ps.run()
         for p in procs.procs:  # stopped learners leave by themselves
             try:
@@ -305,7 +315,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
     diverged = ps.diverged_at is not None or not (test_loss == test_loss and abs(test_loss) != float("inf"))
     samples = stats.pushes_applied * spg
-    wire = numel * 4 + m.HEADER * 8
+    message = numel * 4 + m.HEADER * 8
     summary: dict[str, Any] = {
         "status": "diverged" if diverged else "finished", "diverged": diverged, "diverged_at_update": ps.diverged_at,
         "test_error": test_error, "test_loss": test_loss, "train_loss": ps.recent_loss,
@@ -322,7 +332,8 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         "pushes_per_s": stats.pushes_received / stats.run_time_s if stats.run_time_s > 0 else None,
         "parks": stats.parks, "ssp_reads": stats.ssp_reads, "ssp_violations": stats.ssp_violations,
         "ssp_max_lag": stats.ssp_max_lag, "failed_learners": stats.failed_learners,
-        "lost_gradients": stats.lost_gradients, "message_bytes": wire, "model_bytes": numel * 4,
+        "lost_gradients": stats.lost_gradients, "message_bytes": message, "model_bytes": numel * 4,
+        "push_payload_bytes": numel * 4 if wire is None else wire.push_bytes,  # codec payload of one push
         "calibration": calibration,
         "calib_ks_staleness": calibration and calibration["ks_staleness"],
         "calib_epoch_time_rel_error": calibration and calibration["epoch_time_rel_error"], "artifacts": artifacts,

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from psbench.engine import messages as m
 from psbench.engine.aggregate import learner_gradient
 from psbench.engine.samples import SampleStream
+from psbench.engine.wire import GradientWire
 from psbench.ps.local_window import LearnerOptimizer, elastic_commit, local_window
 
 
@@ -105,6 +106,8 @@ def run(spec: dict, rank: int) -> int:
     dist.init_process_group("gloo", store=store, rank=rank, world_size=int(spec["world_size"]), timeout=timeout)
     dist.send(m.encode(m.HELLO), 0)
     window = LocalWindow(net, spec["local"]) if spec.get("local") else None
+    wire = GradientWire(spec["compression"], dict(zip(names, shapes, strict=True)), int(spec["seed"])) \
+        if spec.get("compression") else None
     header = m.empty_header()
     pushed = 0
     while True:
@@ -119,7 +122,8 @@ def run(spec: dict, rank: int) -> int:
         if window is None:
             grads, per = learner_gradient(net, per_sample_loss, params, x[idx], y[idx],
                                           torch.tensor(r.weight, dtype=torch.float32))
-            g = torch.cat([t.reshape(-1) for t in grads])
+            g = wire.encode(l, dict(zip(names, grads, strict=True))) if wire is not None else \
+                torch.cat([t.reshape(-1) for t in grads])
         else:
             g, per = window.commit(params, x[idx], y[idx], r.lr)
             if r.weight != 1.0:

@@ -94,7 +94,7 @@ class ParameterServer:
                  policy: LRPolicy, batch_size: int, samples_per_gradient: int, total_gradients: int, transport,
                  replay: Schedule | None = None, timeout_s: float = 60.0, tolerate_failures: bool = False,
                  gradient_clip_val: float | None = None, logger=None, log_every: int = 10,
-                 poll_s: float = 0.2) -> None:
+                 poll_s: float = 0.2, wire=None) -> None:
         self.net, self.opt, self.sched = net, optimizer, scheduler
         self.params = list(net.parameters())
         self.protocol, self.policy, self.mu, self.spg = protocol, policy, batch_size, samples_per_gradient
@@ -104,6 +104,7 @@ class ParameterServer:
         self.transport, self.replay = transport, replay
         self.timeout_s, self.tolerate, self.clip = timeout_s, tolerate_failures, gradient_clip_val
         self.logger, self.log_every, self.poll_s = logger, max(1, log_every), poll_s
+        self.wire = wire  # compressed pushes (engine/wire.py): decoded here, weighted after decoding
         self.stats = PSStats()
         self.local = uses_local_steps(protocol.name)  # pushes are commits of H local steps (ps.local)
         lam = self.lam
@@ -256,7 +257,8 @@ class ParameterServer:
             self.stats.parks += 1
             return
         flat = self._weights() if need == self.root_ts else self.snapshots[need]
-        if not self._grant(l, need, flat, int(s.sample_start[r]), float(self.row_weight[r]), r):  # type: ignore[union-attr]
+        weight = 1.0 if self.wire is not None else float(self.row_weight[r])  # a codec sees the raw gradient
+        if not self._grant(l, need, flat, int(s.sample_start[r]), weight, r):  # type: ignore[union-attr]
             return
         self.next_k[l] += 1
         self.remaining_reads[need] -= 1
@@ -315,6 +317,10 @@ class ParameterServer:
         self.outstanding[l] = False
         self.pushed[l] += 1
         st.pushes_received += 1
+        if self.wire is not None:
+            grad = self.wire.decode(grad)
+            if self.replay is not None:  # as the simulator's pipeline: Σ_l (w_l/c)·decode(compress_l(g_l))
+                grad = grad * float(self.row_weight[p.row])
         st.compute_s += p.t_end - p.t_start
         t_in = time.perf_counter()
         self.row_timing[(l, p.clock)] = (p.t_end - p.t_start, p.t_end - self.t0, self.was_parked[l])
