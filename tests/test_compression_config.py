@@ -40,7 +40,7 @@ def test_options_validate(compose_cfg, name):
     (("compression=terngrad", "compression.localize=maybe"), "compression.localize"),
     (("compression=none", "+compression.k=0.1"), "compression.k"),
     (("compression=terngrad", "protocol=downpour"), "compression.name"),
-    (("compression=terngrad", "engine=dist"), "compression.name"),
+    (("compression=terngrad", "engine=dist"), "compression.share_scalers"),  # hardsync c = 4 on real processes
 ])
 def test_bad_compression_config_names_the_key(compose_cfg, overrides, key):
     with pytest.raises(ConfigError) as e:
