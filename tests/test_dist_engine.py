@@ -254,27 +254,32 @@ def _dist(run_psbench, root, *args, timeout=600):
     return r, out
 
 
+def _replay_against_sim(compose_cfg, run_psbench, tmp_path, *args) -> tuple[dict, dict]:
+    """(simulator summary, engine=dist replay summary) of the same config; the replay left no learner behind."""
+    from psbench.train import train
+
+    (tmp_path / "run").mkdir(exist_ok=True)
+    sim = train(compose_cfg("trainer.progress=none", *args), tmp_path / "run")
+    root = tmp_path / "d"
+    root.mkdir()
+    r, out = _dist(run_psbench, root, "engine.mode=replay", *args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not _learner_processes(out)
+    dist = json.loads((out / "summary.json").read_text())
+    assert dist["schedule_sha256"] == sim["schedule_sha256"]
+    return sim, dist
+
+
 @pytest.mark.parametrize("local", [
     ("protocol=agn", "protocol.local_steps=3", "optimizer.momentum=0.9"),
     pytest.param(("protocol=aeasgd", "protocol.local_steps=2", "protocol.rho=2.0"), marks=pytest.mark.slow)])
 def test_replay_of_a_local_step_protocol_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path, local):
     """H local steps run in the learner processes (same window code, k = 1) and reach the simulator's weights."""
-    from psbench.train import train
-
-    args = ("learners=3", "batch_size=8", "epochs=1", "trainer.max_updates=12", "trainer.num_threads=1",
-            "logger=none", "optimizer.lr=0.05", *local)
-    cfg = compose_cfg("trainer.progress=none", *args)
-    (tmp_path / "run").mkdir(exist_ok=True)
-    sim = train(cfg, tmp_path / "run")
-    root = tmp_path / "d"
-    root.mkdir()
-    r, out = _dist(run_psbench, root, "engine.mode=replay", *args)
-    assert r.returncode == 0, r.stderr[-3000:]
-    dist = json.loads((out / "summary.json").read_text())
-    assert dist["schedule_sha256"] == sim["schedule_sha256"]
+    sim, dist = _replay_against_sim(compose_cfg, run_psbench, tmp_path, "learners=3", "batch_size=8", "epochs=1",
+                                    "trainer.max_updates=12", "trainer.num_threads=1", "logger=none",
+                                    "optimizer.lr=0.05", *local)
     assert dist["pushes_applied"] == sim["gradients"] == 12 and dist["ps_timestamp"] == sim["ps_updates"]
     assert dist["weights_sha256"] == sim["weights_sha256"]
-    assert not _learner_processes(out)
 
 
 @pytest.mark.parametrize("codec", [
@@ -285,18 +290,9 @@ def test_replay_of_a_local_step_protocol_gives_the_simulators_weights(compose_cf
 def test_replay_with_a_codec_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path, codec):
     """Learners push their codec's exact bytes (same codec state and generator as the simulator's pipeline);
     the PS decodes, weights and aggregates them: the simulator's weights, bit for bit."""
-    from psbench.train import train
-
-    args = ("learners=3", "batch_size=8", "epochs=1", "trainer.max_updates=20", "trainer.num_threads=1",
-            "+trainer.batching=loop", "logger=none", *codec)
-    (tmp_path / "run").mkdir(exist_ok=True)
-    sim = train(compose_cfg("trainer.progress=none", *args), tmp_path / "run")
-    root = tmp_path / "d"
-    root.mkdir()
-    r, out = _dist(run_psbench, root, "engine.mode=replay", *args)
-    assert r.returncode == 0, r.stderr[-3000:]
-    dist = json.loads((out / "summary.json").read_text())
-    assert dist["schedule_sha256"] == sim["schedule_sha256"]
+    sim, dist = _replay_against_sim(compose_cfg, run_psbench, tmp_path, "learners=3", "batch_size=8", "epochs=1",
+                                    "trainer.max_updates=20", "trainer.num_threads=1", "+trainer.batching=loop",
+                                    "logger=none", *codec)
     assert dist["weights_sha256"] == sim["weights_sha256"]
     assert dist["bytes_pushed"] == dist["pushes_received"] * (dist["push_payload_bytes"] + m.HEADER * 8)
     if "compression=terngrad" in codec:  # 2-bit codes + one fp32 scaler per tensor: ≈ 16× fewer bytes
@@ -329,22 +325,12 @@ def test_port_in_use_is_one_line_and_starts_nothing(run_psbench, tmp_path):
 
 @pytest.mark.slow
 def test_replay_of_simulated_1_softsync_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path):
-    from psbench.train import train
-
-    args = ("learners=4", "protocol=softsync", "protocol.n=1", "batch_size=8", "epochs=1", "trainer.max_updates=25",
-            "lr_policy=dynsgd", "trainer.num_threads=1", "+trainer.batching=loop", "logger=none")
-    cfg = compose_cfg("trainer.progress=none", *args)
-    (tmp_path / "run").mkdir(exist_ok=True)
-    sim = train(cfg, tmp_path / "run")
-    root = tmp_path / "d"
-    root.mkdir()
-    r, out = _dist(run_psbench, root, "engine.mode=replay", *args)
-    assert r.returncode == 0, r.stderr[-3000:]
-    dist = json.loads((out / "summary.json").read_text())
-    assert dist["schedule_sha256"] == sim["schedule_sha256"]
+    sim, dist = _replay_against_sim(compose_cfg, run_psbench, tmp_path, "learners=4", "protocol=softsync",
+                                    "protocol.n=1", "batch_size=8", "epochs=1", "trainer.max_updates=25",
+                                    "lr_policy=dynsgd", "trainer.num_threads=1", "+trainer.batching=loop",
+                                    "logger=none")
     assert dist["weights_sha256"] == sim["weights_sha256"]
     assert dist["pushes_applied"] == sim["gradients"] and dist["ps_timestamp"] == sim["ps_updates"]
-    assert not _learner_processes(out)
 
 
 @pytest.mark.slow
