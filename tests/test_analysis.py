@@ -6,7 +6,6 @@ needs no training and knows which claims must hold.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -16,28 +15,11 @@ sys.path.insert(0, str(REPO))
 from analysis.pages import rudra_paper as P  # noqa: E402
 from analysis.report import build  # noqa: E402
 
+from report_store import ReportStore  # noqa: E402
+
 
 def _fill(root: Path) -> None:
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric, RunTag
-
-    from psbench.tracking import ensure_experiment
-
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    exp = ensure_experiment(uri, "psbench", str(root / "mlartifacts"))
-    c = MlflowClient(uri)
-
-    def run(tags: dict, metrics: dict, seed: int = 0, summary: dict | None = None) -> None:
-        r = c.create_run(exp, start_time=1_000 + seed)
-        c.log_batch(r.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()],
-                    tags=[RunTag(k, str(v)) for k, v in tags.items()])
-        c.log_param(r.info.run_id, "seed", str(seed))
-        if summary is not None:
-            f = root / r.info.run_id / "summary.json"
-            f.parent.mkdir()
-            f.write_text(json.dumps(summary))
-            c.log_artifact(r.info.run_id, str(f))
-        c.set_terminated(r.info.run_id, "FINISHED")
+    run = ReportStore(root).run
 
     for case, overlap in (("rudra_base", 0.1), ("rudra_adv", 0.5), ("rudra_adv_star", 0.995)):
         run({"paper": "rudra", "table": "1", "case": case, "scale": "paper"}, {"comm_overlap": overlap})

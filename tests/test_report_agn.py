@@ -14,26 +14,16 @@ sys.path.insert(0, str(REPO))
 
 from analysis.report import build  # noqa: E402
 
+from report_store import ReportStore  # noqa: E402
+
 
 def _fill(root: Path) -> None:
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric, RunTag
-
-    from psbench.tracking import ensure_experiment
-
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    exp = ensure_experiment(uri, "psbench", str(root / "mlartifacts"))
-    c = MlflowClient(uri)
+    store = ReportStore(root)
 
     def run(tags: dict, acc: list[float], t_end: float, test_error: float) -> None:
-        r = c.create_run(exp, start_time=1_000)
         ts = [t_end * i / (len(acc) - 1) for i in range(len(acc))]
-        metrics = [Metric("train_accuracy", a, 0, i) for i, a in enumerate(acc)]
-        metrics += [Metric("sim_time_s", t, 0, i) for i, t in enumerate(ts)]
-        metrics.append(Metric("test_error", test_error, 0, len(acc)))
-        c.log_batch(r.info.run_id, metrics=metrics, tags=[RunTag(k, str(v)) for k, v in tags.items()])
-        c.log_param(r.info.run_id, "seed", "0")
-        c.set_terminated(r.info.run_id, "FINISHED")
+        store.run(tags, {"test_error": test_error}, summary_step=len(acc),
+                  histories={"train_accuracy": list(enumerate(acc)), "sim_time_s": list(enumerate(ts))})
 
     good, fair, poor = [0.5, 0.8, 0.9, 0.95, 0.97], [0.4, 0.7, 0.85, 0.9, 0.93], [0.3, 0.5, 0.6, 0.7, 0.75]
     t1 = {"paper": "agn", "table": "1", "scale": "ci", "dataset": "mnist"}

@@ -7,7 +7,6 @@ claims must hold.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -19,34 +18,7 @@ from analysis.pages import rudra, rudra_figs  # noqa: E402
 from analysis.pages import rudra_paper as P  # noqa: E402
 from analysis.report import build  # noqa: E402
 
-
-class Store:
-    def __init__(self, root: Path):
-        from mlflow import MlflowClient
-
-        from psbench.tracking import ensure_experiment
-
-        self.root = root
-        self.uri = f"sqlite:///{root / 'mlflow.db'}"
-        self.exp = ensure_experiment(self.uri, "psbench", str(root / "mlartifacts"))
-        self.c = MlflowClient(self.uri)
-
-    def run(self, tags: dict, metrics: dict, history: dict | None = None, seed: int = 0, params: dict | None = None,
-            summary: dict | None = None):
-        from mlflow.entities import Metric, Param, RunTag
-
-        r = self.c.create_run(self.exp, start_time=1_000 + seed)
-        hist = [Metric(k, v, i, step) for k, pts in (history or {}).items() for i, (step, v) in enumerate(pts)]
-        self.c.log_batch(r.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()] + hist,
-                         params=[Param(k, str(v)) for k, v in {"seed": seed, **(params or {})}.items()],
-                         tags=[RunTag(k, str(v)) for k, v in tags.items()])
-        if summary is not None:  # the run's summary.json artifact, as psbench uploads it
-            f = self.root / r.info.run_id / "summary.json"
-            f.parent.mkdir()
-            f.write_text(json.dumps(summary))
-            self.c.log_artifact(r.info.run_id, str(f))
-        self.c.set_terminated(r.info.run_id, "FINISHED")
-        return r.info.run_id
+from report_store import ReportStore  # noqa: E402
 
 
 def page(root: Path, out: Path, key: str) -> tuple[str, str]:
@@ -57,7 +29,7 @@ def page(root: Path, out: Path, key: str) -> tuple[str, str]:
 
 
 def _paper_table3_store(root: Path, fast_1_4_30: bool = True) -> None:
-    s = Store(root)
+    s = ReportStore(root)
     for rows in P.TABLE2.values():
         for sig, mu, lam, err, t in rows:
             t = t if fast_1_4_30 or (sig, mu, lam) != (1, 4, 30) else 9_000
@@ -92,7 +64,7 @@ def test_table3_claims_fail_when_1_softsync_is_slow(psbench_root, tmp_path):
 
 
 def test_table3_claims_are_not_measured_when_no_run_has_learned(psbench_root, tmp_path):
-    s = Store(psbench_root)
+    s = ReportStore(psbench_root)
     for (sig, mu, lam), err in {(1, 4, 30): 0.90, (0, 4, 30): 0.89, (30, 4, 30): 0.91}.items():
         s.run({"paper": "rudra", "table": "3" if sig == 0 else "2", "case": P.case_label(sig, mu, lam),
                "scale": "ci"}, {"test_error": err, "sim_time_s": 1.0 + sig})
@@ -108,8 +80,8 @@ def test_top5_and_pareto_front():
     assert rudra.pareto_front(pts) == ["d", "b", "a", "c"]
 
 
-def _fig5_store(root: Path, s30_alpha0_diverged: bool = True) -> Store:
-    s = Store(root)
+def _fig5_store(root: Path, s30_alpha0_diverged: bool = True) -> ReportStore:
+    s = ReportStore(root)
     curves = {"s30_alpha0": [0.9, 0.91, 0.9, 0.9], "s30_alpha0_over_sigma": [0.85, 0.8, 0.75, 0.7],
               "s4_alpha0": [0.85, 0.8, 0.78, 0.76], "s4_alpha0_over_sigma": [0.84, 0.78, 0.74, 0.72]}
     for case, errs in curves.items():
@@ -117,7 +89,7 @@ def _fig5_store(root: Path, s30_alpha0_diverged: bool = True) -> Store:
         hist = [(0, errs[-1])] + [(40 * (i + 1), e) for i, e in enumerate(errs)]  # step 0: the summary's copy
         s.run({"paper": "rudra", "figure": "5", "case": case, "scale": "ci", "data_note": "cifar10_subset"},
               {"test_error": errs[-1], "ps_updates": 160.0, "epochs_done": 4.0, "diverged": float(div)},
-              history={"test_error": hist})
+              summary_step=0, histories={"test_error": hist})
     return s
 
 
@@ -142,7 +114,7 @@ def test_fig5_history_is_per_epoch_without_the_summary_copy(psbench_root):
 
 
 def test_fig5_alpha0_that_learns_is_reported_as_converging(psbench_root, tmp_path):
-    s = Store(psbench_root)
+    s = ReportStore(psbench_root)
     for case, err in {"s30_alpha0": 0.6, "s30_alpha0_over_sigma": 0.7}.items():
         s.run({"paper": "rudra", "figure": "5", "case": case, "scale": "ci"}, {"test_error": err})
     _, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
@@ -152,7 +124,7 @@ def test_fig5_alpha0_that_learns_is_reported_as_converging(psbench_root, tmp_pat
 
 
 def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_path):
-    s = Store(psbench_root)
+    s = ReportStore(psbench_root)
     pts = {(0, 128, 1): (0.20, 100.0), (0, 4, 1): (0.18, 300.0), (0, 128, 30): (0.30, 6.0), (0, 4, 30): (0.22, 20.0),
            (30, 128, 30): (0.35, 5.0), (30, 4, 30): (0.205, 40.0), (1, 4, 30): (0.19, 12.0)}
     for (sig, mu, lam), (err, t) in pts.items():
@@ -172,18 +144,18 @@ def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_pat
 
 
 def test_training_runs_take_their_totals_from_the_summary_not_the_last_per_update_metric(psbench_root, tmp_path):
-    s = Store(psbench_root)
+    s = ReportStore(psbench_root)
     for case, (total, last_update) in {"s0_mu4_lam1": (9.0, 8.9), "s0_mu4_lam30": (0.4, 0.03)}.items():
-        # psbench logs sim_time_s per update at steps > 0 and the summary at step 0: MLflow's latest is an update's
+        # psbench logged the summary at step 0 before it moved to the last step: an old store's latest is an update's
         s.run({"paper": "rudra", "figure": "6-7", "case": case, "scale": "ci"}, {"test_error": 0.9},
-              history={"sim_time_s": [(0, total), (10, last_update)]},
+              summary_step=0, histories={"sim_time_s": [(0, total), (10, last_update)]},
               summary={"sim_time_s": total, "epochs_done": 2.0, "test_error": 0.9}, params={"epochs": 2})
     _, md = page(psbench_root, tmp_path / "r", "rudra_fig6_7")
     assert "| μ = 4 | 90.00 / 9 | 90.00 / 0.4 |" in md
 
 
 def test_fig8_speedups_per_sample_and_claims(psbench_root, tmp_path):
-    s = Store(psbench_root)
+    s = ReportStore(psbench_root)
     # parallel efficiency per family; time per sample = 1 / (λ · efficiency), λ = 1 (hardsync) → 1
     eff = {"hardsync": lambda mu, lam: 1 / (1 + 0.02 * (lam - 1)),
            "λ-softsync": lambda mu, lam: 0.6 if mu == 4 else 0.95,  # μ = 4: the PS bottleneck of λ-softsync
@@ -208,7 +180,7 @@ def test_fig8_speedups_per_sample_and_claims(psbench_root, tmp_path):
 
 
 def test_table4_shows_the_paper_and_simulated_minutes_per_epoch(psbench_root, tmp_path):
-    s = Store(psbench_root)
+    s = ReportStore(psbench_root)
     minutes = {"base-hardsync": 300.0, "base-softsync": 250.0, "adv-softsync": 130.0, "adv_star-softsync": 129.0}
     for case, m in minutes.items():
         s.run({"paper": "rudra", "table": "4", "case": case, "scale": "ci", "data_note": "synthetic"},

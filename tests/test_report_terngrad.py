@@ -18,27 +18,18 @@ from analysis.core import FAILS, HOLDS, NOT_MEASURED, Context, load_runs  # noqa
 from analysis.pages.terngrad import PAGES, fig5_claims  # noqa: E402
 from analysis.report import all_pages  # noqa: E402
 
+from report_store import ReportStore  # noqa: E402
+
 FP32_BYTES, TERN_BYTES = 4_000_000.0, 250_000.0
 
 
 def _fill(root: Path) -> None:
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric, Param, RunTag
-
-    from psbench.tracking import ensure_experiment
-
-    uri = f"sqlite:///{root / 'mlflow.db'}"
-    exp = ensure_experiment(uri, "psbench", str(root / "mlartifacts"))
-    c = MlflowClient(uri)
+    store = ReportStore(root)
 
     def run(tags: dict, test_error: float, mu: int, seed: int = 0, updates: int = 300) -> None:
-        r = c.create_run(exp, start_time=1_000)
         pushed = FP32_BYTES if tags["case"].startswith(("fp32", "momentum_fp32", "vanilla_fp32")) else TERN_BYTES
-        metrics = [Metric("test_error", test_error, 0, 1), Metric("ps_updates", updates, 0, 1),
-                   Metric("bytes_pushed", pushed, 0, 1)]
-        c.log_batch(r.info.run_id, metrics=metrics, tags=[RunTag(k, str(v)) for k, v in tags.items()],
-                    params=[Param("seed", str(seed)), Param("batch_size", str(mu))])
-        c.set_terminated(r.info.run_id, "FINISHED")
+        store.run(tags, {"test_error": test_error, "ps_updates": updates, "bytes_pushed": pushed}, seed=seed,
+                  params={"batch_size": mu}, summary_step=1)
 
     f3 = {"paper": "terngrad", "figure": "3", "scale": "ci", "dataset": "mnist", "data_note": "mnist_300_it"}
     # panel (a), two seeds: N=2 TernGrad loses 0.40 pp, N=8 it gains 0.50 pp; noclip at N=2 is 0.60 pp worse

@@ -6,7 +6,6 @@ histories at their update index), built so the test knows which claims must hold
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -17,43 +16,14 @@ sys.path.insert(0, str(REPO))
 from analysis.pages import ssp, zhang, zhang_paper  # noqa: E402
 from analysis.report import build  # noqa: E402
 
+from report_store import ReportStore  # noqa: E402
+
 # SSP TIMIT stand-in: speed factor of n machines (time per update = 1/f(n) of one machine's)
 SPEED = {1: 1.0, 2: 1.8, 3: 2.4, 4: 2.9, 5: 3.3, 6: 3.6}
 
 
-class _Store:
-    def __init__(self, root: Path) -> None:
-        from mlflow import MlflowClient
-
-        from psbench.tracking import ensure_experiment
-
-        self.root = root
-        uri = f"sqlite:///{root / 'mlflow.db'}"
-        self.exp = ensure_experiment(uri, "psbench", str(root / "mlartifacts"))
-        self.c = MlflowClient(uri)
-
-    def run(self, tags: dict, metrics: dict, histories: dict | None = None, summary: dict | None = None) -> None:
-        from mlflow.entities import Metric, RunTag
-
-        r = self.c.create_run(self.exp, start_time=1_000)
-        rid = r.info.run_id
-        hist = [Metric(k, v, 10, s) for k, pts in (histories or {}).items() for s, v in pts]
-        for i in range(0, len(hist), 900):
-            self.c.log_batch(rid, metrics=hist[i:i + 900])
-        # the summary at step 0, logged last (as psbench.cli does)
-        self.c.log_batch(rid, metrics=[Metric(k, v, 20, 0) for k, v in metrics.items()],
-                         tags=[RunTag(k, str(v)) for k, v in tags.items()])
-        self.c.log_param(rid, "seed", "0")
-        if summary is not None:
-            f = self.root / rid / "summary.json"
-            f.parent.mkdir()
-            f.write_text(json.dumps(summary))
-            self.c.log_artifact(rid, str(f))
-        self.c.set_terminated(rid, "FINISHED")
-
-
 def _fill(root: Path) -> None:
-    s = _Store(root)
+    s = ReportStore(root)
     # Fig 1: 30-softsync has 10 % of its gradients at τ = 61 > 2n
     for case, hist in (("n1", {"0": 10, "1": 80, "2": 10}), ("n15", {"14": 40, "15": 50, "16": 10}),
                        ("n30", {"29": 50, "30": 40, "61": 10})):
@@ -77,7 +47,7 @@ def _fill(root: Path) -> None:
             tags["diverged"] = "true"
         s.run(tags, {"test_error": err, "train_loss": 2.0 * err, "ps_updates": 300, "epochs_done": 3,
                      "staleness_mean": 1.0},
-              histories={"test_error": [(st, err + 0.1 * (2 - i)) for i, st in enumerate(steps)],
+              summary_step=0, histories={"test_error": [(st, err + 0.1 * (2 - i)) for i, st in enumerate(steps)],
                          "train_loss": [(st, 2 * err + 0.1 * (2 - i)) for i, st in enumerate(steps)]})
     # SSP TIMIT stand-in: the same loss per update for every n, n machines f(n) times faster
     for n, f in SPEED.items():
@@ -85,7 +55,7 @@ def _fill(root: Path) -> None:
         s.run({"paper": "ssp", "figure": "2,4", "case": f"m{n}", "scale": "ci", "dataset_stand_in": "timit",
                "data_note": "synthetic_360x2001_for_TIMIT", "model_note": "relu_mlp"},
               {"train_loss": 0.1, "sim_time_s": 1.0, "staleness_mean": 1.0, "comm_overlap": 0.5},
-              histories={"train_loss": [(st, 5.0 / (1 + st / 10)) for st in steps],
+              summary_step=0, histories={"train_loss": [(st, 5.0 / (1 + st / 10)) for st in steps],
                          "sim_time_s": [(st, st * 0.01 / f) for st in steps]})
 
 
