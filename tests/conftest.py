@@ -54,6 +54,19 @@ def compose_cfg(tmp_path):
     return _compose
 
 
+@pytest.fixture
+def compose_preset(compose_cfg):
+    """``experiment=<preset>`` plus a sweep entry point's overrides (its ``hydra.*`` ones dropped), validated."""
+    from psbench.validate import validate
+
+    def _compose(preset: str, *overrides: str):
+        cfg = compose_cfg(f"experiment={preset}", *(o for o in overrides if not o.startswith("hydra.")))
+        validate(cfg)
+        return cfg
+
+    return _compose
+
+
 def _build_template(cache_dir: Path) -> Path:
     import fcntl
 

@@ -26,14 +26,6 @@ def _case_overrides(body: dict) -> list[str]:
     return [f"{k}={'null' if v is None else v}" for k, v in body.items()]
 
 
-def _compose_validated(compose_cfg, preset: str, *overrides: str):
-    from psbench.validate import validate
-
-    cfg = compose_cfg(f"experiment={preset}", *(o for o in overrides if not o.startswith("hydra.")))
-    validate(cfg)
-    return cfg
-
-
 def _kept(preset: str, scale_overrides: list[str]) -> set[str]:
     """The cases a scale runs: those its sweeper constraints (if any) let through."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -58,20 +50,20 @@ def _updates(cfg, num_train: int) -> int:
 
 
 @pytest.mark.parametrize("preset", sorted(ENTRY))
-def test_entry_points_have_the_three_scales_a_fixed_study_and_compose_at_each(preset, compose_cfg):
+def test_entry_points_have_the_three_scales_a_fixed_study_and_compose_at_each(preset, compose_preset):
     mod = ENTRY[preset]
     assert tuple(mod.SCALES) == SCALES
     name = Path(mod.__file__).stem
     for scale in SCALES:
         cmd = command(name, preset, mod.SCALES[scale], scale)
         assert f"hydra.sweeper.study_name={name}_{scale}" in cmd and f"++tags.scale={scale}" in cmd
-        cfg = _compose_validated(compose_cfg, preset, *mod.SCALES[scale])
+        cfg = compose_preset(preset, *mod.SCALES[scale])
         assert cfg.tags.paper == "terngrad"
         assert (scale == "paper") != ("data_note" in cfg.tags)  # every substitution is labelled
     assert "min" in (mod.__doc__ or "")  # says what it costs here
 
 
-def test_fig3_cases_are_both_panels_every_n_total_batch_64(compose_cfg):
+def test_fig3_cases_are_both_panels_every_n_total_batch_64(compose_preset):
     cases = _cases("terngrad/fig3")
     ns = (2, 4, 8, 16, 32, 64)
     want = {f"{p}_{g}_n{n}" for p in ("momentum", "vanilla") for g in ("fp32", "terngrad") for n in ns}
@@ -82,12 +74,12 @@ def test_fig3_cases_are_both_panels_every_n_total_batch_64(compose_cfg):
                                                                 else (0.1, 0.0))
         assert c["compression"] == ("none" if "_fp32_" in label else "terngrad")
         assert ("compression.clip" in c) == ("_noclip_" in label) and c.get("compression.clip") is None
-    cfg = _compose_validated(compose_cfg, "terngrad/fig3", *_case_overrides(cases["vanilla_terngrad_n64"]))
+    cfg = compose_preset("terngrad/fig3", *_case_overrides(cases["vanilla_terngrad_n64"]))
     assert (cfg.learners, cfg.batch_size, cfg.compression.name, cfg.compression.clip) == (64, 1, "terngrad", 2.5)
     assert (cfg.model.name, cfg.dataset.name, cfg.protocol.name, cfg.optimizer.weight_decay) == (
         "lenet", "mnist", "hardsync", 0.0005)
     assert cfg.optimizer.poly_power == 0.5 and cfg.optimizer.poly_epochs == cfg.epochs
-    noclip = _compose_validated(compose_cfg, "terngrad/fig3", *_case_overrides(cases["momentum_noclip_n8"]))
+    noclip = compose_preset("terngrad/fig3", *_case_overrides(cases["momentum_noclip_n8"]))
     assert noclip.compression.clip is None
 
 
@@ -98,28 +90,28 @@ def test_fig3_cases_are_both_panels_every_n_total_batch_64(compose_cfg):
                      for n in (2, 8, 32)} | {f"momentum_noclip_n{n}" for n in (2, 8, 32)}),
     ("paper", 10_000, None),
 ])
-def test_fig3_scales_run_their_sub_grid_for_their_iterations(compose_cfg, scale, updates, kept):
+def test_fig3_scales_run_their_sub_grid_for_their_iterations(compose_preset, scale, updates, kept):
     """Paper: "maximum iteration is 10K" for every N (μ = 64/N on MNIST's 60,000 images)."""
     over = terngrad_fig3.SCALES[scale]
     got = _kept("terngrad/fig3", over)
     assert got == (kept if kept is not None else set(_cases("terngrad/fig3")))
     for n in (2, 8, 64) if scale == "paper" else (2, 8):
-        cfg = _compose_validated(compose_cfg, "terngrad/fig3", *over, f"learners={n}", f"batch_size={64 // n}")
+        cfg = compose_preset("terngrad/fig3", *over, f"learners={n}", f"batch_size={64 // n}")
         assert _updates(cfg, 60_000) == updates
 
 
-def test_table1_cases_are_the_papers_rows_with_the_same_epochs(compose_cfg):
+def test_table1_cases_are_the_papers_rows_with_the_same_epochs(compose_preset):
     cases = _cases("terngrad/table1")
     assert set(cases) == {f"{g}_n{n}" for g in ("fp32", "terngrad", "noclip") for n in (2, 16)}
     for n, (total, iterations, _, _) in terngrad_paper.TABLE1.items():
         c = cases[f"terngrad_n{n}"]
         assert c["learners"] == n and c["learners"] * c["batch_size"] == total
-        cfg = _compose_validated(compose_cfg, "terngrad/table1", *_case_overrides(c))
+        cfg = compose_preset("terngrad/table1", *_case_overrides(c))
         assert (cfg.model.name, cfg.dataset.name, cfg.optimizer.name, cfg.optimizer.lr) == (
             "cifarnet", "cifar10", "adam", 0.0002)
         assert _updates(cfg, 50_000) == float(iterations.rstrip("K")) * 1000
     assert _kept("terngrad/table1", terngrad_table1.SCALES["ci"]) == set(cases) - {"noclip_n16"}
-    ci = _compose_validated(compose_cfg, "terngrad/table1", *terngrad_table1.SCALES["ci"])
+    ci = compose_preset("terngrad/table1", *terngrad_table1.SCALES["ci"])
     assert (ci.dataset.name, ci.dataset.subset) == ("cifar10_subset", 2560)
 
 

@@ -24,35 +24,27 @@ def _cases(preset: str) -> dict:
     return yaml.safe_load((REPO / f"conf/experiment/{preset}.yaml").read_text())["hydra"]["sweeper"]["cases"]
 
 
-def _compose_validated(compose_cfg, preset: str, *overrides: str):
-    from psbench.validate import validate
-
-    cfg = compose_cfg(f"experiment={preset}", *(o for o in overrides if not o.startswith("hydra.")))
-    validate(cfg)
-    return cfg
-
-
 @pytest.mark.parametrize("preset", sorted(ENTRY))
-def test_entry_points_have_the_three_scales_a_fixed_study_and_compose_at_each(preset, compose_cfg):
+def test_entry_points_have_the_three_scales_a_fixed_study_and_compose_at_each(preset, compose_preset):
     mod = ENTRY[preset]
     assert tuple(mod.SCALES) == SCALES
     name = Path(mod.__file__).stem
     for scale in SCALES:
         cmd = command(name, preset, mod.SCALES[scale], scale)
         assert f"hydra.sweeper.study_name={name}_{scale}" in cmd and f"++tags.scale={scale}" in cmd
-        cfg = _compose_validated(compose_cfg, preset, *mod.SCALES[scale])
+        cfg = compose_preset(preset, *mod.SCALES[scale])
         assert cfg.tags.paper == preset.split("/")[0]
     assert (mod.__doc__ or "").count("min") + (mod.__doc__ or "").count(" h") >= 1  # says what it costs here
 
 
-def test_zhang_fig1_is_1_15_30_softsync_at_lambda_30_mu_4(compose_cfg):
-    cfg = _compose_validated(compose_cfg, "zhang/fig1")
+def test_zhang_fig1_is_1_15_30_softsync_at_lambda_30_mu_4(compose_preset):
+    cfg = compose_preset("zhang/fig1")
     assert (cfg.learners, cfg.batch_size, cfg.schedule_only, cfg.hardware.name) == (30, 4, True, "p775")
     assert {k: v["protocol.n"] for k, v in _cases("zhang/fig1").items()} == {
         k: s["n"] for k, s in zhang_paper.FIG1.items()}
 
 
-def test_zhang_fig2_cases_cover_every_lambda_protocol_and_benchmark_and_each_validates(compose_cfg):
+def test_zhang_fig2_cases_cover_every_lambda_protocol_and_benchmark_and_each_validates(compose_preset):
     cases = _cases("zhang/fig2")
     want = {fig2_case("cifar", mu, "hardsync", 1) for mu in (4, 128)} | {fig2_case("imagenet", 16, "hardsync", 1)}
     want |= {fig2_case(b, mu, p, lam) for b, mu in (("cifar", 4), ("cifar", 128), ("imagenet", 16))
@@ -61,7 +53,7 @@ def test_zhang_fig2_cases_cover_every_lambda_protocol_and_benchmark_and_each_val
     for label in ("cifar_mu4_async_lam30", "imagenet_mu16_s1_lam30", "cifar_mu128_hardsync_lam16"):
         c = cases[label]
         over = [f"{k}={'[' + ','.join(map(str, v)) + ']' if isinstance(v, list) else v}" for k, v in c.items()]
-        cfg = _compose_validated(compose_cfg, "zhang/fig2", *over)
+        cfg = compose_preset("zhang/fig2", *over)
         assert (cfg.learners, cfg.batch_size) == (int(label.split("lam")[1]), int(label.split("_")[1][2:]))
 
 
@@ -79,21 +71,21 @@ def test_zhang_fig2_models_have_the_papers_sizes():
     assert 289e6 <= model_bytes(imnet) <= 300e6
 
 
-def test_zhang_fig3_cases_are_the_figures_curves_and_each_validates(compose_cfg):
+def test_zhang_fig3_cases_are_the_figures_curves_and_each_validates(compose_preset):
     cases = _cases("zhang/fig3")
     assert set(cases) == set(zhang_paper.FIG3)
     for label, c in cases.items():
         n, lr, _ = zhang_paper.FIG3[label]
         assert c.get("protocol.n", 0) == n
         assert c["lr_policy"] == {"α0": "constant", "α0/τ": "per_gradient"}[lr]
-        cfg = _compose_validated(compose_cfg, "zhang/fig3", *(f"{k}={v}" for k, v in c.items()))
+        cfg = compose_preset("zhang/fig3", *(f"{k}={v}" for k, v in c.items()))
         assert (cfg.learners, cfg.batch_size, cfg.optimizer.lr, cfg.optimizer.momentum) == (30, 4, 0.001, 0.9)
 
 
 @pytest.mark.parametrize(("preset", "key"), [("ssp/fig2_4", "timit"), ("ssp/fig3_5", "imagenet63k")])
-def test_ssp_presets_have_the_papers_shapes_and_settings(preset, key, compose_cfg):
+def test_ssp_presets_have_the_papers_shapes_and_settings(preset, key, compose_preset):
     ds = ssp_paper.DATASETS[key]
-    cfg = _compose_validated(compose_cfg, preset)
+    cfg = compose_preset(preset)
     assert cfg.dataset.name == "synthetic" and list(cfg.dataset.shape) == [ds["features"]]
     assert cfg.dataset.num_classes == ds["classes"]
     assert (cfg.protocol.name, cfg.protocol.staleness_bound) == ("ssp", ds["staleness"])
@@ -103,7 +95,7 @@ def test_ssp_presets_have_the_papers_shapes_and_settings(preset, key, compose_cf
 
 
 @pytest.mark.parametrize("mod", [ssp_fig2_4, ssp_fig3_5])
-def test_ssp_compute_per_sample_is_6_flop_per_parameter_at_the_assumed_rate_at_every_scale(mod, compose_cfg):
+def test_ssp_compute_per_sample_is_6_flop_per_parameter_at_the_assumed_rate_at_every_scale(mod, compose_preset):
     """The SSP scales shrink the net; the compute time must shrink with it (6·P/1e11 s), or the speed-up changes."""
     import torch
     from omegaconf import OmegaConf
@@ -112,7 +104,7 @@ def test_ssp_compute_per_sample_is_6_flop_per_parameter_at_the_assumed_rate_at_e
 
     preset = {ssp_fig2_4: "ssp/fig2_4", ssp_fig3_5: "ssp/fig3_5"}[mod]
     for scale in SCALES:
-        cfg = _compose_validated(compose_cfg, preset, *mod.SCALES[scale])
+        cfg = compose_preset(preset, *mod.SCALES[scale])
         m = OmegaConf.to_container(cfg.model, resolve=True)
         with torch.device("meta"):
             net = build_model(m.pop("name"), tuple(cfg.dataset.shape), cfg.dataset.num_classes, **m)
