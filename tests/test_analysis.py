@@ -45,7 +45,8 @@ def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path)
         assert md.read_bytes() == (b / md.name).read_bytes(), md.name  # byte-identical Markdown
     assert status["rudra_table2"] == "reproduced at scale ci: 3 of 3 claims hold"
     t2 = (a / "rudra_table2.md").read_text()
-    assert "| ≈ 128 | 1 | 4 | 30 | 18.09 | 18.14 ± 0.07 (n=2) | 1573 | 15.730 ± 0.000 (n=2) | 2 | cifar10_subset |" in t2
+    assert ("| ≈ 128 | 1 | 4 | 30 | 18.09 | 18.14 ± 0.07 (n=2) | 1573 | 15.730 ± 0.000 (n=2) | 2 | cifar10_subset |"
+            in t2)
     assert "| 1-softsync has the smallest training time for every μλ | holds |" in t2
     # μλ≈256's σ=1 μ=128 λ=2 row is not the fastest; the λ=30 one is, as in the paper
     assert "| test error increases monotonically with μλ (mean over the rows of each μλ) | holds |" in t2

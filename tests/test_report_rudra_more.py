@@ -48,7 +48,8 @@ def test_table3_ranks_table2_and_the_hardsync_runs_as_the_paper_does(psbench_roo
     assert "gives exactly the paper's Table 3: yes" in md
     for i, (sig, mu, lam, proto, err, t) in enumerate(P.TABLE3, 1):  # our ranking of the paper's numbers = Table 3
         assert f"| {i} | {sig} | {mu} | {lam} | {proto} | {err:.2f} (n=1) | {t:.3f} (n=1) | " in md
-    assert "| 2 | 0 | 8 | 30 | Hardsync | 18.56 (n=1) | 1995.000 (n=1) | no | 2 | 1 | note |" in md  # dominated by (1,4,30)
+    # dominated by (1,4,30)
+    assert "| 2 | 0 | 8 | 30 | Hardsync | 18.56 (n=1) | 1995.000 (n=1) | no | 2 | 1 | note |" in md
     assert "| 1-softsync (1,4,30) is among the top-5 | holds |" in md
     assert "| 1-softsync (1,4,30) ranks first (lowest time among the low-error configurations) | holds |" in md
     assert "| 1-softsync (1,4,30) is on the Pareto front of (error, time) (a virtuous configuration) | holds |" in md

@@ -103,7 +103,8 @@ def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
     assert "| ImageNet-63K: with 6 machines 4.3x speed-up | not measured | — |" in f45
     f23 = (a / "ssp_fig2_3.md").read_text()
     assert "strictly decreasing in machines) | holds |" in f23
-    assert status["ssp_fig2_3"] == "partial (6 of 12 configurations at scale ci); synthetic stand-ins"  # no ImageNet-63K
+    # no ImageNet-63K runs
+    assert status["ssp_fig2_3"] == "partial (6 of 12 configurations at scale ci); synthetic stand-ins"
     index = (a / "index.md").read_text()
     assert "| staleness-aware ASGD | Fig 4 | needs data not available here" in index
 
