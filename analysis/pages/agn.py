@@ -36,6 +36,7 @@ from analysis.pages.agn_paper import TABLE1
 ORDER = 3
 CASE = re.compile(r"^(agn|aeasgd)_n(\d+)_H(\d+)$")
 OPTIMIZERS = ("agn", "aeasgd", "dynsgd")
+ONE_RUN = "Each measured cell is from one run (n=1; the latest seed if a case has several)."
 
 
 def _curve(uri: str, run: Run) -> tuple[np.ndarray, np.ndarray] | None:
@@ -102,7 +103,7 @@ def agn_table1(ctx: Context) -> tuple[str, str]:
                          "—" if ta is None else f"{ta:.3f}", pv[3], _pct(_final(cb)), _pct(_test_acc(b)), pv[2],
                          "—" if tb is None else f"{tb:.3f}", f"{p[4]:.3f}" if p else "—",
                          "—" if e is None else f"{e:.3f}", note])
-        md += [f"\n## scale = {scale}\n\nOne run (n=1) per cell.\n\n", md_table(header, rows)]
+        md += [f"\n## scale = {scale}\n\n{ONE_RUN}\n\n", md_table(header, rows)]
         claims = _table1_claims(measured)
     want = [f"{p}_n{n}_H{h}" for n, h in TABLE1 for p in ("agn", "aeasgd")]
     return Shown(coverage(runs, want), claims, runs, cmd), "".join(md)
@@ -165,7 +166,7 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
                              else f"{r.metrics['sim_time_s']:.3f}"])
                 if o == "dynsgd" and drop is not None:
                     drops[panel] = drop
-            md += [f"\n## Fig {panel}, scale = {scale}\n\nOne run (n=1) per optimizer.\n\n",
+            md += [f"\n## Fig {panel}, scale = {scale}\n\n{ONE_RUN}\n\n",
                    md_table(["optimizer", "status", "final train acc %", "test acc %",
                              "drop from peak pp (5-sample mean)", "t_sim s"], rows)]
             png = _fig7_plot(curves, panel, ctx.out / f"agn_fig{panel}_{scale}.png")

@@ -186,7 +186,8 @@ def ssp_fig4_5(ctx: Context) -> tuple[str, str]:
             sp = speedups(_curves(ctx, select(runs, scale=scale)))
             rows = [[str(n), "—" if tn is None else f"{tn:.4g}", "not reached" if s is None else f"{s:.2f}", str(n),
                      f"{ds['speedup6']:g}" if n == 6 else "—"] for n, (tn, s) in sp.items()]
-            md += [f"\n### scale = {scale}\n\nOne run (n=1) per number of machines.\n\n",
+            md += [f"\n### scale = {scale}\n\nOne run (n=1) per number of machines (the latest seed if several)."
+                   "\n\n",
                    md_table(["machines", "t_n (sim s)", "ours speed-up", "linear", "paper speed-up"], rows)]
             png = _speedup_plot(sp, ds["name"], ds["figures"][1], ctx.out / f"ssp_fig{ds['figures'][1]}_{scale}.png")
             if png:
