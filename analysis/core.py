@@ -61,7 +61,7 @@ def load_runs(tracking_uri: str, experiment: str = "psbench") -> list[Run]:
         page = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=1000,
                                   page_token=token)
         runs += [Run(r.info.run_id, dict(r.data.tags), dict(r.data.params), dict(r.data.metrics), r.info.start_time,
-                     summary_at=_summary_at(r.data._metric_objs)) for r in page]
+                     summary_at=_summary_at(getattr(r.data, "_metric_objs", ()))) for r in page]  # step, time
         token = page.token
         if not token:
             break
