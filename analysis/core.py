@@ -277,8 +277,8 @@ def status(shown: Shown) -> str:
     k of M claims not decided" otherwise."""
     claims = list(shown.claims)
     undecided = sum(c[1] == NOT_MEASURED for c in claims)
-    verdicts = (f"{undecided} of {len(claims)} claims not decided" if undecided or not claims
-                else f"{sum(c[1] == HOLDS for c in claims)} of {len(claims)} claims hold")
+    verdicts = (f"{undecided} of {len(claims)} claims not decided" if undecided else "no claims decided"
+                if not claims else f"{sum(c[1] == HOLDS for c in claims)} of {len(claims)} claims hold")
     note = f"; {shown.note}" if shown.note else ""
     if not shown.configs and not shown.command:
         return shown.note + (f": {verdicts}" if claims else "")

@@ -96,7 +96,7 @@ def test_status_rule():
     assert status(Shown({"ci": (3, 3)}, decided, command="c")) == "reproduced at scale ci: 1 of 2 claims hold"
     assert status(Shown({"ci": (3, 3)}, [*decided, ("c", NOT_MEASURED, "")], command="c")) == \
         "measured at scale ci, 1 of 3 claims not decided"
-    assert status(Shown({"ci": (3, 3)}, [], command="c")) == "measured at scale ci, 0 of 0 claims not decided"
+    assert status(Shown({"ci": (3, 3)}, [], command="c")) == "measured at scale ci, no claims decided"
     assert status(Shown({"ci": (2, 3)}, decided, command="c")) == "partial (2 of 3 configurations at scale ci)"
     assert status(Shown({"ci": (0, 3)}, decided, command="python x.py")) == "no runs (python x.py)"
     assert status(Shown({}, decided, command="python x.py", note="simulation")) == "no runs (python x.py); simulation"
