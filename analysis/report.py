@@ -7,15 +7,14 @@ a table without a builder is listed in ``index.html`` with the reason it has no 
 from __future__ import annotations
 
 import argparse
-import html
 import importlib
 import os
 import pkgutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from analysis import pages as pages_pkg
-from analysis.core import Context, Page, load_runs, md_table, md_to_html
+from analysis.core import Context, Page, Shown, claims_md, load_runs, md_table, md_to_html, provenance_md, status
 
 
 def all_pages() -> list[Page]:
@@ -25,34 +24,42 @@ def all_pages() -> list[Page]:
     return [p for m in mods for p in m.PAGES]
 
 
+def render(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) -> tuple[str, str]:
+    """One page's (index status, Markdown): a link back to the index, the builder's Markdown, its claims and the
+    provenance of its runs; the status is :func:`analysis.core.status` of what the builder shows."""
+    shown, md = builder(ctx)
+    md = (f"[← index: every table and figure](index.html)\n\n{md}"
+          + (f"\n{claims_md(shown.claims)}" if shown.claims else "") + "\n" + provenance_md(shown.runs))
+    return status(shown), md
+
+
 def build(root: Path, out: Path, tracking_uri: str | None = None) -> dict[str, str]:
     """Write the report for the store under ``root`` into ``out``; return ``{page key: status}``."""
     uri = tracking_uri or f"sqlite:///{root / 'mlflow.db'}"
     runs = load_runs(uri) if (tracking_uri or (root / "mlflow.db").exists()) else []
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(runs, out, uri)
-    status: dict[str, str] = {}
-    rows, links = [], []
+    statuses: dict[str, str] = {}
+    rows = []
     for page in all_pages():
         if page.build is None:
             rows.append([page.paper, page.item, page.reason])
             continue
-        st, md = page.build(ctx)
-        status[page.key] = st
+        st, md = render(page.build, ctx)
+        statuses[page.key] = st
         (out / f"{page.key}.md").write_text(md)
         (out / f"{page.key}.html").write_text(md_to_html(page.key, md))
         rows.append([page.paper, f"[{page.item}]({page.key}.html)", st])
-        links.append(page)
-    index_md = ("# psbench reproducibility report\n\nEvery table/figure of the five papers and its status. "
-                "Numbers come from the MLflow store only; nothing is invented.\n\n"
+    index_md = ("# psbench reproducibility report\n\nEvery table/figure of the five papers and its status, computed "
+                "from the page's rows and claims: \"reproduced at scale X\" when every configuration of scale X "
+                "has measured runs and every claim was decided (held or not); \"measured\" when some claims could "
+                "not be decided; \"partial (k of N …)\" when only k of the N configurations have runs; \"no runs\" "
+                "when none has (runs without a scale tag never count). Numbers come from the MLflow store only; "
+                "nothing is invented.\n\n"
                 + md_table(["paper", "table / figure", "status"], rows))
     (out / "index.md").write_text(index_md)
-    index_html = md_to_html("psbench report", index_md)
-    for page in links:
-        text = html.escape(f"[{page.item}]({page.key}.html)")
-        index_html = index_html.replace(text, f'<a href="{page.key}.html">{html.escape(page.item)}</a>')
-    (out / "index.html").write_text(index_html)
-    return status
+    (out / "index.html").write_text(md_to_html("psbench report", index_md))
+    return statuses
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -46,7 +46,7 @@ def test_agn_pages_put_paper_beside_measured_and_decide_the_claims(psbench_root,
     build(psbench_root, tmp_path / "b")
     for name in ("agn_table1.md", "agn_fig7.md"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
-    assert status["agn_table1"] == "partially reproduced at scale ci: 4/21 cells"
+    assert status["agn_table1"] == "partial (8 of 42 configurations at scale ci)"
     t1 = (tmp_path / "a" / "agn_table1.md").read_text()
     # paper (10, 10): AGN 1066.08 s / 100.00 %, AEASGD 953.61 s / 99.22 %, E 1.009; ours: last-5 mean accuracy
     row = "| 10 | 10 | 100.00 | 82.40 | 98.00 | 1066.08 | 10.000 | 99.22 | 75.60 | 97.00 | 953.61 | 9.000 | 1.009 |"
@@ -69,5 +69,5 @@ def test_agn_pages_put_paper_beside_measured_and_decide_the_claims(psbench_root,
 
 def test_agn_pages_without_runs_say_how_to_run_them(tmp_path):
     status = build(tmp_path, tmp_path / "r")
-    assert status["agn_table1"] == "not run (python sweeps/agn_table1.py scale=ci)"
-    assert status["agn_fig7"] == "not run (python sweeps/agn_fig7.py scale=ci --panel a)"
+    assert status["agn_table1"] == "no runs (python sweeps/agn_table1.py scale=ci)"
+    assert status["agn_fig7"] == "no runs (python sweeps/agn_fig7.py scale=ci --panel a; --panel b)"

@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO))
 from analysis.core import Context, load_runs  # noqa: E402
 from analysis.pages import rudra, rudra_figs  # noqa: E402
 from analysis.pages import rudra_paper as P  # noqa: E402
-from analysis.report import build  # noqa: E402
+from analysis.report import build, render  # noqa: E402
 
 from report_store import ReportStore  # noqa: E402
 
@@ -25,7 +25,7 @@ def page(root: Path, out: Path, key: str) -> tuple[str, str]:
     """Build one page (as analysis.report does for every page) from the store under ``root``."""
     uri = f"sqlite:///{root / 'mlflow.db'}"
     out.mkdir(parents=True, exist_ok=True)
-    return getattr(rudra if hasattr(rudra, key) else rudra_figs, key)(Context(load_runs(uri), out, uri))
+    return render(getattr(rudra if hasattr(rudra, key) else rudra_figs, key), Context(load_runs(uri), out, uri))
 
 
 def _paper_table3_store(root: Path, fast_1_4_30: bool = True) -> None:
@@ -44,11 +44,12 @@ def _paper_table3_store(root: Path, fast_1_4_30: bool = True) -> None:
 def test_table3_ranks_table2_and_the_hardsync_runs_as_the_paper_does(psbench_root, tmp_path):
     _paper_table3_store(psbench_root)
     status, md = page(psbench_root, tmp_path / "r", "rudra_table3")
-    assert status == "reproduced at scale ci: 25/25 configurations"
+    assert status == "reproduced at scale ci: 5 of 5 claims hold"
     assert "gives exactly the paper's Table 3: yes" in md
     for i, (sig, mu, lam, proto, err, t) in enumerate(P.TABLE3, 1):  # our ranking of the paper's numbers = Table 3
-        assert f"| {i} | {sig} | {mu} | {lam} | {proto} | {err:.2f} | {t:.3f} | " in md
-    assert "| 2 | 0 | 8 | 30 | Hardsync | 18.56 | 1995.000 | no | 2 | 1 | note |" in md  # dominated by (1,4,30)
+        assert f"| {i} | {sig} | {mu} | {lam} | {proto} | {err:.2f} (n=1) | {t:.3f} (n=1) | " in md
+    # dominated by (1,4,30)
+    assert "| 2 | 0 | 8 | 30 | Hardsync | 18.56 (n=1) | 1995.000 (n=1) | no | 2 | 1 | note |" in md
     assert "| 1-softsync (1,4,30) is among the top-5 | holds |" in md
     assert "| 1-softsync (1,4,30) ranks first (lowest time among the low-error configurations) | holds |" in md
     assert "| 1-softsync (1,4,30) is on the Pareto front of (error, time) (a virtuous configuration) | holds |" in md
@@ -86,7 +87,7 @@ def _fig5_store(root: Path, s30_alpha0_diverged: bool = True) -> ReportStore:
               "s4_alpha0": [0.85, 0.8, 0.78, 0.76], "s4_alpha0_over_sigma": [0.84, 0.78, 0.74, 0.72]}
     for case, errs in curves.items():
         div = case == "s30_alpha0" and s30_alpha0_diverged
-        hist = [(0, errs[-1])] + [(40 * (i + 1), e) for i, e in enumerate(errs)]  # step 0: the summary's copy
+        hist = [(40 * (i + 1), e) for i, e in enumerate(errs)]  # the summary's copy: at step 0 (summary_step)
         s.run({"paper": "rudra", "figure": "5", "case": case, "scale": "ci", "data_note": "cifar10_subset"},
               {"test_error": errs[-1], "ps_updates": 160.0, "epochs_done": 4.0, "diverged": float(div)},
               summary_step=0, histories={"test_error": hist})
@@ -96,9 +97,9 @@ def _fig5_store(root: Path, s30_alpha0_diverged: bool = True) -> ReportStore:
 def test_fig5_curves_and_claims(psbench_root, tmp_path):
     _fig5_store(psbench_root)
     status, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
-    assert status == "reproduced at scale ci"
-    assert "| 30-softsync | α0/⟨σ⟩ | 70.00 | 70.00 | no | 1 | cifar10_subset |" in md
-    assert "| 30-softsync | α0 | 90.00 | 90.00 | yes | 1 | cifar10_subset |" in md
+    assert status == "reproduced at scale ci: 3 of 3 claims hold"
+    assert "| 30-softsync | α0/⟨σ⟩ | 70.00 (n=1) | 70.00 (n=1) | no | 1 | cifar10_subset |" in md
+    assert "| 30-softsync | α0 | 90.00 (n=1) | 90.00 (n=1) | yes | 1 | cifar10_subset |" in md
     assert ("| 30-softsync with α0 does not converge (diverges or stays ≥ 85% error) | holds "
             "| diverged at 90.00% |") in md
     assert "| 30-softsync with α0/30 converges (below 85% and below the α0 curve) | holds |" in md
@@ -132,10 +133,10 @@ def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_pat
         s.run({"paper": "rudra", "figure": "6-7", "case": P.case_label(sig, mu, lam), "scale": "ci"},
               {"test_error": err, "sim_time_s": t * done / 2, "epochs_done": done}, params={"epochs": 2})
     status, md = page(psbench_root, tmp_path / "r", "rudra_fig6_7")
-    assert status == "partially reproduced at scale ci: 7/96 configurations"
-    assert "### hardsync\n\n|  | λ = 1 | λ = 30 |\n|---|---|---|\n| μ = 4 | 18.00 / 300 | 22.00 / 20 |\n" \
-           "| μ = 128 | 20.00 / 100 | 30.00 / 6 |" in md
-    assert "| μ = 4 | 18.00 / 300 | 20.50 / 40 |" in md  # λ-softsync: λ = 1 is the hardsync run
+    assert status == "partial (7 of 96 configurations at scale ci)"
+    assert "### hardsync\n\n|  | λ = 1 | λ = 30 |\n|---|---|---|\n| μ = 4 | 18.00 / 300 (n=1) | 22.00 / 20 (n=1) |\n" \
+           "| μ = 128 | 20.00 / 100 (n=1) | 30.00 / 6 (n=1) |" in md
+    assert "| μ = 4 | 18.00 / 300 (n=1) | 20.50 / 40 (n=1) |" in md  # λ-softsync: λ = 1 is the hardsync run
     assert "| Fig 6, hardsync μ = 128: training time decreases monotonically with λ | holds |" in md
     assert "| Fig 6, hardsync λ = 30: μ = 4 restores test error lost at μ = 128 (lower error) | holds |" in md
     assert "| Fig 7a, λ-softsync λ = 30: μ = 4 takes longer than μ = 128 | holds |" in md
@@ -151,7 +152,7 @@ def test_training_runs_take_their_totals_from_the_summary_not_the_last_per_updat
               summary_step=0, histories={"sim_time_s": [(0, total), (10, last_update)]},
               summary={"sim_time_s": total, "epochs_done": 2.0, "test_error": 0.9}, params={"epochs": 2})
     _, md = page(psbench_root, tmp_path / "r", "rudra_fig6_7")
-    assert "| μ = 4 | 90.00 / 9 | 90.00 / 0.4 |" in md
+    assert "| μ = 4 | 90.00 / 9 (n=1) | 90.00 / 0.4 (n=1) |" in md
 
 
 def test_fig8_speedups_per_sample_and_claims(psbench_root, tmp_path):
@@ -168,7 +169,7 @@ def test_fig8_speedups_per_sample_and_claims(psbench_root, tmp_path):
                 s.run({"paper": "rudra", "figure": "8", "case": P.case_label(sig, mu, lam), "scale": "paper"},
                       {"sim_time_s": samples / (lam * e(mu, lam)), "samples": samples})
     status, md = page(psbench_root, tmp_path / "r", "rudra_fig8")
-    assert status == "reproduced at scale paper (simulation)"
+    assert status == "reproduced at scale paper: 5 of 6 claims hold; simulation (schedule only)"
     assert "### μ = 4 (relative to (0, 4, 1))\n\n|  | hardsync | λ-softsync | 1-softsync |\n|---|---|---|---|\n" \
            "| λ = 1 | 1.00 | 1.00 | 1.00 |\n| λ = 2 | 1.96 | 1.20 | 2.00 |" in md
     assert "| λ = 30 | 18.99 | 18.00 | 30.00 |" in md
@@ -186,19 +187,20 @@ def test_table4_shows_the_paper_and_simulated_minutes_per_epoch(psbench_root, tm
         s.run({"paper": "rudra", "table": "4", "case": case, "scale": "ci", "data_note": "synthetic"},
               {"sim_time_s": m * 60 * 6400 / P.IMAGENET["train_images"], "samples": 6400.0})
     status, md = page(psbench_root, tmp_path / "r", "rudra_table4")
-    assert status == "time per epoch simulated at scale ci; error needs data not available here"
+    assert status == ("measured at scale ci, 1 of 2 claims not decided; time per epoch simulated only; "
+                      "validation error needs data not available here (ImageNet)")
     assert ("| adv*-softsync | rudra_adv_star | 4 | 54 | 1-softsync | 46.53 | 23.38 | needs data not available here "
-            "| 125 | 129.0 | synthetic |") in md
+            "| 125 | 129.0 (n=1) | synthetic |") in md
     assert "| training speed: adv*-softsync > adv-softsync > base-softsync > base-hardsync | holds |" in md
 
 
 def test_empty_store_shows_paper_numbers_and_how_to_run(tmp_path):
     status = build(tmp_path, tmp_path / "r")
-    assert status["rudra_table3"].startswith("not run (python sweeps/rudra_table3.py scale=ci")
-    assert status["rudra_fig5"] == "not run (python sweeps/rudra_fig5.py scale=ci)"
-    assert status["rudra_fig6_7"] == "not run (python sweeps/rudra_fig6_7.py scale=ci)"
-    assert status["rudra_fig8"] == "not run (python sweeps/rudra_fig8.py scale=paper)"
-    assert status["rudra_table4"].startswith("needs data not available here (ImageNet)")
+    assert status["rudra_table3"].startswith("no runs (python sweeps/rudra_table3.py scale=ci")
+    assert status["rudra_fig5"] == "no runs (python sweeps/rudra_fig5.py scale=ci)"
+    assert status["rudra_fig6_7"] == "no runs (python sweeps/rudra_fig6_7.py scale=ci)"
+    assert status["rudra_fig8"] == "no runs (python sweeps/rudra_fig8.py scale=paper); simulation (schedule only)"
+    assert status["rudra_table4"].startswith("no runs (python sweeps/rudra_table4.py scale=ci); time per epoch")
     index = (tmp_path / "r/index.html").read_text()
     for key, item in (("rudra_table3", "Table 3"), ("rudra_fig5", "Fig 5"), ("rudra_fig8", "Fig 8")):
         assert f'<a href="{key}.html">{item}</a>' in index

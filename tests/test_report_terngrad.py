@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO))
 
 from analysis.core import FAILS, HOLDS, NOT_MEASURED, Context, load_runs  # noqa: E402
 from analysis.pages.terngrad import PAGES, fig5_claims  # noqa: E402
-from analysis.report import all_pages  # noqa: E402
+from analysis.report import all_pages, render  # noqa: E402
 
 from report_store import ReportStore  # noqa: E402
 
@@ -62,7 +62,7 @@ def report(tmp_path_factory, mlflow_template_db):
     for sub in ("a", "b"):  # the report's build() runs every paper's pages; these are TernGrad's alone
         (out / sub).mkdir()
         ctx = Context(load_runs(uri), out / sub, uri)
-        built.append({p.key: p.build(ctx) for p in PAGES})
+        built.append({p.key: render(p.build, ctx) for p in PAGES})
     return {k: st for k, (st, _) in built[0].items()}, out, built
 
 
@@ -76,18 +76,18 @@ def test_pages_are_byte_identical_on_rebuild_and_in_the_index(report):
     assert [p.key for p in all_pages() if p.key.startswith("terngrad")] == keys
     for key in keys:
         assert built[0][key][1].encode() == built[1][key][1].encode(), key
-    assert status["terngrad_fig3"] == "partially reproduced at scale ci: 5/30 points"
-    assert status["terngrad_table1"] == "reproduced at scale ci: 4/4 rows"
-    assert status["terngrad_tables2_3"] == "needs data not available here (ImageNet)"
+    assert status["terngrad_fig3"] == "partial (5 of 30 configurations at scale ci)"
+    assert status["terngrad_table1"] == "partial (5 of 6 configurations at scale ci)"  # noclip_n16 not run
+    assert status["terngrad_tables2_3"] == "needs data not available here (ImageNet): 3 of 3 claims not decided"
 
 
 def test_fig3_rows_mean_std_over_seeds_and_claims(report):
     md = _page(report, "terngrad_fig3")
     assert "## (a) momentum SGD, base LR 0.01, scale = ci" in md and "## (b) vanilla" not in md
     # N, μ, updates, fp32, TernGrad, Δ, noclip, Δ noclip, push compression (4e6 / 2.5e5 = 16×), data
-    assert ("| 2 | 32 | 300 | 98.00 ± 0.14 | 97.60 ± 0.14 | -0.40 | 97.00 ± 0.14 | -1.00 | 16.0× | mnist_300_it |"
-            in md)
-    assert "| 8 | 8 | 300 | 97.00 ± 0.14 | 97.50 ± 0.14 | +0.50 | — | — | 16.0× | mnist_300_it |" in md
+    assert ("| 2 | 32 | 300 | 98.00 ± 0.14 (n=2) | 97.60 ± 0.14 (n=2) | -0.40 | 97.00 ± 0.14 (n=2) | -1.00 | 16.0× "
+            "| mnist_300_it |" in md)
+    assert "| 8 | 8 | 300 | 97.00 ± 0.14 (n=2) | 97.50 ± 0.14 (n=2) | +0.50 | — | — | 16.0× | mnist_300_it |" in md
     assert ("| [ci] TernGrad within 1 pp of fp32 for every N (paper: max loss 0.22 %, max gain 0.15 %) | holds | "
             "2 points; fp32 − TernGrad from -0.50 pp (momentum N=8) to +0.40 pp (momentum N=2; test-set noise ±0.40 pp "
             "on 10000 images) |") in md
@@ -103,9 +103,9 @@ def test_table1_paper_beside_ours_and_a_claim_that_does_not_hold(report):
     md = _page(report, "terngrad_table1")
     assert "| 2 | 128 | 300K | TernGrad | 85.64 | -0.92 |" in md
     assert "| 16 | 2048 | 18.75K | floating | 83.19 |  |" in md
-    assert "| 2 | 64 | 40 | TernGrad | 85.64 | 68.00 | -0.92 | -2.00 | 16.0× | subset |" in md
-    assert "| 16 | 128 | 2 | floating | 83.19 | 65.00 |  |  |  | subset |" in md
-    assert "| 2 | 64 | 40 | TernGrad-noclip | — | 75.00 |  | +5.00 | 16.0× | subset |" in md
+    assert "| 2 | 64 | 40 | TernGrad | 85.64 | 68.00 (n=1) | -0.92 | -2.00 | 16.0× | subset |" in md
+    assert "| 16 | 128 | 2 | floating | 83.19 | 65.00 (n=1) |  |  |  | subset |" in md
+    assert "| 2 | 64 | 40 | TernGrad-noclip | — | 75.00 (n=1) |  | +5.00 | 16.0× | subset |" in md
     assert (f"| [ci] TernGrad within 1 pp of fp32 for every N (paper: −0.92 pp at 2 workers, −0.39 pp at 16) | "
             f"{FAILS} | 2 points; fp32 − TernGrad from +0.50 pp (N=16) to +2.00 pp (N=2; test-set noise ±4.06 pp on "
             "1017 images) |") in md

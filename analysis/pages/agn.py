@@ -18,11 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from analysis.core import (
+    NO_RUNS,
     Context,
     Page,
     Run,
-    claims_md,
+    Shown,
+    coverage,
     figure,
+    history,
     md_table,
     scales_of,
     select,
@@ -33,17 +36,16 @@ from analysis.pages.agn_paper import TABLE1
 ORDER = 3
 CASE = re.compile(r"^(agn|aeasgd)_n(\d+)_H(\d+)$")
 OPTIMIZERS = ("agn", "aeasgd", "dynsgd")
+ONE_RUN = "Each measured cell is from one run (n=1; the latest seed if a case has several)."
 
 
 def _curve(uri: str, run: Run) -> tuple[np.ndarray, np.ndarray] | None:
-    from mlflow import MlflowClient
-
-    from psbench.analysis.temporal_efficiency import mlflow_curve
-
-    try:
-        return mlflow_curve(MlflowClient(uri), run.run_id)
-    except ValueError:  # no train_accuracy history
+    """(simulated time, train_accuracy) at the updates that logged both, without the summary's copies."""
+    t = dict(history(uri, run, "sim_time_s"))
+    pts = [(t[s], v) for s, v in history(uri, run, "train_accuracy") if s in t]
+    if not pts:  # no train_accuracy history
         return None
+    return np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)
 
 
 def _final(curve: tuple[np.ndarray, np.ndarray] | None, last: int = 5) -> float | None:
@@ -75,13 +77,13 @@ def agn_table1(ctx: Context) -> tuple[str, str]:
           "Paper: MNIST, m = 128, 40 epochs, 15 CPU nodes (dist-keras). Ours: the simulator with the `laptop` "
           "cost model (times compare only as ratios); acc = the learners' final mini-batch training accuracy, "
           "test = the center's test accuracy. `python sweeps/agn_table1.py scale=ci|paper`.\n"]
-    if not runs:
-        return "not run (python sweeps/agn_table1.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
+    cmd = "python sweeps/agn_table1.py scale=ci"
+    if not scales_of(runs):
+        return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     header = ["n", "H", "paper AGN acc %", "AGN acc %", "AGN test %", "paper AGN t s", "AGN t_sim s",
               "paper AEASGD acc %", "AEASGD acc %", "AEASGD test %", "paper AEASGD t s", "AEASGD t_sim s",
               "paper E", "E(AGN, AEASGD)", "data"]
     claims: list[tuple[str, str, str]] = []
-    status = []
     for scale in scales_of(runs):
         cells: dict[tuple[int, int], dict[str, Run]] = {}
         for r in select(runs, scale=scale):
@@ -101,11 +103,10 @@ def agn_table1(ctx: Context) -> tuple[str, str]:
                          "—" if ta is None else f"{ta:.3f}", pv[3], _pct(_final(cb)), _pct(_test_acc(b)), pv[2],
                          "—" if tb is None else f"{tb:.3f}", f"{p[4]:.3f}" if p else "—",
                          "—" if e is None else f"{e:.3f}", note])
-        md += [f"\n## scale = {scale}\n\n", md_table(header, rows)]
-        status.append(f"{scale}: {len(cells)}/{len(TABLE1)} cells")
+        md += [f"\n## scale = {scale}\n\n{ONE_RUN}\n\n", md_table(header, rows)]
         claims = _table1_claims(measured)
-    md.append("\n" + claims_md(claims))
-    return "partially reproduced at scale " + ", ".join(status), "".join(md)
+    want = [f"{p}_n{n}_H{h}" for n, h in TABLE1 for p in ("agn", "aeasgd")]
+    return Shown(coverage(runs, want), claims, runs, cmd), "".join(md)
 
 
 def _table1_claims(measured: Mapping[tuple[int, int], Mapping[str, float | None]]) -> list[tuple[str, str, str]]:
@@ -146,11 +147,11 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
           "simulated time, same hyperparameters for all three (AEASGD ρ = 0.9/(nη)). "
           "`python sweeps/agn_fig7.py scale=ci|paper --panel a|b`.\n"]
     runs = [r for r in ctx.runs if r.tags.get("paper") == "agn" and r.tags.get("figure") in ("7a", "7b")]
-    if not runs:
-        return "not run (python sweeps/agn_fig7.py scale=ci --panel a)", "".join(md) + "\nNo runs in the store.\n"
+    cmd = "python sweeps/agn_fig7.py scale=ci --panel a; --panel b"
+    if not scales_of(runs):
+        return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     claims: list[tuple[str, str, str]] = []
     drops: dict[str, float] = {}
-    done = []
     for panel in ("7a", "7b"):
         for scale in scales_of(select(runs, figure=panel)):
             rs = {r.tags.get("case"): r for r in select(runs, figure=panel, scale=scale)}
@@ -165,13 +166,12 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
                              else f"{r.metrics['sim_time_s']:.3f}"])
                 if o == "dynsgd" and drop is not None:
                     drops[panel] = drop
-            md += [f"\n## Fig {panel}, scale = {scale}\n\n",
+            md += [f"\n## Fig {panel}, scale = {scale}\n\n{ONE_RUN}\n\n",
                    md_table(["optimizer", "status", "final train acc %", "test acc %",
                              "drop from peak pp (5-sample mean)", "t_sim s"], rows)]
             png = _fig7_plot(curves, panel, ctx.out / f"agn_fig{panel}_{scale}.png")
             if png:
                 md.append(f"\n![training accuracy over simulated time]({png.name})\n")
-            done.append(f"{panel} {scale}")
             if all(curves.get(o) is not None for o in OPTIMIZERS):
                 ea = temporal_efficiency(curves["agn"], curves["aeasgd"])
                 ed = temporal_efficiency(curves["agn"], curves["dynsgd"])
@@ -184,8 +184,9 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
     claims.append(("Fig 7b: with H = 3 DynSGD diverges less than with H = 10", verdict(
         drops["7b"] < drops["7a"] if both else None),
         f"drop 7b {100 * drops['7b']:.2f} pp vs 7a {100 * drops['7a']:.2f} pp" if both else "—"))
-    md.append("\n" + claims_md(claims))
-    return "reproduced at " + ", ".join(done), "".join(md)
+    want = [f"{panel} {o}" for panel in ("7a", "7b") for o in OPTIMIZERS]
+    covered = coverage(runs, want, key=lambda r: f"{r.tags.get('figure')} {r.tags.get('case')}")
+    return Shown(covered, claims, runs, cmd), "".join(md)
 
 
 def _fig7_plot(curves: Mapping[str, tuple[np.ndarray, np.ndarray] | None], panel: str, path: Path) -> Path | None:

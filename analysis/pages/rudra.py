@@ -11,12 +11,15 @@ from pathlib import Path
 from analysis.core import (
     FAILS,
     HOLDS,
+    NO_RUNS,
     NOT_MEASURED,
     Context,
     Page,
     Run,
+    Shown,
     attach_summaries,
-    claims_md,
+    cell,
+    coverage,
     figure,
     fmt,
     md_table,
@@ -37,9 +40,10 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
     md = ["# Rudra Table 1 — communication overlap (%)\n\n",
           "Simulated (schedule only): μ = 4, λ = 60, a 297.6 MB MLP standing in for the 300 MB model, "
           "1-softsync, P775 cost model (see conf/experiment/rudra/table1.yaml).\n"]
-    if not t1:
-        return "not run (python sweeps/rudra_table1.py scale=paper)", "".join(md) + "\nNo runs in the store.\n"
     scales = scales_of(t1)
+    cmd, note = "python sweeps/rudra_table1.py scale=paper", "simulation (schedule only)"
+    if not scales:
+        return Shown(runs=t1, command=cmd, note=note), "".join(md) + NO_RUNS
     ours: dict[str, tuple[float, float] | None] = {}
     for scale in scales:
         rows = []
@@ -47,7 +51,7 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
             rs = select(t1, scale=scale, case=case)
             ms = mean_std([r.metrics.get("comm_overlap") for r in rs])
             ours[case] = ms
-            rows.append([case, f"{paper:.2f}", fmt(ms, 100, 2, len(rs)), str(len(rs))])
+            rows.append([case, f"{paper:.2f}", cell([r.metrics.get("comm_overlap") for r in rs], 100), str(len(rs))])
         md += [f"\n## scale = {scale}\n\n", md_table(["implementation", "paper %", "ours %", "runs"], rows)]
     vals = {k: (v[0] * 100 if v else None) for k, v in ours.items()}
     nums = ", ".join(f"{k} {v:.2f}%" if v is not None else f"{k} —" for k, v in vals.items())
@@ -55,15 +59,16 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
              else NOT_MEASURED if None in vals.values() else FAILS)
     star = vals.get("rudra_adv_star")
     almost = NOT_MEASURED if star is None else HOLDS if star >= 99 else FAILS
-    md.append("\n" + claims_md([
+    claims = [
         ("overlap: Rudra-base < Rudra-adv < Rudra-adv*", order, nums),
         ("Rudra-adv* almost completely overlaps computation with communication (≥ 99 %)", almost,
          f"adv* {star:.2f}%" if star is not None else "—"),
         ("Rudra-adv reaches about half overlap (paper 56.75 %, within ±15 pp)",
          NOT_MEASURED if vals["rudra_adv"] is None else HOLDS if abs(vals["rudra_adv"] - 56.75) <= 15 else FAILS,
          f"adv {vals['rudra_adv']:.2f}%" if vals["rudra_adv"] is not None else "—"),
-    ]))
-    return f"reproduced at scale {', '.join(scales)} (simulation)", "".join(md)
+    ]
+    covered = coverage(t1, P.TABLE1, measured=lambda r: r.metrics.get("comm_overlap") is not None)
+    return Shown(covered, claims, t1, cmd, note), "".join(md)
 
 
 # --------------------------------------------------------------------------- Rudra Table 2
@@ -74,16 +79,16 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
           "Paper: CIFAR10 (50,000 images), 140 epochs, P775. Ours: simulated training time from the P775 "
           "cost model; test error from training in the simulator. The data column names the substitution.\n"]
     rows_all = [(g, row) for g, rows in P.TABLE2.items() for row in rows]
-    if not t2:
-        md.append("\nNo runs in the store.\n")
+    cmd = "python sweeps/rudra_table2.py scale=ci"
+    if not scales_of(t2):
+        md.append(NO_RUNS)
         rows = [[f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}", "—", f"{t:g}", "—", "0", ""]
                 for g, (s, mu, lam, e, t) in rows_all]
         md.append(md_table(_T2_HEADER, rows))
-        return "not run (python sweeps/rudra_table2.py scale=ci)", "".join(md)
+        return Shown(runs=t2, command=cmd), "".join(md)
     attach_summaries(ctx.tracking_uri, t2)  # the run totals (see final)
     scales = scales_of(t2)
     claims: list[tuple[str, str, str]] = []
-    status = []
     for scale in scales:
         rows, measured = [], {}
         for g, (s, mu, lam, e, t) in rows_all:
@@ -92,19 +97,18 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
             tim = mean_std([final(r, "sim_time_s") for r in rs])
             measured[(g, s, mu, lam)] = (err, tim)
             note = rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")) if rs else ""
-            rows.append([f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}", fmt(err, 100, 2, len(rs)), f"{t:g}",
-                         fmt(tim, 1, 3, len(rs)), str(len(rs)), note])
+            rows.append([f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}",
+                         cell([r.metrics.get("test_error") for r in rs], 100), f"{t:g}",
+                         cell([final(r, "sim_time_s") for r in rs], 1, 3), str(len(rs)), note])
         md += [f"\n## scale = {scale}\n\n", md_table(_T2_HEADER, rows)]
-        done = sum(1 for v in measured.values() if v[0] is not None)
-        status.append(f"{scale}: {done}/{len(rows_all)} rows")
         png = _t2_plot(measured, out / f"rudra_table2_{scale}.png")
         if png:
             md.append(f"\n![test error vs simulated time per μλ]({png.name})\n")
         if scale == scales[-1]:
             claims = _t2_claims(measured)
-    md.append("\n" + claims_md(claims))
-    full = all(s.split(": ")[1].startswith(f"{len(rows_all)}/") for s in status)
-    return ("reproduced" if full else "partially reproduced") + f" at scale {', '.join(status)}", "".join(md)
+    covered = coverage(t2, [P.case_label(s, mu, lam) for _, (s, mu, lam, _, _) in rows_all],
+                       measured=lambda r: r.metrics.get("test_error") is not None)
+    return Shown(covered, claims, t2, cmd), "".join(md)
 
 
 _T2_HEADER = ["μλ", "σ", "μ", "λ", "paper error %", "ours error %", "paper time s", "ours sim time s", "runs", "data"]
@@ -210,7 +214,8 @@ def _run_time(r: Run) -> float | None:
 
 
 def by_config(runs: list[Run]) -> dict[tuple[int, int, int], tuple]:
-    """(σ, μ, λ) -> (error mean ± std, time mean ± std, runs, data note) over seeds."""
+    """(σ, μ, λ) -> (error mean ± std, time mean ± std, runs, data note, seeds in the error) over seeds (a
+    diverged run has no error)."""
     groups: dict[tuple[int, int, int], list[Run]] = defaultdict(list)
     for r in runs:
         key = P.parse_case(r.tags.get("case", ""))
@@ -218,9 +223,10 @@ def by_config(runs: list[Run]) -> dict[tuple[int, int, int], tuple]:
             groups[key].append(r)
     out = {}
     for key, rs in groups.items():
-        err = mean_std([final(r, "test_error") for r in rs if not diverged(r)])
+        errs = [final(r, "test_error") for r in rs if not diverged(r)]
         tim = mean_std([_run_time(r) for r in rs])
-        out[key] = (err, tim, len(rs), rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")))
+        out[key] = (mean_std(errs), tim, len(rs), rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")),
+                    sum(e is not None for e in errs))
     return out
 
 
@@ -237,22 +243,24 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
           "The Pareto front of (test error, time) is §5.2's set of \"virtuous\" configurations. Our times are "
           "simulated (P775 cost model) for the configured epochs: sim_time_s × epochs / epochs_done (a short "
           "hardsync run holds whole updates only).\n"]
-    if not t3:
-        md.append("\nNo runs in the store.\n")
-        return "not run (python sweeps/rudra_table3.py scale=ci, after sweeps/rudra_table2.py)", "".join(md)
+    cmd = "python sweeps/rudra_table3.py scale=ci, after sweeps/rudra_table2.py"
+    if not scales_of(t3):
+        md.append(NO_RUNS)
+        return Shown(runs=t3, command=cmd), "".join(md)
     paper_rank = {(s, mu, lam): i for i, (s, mu, lam, *_rest) in enumerate(P.TABLE3, 1)}
     claims: list[tuple[str, str, str]] = []
-    status = []
+    used, covered = list(t3), {}
     for scale in scales_of(t3):
         cand = select(ctx.runs, paper="rudra", table="2", scale=scale) + select(t3, scale=scale)
+        used += [r for r in cand if r not in t3]
         attach_summaries(ctx.tracking_uri, cand)  # the run totals (see final)
         configs = by_config(cand)
         points = {k: (v[0][0] * 100, v[1][0]) for k, v in configs.items() if v[0] is not None and v[1] is not None}
         ranked, front = top5(points), pareto_front(points)
         rows = []
         for i, k in enumerate(ranked, 1):
-            err, tim, n, note = configs[k]
-            rows.append([str(i), *map(str, k), _sml(k[0]), fmt(err, 100, 2, n), fmt(tim, 1, 3, n),
+            err, tim, n, note, n_err = configs[k]
+            rows.append([str(i), *map(str, k), _sml(k[0]), fmt(err, 100, 2, n_err), fmt(tim, 1, 3, n),
                          "yes" if k in front else "no", str(paper_rank.get(k, "—")), str(n), note])
         md += [f"\n## scale = {scale}\n\nOur top-5 among {len(points)} measured configurations "
                f"(Table 2 and Table 3 runs of this scale):\n\n",
@@ -264,14 +272,14 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
         if points and min(e for e, _ in points.values()) >= LEARNED:
             md.append(f"\nEvery error is ≥ {LEARNED:g}% (chance is 90%): at this scale the CNN has not learned, so "
                       "the ranking is decided by noise in the error and says nothing about accuracy.\n")
-        status.append(f"{scale}: {len(points)}/{_T3_CONFIGS} configurations")
+        covered[scale] = (len(set(points) & set(_T3_CONFIGS)), len(_T3_CONFIGS))
         claims = _t3_claims(ranked, front, points)
-    md.append("\n" + claims_md(claims))
-    full = all(s.endswith(f" {_T3_CONFIGS}/{_T3_CONFIGS} configurations") for s in status)
-    return ("reproduced" if full else "partially reproduced") + f" at scale {', '.join(status)}", "".join(md)
+    return Shown(covered, claims, used, cmd), "".join(md)
 
 
-_T3_CONFIGS = sum(len(rows) for rows in P.TABLE2.values()) + sum(1 for row in P.TABLE3 if row[0] == 0)  # 23 + 2
+#: the configurations Table 3 ranks: Table 2's 23 rows and Table 3's two hardsync rows
+_T3_CONFIGS = sorted({(s, mu, lam) for rows in P.TABLE2.values() for s, mu, lam, _, _ in rows}
+                     | {(s, mu, lam) for s, mu, lam, *_ in P.TABLE3 if s == 0})
 
 
 def _rule_reproduces_paper() -> str:
@@ -328,7 +336,7 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
                     if r.metrics.get("samples") and r.metrics.get("sim_time_s") is not None]
             ms = mean_std(vals)
             per_epoch[(scale, name)] = ms[0] if ms else None
-            row.append(fmt(ms, 1, 1, len(vals)))
+            row.append(cell(vals, 1, 1))
             notes += [rs[0].tags["data_note"]] if rs and rs[0].tags.get("data_note") else []
         rows.append([*row, "; ".join(notes)])
     md.append("\n" + md_table(header, rows))
@@ -345,11 +353,10 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
                        ", ".join(f"{k} {v:.1f} min" for k, v in times.items() if v is not None) or "—"))
     claims.append(("configurations other than base-hardsync show marginally higher validation error", NOT_MEASURED,
                    "needs ImageNet"))
-    md.append("\n" + claims_md(claims))
-    status = (f"time per epoch simulated at scale {', '.join(scales)}; error needs data not available here"
-              if scales else "needs data not available here (ImageNet); time not simulated yet "
-                             "(python sweeps/rudra_table4.py scale=ci)")
-    return status, "".join(md)
+    covered = coverage(t4, [name.replace("*", "_star") for name, *_ in P.TABLE4],
+                       measured=lambda r: bool(r.metrics.get("samples")) and r.metrics.get("sim_time_s") is not None)
+    note = "time per epoch simulated only; validation error needs data not available here (ImageNet)"
+    return Shown(covered, claims, t4, "python sweeps/rudra_table4.py scale=ci", note), "".join(md)
 
 
 # --------------------------------------------------------------------------- shared with rudra_figs

@@ -11,16 +11,20 @@ from pathlib import Path
 from analysis.core import (
     FAILS,
     HOLDS,
+    NO_RUNS,
     NOT_MEASURED,
     Context,
     Page,
     Run,
+    Shown,
     attach_summaries,
-    claims_md,
+    cell,
+    coverage,
     figure,
-    fmt,
+    history,
     md_table,
     mean_std,
+    preset_cases,
     scales_of,
     select,
     verdict,
@@ -41,10 +45,11 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
     f4 = select(runs, paper="rudra", figure="4")
     md = ["# Rudra Fig 4 — gradient staleness of n-softsync, λ = 30\n\n",
           "Simulated (schedule only), μ = 128, CIFAR10 network of §4.2, P775 cost model.\n"]
-    if not f4:
-        return "not run (python sweeps/rudra_fig4.py scale=paper)", "".join(md) + "\nNo runs in the store.\n"
-    attach_summaries(tracking_uri, f4)
     scales = scales_of(f4)
+    cmd, note = "python sweeps/rudra_fig4.py scale=paper", "simulation (schedule only)"
+    if not scales:
+        return Shown(runs=f4, command=cmd, note=note), "".join(md) + NO_RUNS
+    attach_summaries(tracking_uri, f4)
     claims = []
     for scale in scales:
         rows, hists = [], {}
@@ -61,7 +66,7 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
             tail = sum(v for k, v in hist.items() if k > 2 * n) / total if total else None
             hists[case] = hist
             note = rs[0].tags.get("data_note", "") if rs else ""
-            rows.append([f"{n}-softsync", f"≈ {spec['mean']:g}", fmt(mean, 1, 2, len(rs)),
+            rows.append([f"{n}-softsync", f"≈ {spec['mean']:g}", cell([r.metrics.get("staleness_mean") for r in rs]),
                          f"≤ {2 * n}", "—" if smax is None else f"{smax:g}",
                          "—" if tail is None else f"{tail:.2e}", str(len(rs)), note])
             if scale == scales[-1] and mean is not None:
@@ -75,8 +80,8 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
         png = _fig4_plot(hists, out / f"rudra_fig4_{scale}.png")
         if png:
             md.append(f"\n![staleness histograms]({png.name})\n")
-    md.append("\n" + claims_md(claims))
-    return f"reproduced at scale {', '.join(scales)} (simulation)", "".join(md)
+    covered = coverage(f4, P.FIG4, measured=lambda r: r.metrics.get("staleness_mean") is not None)
+    return Shown(covered, claims, f4, cmd, note), "".join(md)
 
 
 def _fig4_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | None:
@@ -94,15 +99,9 @@ def _fig4_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | Non
 
 # --------------------------------------------------------------------------- Rudra Fig 5
 def _history(ctx: Context, run: Run, key: str = "test_error") -> list[tuple[float, float]]:
-    """(epoch, value) of a metric's per-evaluation history; the summary's step-0 copy is left out."""
-    from mlflow import MlflowClient
-
-    hist = MlflowClient(ctx.tracking_uri).get_metric_history(run.run_id, key)
-    by_step: dict[int, float] = {}
-    for m in sorted(hist, key=lambda m: (m.step, m.timestamp)):
-        if m.step > 0:
-            by_step[m.step] = m.value
-    updates = run.metrics.get("ps_updates") or max(by_step, default=1)
+    """(epoch, value) of a metric's per-evaluation history, without the summary's copy (:func:`history`)."""
+    by_step = dict(history(ctx.tracking_uri, run, key))
+    updates = run.metrics.get("ps_updates") or max(by_step, default=0) or 1
     epochs = run.metrics.get("epochs_done", 1.0)
     return [(step / updates * epochs, v) for step, v in sorted(by_step.items())]
 
@@ -113,9 +112,10 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
           "Paper: CIFAR10, λ = 30, μ = 128, 140 epochs. 30-softsync with α = α0 \"fails to converge and shows a "
           f"constant high error rate of {P.FIG5_CHANCE_ERROR:g}%\"; with α0/30 it reaches a much lower error; "
           "4-softsync with α0/4 ends lower than with α0 (the figure has no other numbers).\n"]
-    if not f5:
-        return "not run (python sweeps/rudra_fig5.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
     scales = scales_of(f5)
+    cmd = "python sweeps/rudra_fig5.py scale=ci"
+    if not scales:
+        return Shown(runs=f5, command=cmd), "".join(md) + NO_RUNS
     claims: list[tuple[str, str, str]] = []
     for scale in scales:
         rows, curves, final = [], {}, {}
@@ -124,13 +124,13 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
             if not rs:
                 rows.append([f"{n}-softsync", rule, "—", "—", "—", "0", ""])
                 continue
-            r = rs[0]  # one seed per curve
+            r = rs[0]  # one seed per curve: the plotted one and the claims'
             curves[case] = _history(ctx, r)
             err = r.metrics.get("test_error")
             final[case] = (None if err is None else err * 100, diverged(r))
-            best = min((v for _, v in curves[case]), default=None)
-            rows.append([f"{n}-softsync", rule, "—" if err is None else f"{err * 100:.2f}",
-                         "—" if best is None else f"{best * 100:.2f}", "yes" if diverged(r) else "no",
+            bests = [min((v for _, v in _history(ctx, x)), default=None) for x in rs]
+            rows.append([f"{n}-softsync", rule, cell([x.metrics.get("test_error") for x in rs], 100),
+                         cell(bests, 100), "yes" if diverged(r) else "no",
                          str(len(rs)), r.tags.get("data_note", "")])
         md += [f"\n## scale = {scale}\n\n",
                md_table(["protocol", "α", "ours final error %", "ours best error %", "diverged", "runs", "data"],
@@ -139,8 +139,8 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
         if png:
             md.append(f"\n![test error vs epoch]({png.name})\n")
         claims = _fig5_claims(final)
-    md.append("\n" + claims_md(claims))
-    return f"reproduced at scale {', '.join(scales)}", "".join(md)
+    covered = coverage(f5, P.FIG5, measured=lambda r: r.metrics.get("test_error") is not None)
+    return Shown(covered, claims, f5, cmd), "".join(md)
 
 
 _FIG5_HIGH = 85.0  # "stays high": final test error ≥ 85 % (chance is 90 %)
@@ -219,17 +219,18 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
           "(α = α0·√(μλ/128)), Fig 7 (a) λ-softsync and (b) 1-softsync (α = α0/⟨σ⟩). The figures are plots; "
           f"the only number is the baseline (0, 128, 1): {P.BASELINE['test_error']:g}% in "
           f"{P.BASELINE['time_s']:,} s.\n"]
-    if not f67:
-        return "not run (python sweeps/rudra_fig6_7.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
     scales = scales_of(f67)
+    cmd = "python sweeps/rudra_fig6_7.py scale=ci"
+    if not scales:
+        return Shown(runs=f67, command=cmd), "".join(md) + NO_RUNS
     claims: list[tuple[str, str, str]] = []
-    status = []
     for scale in scales:
         runs = select(f67, scale=scale)
         attach_summaries(ctx.tracking_uri, runs)  # the run totals (see final)
         configs = by_config(runs)
         md.append(f"\n## scale = {scale}\n\nEach cell: test error % / simulated training time s (P775 cost model, "
-                  "for the configured epochs: sim_time_s × epochs / epochs_done).\n")
+                  "for the configured epochs: sim_time_s × epochs / epochs_done), mean over n seeds "
+                  "(± std where n > 1).\n")
         for fam in FAMILIES:
             pts = family_points(configs, fam)
             lams = sorted({lam for _, lam in pts})
@@ -241,18 +242,17 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
         png = _fig67_plot(configs, ctx.out / f"rudra_fig6_7_{scale}.png")
         if png:
             md.append(f"\n![tradeoff curves]({png.name})\n")
-        status.append(f"{scale}: {len(configs)}/96 configurations")
         claims = _fig67_claims(configs)
-    md.append("\n" + claims_md(claims))
-    full = all(s.split(": ")[1].startswith("96/") for s in status)
-    return ("reproduced" if full else "partially reproduced") + f" at scale {', '.join(status)}", "".join(md)
+    return Shown(coverage(f67, preset_cases("rudra/fig6_7")), claims, f67, cmd), "".join(md)
 
 
 def _cell(v: tuple | None) -> str:
     if v is None:
         return "—"
-    err, tim = v[0], v[1]
-    return f"{'diverged' if err is None else f'{err[0] * 100:.2f}'} / {'—' if tim is None else f'{tim[0]:.3g}'}"
+    err, tim, n = v[0], v[1], v[2]
+    e = "diverged" if err is None else f"{err[0] * 100:.2f}" + (f" ± {err[1] * 100:.2f}" if v[4] > 1 else "")
+    t = "—" if tim is None else f"{tim[0]:.3g}" + (f" ± {tim[1]:.2g}" if n > 1 else "")
+    return f"{e} / {t} (n={n})"
 
 
 def _fig67_claims(configs: Mapping[tuple[int, int, int], tuple]) -> list[tuple[str, str, str]]:
@@ -338,9 +338,10 @@ def rudra_fig8(ctx: Context) -> tuple[str, str]:
           "Simulated (schedule only), CIFAR10 network of §4.2, Rudra-base, P775 cost model. Speed-up = simulated "
           "time per sample of (0, 128, 1) or (0, 4, 1) over that of (σ, μ, λ). The figure is a plot (no numbers); "
           "the paper's statements are the claims.\n"]
-    if not f8:
-        return "not run (python sweeps/rudra_fig8.py scale=paper)", "".join(md) + "\nNo runs in the store.\n"
     scales = scales_of(f8)
+    cmd, note = "python sweeps/rudra_fig8.py scale=paper", "simulation (schedule only)"
+    if not scales:
+        return Shown(runs=f8, command=cmd, note=note), "".join(md) + NO_RUNS
     claims: list[tuple[str, str, str]] = []
     for scale in scales:
         rs = select(f8, scale=scale)
@@ -359,13 +360,15 @@ def rudra_fig8(ctx: Context) -> tuple[str, str]:
                                       for fam in FAMILIES] for lam in lams]
             md += [f"\n### μ = {mu} (relative to (0, {mu}, 1))\n\n", md_table(["", *FAMILIES], rows)]
         notes = sorted({r.tags["data_note"] for r in rs if r.tags.get("data_note")})
-        md.append(f"\nRuns: {len(rs)}; data: {', '.join(notes) or '—'}.\n")
+        seeds = sorted({len(v) for v in per_sample.values()})
+        md.append(f"\nRuns: {len(rs)}; each speed-up is a ratio of mean times per sample over n = "
+                  f"{'/'.join(map(str, seeds)) or '—'} seeds; data: {', '.join(notes) or '—'}.\n")
         png = _fig8_plot(ups, ctx.out / f"rudra_fig8_{scale}.png")
         if png:
             md.append(f"\n![speed-up vs λ]({png.name})\n")
         claims = _fig8_claims(ups)
-    md.append("\n" + claims_md(claims))
-    return f"reproduced at scale {', '.join(scales)} (simulation)", "".join(md)
+    covered = coverage(f8, preset_cases("rudra/fig8"), measured=lambda r: r.metrics.get("sim_time_s") is not None)
+    return Shown(covered, claims, f8, cmd, note), "".join(md)
 
 
 def _fig8_claims(ups: Mapping[int, Mapping[str, Mapping[int, float]]]) -> list[tuple[str, str, str]]:

@@ -17,15 +17,17 @@ from analysis.core import (
     Context,
     Page,
     Run,
-    claims_md,
+    Shown,
+    cell,
+    coverage,
     figure,
+    history,
     md_table,
     scales_of,
     select,
     verdict,
 )
 from analysis.pages import ssp_paper as P
-from analysis.pages.zhang import history
 
 ORDER = 4
 WINDOW = 10  # logged points in the trailing mean that smooths the mini-batch objective
@@ -53,8 +55,8 @@ def smooth(values: Sequence[float], window: int = WINDOW) -> list[float]:
 
 def objective_curve(ctx: Context, r: Run) -> list[tuple[float, float]]:
     """``(simulated seconds, smoothed objective)``: the training loss and simulated time logged at the same updates."""
-    t = dict(history(ctx.tracking_uri, r.run_id, "sim_time_s"))
-    pts = [(t[s], v) for s, v in history(ctx.tracking_uri, r.run_id, "train_loss") if s in t]
+    t = dict(history(ctx.tracking_uri, r, "sim_time_s"))
+    pts = [(t[s], v) for s, v in history(ctx.tracking_uri, r, "train_loss") if s in t]
     return list(zip([p[0] for p in pts], smooth([p[1] for p in pts]), strict=True))
 
 
@@ -91,21 +93,31 @@ def _curves(ctx: Context, rs: Sequence[Run]) -> dict[int, list[tuple[float, floa
     return {_machines(r): objective_curve(ctx, r) for r in rs}
 
 
+CMD = "python sweeps/ssp_fig2_4.py scale=ci; sweeps/ssp_fig3_5.py"
+
+
+def _shown(ctx: Context, claims: list, note: str) -> Shown:
+    """Both data sets' (data set, machines) configurations, per scale."""
+    runs = [r for key in P.DATASETS for r in _runs(ctx, key)]
+    want = [f"{key} m{n}" for key in P.DATASETS for n in P.MACHINES]
+    return Shown(coverage(runs, want, key=lambda r: f"{r.tags.get('dataset_stand_in')} {r.tags.get('case')}"),
+                 claims, runs, CMD, note)
+
+
 # --------------------------------------------------------------------------- Figs 2–3
 def ssp_fig2_3(ctx: Context) -> tuple[str, str]:
     md = ["# SSP Figs 2–3 — objective vs run time for 1–6 machines (SSP, s = 10)\n"]
-    status, claims = [], []
+    claims = []
     for key, ds in P.DATASETS.items():
         runs = _runs(ctx, key)
         md.append(f"\n## Fig {ds['figures'][0]}: {ds['name']} stand-in\n\n" + _header(ds, runs))
-        if not runs:
+        if not scales_of(runs):
             md.append(f"\nNo runs in the store (python sweeps/ssp_fig{ds['figures'][0]}_{ds['figures'][1]}.py "
                       "scale=ci).\n")
             claims.append((f"{ds['name']}: more machines consistently improve the convergence speed", NOT_MEASURED,
                            "—"))
             continue
         scales = scales_of(runs)
-        status.append(f"{ds['name']} stand-in at scale {', '.join(scales)}")
         for scale in scales:
             rs = sorted(select(runs, scale=scale), key=_machines)
             curves = _curves(ctx, rs)
@@ -115,11 +127,11 @@ def ssp_fig2_3(ctx: Context) -> tuple[str, str]:
                 c = curves[_machines(r)]
                 at = next((v for t, v in reversed(c) if t_end is not None and t <= t_end), None)
                 rows.append([str(_machines(r)), f"{c[-1][1]:.4g}" if c else "—", f"{c[-1][0]:.4g}" if c else "—",
-                             "—" if at is None else f"{at:.4g}",
-                             f"{r.metrics.get('staleness_mean', float('nan')):.2f}",
-                             f"{r.metrics.get('comm_overlap', float('nan')):.3f}",
+                             "—" if at is None else f"{at:.4g}", cell([r.metrics.get("staleness_mean")]),
+                             cell([r.metrics.get("comm_overlap")], 1, 3),
                              "yes" if r.tags.get("diverged") == "true" else "no"])
-            md += [f"\n### scale = {scale}\n\n", md_table(
+            md += [f"\n### scale = {scale}\n\nOne run (n=1) per number of machines; objective = the training loss "
+                   f"smoothed over the last {WINDOW} logged updates.\n\n", md_table(
                 ["machines", "final objective", "end sim time s",
                  f"objective at t = {t_end:.4g} s" if t_end is not None else "objective at common t", "⟨σ⟩",
                  "comm overlap", "diverged"], rows)]
@@ -128,9 +140,7 @@ def ssp_fig2_3(ctx: Context) -> tuple[str, str]:
                 md.append(f"\n![objective vs time]({png.name})\n")
             if scale == scales[-1]:
                 claims.append(_faster_claim(ds["name"], rows))
-    md.append("\n" + claims_md(claims))
-    return (("; ".join(status) + " (synthetic stand-ins)") if status else
-            "not run (python sweeps/ssp_fig2_4.py scale=ci; sweeps/ssp_fig3_5.py)"), "".join(md)
+    return _shown(ctx, claims, "synthetic stand-ins"), "".join(md)
 
 
 def _faster_claim(name: str, rows: Sequence[Sequence[str]]) -> tuple[str, str, str]:
@@ -163,30 +173,28 @@ def ssp_fig4_5(ctx: Context) -> tuple[str, str]:
     md = ["# SSP Figs 4–5 — speed-up t_1/t_n vs machines\n\n",
           "t_n = the simulated time at which the (smoothed) objective of n machines falls to p, the objective of "
           "one machine at the end of training (§6.2); ‘not reached’ = the n-machine run never got to p.\n"]
-    status, claims = [], []
+    claims = []
     for key, ds in P.DATASETS.items():
         runs = _runs(ctx, key)
         md.append(f"\n## Fig {ds['figures'][1]}: {ds['name']} stand-in\n\n" + _header(ds, runs))
-        if not runs:
+        if not scales_of(runs):
             md.append("\nNo runs in the store.\n")
             claims.append((f"{ds['name']}: with 6 machines {ds['speedup6']:g}x speed-up", NOT_MEASURED, "—"))
             continue
         scales = scales_of(runs)
-        status.append(f"{ds['name']} stand-in at scale {', '.join(scales)}")
         for scale in scales:
             sp = speedups(_curves(ctx, select(runs, scale=scale)))
             rows = [[str(n), "—" if tn is None else f"{tn:.4g}", "not reached" if s is None else f"{s:.2f}", str(n),
                      f"{ds['speedup6']:g}" if n == 6 else "—"] for n, (tn, s) in sp.items()]
-            md += [f"\n### scale = {scale}\n\n",
+            md += [f"\n### scale = {scale}\n\nOne run (n=1) per number of machines (the latest seed if several)."
+                   "\n\n",
                    md_table(["machines", "t_n (sim s)", "ours speed-up", "linear", "paper speed-up"], rows)]
             png = _speedup_plot(sp, ds["name"], ds["figures"][1], ctx.out / f"ssp_fig{ds['figures'][1]}_{scale}.png")
             if png:
                 md.append(f"\n![speed-up vs machines]({png.name})\n")
             if scale == scales[-1]:
                 claims += speedup_claims(ds, sp)
-    md.append("\n" + claims_md(claims))
-    return (("; ".join(status) + " (synthetic stand-ins)") if status else
-            "not run (python sweeps/ssp_fig2_4.py scale=ci; sweeps/ssp_fig3_5.py)"), "".join(md)
+    return _shown(ctx, claims, "synthetic stand-ins"), "".join(md)
 
 
 def speedup_claims(ds: Mapping, sp: Mapping[int, tuple[float | None, float | None]]) -> list[tuple[str, str, str]]:

@@ -17,14 +17,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from analysis.core import (
+    NO_RUNS,
     Context,
     Page,
     Run,
-    claims_md,
+    Shown,
+    coverage,
     figure,
     fmt,
     md_table,
     mean_std,
+    preset_cases,
     scales_of,
     select,
     verdict,
@@ -133,10 +136,10 @@ def terngrad_fig3(ctx: Context) -> tuple[str, str]:
           "Rudra Eq 7), so only TernGrad's points can move with N. "
           "`python sweeps/terngrad_fig3.py scale=ci|small|paper`.\n"]
     runs = [r for r in select(ctx.runs, paper="terngrad", figure="3") if FIG3_CASE.match(r.tags.get("case", ""))]
-    if not runs:
-        return "not run (python sweeps/terngrad_fig3.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
+    cmd = "python sweeps/terngrad_fig3.py scale=ci"
+    if not scales_of(runs):
+        return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     claims: list[tuple[str, str, str]] = []
-    status = []
     header = ["N", "μ per worker", "updates", "fp32 acc %", "TernGrad acc %", "TernGrad − fp32 pp", "noclip acc %",
               "noclip − fp32 pp", "push compression", "data"]
     for scale in scales_of(runs):
@@ -179,10 +182,7 @@ def terngrad_fig3(ctx: Context) -> tuple[str, str]:
               "; ".join(f"{k}: {100 * (t[0] - f[0]):+.2f} pp (±{_noise_pp(f, images):.2f})"
                         for k, (f, t) in sorted(n64.items())) or "N = 64 not run")
         claims += [(f"[{scale}] {c[0]}", c[1], c[2]) for c in (c1, _noclip_claim(noclip, images), c3)]
-        status.append(f"{scale}: {len(cells)}/30 points")
-    md.append("\n" + claims_md(claims))
-    full = any(s.split(": ")[1].startswith("30/") for s in status)
-    return ("reproduced" if full else "partially reproduced") + f" at scale {', '.join(status)}", "".join(md)
+    return Shown(coverage(runs, preset_cases("terngrad/fig3")), claims, runs, cmd), "".join(md)
 
 
 def _fig3_plot(acc: Mapping[tuple[str, str, int], Acc | None], path: Path) -> Path | None:
@@ -216,10 +216,10 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
                   for n, (b, it, f, t) in paper.TABLE1.items() for g, a in (("fp32", f), ("terngrad", t))]
     md += ["\n## Paper\n\n", md_table(["workers", "total mini-batch", "iterations", "gradients", "accuracy %",
                                        "Δ pp"], paper_rows)]
-    if not runs:
-        return "not run (python sweeps/terngrad_table1.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
+    cmd = "python sweeps/terngrad_table1.py scale=ci"
+    if not scales_of(runs):
+        return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     claims: list[tuple[str, str, str]] = []
-    status = []
     header = ["workers", "μ per worker", "updates", "gradients", "paper acc %", "acc %", "paper Δ pp",
               "Δ vs fp32 pp", "push compression", "data"]
     for scale in scales_of(runs):
@@ -245,10 +245,7 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
                              "" if grad == "fp32" else _bytes_ratio(cs, cells.get(("fp32", n), [])), _notes(cs)])
         md += [f"\n## Ours, scale = {scale}\n\n", md_table(header, rows)]
         claims += [(f"[{scale}] {c[0]}", c[1], c[2]) for c in _table1_claims(acc, _test_images(rs))]
-        status.append(f"{scale}: {sum(g != 'noclip' for g, _ in cells)}/4 rows")
-    md.append("\n" + claims_md(claims))
-    full = any(s.split(": ")[1].startswith("4/") for s in status)
-    return ("reproduced" if full else "partially reproduced") + f" at scale {', '.join(status)}", "".join(md)
+    return Shown(coverage(runs, preset_cases("terngrad/table1")), claims, runs, cmd), "".join(md)
 
 
 def _table1_claims(acc: Mapping[tuple[str, int], Acc | None], images: int) -> list[tuple[str, str, str]]:
@@ -297,8 +294,7 @@ def terngrad_tables2_3(ctx: Context) -> tuple[str, str]:
                "needs ImageNet"),
               ("GoogLeNet: TernGrad's top-5 loss is less than 2 % on average (1.53, 1.86, 2.53 pp)", verdict(None),
                "needs ImageNet")]
-    md.append("\n" + claims_md(claims))
-    return "needs data not available here (ImageNet)", "".join(md)
+    return Shown(claims=claims, note="needs data not available here (ImageNet)"), "".join(md)
 
 
 # --------------------------------------------------------------------------- Fig 5
@@ -333,8 +329,7 @@ def terngrad_fig5(ctx: Context) -> tuple[str, str]:
            md_table(["cluster", "model", "GPUs", "fp32", "TernGrad", "speedup"], rows)]
     png = _fig5_plot(curves, ctx.out / "terngrad_fig5.png")
     md.append(f"\n![throughput vs GPUs]({png.name})\n")
-    md.append("\n" + claims_md(fig5_claims(curves)))
-    return "reproduced by the performance model (analytic)", "".join(md)
+    return Shown(claims=fig5_claims(curves), note="analytic (Appendix B performance model, no runs)"), "".join(md)
 
 
 def fig5_claims(curves: Mapping[tuple[str, str, int], tuple[float, float]]) -> list[tuple[str, str, str]]:

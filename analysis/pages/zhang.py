@@ -7,19 +7,24 @@ model; Fig 3 (α0 vs α0/τ, Eq 3) from training runs. Fig 4 needs ImageNet. Bui
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from analysis.core import (
+    NO_RUNS,
     NOT_MEASURED,
     Context,
     Page,
     Run,
+    Shown,
     attach_summaries,
-    claims_md,
+    cell,
+    coverage,
     figure,
+    history,
     md_table,
+    preset_cases,
     scales_of,
     select,
     verdict,
@@ -30,16 +35,6 @@ ORDER = 1
 
 
 # --------------------------------------------------------------------------- shared helpers
-def history(tracking_uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
-    """``(step, value)`` of a metric, by step; the summary's copy at step 0 is dropped when later steps exist."""
-    from mlflow import MlflowClient
-
-    pts = sorted((m.step, m.timestamp, m.value) for m in MlflowClient(tracking_uri).get_metric_history(run_id, key))
-    if any(s > 0 for s, _, _ in pts):
-        pts = [p for p in pts if p[0] > 0]
-    return [(s, v) for s, _, v in pts]
-
-
 def _diverged(r: Run) -> bool:
     return r.tags.get("diverged") == "true" or r.metrics.get("diverged", 0.0) >= 1.0
 
@@ -54,10 +49,11 @@ def zhang_fig1(ctx: Context) -> tuple[str, str]:
     md = ["# Zhang et al. Fig 1 — staleness distribution of n-softsync, λ = 30, μ = 4\n\n",
           "Simulated (schedule only): CIFAR10 network of §4.1 (358 kB), P775 cost model (Rudra's cluster). "
           "The paper's column is what its §2.4 text says; the figure itself has no printed numbers.\n"]
-    if not f1:
-        return "not run (python sweeps/zhang_fig1.py scale=paper)", "".join(md) + "\nNo runs in the store.\n"
-    attach_summaries(ctx.tracking_uri, f1)
     scales = scales_of(f1)
+    cmd, note = "python sweeps/zhang_fig1.py scale=paper", "simulation (schedule only)"
+    if not scales:
+        return Shown(runs=f1, command=cmd, note=note), "".join(md) + NO_RUNS
+    attach_summaries(ctx.tracking_uri, f1)
     claims: list[tuple[str, str, str]] = []
     for scale in scales:
         rows, hists = [], {}
@@ -92,8 +88,8 @@ def zhang_fig1(ctx: Context) -> tuple[str, str]:
         png = _fig1_plot(hists, ctx.out / f"zhang_fig1_{scale}.png")
         if png:
             md.append(f"\n![staleness histograms]({png.name})\n")
-    md.append("\n" + claims_md(claims))
-    return f"reproduced at scale {', '.join(scales)} (simulation)", "".join(md)
+    covered = coverage(f1, P.FIG1, measured=lambda r: bool(r.summary.get("staleness_hist")))
+    return Shown(covered, claims, f1, cmd, note), "".join(md)
 
 
 def _fig1_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | None:
@@ -117,12 +113,14 @@ def fig2_case(bench: str, mu: int, proto: str, lam: int) -> str:
 
 
 def fig2_speedups(runs: Sequence[Run]) -> dict[tuple[str, int], dict[str, dict[int, tuple[float, float]]]]:
-    """``{(bench, μ): {protocol: {λ: (seconds per paper epoch, speed-up vs hardsync λ = 1)}}}`` from the runs."""
-    rate: dict[str, float] = {}
+    """``{(bench, μ): {protocol: {λ: (seconds per paper epoch, speed-up vs hardsync λ = 1)}}}`` from the runs
+    (a case's time per sample is the mean over its runs)."""
+    per_case: dict[str, list[float]] = defaultdict(list)
     for r in runs:
         t, n = r.metrics.get("sim_time_s"), r.metrics.get("samples")
         if t is not None and n:
-            rate.setdefault(r.tags.get("case", ""), t / n)
+            per_case[r.tags.get("case", "")].append(t / n)
+    rate = {case: statistics.fmean(v) for case, v in per_case.items()}
     out: dict[tuple[str, int], dict[str, dict[int, tuple[float, float]]]] = {}
     for case in sorted(rate):
         parts = case.split("_")
@@ -149,14 +147,17 @@ def zhang_fig2(ctx: Context) -> tuple[str, str]:
           "epoch (50,000 / 1.2 M images); speed-up relative to hardsync at λ = 1 with the same μ. "
           f"Paper (text of §4.2): {P.FIG2_SPEEDUP_RANGE[0]:g}x–{P.FIG2_SPEEDUP_RANGE[1]:g}x speed-up with 30 "
           "learners; ASGD on average 50 % faster than SSGD. The figure's curves are not printed as numbers.\n"]
-    if not f2:
-        return "not run (python sweeps/zhang_fig2.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
     scales = scales_of(f2)
+    cmd, note = "python sweeps/zhang_fig2.py scale=ci", "simulation (schedule only)"
+    if not scales:
+        return Shown(runs=f2, command=cmd, note=note), "".join(md) + NO_RUNS
     claims: list[tuple[str, str, str]] = []
     for scale in scales:
         rs = select(f2, scale=scale)
         sp = fig2_speedups(rs)
-        md.append(f"\n## scale = {scale} ({_note(rs)})\n")
+        seeds = sorted(Counter(r.tags.get("case") for r in rs).values())
+        md.append(f"\n## scale = {scale} ({_note(rs)})\n\nEach cell: the mean time per sample over n = "
+                  f"{'/'.join(map(str, sorted(set(seeds)))) or '—'} run(s) per case.\n")
         for (bench, mu), by_proto in sorted(sp.items(), key=lambda kv: (kv[0][0] != "cifar", kv[0][1])):
             label, size, _ = P.FIG2_BENCH[bench]
             rows = []
@@ -173,8 +174,8 @@ def zhang_fig2(ctx: Context) -> tuple[str, str]:
             md.append(f"\n![speed-up vs λ]({png.name})\n")
         if scale == scales[-1]:
             claims = _fig2_claims(sp)
-    md.append("\n" + claims_md(claims))
-    return f"reproduced at scale {', '.join(scales)} (simulation)", "".join(md)
+    covered = coverage(f2, preset_cases("zhang/fig2"), measured=lambda r: bool(r.metrics.get("samples")))
+    return Shown(covered, claims, f2, cmd, note), "".join(md)
 
 
 def _fig2_claims(sp: Mapping[tuple[str, int], Mapping[str, Mapping[int, tuple[float, float]]]]) -> list:
@@ -235,7 +236,7 @@ def fig3_curves(ctx: Context, runs: Sequence[Run]) -> dict[str, dict[str, list[t
         upe = r.metrics.get("ps_updates", 0) / max(r.metrics.get("epochs_done", 0) or 1e-12, 1e-12)
         if upe <= 0:
             continue
-        out[r.tags.get("case", "")] = {k: [(s / upe, v) for s, v in history(ctx.tracking_uri, r.run_id, k)]
+        out[r.tags.get("case", "")] = {k: [(s / upe, v) for s, v in history(ctx.tracking_uri, r, k)]
                                        for k in ("test_error", "train_loss")}
     return out
 
@@ -248,11 +249,11 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
           f"Paper (§4.3.1): single learner ~{P.FIG3_SINGLE_LEARNER_ERROR:g} % test error after 140 epochs; with α0, "
           f"15- and 30-softsync fail to converge and the test error stays at {P.FIG3_STUCK_ERROR:g} %; with α0/τ "
           f"the curves are virtually indistinguishable and reach ~{P.FIG3_TAU_ERROR:g} %.\n"]
-    if not f3:
-        return "not run (python sweeps/zhang_fig3.py scale=ci)", "".join(md) + "\nNo runs in the store.\n"
     scales = scales_of(f3)
+    cmd = "python sweeps/zhang_fig3.py scale=ci"
+    if not scales:
+        return Shown(runs=f3, command=cmd), "".join(md) + NO_RUNS
     claims: list[tuple[str, str, str]] = []
-    done = []
     for scale in scales:
         rs = select(f3, scale=scale)
         by_case = {r.tags.get("case", ""): r for r in rs}
@@ -265,22 +266,19 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
                 rows.append([name, lr, paper, "—", "—", "—", "—", ""])
                 continue
             err, loss = r.metrics.get("test_error"), r.metrics.get("train_loss")
-            rows.append([name, lr, paper, "—" if err is None else f"{err * 100:.2f}",
-                         "—" if loss is None else f"{loss:.4g}", "yes" if _diverged(r) else "no",
-                         f"{r.metrics.get('staleness_mean', float('nan')):.2f}", r.tags.get("data_note", "")])
+            rows.append([name, lr, paper, cell([err], 100), cell([loss], 1, 4), "yes" if _diverged(r) else "no",
+                         cell([r.metrics.get("staleness_mean")]), r.tags.get("data_note", "")])
         md += [f"\n## scale = {scale}\n\n", md_table(
             ["protocol", "lr", "paper test error", "ours test error %", "ours final train loss", "diverged", "⟨τ⟩",
              "data"], rows)]
-        done.append(f"{scale}: {len(by_case)}/{len(P.FIG3)} curves")
         curves = fig3_curves(ctx, rs)
         png = _fig3_plot(curves, ctx.out / f"zhang_fig3_{scale}.png")
         if png:
             md.append(f"\n![test error and training loss vs epoch]({png.name})\n")
         if scale == scales[-1]:
             claims = fig3_claims(by_case, scale)
-    md.append("\n" + claims_md(claims))
-    full = all(s.split(": ")[1].startswith(f"{len(P.FIG3)}/") for s in done)
-    return ("reproduced" if full else "partially reproduced") + f" at scale {', '.join(done)}", "".join(md)
+    covered = coverage(f3, P.FIG3, measured=lambda r: r.metrics.get("test_error") is not None)
+    return Shown(covered, claims, f3, cmd), "".join(md)
 
 
 def fig3_claims(by_case: Mapping[str, Run], scale: str) -> list[tuple[str, str, str]]:

@@ -1,0 +1,158 @@
+"""The report never claims more than it shows (issue 12, item 6; issue 17, item 5).
+
+A page's status in the index comes from one rule (:func:`analysis.core.status`) over the configurations its
+runs cover and its claims' verdicts: an ad-hoc run of a preset (no ``scale`` tag), or one configuration of a
+scale, never makes a page "reproduced". Every page links back to the index and prints its runs' provenance;
+every measured cell shows n; curves never end on the run summary's copy of a metric.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from analysis.core import FAILS, HOLDS, NOT_MEASURED, Context, Shown, history, load_runs, status  # noqa: E402
+from analysis.pages import rudra_paper, zhang  # noqa: E402
+from analysis.report import all_pages, build  # noqa: E402
+
+from report_store import ReportStore  # noqa: E402
+
+#: per page: the tags an ad-hoc run of its preset carries and one configuration (case) of the table
+AD_HOC = {
+    "rudra_table1": ({"paper": "rudra", "table": "1"}, "rudra_base"),
+    "rudra_table2": ({"paper": "rudra", "table": "2"}, rudra_paper.case_label(1, 4, 30)),
+    "rudra_table3": ({"paper": "rudra", "table": "3"}, rudra_paper.case_label(0, 8, 30)),
+    "rudra_table4": ({"paper": "rudra", "table": "4"}, "base-hardsync"),
+    "rudra_fig4": ({"paper": "rudra", "figure": "4"}, "n1"),
+    "rudra_fig5": ({"paper": "rudra", "figure": "5"}, "s30_alpha0"),
+    "rudra_fig6_7": ({"paper": "rudra", "figure": "6-7"}, rudra_paper.case_label(0, 4, 1)),
+    "rudra_fig8": ({"paper": "rudra", "figure": "8"}, rudra_paper.case_label(0, 4, 1)),
+    "zhang_fig1": ({"paper": "zhang", "figure": "1"}, "n1"),
+    "zhang_fig2": ({"paper": "zhang", "figure": "2"}, zhang.fig2_case("cifar", 4, "hardsync", 1)),
+    "zhang_fig3": ({"paper": "zhang", "figure": "3"}, "hardsync"),
+    "terngrad_fig3": ({"paper": "terngrad", "figure": "3"}, "momentum_fp32_n2"),
+    "terngrad_table1": ({"paper": "terngrad", "table": "1"}, "fp32_n2"),
+    "agn_table1": ({"paper": "agn", "table": "1"}, "agn_n10_H10"),
+    "agn_fig7": ({"paper": "agn", "figure": "7a"}, "agn"),
+    "ssp_fig2_3": ({"paper": "ssp", "figure": "2,4", "dataset_stand_in": "timit"}, "m1"),
+    "ssp_fig4_5": ({"paper": "ssp", "figure": "3,5", "dataset_stand_in": "imagenet63k"}, "m1"),
+}
+#: pages with no runs to make: their status is what they are (analytic, data not available), never "reproduced"
+NO_RUNS_TO_MAKE = {"terngrad_tables2_3", "terngrad_fig5"}
+BUILT = [p.key for p in all_pages() if p.build is not None]
+
+
+def _ad_hoc_store(root: Path, scale: str | None) -> None:
+    """One run per page, logged as psbench logs a training run (per-update histories, then its summary)."""
+    s = ReportStore(root)
+    steps = range(10)
+    for tags, case in AD_HOC.values():
+        s.run({**tags, "case": case, **({"scale": scale} if scale else {})},
+              {"test_error": 0.3, "train_loss": 0.5, "sim_time_s": 10.0, "samples": 100, "ps_updates": 10,
+               "epochs_done": 1.0, "staleness_mean": 1.0, "comm_overlap": 0.5},
+              histories={"train_loss": [(i, 2.0 - 0.1 * i) for i in steps], "sim_time_s": [(i, i) for i in steps],
+                         "train_accuracy": [(i, 0.5 + 0.04 * i) for i in steps],
+                         "test_error": [(i, 0.5 - 0.02 * i) for i in steps]},
+              summary={"staleness_hist": {"0": 5, "1": 5}, "sim_time_s": 10.0, "epochs_done": 1.0})
+
+
+@pytest.fixture(scope="module", params=[None, "ci"], ids=["no_scale_tag", "one_configuration_at_ci"])
+def ad_hoc(request, tmp_path_factory, mlflow_template_db):
+    root = tmp_path_factory.mktemp("ad_hoc")
+    shutil.copy(mlflow_template_db, root / "mlflow.db")
+    _ad_hoc_store(root, request.param)
+    return request.param, build(root, root / "reports"), root / "reports"
+
+
+def test_every_page_with_a_builder_has_an_ad_hoc_run_here():
+    assert set(BUILT) == set(AD_HOC) | NO_RUNS_TO_MAKE
+
+
+@pytest.mark.parametrize("key", BUILT)
+def test_an_ad_hoc_preset_run_never_makes_a_page_reproduced(ad_hoc, key):
+    scale, statuses, out = ad_hoc
+    st = statuses[key]
+    assert "reproduced" not in st, st
+    if key in NO_RUNS_TO_MAKE:
+        return
+    if scale is None:  # a run without a scale tag counts for no scale
+        assert st.startswith("no runs ("), st
+        assert "without a scale tag" in (out / f"{key}.md").read_text()
+    else:  # one configuration of the table at ci (two where a page reads two presets' runs: Table 3, SSP)
+        assert st.startswith(("partial (1 of ", "partial (2 of ")), st
+        assert "configurations at scale ci)" in st
+    index = (out / "index.md").read_text()
+    assert f"({key}.html) | {st} |" in index  # the index shows exactly the page's status
+
+
+def test_status_rule():
+    decided = [("a", HOLDS, ""), ("b", FAILS, "")]
+    assert status(Shown({"ci": (3, 3)}, decided, command="c")) == "reproduced at scale ci: 1 of 2 claims hold"
+    assert status(Shown({"ci": (3, 3)}, [*decided, ("c", NOT_MEASURED, "")], command="c")) == \
+        "measured at scale ci, 1 of 3 claims not decided"
+    assert status(Shown({"ci": (3, 3)}, [], command="c")) == "measured at scale ci, no claims decided"
+    assert status(Shown({"ci": (2, 3)}, decided, command="c")) == "partial (2 of 3 configurations at scale ci)"
+    assert status(Shown({"ci": (0, 3)}, decided, command="python x.py")) == "no runs (python x.py)"
+    assert status(Shown({}, decided, command="python x.py", note="simulation")) == "no runs (python x.py); simulation"
+    assert status(Shown({"small": (3, 3), "ci": (1, 3)}, decided, command="c")) == \
+        "reproduced at scale small: 1 of 2 claims hold; partial (1 of 3 configurations at scale ci)"
+    assert status(Shown(claims=decided, note="analytic")) == "analytic: 1 of 2 claims hold"
+
+
+def test_a_complete_scale_with_decided_claims_is_reproduced_and_cells_show_n(psbench_root, tmp_path):
+    s = ReportStore(psbench_root)
+    for case, overlap in (("rudra_base", 0.1), ("rudra_adv", 0.5), ("rudra_adv_star", 0.995)):
+        for seed in (0, 1, 2):
+            s.run({"paper": "rudra", "table": "1", "case": case, "scale": "ci"},
+                  {"comm_overlap": overlap + seed / 1000}, seed=seed)
+    st = build(psbench_root, tmp_path)["rudra_table1"]
+    assert st == "reproduced at scale ci: 3 of 3 claims hold; simulation (schedule only)"
+    assert "| rudra_adv_star | 99.56 | 99.60 ± 0.10 (n=3) | 3 |" in (tmp_path / "rudra_table1.md").read_text()
+
+
+def test_pages_link_to_the_index_and_show_their_runs_provenance(psbench_root, tmp_path):
+    s = ReportStore(psbench_root)
+    prov = {"psbench.git_commit": "abc1234def5678", "psbench.git_dirty": "false", "psbench.version": "0.1.0",
+            "psbench.torch_version": "2.13.0", "psbench.lightning_version": "2.6.0",
+            "psbench.mlflow_version": "3.17.0", "psbench.host": "box", "psbench.threads": "2"}
+    tags = {"paper": "rudra", "figure": "4", "scale": "paper"}
+    s.run({**tags, "case": "n1", **prov}, {"staleness_mean": 1.0})
+    s.run({**tags, "case": "n2", **prov}, {"staleness_mean": 2.0})
+    s.run({**tags, "case": "n30", **prov, "psbench.git_dirty": "true"}, {"staleness_mean": 30.0})
+    s.run({"paper": "rudra", "figure": "4", "case": "n30"}, {"staleness_mean": 30.0}, seed=1)  # old, ad hoc
+    build(psbench_root, tmp_path)
+    md = (tmp_path / "rudra_fig4.md").read_text()
+    assert md.startswith("[← index: every table and figure](index.html)\n")
+    assert "## Provenance\n\n- runs: 4 (1 without a scale tag: not counted in any scale)\n" in md
+    assert "- commit: abc1234 (2 runs), abc1234-dirty (1 run), unknown (1 run)\n" in md
+    assert "- torch: 2.13.0 (3 runs), unknown (1 run)\n" in md and "- threads: 2 (3 runs), unknown (1 run)\n" in md
+    for key in BUILT:  # every page, with runs or not
+        page = (tmp_path / f"{key}.html").read_text()
+        assert '<a href="index.html">← index: every table and figure</a>' in page, key
+        assert "<h2>Provenance</h2>" in page, key
+
+
+@pytest.mark.parametrize("summary_step", [None, 0], ids=["summary_at_the_last_step", "summary_at_step_0"])
+def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root, tmp_path, summary_step):
+    """psbench logs the summary (train_loss = a run total, 3.08 here) under the per-update keys: at the last
+    update's step since the summary moved there, at step 0 before. Neither copy is a point of the curve."""
+    s = ReportStore(psbench_root)
+    loss = [(i, 3.0 / (1 + i)) for i in range(0, 110, 10)]  # ends at 0.27
+    s.run({"paper": "zhang", "figure": "3", "case": "hardsync", "scale": "ci"},
+          {"train_loss": 3.08, "test_error": 0.4, "sim_time_s": 999.0, "ps_updates": 100, "epochs_done": 2.0},
+          summary_step=summary_step,
+          histories={"train_loss": loss, "sim_time_s": [(i, 0.1 * i) for i, _ in loss],
+                     "test_error": [(50, 0.5), (100, 0.4)]})
+    run = load_runs(s.uri)[0]
+    assert history(s.uri, run, "train_loss") == loss
+    assert history(s.uri, run, "sim_time_s")[-1] == (100, 10.0)
+    curves = zhang.fig3_curves(Context([run], tmp_path, s.uri), [run])["hardsync"]
+    assert curves["train_loss"][-1] == (2.0, pytest.approx(3.0 / 101))  # epoch 2: the training value
+    assert curves["train_loss"][0] == (0.0, 3.0)  # a genuine step-0 point stays
+    assert curves["test_error"] == [(1.0, 0.5), (2.0, 0.4)]
