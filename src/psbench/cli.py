@@ -19,8 +19,8 @@ be written — ends with one line ``psbench: error: …`` on stderr and exit cod
 already started in MLflow is marked FAILED. ``HYDRA_FULL_ERROR=1`` shows the traceback
 instead. Any other exception marks the run FAILED and propagates.
 
-The config lives in the repository's ``conf/`` (resolved from this file: the supported
-install is editable, ``pip install -e .``).
+The config ships with the package, in ``psbench/conf/`` (found from this file, so an
+editable and a regular ``pip install .`` compose the same config).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from psbench.errors import ConfigError, DataError
 from psbench.validate import check_writable_dir, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO_ROOT / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 
 EXIT_BAD_INPUT = 2
