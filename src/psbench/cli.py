@@ -49,7 +49,6 @@ from psbench.validate import check_writable_dir, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = Path(__file__).resolve().parent / "conf"
-SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 
 EXIT_BAD_INPUT = 2
 
@@ -57,9 +56,24 @@ log = logging.getLogger("psbench")
 
 
 # --------------------------------------------------------------------------- resolvers
+def shared_datasets(start: Path) -> Path | None:
+    """``shared/datasets`` beside the git work tree that holds ``start``, if that folder exists."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            found = folder.parent / "shared" / "datasets"
+            return found if found.is_dir() else None
+    return None
+
+
 def default_data_dir(root_dir: str) -> str:
-    """``<repo>/../shared/datasets`` when it exists (the offline copies), else ``<root>/data``."""
-    return str(SHARED_DATASETS if SHARED_DATASETS.is_dir() else Path(root_dir) / "data")
+    """``paths.data_dir`` unless ``$PSBENCH_DATA`` is set: the offline copies in ``shared/datasets``
+    beside the repository of the current directory, else beside the checkout that holds this
+    package (an editable install), else ``<root>/data``."""
+    for start in (Path.cwd().resolve(), Path(__file__).resolve().parent):
+        found = shared_datasets(start)
+        if found is not None:
+            return str(found)
+    return str(Path(root_dir) / "data")
 
 
 def register_resolvers() -> None:
