@@ -219,10 +219,12 @@ def scales_of(runs: Iterable[Run]) -> list[str]:
 
 
 def preset_cases(experiment: str) -> list[str]:
-    """The case labels of ``conf/experiment/<experiment>.yaml``'s sweep: the configurations of its table."""
+    """The case labels of ``psbench/conf/experiment/<experiment>.yaml``'s sweep: the configurations of its table."""
     import yaml
 
-    conf = Path(__file__).resolve().parents[1] / "conf" / "experiment" / f"{experiment}.yaml"
+    from psbench.cli import CONF_DIR
+
+    conf = CONF_DIR / "experiment" / f"{experiment}.yaml"
     return list(((yaml.safe_load(conf.read_text()).get("hydra") or {}).get("sweeper") or {}).get("cases") or [])
 
 

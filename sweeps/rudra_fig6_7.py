@@ -1,7 +1,7 @@
 """Rudra Figs 6–7: (σ, μ, λ) tradeoff curves (test error vs training time per μ) for hardsync,
 λ-softsync and 1-softsync (trains CNNs).
 
-The preset ``conf/experiment/rudra/fig6_7.yaml`` holds the paper's whole grid (96 cases); ``ci`` and
+The preset ``src/psbench/conf/experiment/rudra/fig6_7.yaml`` holds the paper's whole grid (96 cases); ``ci`` and
 ``small`` keep a sub-grid with a sweeper constraint (the other cases are pruned unrun) and say so
 in ``data_note``:
 

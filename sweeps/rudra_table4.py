@@ -1,7 +1,7 @@
 """Rudra Table 4 (ImageNet): simulated training time per epoch of the 4 configurations (no training).
 
 The validation errors need ImageNet and are not reproduced; the report shows the paper's. Every
-scale is a schedule (``schedule_only=true``) of ``conf/experiment/rudra/table4.yaml`` (AlexNet of
+scale is a schedule (``schedule_only=true``) of ``src/psbench/conf/experiment/rudra/table4.yaml`` (AlexNet of
 §4.2 on synthetic 3×256×256 images, compute time fitted to the paper's 54 h/epoch baseline, P775
 links and PS); the scales differ in how many samples they simulate; minutes/epoch = simulated time
 per sample × 1.2 M (tags ``data_note``):

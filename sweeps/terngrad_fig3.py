@@ -1,7 +1,7 @@
 """TernGrad Fig 3: LeNet/MNIST accuracy vs worker number N, fp32 vs TernGrad (momentum and vanilla SGD).
 
 Total mini-batch 64 split over N workers (μ = 64/N), hardsync, polynomial LR decay (power 0.5) to
-zero over the run, weight decay 5e-4 (``conf/experiment/terngrad/fig3.yaml``). One seed: the paper
+zero over the run, weight decay 5e-4 (``src/psbench/conf/experiment/terngrad/fig3.yaml``). One seed: the paper
 shows one run per point. Cases outside a scale's sub-grid are pruned unrun (sweeper constraint).
 
 * ``ci`` (about 10 min here): panel (a) only, N ∈ {2, 8}, fp32 and TernGrad, plus TernGrad-noclip at

@@ -1,7 +1,7 @@
 """TernGrad Table 1: CifarNet on CIFAR-10, Adam, fp32 vs TernGrad with 2 workers × 64 and 16 workers × 128.
 
 Both rows train the same epochs (768 on full CIFAR-10 = 300K and 18.75K iterations), so the
-16-worker row takes 16× fewer, 16× larger steps (``conf/experiment/terngrad/table1.yaml``).
+16-worker row takes 16× fewer, 16× larger steps (``src/psbench/conf/experiment/terngrad/table1.yaml``).
 TernGrad-noclip is ours (Table 2's ablation), recorded beside it. One seed: the paper shows one run.
 
 * ``ci`` (about 10 min here): cifar10_subset cut to 2,560 training images (test: its 1,017), 2 epochs

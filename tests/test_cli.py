@@ -8,7 +8,8 @@ Three kinds of tests:
 * the CLI's handling of what training returns or raises, with a stand-in ``train`` that
   follows the contract of :func:`psbench.train.train` (diverged runs, DataError, crashes,
   multirun) — these pin the CLI's behaviour independently of the training numerics;
-* real training runs (default digits run, schedule only, missing and corrupted data files).
+* real training runs (default digits run, schedule only, missing and corrupted data files: tiny files in
+  the standard formats, ``tests/data_files.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from psbench.cli import CONF_DIR, SHARED_DATASETS, group_options
+from data_files import build_tiny_data
+from psbench.cli import CONF_DIR, group_options, shared_datasets
 
 SUMMARY_KEYS = {
     "status", "diverged", "test_error", "test_loss", "train_loss", "staleness_mean",
@@ -61,6 +63,16 @@ def train(cfg, run_dir, logger):
 module = types.ModuleType("psbench.train")
 module.train = train
 sys.modules["psbench.train"] = module
+from psbench.cli import main
+main()
+'''
+
+
+# The console entry with the md5s of tests/data_files.py's tiny files registered as the known ones.
+TINY_MD5_DRIVER = r'''
+import json, os
+from psbench.data.checksum import KNOWN_MD5
+KNOWN_MD5.update(json.loads(os.environ["PSBENCH_TEST_MD5"]))
 from psbench.cli import main
 main()
 '''
@@ -264,18 +276,40 @@ def test_missing_data_files_are_one_line_and_a_failed_run(run_psbench, mlflow_ru
     assert {r["status"] for r in mlflow_runs(psbench_root)} <= {"FAILED"}
 
 
-def test_corrupted_data_file_is_one_line_naming_it(run_psbench, mlflow_runs, psbench_root):
-    data = psbench_root / "data"
-    (data / "mnist").mkdir(parents=True)
-    for f in (SHARED_DATASETS / "mnist").iterdir():
-        (data / "mnist" / f.name).symlink_to(f)
-    bad = data / "mnist" / "t10k-labels-idx1-ubyte.gz"
-    bad.unlink()
-    content = bytearray((SHARED_DATASETS / "mnist" / bad.name).read_bytes())
-    content[100] ^= 0xFF
+def test_data_dir_is_psbench_data_else_shared_datasets_beside_the_current_repo(compose_cfg, tmp_path, monkeypatch):
+    repo = tmp_path / "work" / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "sub").mkdir()
+    assert shared_datasets(repo / "sub") is None  # nothing beside the repo
+    shared = tmp_path / "work" / "shared" / "datasets"
+    shared.mkdir(parents=True)
+    assert shared_datasets(repo / "sub") == shared
+    (repo / "sub" / "inner" / ".git").mkdir(parents=True)
+    assert shared_datasets(repo / "sub" / "inner") is None  # the nearest work tree decides
+    monkeypatch.delenv("PSBENCH_DATA", raising=False)
+    monkeypatch.chdir(repo / "sub")
+    assert compose_cfg().paths.data_dir == str(shared)
+    monkeypatch.setenv("PSBENCH_DATA", str(tmp_path / "mine"))
+    assert compose_cfg().paths.data_dir == str(tmp_path / "mine")
+
+
+def test_corrupted_data_file_is_one_line_naming_it(run_psbench, mlflow_runs, psbench_root, tmp_path):
+    """A tiny MNIST in $PSBENCH_DATA trains; with one byte of one file flipped the run is refused naming it."""
+    tiny = build_tiny_data(tmp_path / "data")
+    env = {"PSBENCH_DATA": str(tiny.dir), "PSBENCH_TEST_MD5": json.dumps(tiny.md5)}
+    args = ("dataset=mnist", "learners=2", "batch_size=3", "epochs=1", "trainer.progress=none")
+    ok = run_psbench(*args, root=psbench_root, env=env, driver=TINY_MD5_DRIVER)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    (run_dir,) = job_dirs(psbench_root)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["samples"] == 12  # the tiny copy's 12 images
+    bad = tiny.dir / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    content = bytearray(bad.read_bytes())
+    content[len(content) // 2] ^= 0xFF
     bad.write_bytes(bytes(content))
-    proc = run_psbench("dataset=mnist", f"paths.data_dir={data}", root=psbench_root)
-    assert_one_line_error(proc, psbench_root, mlflow_runs, bad.name)
+    proc = run_psbench(*args, root=psbench_root, env=env, driver=TINY_MD5_DRIVER)
+    assert_one_line_error(proc, psbench_root, mlflow_runs, str(bad), "md5", tiny.md5["mnist/t10k-labels-idx1-ubyte.gz"])
+    assert sorted(r["status"] for r in mlflow_runs(psbench_root)) == ["FAILED", "FINISHED"]
 
 
 @pytest.mark.slow

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from omegaconf import OmegaConf
 
 from psbench import compression, validate
+from psbench.cli import CONF_DIR
 from psbench.errors import ConfigError
 from psbench.train import train
 
-CONF = Path(__file__).resolve().parents[1] / "conf" / "compression"
+CONF = CONF_DIR / "compression"
 
 
 def test_option_files_codecs_and_validate_agree():

@@ -1,13 +1,12 @@
-"""psbench.data against the real offline files in ../shared/datasets (never copied in)."""
+"""psbench.data: readers, md5 checks and downloads on tiny files in the standard formats (any clone), and
+the real offline files where they are (``$PSBENCH_DATA`` or ``../shared/datasets``; never copied in)."""
 
 from __future__ import annotations
 
 import gzip
 import io
-import os
 import pickle
 import re
-import shutil
 import tarfile
 import time
 from pathlib import Path
@@ -17,6 +16,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from data_files import (
+    REAL_DATA,
+    TinyData,
+    build_tiny_data,
+    needs_real,
+    needs_real_mnist,
+    write_cifar_batches,
+    write_idx,
+)
 from psbench.data import DATASET_NAMES, build_datamodule, make_synthetic, sources
 from psbench.data.checksum import KNOWN_MD5, md5_file, verify_md5
 from psbench.data.cifar import read_cifar_batch
@@ -25,16 +33,23 @@ from psbench.data.idx import parse_idx, read_idx
 from psbench.errors import ConfigError, DataError
 from psbench.models import build_model
 
-DATA_DIR = Path(os.environ.get("PSBENCH_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "datasets")
-MNIST = DATA_DIR / "mnist"
+
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TinyData:
+    """Tiny copies of every file-backed data set under ``tmp_path/data``, their md5s registered as known."""
+    data = build_tiny_data(tmp_path / "data")
+    for key, md5 in data.md5.items():
+        monkeypatch.setitem(KNOWN_MD5, key, md5)
+    return data
 
 
 # --- IDX ------------------------------------------------------------------------------------
 
 
+@needs_real_mnist
 def test_read_idx_real_mnist_train() -> None:
-    x = read_idx(MNIST / "train-images-idx3-ubyte.gz", expected_shape=(None, 28, 28))
-    y = read_idx(MNIST / "train-labels-idx1-ubyte.gz")
+    x = read_idx(REAL_DATA / "mnist" / "train-images-idx3-ubyte.gz", expected_shape=(None, 28, 28))
+    y = read_idx(REAL_DATA / "mnist" / "train-labels-idx1-ubyte.gz")
     assert x.shape == (60000, 28, 28) and x.dtype == np.uint8
     assert y.shape == (60000,) and set(np.unique(y)) == set(range(10))
     counts = np.bincount(y, minlength=10)
@@ -42,10 +57,16 @@ def test_read_idx_real_mnist_train() -> None:
     assert x.max() == 255 and x.min() == 0
 
 
-def test_read_idx_wrong_expected_shape_names_file() -> None:
-    path = MNIST / "t10k-labels-idx1-ubyte.gz"
+def test_read_idx_tiny_files_and_wrong_expected_shape_names_file(tiny: TinyData) -> None:
+    path = tiny.dir / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    assert read_idx(path).tolist() == tiny.arrays["mnist"]["test_labels"].tolist()
+    images = read_idx(tiny.dir / "mnist" / "train-images-idx3-ubyte.gz", expected_shape=(None, 28, 28))
+    assert images.dtype == np.uint8 and np.array_equal(images, tiny.arrays["mnist"]["train_images"])
     with pytest.raises(DataError, match=re.escape(str(path))):
         read_idx(path, expected_shape=(60000,))
+    write_idx(path, np.zeros((5, 2), np.uint8))  # labels must be one-dimensional
+    with pytest.raises(DataError, match=re.escape(str(path))):
+        read_idx(path, expected_shape=(5,))
 
 
 def test_parse_idx_multibyte_and_bad_headers(tmp_path: Path) -> None:
@@ -73,32 +94,43 @@ def test_parse_idx_multibyte_and_bad_headers(tmp_path: Path) -> None:
 # --- checksums and downloads ----------------------------------------------------------------
 
 
+@needs_real("MNIST and MD5SUMS", *sources.DATASET_FILES["mnist"], "MD5SUMS")
 def test_known_md5_matches_shared_md5sums_and_files() -> None:
-    table = dict(reversed(line.split()) for line in (DATA_DIR / "MD5SUMS").read_text().splitlines() if line)
+    table = dict(reversed(line.split()) for line in (REAL_DATA / "MD5SUMS").read_text().splitlines() if line)
     assert table, "MD5SUMS is empty"
     for key, md5 in table.items():
         assert KNOWN_MD5[key] == md5
     assert KNOWN_MD5["cifar-10-python.tar.gz"] == "c58f30108f718f92721af3b95e74349a"
-    assert md5_file(MNIST / "t10k-labels-idx1-ubyte.gz") == table["mnist/t10k-labels-idx1-ubyte.gz"]
+    for key in sources.DATASET_FILES["mnist"]:
+        assert md5_file(REAL_DATA / key) == table[key] == KNOWN_MD5[key]
 
 
-def test_corrupted_copy_fails_md5_naming_file(tmp_path: Path) -> None:
-    (tmp_path / "mnist").mkdir()
-    for src in MNIST.iterdir():  # copyfile: contents only, not the read-only mode bits
-        shutil.copyfile(src, tmp_path / "mnist" / src.name)
-    bad = tmp_path / "mnist" / "train-labels-idx1-ubyte.gz"
+def test_tiny_files_fail_the_canonical_md5s_naming_the_file(tmp_path: Path) -> None:
+    """Without registered md5s the loaders check the canonical table: a tiny copy is not MNIST."""
+    build_tiny_data(tmp_path)
+    for name, first in (("mnist", "mnist/train-images-idx3-ubyte.gz"),
+                        ("cifar10_subset", "cifar10-subset/cifar10-prefix-subset.npz")):
+        with pytest.raises(DataError) as err:
+            build_datamodule(name, tmp_path).prepare_data()
+        assert str(tmp_path / first) in str(err.value) and KNOWN_MD5[first] in str(err.value)
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist", "cifar10", "cifar10_subset"])
+def test_corrupted_copy_fails_md5_naming_file(tiny: TinyData, dataset: str) -> None:
+    build_datamodule(dataset, tiny.dir).prepare_data()  # the intact copy passes its md5s
+    key = sources.DATASET_FILES[dataset][-1]
+    bad = tiny.dir / key
     raw = bytearray(bad.read_bytes())
-    raw[100] ^= 0xFF
+    raw[len(raw) // 2] ^= 0xFF
     bad.write_bytes(bytes(raw))
-    dm = build_datamodule("mnist", tmp_path)
     with pytest.raises(DataError) as err:
-        dm.prepare_data()
+        build_datamodule(dataset, tiny.dir).prepare_data()
     msg = str(err.value)
-    assert str(bad) in msg and "md5" in msg and KNOWN_MD5["mnist/train-labels-idx1-ubyte.gz"] in msg
+    assert msg.startswith(dataset) and str(bad) in msg and "md5" in msg and tiny.md5[key] in msg
     assert "\n" not in msg
     # setup() without prepare_data() verifies too
-    with pytest.raises(DataError, match=r"train-labels-idx1-ubyte\.gz"):
-        build_datamodule("mnist", tmp_path).setup()
+    with pytest.raises(DataError, match=re.escape(bad.name + " md5")):
+        build_datamodule(dataset, tiny.dir).setup()
 
 
 def test_missing_dir_names_path(tmp_path: Path) -> None:
@@ -125,9 +157,9 @@ def test_download_offline_names_file_dir_and_url(tmp_path: Path, monkeypatch: py
     assert not list((tmp_path / "mnist").glob("*.part"))
 
 
-def test_download_url_verifies_md5(tmp_path: Path) -> None:
-    src = MNIST / "t10k-labels-idx1-ubyte.gz"
-    md5 = KNOWN_MD5["mnist/t10k-labels-idx1-ubyte.gz"]
+def test_download_url_verifies_md5(tiny: TinyData, tmp_path: Path) -> None:
+    src = tiny.dir / "mnist" / "t10k-labels-idx1-ubyte.gz"
+    md5 = tiny.md5["mnist/t10k-labels-idx1-ubyte.gz"]
     dest = download_url(src.as_uri(), tmp_path / "sub" / "labels.gz", md5, "mnist")
     assert md5_file(dest) == md5
     with pytest.raises(DataError, match=r"wrong md5"):
@@ -135,12 +167,21 @@ def test_download_url_verifies_md5(tmp_path: Path) -> None:
     assert not (tmp_path / "other.gz").exists() and not list(tmp_path.glob("*.part"))
 
 
-def test_download_fills_missing_files_from_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sources.MIRRORS, "mnist", MNIST.as_uri() + "/")
-    paths = ensure_files("mnist", tmp_path, sources.DATASET_FILES["mnist"], download=True)
-    assert all(p.is_file() for p in paths.values())
-    key = "mnist/train-images-idx3-ubyte.gz"
-    verify_md5(paths[key], KNOWN_MD5[key])
+def test_download_fills_missing_files_from_mirror(tiny: TinyData, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sources.MIRRORS, "mnist", (tiny.dir / "mnist").as_uri() + "/")
+    dest = tmp_path / "fresh"
+    (dest / "mnist").mkdir(parents=True)
+    kept = dest / "mnist" / "t10k-labels-idx1-ubyte.gz"  # present files are checked, not fetched again
+    kept.write_bytes((tiny.dir / "mnist" / kept.name).read_bytes())
+    paths = ensure_files("mnist", dest, sources.DATASET_FILES["mnist"], download=True)
+    assert sorted(paths) == sorted(sources.DATASET_FILES["mnist"])
+    for key, path in paths.items():
+        verify_md5(path, tiny.md5[key])
+    assert not list((dest / "mnist").glob("*.part"))
+    dm = build_datamodule("mnist", dest)
+    dm.setup()
+    assert dm.y_train.tolist() == tiny.arrays["mnist"]["train_labels"].tolist()
 
 
 def test_subset_has_no_download(tmp_path: Path) -> None:
@@ -170,9 +211,10 @@ def test_hand_placed_cifar_archive_is_checked(tmp_path: Path) -> None:
 # --- data modules on real files -------------------------------------------------------------
 
 
+@needs_real_mnist
 def test_mnist_datamodule_fast_centred_and_in_range() -> None:
     t0 = time.perf_counter()
-    dm = build_datamodule("mnist", DATA_DIR)
+    dm = build_datamodule("mnist", REAL_DATA)
     dm.prepare_data()
     dm.setup()
     elapsed = time.perf_counter() - t0
@@ -191,21 +233,60 @@ def test_mnist_datamodule_fast_centred_and_in_range() -> None:
     assert torch.equal(next(iter(dm.val_dataloader()))[0], batches[0][0])
 
 
-def test_fashion_mnist_subset_and_eval_batch_size() -> None:
-    dm = build_datamodule("fashion_mnist", DATA_DIR, eval_batch_size=4096, subset=1000)
-    assert dm.num_train == 1000
+def test_idx_datamodule_on_tiny_files_scaled_centred_and_labelled(tiny: TinyData) -> None:
+    written = tiny.arrays["mnist"]
+    dm = build_datamodule("mnist", tiny.dir, eval_batch_size=2)
+    dm.prepare_data()
     dm.setup()
-    assert dm.x_train.shape == (1000, 1, 28, 28) and dm.x_test.shape == (10000, 1, 28, 28)
+    assert dm.input_shape == (1, 28, 28) and dm.num_train == 12 and dm.num_test == 5
+    assert dm.x_train.shape == (12, 1, 28, 28) and dm.x_train.dtype == torch.float32
+    assert dm.y_train.dtype == torch.int64 and dm.y_train.tolist() == written["train_labels"].tolist()
+    assert dm.x_train.mean(0).abs().max() < 1e-5  # per-pixel mean of the training set subtracted
+    raw = torch.from_numpy(written["train_images"][:, None]) / 255.0
+    assert torch.allclose(dm.x_train + dm.pixel_mean, raw, atol=1e-6)
+    test_raw = torch.from_numpy(written["test_images"][:, None]) / 255.0
+    assert torch.allclose(dm.x_test + dm.pixel_mean, test_raw, atol=1e-6)  # the train mean, not the test's
+    batches = list(dm.test_dataloader())
+    assert [len(b[1]) for b in batches] == [2, 2, 1]
+    assert torch.equal(torch.cat([b[1] for b in batches]), dm.y_test)
+
+
+def test_fashion_mnist_subset_and_eval_batch_size(tiny: TinyData) -> None:
+    dm = build_datamodule("fashion_mnist", tiny.dir, eval_batch_size=4, subset=5)
+    assert dm.num_train == 5
+    dm.setup()
+    assert dm.x_train.shape == (5, 1, 28, 28) and dm.x_test.shape == (9, 1, 28, 28)
     assert dm.x_train.mean(0).abs().max() < 1e-5  # mean over the subset actually used
-    assert [len(b[1]) for b in dm.test_dataloader()] == [4096, 4096, 1808]
-    full = read_idx(DATA_DIR / "fashion-mnist" / "train-labels-idx1-ubyte.gz")
-    assert dm.y_train.tolist() == full[:1000].tolist()
+    assert [len(b[1]) for b in dm.test_dataloader()] == [4, 4, 1]
+    assert dm.y_train.tolist() == tiny.arrays["fashion_mnist"]["train_labels"][:5].tolist()
     with pytest.raises(ConfigError, match=r"dataset\.subset"):
-        build_datamodule("fashion_mnist", DATA_DIR, subset=70000).setup()
+        build_datamodule("fashion_mnist", tiny.dir, subset=13).setup()
 
 
+def test_cifar10_subset_npz_on_tiny_file(tiny: TinyData) -> None:
+    written = tiny.arrays["cifar10_subset"]
+    dm = build_datamodule("cifar10_subset", tiny.dir)
+    dm.prepare_data()
+    dm.setup()
+    assert dm.input_shape == (3, 32, 32) and dm.num_train == 20 and dm.num_test == 10
+    assert dm.y_test.tolist() == written["y_test"].tolist()
+    raw = torch.from_numpy(written["x_train"]) / 255.0
+    assert torch.allclose(dm.x_train + dm.pixel_mean, raw, atol=1e-6)
+    path = tiny.dir / sources.CIFAR10_SUBSET_DIR / sources.CIFAR10_SUBSET_FILE
+    np.savez(path, x_train=written["x_train"], y_train=written["y_train"], x_test=written["x_test"])
+    with pytest.raises(DataError, match=r"lacks array y_test; expected"):
+        build_datamodule("cifar10_subset", tiny.dir, verify=False).setup()
+    np.savez(path, **{**written, "x_train": written["x_train"].astype(np.float32)})
+    with pytest.raises(DataError, match=r"expected uint8 \[N,3,32,32\]"):
+        build_datamodule("cifar10_subset", tiny.dir, verify=False).setup()
+    path.write_bytes(b"not an npz")
+    with pytest.raises(DataError, match=re.escape(f"cannot read {path}")):
+        build_datamodule("cifar10_subset", tiny.dir, verify=False).setup()
+
+
+@needs_real("CIFAR-10 subset", *sources.DATASET_FILES["cifar10_subset"])
 def test_cifar10_subset_shapes() -> None:
-    dm = build_datamodule("cifar10_subset", DATA_DIR)
+    dm = build_datamodule("cifar10_subset", REAL_DATA)
     dm.prepare_data()
     dm.setup()
     assert dm.input_shape == (3, 32, 32) and dm.num_train == 5085 and dm.num_test == 1017
@@ -216,13 +297,13 @@ def test_cifar10_subset_shapes() -> None:
 
 def test_train_dataloader_seeded_shuffle() -> None:
     def first_labels(seed: int) -> list[int]:
-        dm = build_datamodule("digits", DATA_DIR, seed=0, batch_size=64)
+        dm = build_datamodule("digits", "unused", seed=0, batch_size=64)
         dm.seed = seed  # same split, different batch order
         return next(iter(dm.train_dataloader()))[1].tolist()
 
     assert first_labels(1) == first_labels(1)
     assert first_labels(1) != first_labels(2)
-    dm = build_datamodule("digits", DATA_DIR, batch_size=100)
+    dm = build_datamodule("digits", "unused", batch_size=100)
     sizes = [len(y) for _, y in dm.train_dataloader()]
     assert sum(sizes) == 1437 and sizes[0] == 100
 
@@ -231,7 +312,7 @@ def test_train_dataloader_seeded_shuffle() -> None:
 
 
 def test_digits_split_deterministic_and_stratified() -> None:
-    a, b, c = (build_datamodule("digits", DATA_DIR, seed=s) for s in (3, 3, 4))
+    a, b, c = (build_datamodule("digits", "unused", seed=s) for s in (3, 3, 4))
     for dm in (a, b, c):
         dm.setup()
     assert a.x_train.shape == (1437, 1, 8, 8) and a.x_test.shape == (360, 1, 8, 8)
@@ -261,7 +342,7 @@ def test_synthetic_deterministic_and_learnable() -> None:
 
 def test_digits_labels_align_with_images_mlp_learns() -> None:
     """Full-batch SGD of the default MLP on preprocessed digits beats 90 % test accuracy."""
-    dm = build_datamodule("digits", DATA_DIR, seed=0)
+    dm = build_datamodule("digits", "unused", seed=0)
     dm.setup()
     torch.manual_seed(0)
     model = build_model("mlp", dm.input_shape, dm.num_classes)
@@ -278,24 +359,8 @@ def test_digits_labels_align_with_images_mlp_learns() -> None:
 # --- full CIFAR-10 pickle format on a tiny fake copy ----------------------------------------
 
 
-def _write_fake_cifar(root: Path, per_batch: int = 4, n_test: int = 3) -> dict[str, np.ndarray]:
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    written = {}
-    for name in (*sources.CIFAR10_TRAIN_BATCHES, sources.CIFAR10_TEST_BATCH):
-        n = n_test if name == "test_batch" else per_batch
-        data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
-        labels = rng.integers(0, 10, size=n).tolist()
-        entry = {b"batch_label": name.encode(), b"labels": labels, b"data": data, b"filenames": [b"x.png"] * n}
-        with (folder / name).open("wb") as fh:
-            pickle.dump(entry, fh, protocol=2)
-        written[name] = data
-    return written
-
-
 def test_cifar10_pickle_reader_on_fake_batches(tmp_path: Path) -> None:
-    written = _write_fake_cifar(tmp_path)
+    written = write_cifar_batches(tmp_path)
     x, y = read_cifar_batch(tmp_path / "cifar-10-batches-py" / "data_batch_2")
     assert x.shape == (4, 3, 32, 32) and x.dtype == np.uint8 and y.dtype == np.int64
     # row layout: 1024 red, 1024 green, 1024 blue values, each row-major 32×32
@@ -328,10 +393,10 @@ def test_cifar10_pickle_reader_rejects_malformed(tmp_path: Path) -> None:
 
 def test_unknown_name_and_option() -> None:
     with pytest.raises(ConfigError) as err:
-        build_datamodule("imagenet", DATA_DIR)
+        build_datamodule("imagenet", "unused")
     assert err.value.key == "dataset.name" and err.value.value == "imagenet"
     assert all(n in err.value.allowed for n in DATASET_NAMES)
     with pytest.raises(ConfigError, match=r"dataset\.shape"):
-        build_datamodule("mnist", DATA_DIR, shape=(1, 2))
+        build_datamodule("mnist", "unused", shape=(1, 2))
     with pytest.raises(ConfigError, match=r"dataset\.eval_batch_size"):
-        build_datamodule("digits", DATA_DIR, eval_batch_size=0)
+        build_datamodule("digits", "unused", eval_batch_size=0)

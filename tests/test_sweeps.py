@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from psbench.cli import CONF_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -45,7 +47,7 @@ def test_table2_preset_has_all_23_rows_as_cases(compose_cfg):
     if cases is None:  # the compose API drops the hydra node: read the yaml
         import yaml
 
-        cases = yaml.safe_load((REPO / "conf/experiment/rudra/table2.yaml").read_text())["hydra"]["sweeper"]["cases"]
+        cases = yaml.safe_load((CONF_DIR / "experiment/rudra/table2.yaml").read_text())["hydra"]["sweeper"]["cases"]
     want = {case_label(s, mu, lam): (s, mu, lam) for rows in TABLE2.values() for s, mu, lam, _, _ in rows}
     assert set(cases) == set(want) and len(want) == 23
     for label, (s, mu, lam) in want.items():

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from psbench.cli import CONF_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -15,7 +17,7 @@ from analysis.pages import rudra_paper as P  # noqa: E402
 from sweeps import rudra_fig5, rudra_fig6_7, rudra_fig8, rudra_table2, rudra_table3, rudra_table4  # noqa: E402
 from sweeps._runner import SCALES, command  # noqa: E402
 
-PRESETS = REPO / "conf/experiment/rudra"
+PRESETS = CONF_DIR / "experiment/rudra"
 
 
 def cases(name: str) -> dict:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from psbench.cli import CONF_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -19,7 +21,7 @@ ENTRY = {"terngrad/fig3": terngrad_fig3, "terngrad/table1": terngrad_table1}
 
 
 def _cases(preset: str) -> dict:
-    return yaml.safe_load((REPO / f"conf/experiment/{preset}.yaml").read_text())["hydra"]["sweeper"]["cases"]
+    return yaml.safe_load((CONF_DIR / f"experiment/{preset}.yaml").read_text())["hydra"]["sweeper"]["cases"]
 
 
 def _case_overrides(body: dict) -> list[str]:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from psbench.cli import CONF_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -21,7 +23,7 @@ ENTRY = {"zhang/fig1": zhang_fig1, "zhang/fig2": zhang_fig2, "zhang/fig3": zhang
 
 
 def _cases(preset: str) -> dict:
-    return yaml.safe_load((REPO / f"conf/experiment/{preset}.yaml").read_text())["hydra"]["sweeper"]["cases"]
+    return yaml.safe_load((CONF_DIR / f"experiment/{preset}.yaml").read_text())["hydra"]["sweeper"]["cases"]
 
 
 @pytest.mark.parametrize("preset", sorted(ENTRY))

@@ -39,7 +39,7 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
     t1 = select(runs, paper="rudra", table="1")
     md = ["# Rudra Table 1 — communication overlap (%)\n\n",
           "Simulated (schedule only): μ = 4, λ = 60, a 297.6 MB MLP standing in for the 300 MB model, "
-          "1-softsync, P775 cost model (see conf/experiment/rudra/table1.yaml).\n"]
+          "1-softsync, P775 cost model (see src/psbench/conf/experiment/rudra/table1.yaml).\n"]
     scales = scales_of(t1)
     cmd, note = "python sweeps/rudra_table1.py scale=paper", "simulation (schedule only)"
     if not scales:

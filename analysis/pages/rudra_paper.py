@@ -2,7 +2,7 @@
 
 Rows are ``(σ, μ, λ, test error %, training time s)``; σ = 0 is hardsync, σ = n is n-softsync
 (the paper writes a configuration as (σ, μ, λ) with ⟨σ⟩ = n, §5.1). ``case_label`` gives the
-row's name in ``conf/experiment/rudra/table2.yaml`` (the ``case`` tag of its MLflow runs).
+row's name in ``src/psbench/conf/experiment/rudra/table2.yaml`` (the ``case`` tag of its MLflow runs).
 """
 
 from __future__ import annotations

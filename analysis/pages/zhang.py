@@ -108,7 +108,7 @@ def _fig1_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | Non
 
 # --------------------------------------------------------------------------- Fig 2
 def fig2_case(bench: str, mu: int, proto: str, lam: int) -> str:
-    """Case label of one Fig 2 run in ``conf/experiment/zhang/fig2.yaml``."""
+    """Case label of one Fig 2 run in ``src/psbench/conf/experiment/zhang/fig2.yaml``."""
     return f"{bench}_mu{mu}_{proto}_lam{lam}"
 
 

@@ -1,7 +1,7 @@
 """Published numbers and claims of staleness-aware ASGD (Zhang, Gupta, Lian, Liu), copied from the paper.
 
 Figures 1–4 are plots; the paper states these numbers in its text (§2.4, §4.1–4.3), and only these
-are shown beside ours. Case labels are those of ``conf/experiment/zhang/fig*.yaml`` (tag ``case``).
+are shown beside ours. Case labels are those of ``src/psbench/conf/experiment/zhang/fig*.yaml`` (tag ``case``).
 """
 
 from __future__ import annotations

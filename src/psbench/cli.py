@@ -19,8 +19,8 @@ be written — ends with one line ``psbench: error: …`` on stderr and exit cod
 already started in MLflow is marked FAILED. ``HYDRA_FULL_ERROR=1`` shows the traceback
 instead. Any other exception marks the run FAILED and propagates.
 
-The config lives in the repository's ``conf/`` (resolved from this file: the supported
-install is editable, ``pip install -e .``).
+The config ships with the package, in ``psbench/conf/`` (found from this file, so an
+editable and a regular ``pip install .`` compose the same config).
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ from psbench.errors import ConfigError, DataError
 from psbench.validate import check_writable_dir, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO_ROOT / "conf"
-SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 EXIT_BAD_INPUT = 2
 
@@ -57,9 +56,24 @@ log = logging.getLogger("psbench")
 
 
 # --------------------------------------------------------------------------- resolvers
+def shared_datasets(start: Path) -> Path | None:
+    """``shared/datasets`` beside the git work tree that holds ``start``, if that folder exists."""
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            found = folder.parent / "shared" / "datasets"
+            return found if found.is_dir() else None
+    return None
+
+
 def default_data_dir(root_dir: str) -> str:
-    """``<repo>/../shared/datasets`` when it exists (the offline copies), else ``<root>/data``."""
-    return str(SHARED_DATASETS if SHARED_DATASETS.is_dir() else Path(root_dir) / "data")
+    """``paths.data_dir`` unless ``$PSBENCH_DATA`` is set: the offline copies in ``shared/datasets``
+    beside the repository of the current directory, else beside the checkout that holds this
+    package (an editable install), else ``<root>/data``."""
+    for start in (Path.cwd().resolve(), Path(__file__).resolve().parent):
+        found = shared_datasets(start)
+        if found is not None:
+            return str(found)
+    return str(Path(root_dir) / "data")
 
 
 def register_resolvers() -> None:

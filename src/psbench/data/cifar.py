@@ -64,15 +64,15 @@ def load_cifar10_folder(
 def load_cifar10_subset(path: str | Path) -> ArraySplit:
     """Read ``cifar10-prefix-subset.npz``: x_train uint8 [5085,3,32,32], y_train, x_test, y_test."""
     path = Path(path)
+    names = ("x_train", "y_train", "x_test", "y_test")
     try:
         with np.load(path, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in ("x_train", "y_train", "x_test", "y_test")}
-    except KeyError as exc:
-        raise DataError(
-            f"cifar10_subset: {path} lacks array {exc}; expected x_train, y_train, x_test, y_test"
-        ) from None
+            missing = [k for k in names if k not in npz.files]
+            arrays = {k: npz[k] for k in names if k not in missing}
     except (OSError, ValueError) as exc:
         raise DataError(f"cifar10_subset: cannot read {path}: {exc}") from exc
+    if missing:
+        raise DataError(f"cifar10_subset: {path} lacks array {', '.join(missing)}; expected {', '.join(names)}")
     for part in ("train", "test"):
         x, y = arrays[f"x_{part}"], arrays[f"y_{part}"]
         if x.dtype != np.uint8 or x.shape[1:] != CIFAR_SHAPE or y.shape != (len(x),):

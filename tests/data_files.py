@@ -1,0 +1,112 @@
+"""Tiny data files in the standard formats, and where the real offline copies are.
+
+Format tests write a few samples of MNIST/Fashion-MNIST (IDX gzip), CIFAR-10 (``cifar-10-batches-py``
+pickles) and the CIFAR-10 subset (``cifar10-subset/cifar10-prefix-subset.npz``) under a temporary dir,
+in the layout of ``shared/datasets``, and register their md5s in :data:`psbench.data.checksum.KNOWN_MD5`
+(the table every loader checks), so the real readers and checks run on any clone. Tests that need the
+real files (their sizes, class balance, canonical md5s, learning on them) read them where they are —
+``$PSBENCH_DATA``, else ``shared/datasets`` beside this checkout — never copied in, and skip with the
+reason when they are absent.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from psbench.cli import shared_datasets
+from psbench.data import sources
+from psbench.data.checksum import md5_file
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_DATA: Path | None = Path(os.environ["PSBENCH_DATA"]) if os.environ.get("PSBENCH_DATA") else shared_datasets(REPO)
+
+
+def needs_real(what: str, *keys: str) -> pytest.MarkDecorator:
+    """Skip unless the real files ``keys`` (``<folder>/<file>`` under the data dir) are present."""
+    present = REAL_DATA is not None and all((REAL_DATA / k).is_file() for k in keys)
+    return pytest.mark.skipif(not present, reason=f"needs the real {what} in ../shared/datasets or $PSBENCH_DATA")
+
+
+needs_real_mnist = needs_real("MNIST", *sources.DATASET_FILES["mnist"])
+
+
+def write_idx(path: Path, array: np.ndarray) -> None:
+    """``array`` (uint8) as a gzip'd IDX file: magic 0x0000 08 <ndim>, big-endian dims, the bytes."""
+    header = b"\x00\x00\x08" + bytes([array.ndim]) + np.asarray(array.shape, dtype=">u4").tobytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(header + np.ascontiguousarray(array, dtype=np.uint8).tobytes(), mtime=0))
+
+
+def _labels(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.permutation(np.arange(n) % 10).astype(np.uint8)
+
+
+def write_idx_folder(folder: Path, n_train: int = 12, n_test: int = 5, seed: int = 0) -> dict[str, np.ndarray]:
+    """The four canonical IDX files of MNIST/Fashion-MNIST with ``n_train``/``n_test`` 28×28 images."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for part, n in (("train", n_train), ("test", n_test)):
+        arrays[f"{part}_images"] = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+        arrays[f"{part}_labels"] = _labels(rng, n)
+    for key, array in arrays.items():
+        write_idx(folder / sources.IDX_FILES[key], array)
+    return arrays
+
+
+def write_cifar_batches(root: Path, per_batch: int = 4, n_test: int = 3, seed: int = 0) -> dict[str, np.ndarray]:
+    """``cifar-10-batches-py/data_batch_1..5`` and ``test_batch``: pickled dicts of uint8 [N, 3072] rows."""
+    folder = root / sources.CIFAR10_DIR
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    written = {}
+    for name in (*sources.CIFAR10_TRAIN_BATCHES, sources.CIFAR10_TEST_BATCH):
+        n = n_test if name == sources.CIFAR10_TEST_BATCH else per_batch
+        data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
+        labels = rng.integers(0, 10, size=n).tolist()
+        entry = {b"batch_label": name.encode(), b"labels": labels, b"data": data, b"filenames": [b"x.png"] * n}
+        with (folder / name).open("wb") as fh:
+            pickle.dump(entry, fh, protocol=2)
+        written[name] = data
+    return written
+
+
+def write_cifar_subset(root: Path, n_train: int = 20, n_test: int = 10, seed: int = 0) -> dict[str, np.ndarray]:
+    """``cifar10-subset/cifar10-prefix-subset.npz``: x_train/x_test uint8 [N, 3, 32, 32], y_train/y_test."""
+    rng = np.random.default_rng(seed)
+    arrays = {
+        "x_train": rng.integers(0, 256, size=(n_train, 3, 32, 32), dtype=np.uint8), "y_train": _labels(rng, n_train),
+        "x_test": rng.integers(0, 256, size=(n_test, 3, 32, 32), dtype=np.uint8), "y_test": _labels(rng, n_test),
+    }
+    path = root / sources.CIFAR10_SUBSET_DIR / sources.CIFAR10_SUBSET_FILE
+    path.parent.mkdir(parents=True)
+    np.savez(path, **arrays)
+    return arrays
+
+
+@dataclass(frozen=True)
+class TinyData:
+    """A data dir holding every file-backed data set in a few samples: ``arrays[dataset][name]`` are the
+    values written, ``md5[key]`` the md5 of each file (``key`` as in :data:`KNOWN_MD5`)."""
+
+    dir: Path
+    arrays: dict[str, dict[str, np.ndarray]]
+    md5: dict[str, str]
+
+
+def build_tiny_data(root: Path) -> TinyData:
+    """Write tiny MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-10 subset files under ``root``."""
+    arrays = {
+        "mnist": write_idx_folder(root / "mnist", seed=1),
+        "fashion_mnist": write_idx_folder(root / "fashion-mnist", n_train=12, n_test=9, seed=2),
+        "cifar10": write_cifar_batches(root, seed=3),
+        "cifar10_subset": write_cifar_subset(root, seed=4),
+    }
+    keys = [k for files in sources.DATASET_FILES.values() for k in files]
+    return TinyData(root, arrays, {k: md5_file(root / k) for k in keys})
