@@ -1,9 +1,11 @@
-"""hydra/sweeper=psbench_optuna: search-space syntax, expressions, and whole sweeps (issue 7, item 1).
+"""hydra/sweeper=psbench_optuna: search-space syntax, expressions, study identity, and whole psbench sweeps.
 
 The end-to-end tests run the real ``psbench -m`` in a subprocess on the embedded digits data:
 a multi-objective (n, μ, λ) study in sqlite that is killed (SIGKILL) while its 4th trial runs
-and is then re-run (it must finish only the remaining trials), and a study whose trials
-crash (bad input) and diverge (huge α) and still completes.
+and is then re-run (it must finish only the remaining trials, none of them a repeat), a study
+whose trials crash (bad input) and diverge (huge α) and still completes (exit 1: one crashed),
+a changed fixed override refused, an objective no job reports, ``n_trials=-1`` (issues 7, 12).
+The same on a generic Hydra app, for every sampler, is in ``test_sweeper_resume.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from hydra_plugins.psbench_optuna_sweeper._identity import default_sweep_dir, differences, fixed_values
 from hydra_plugins.psbench_optuna_sweeper._search_space import case_overrides, distribution, evaluate, parse
 
 
@@ -54,6 +57,24 @@ def test_expressions_express_mu_lambda_constant_and_refuse_code():
 def test_cases_accept_mappings_lists_and_strings():
     out = case_overrides({"a": {"learners": 30, "protocol.n": 1}, "b": ["learners=2"], "c": "learners=4 seed=1"})
     assert out == {"a": ["learners=30", "protocol.n=1"], "b": ["learners=2"], "c": ["learners=4", "seed=1"]}
+
+
+def test_only_a_timestamped_sweep_dir_is_replaced_by_the_studys_own():
+    psbench = "${paths.root_dir}/multirun/${now:%Y-%m-%d}/${now:%H-%M-%S-%f}"
+    assert default_sweep_dir(psbench, "rp", "1a2b3c4d") == "${paths.root_dir}/multirun/optuna/rp-1a2b3c4d"
+    assert default_sweep_dir("multirun/${now:%Y-%m-%d}/${now:%H-%M-%S}", "s", "00") == "multirun/optuna/s-00"
+    assert default_sweep_dir("${paths.root_dir}/sweeps/${hydra.sweeper.study_name}", "s", "00") is None
+
+
+def test_identity_differences_name_each_key_old_to_new():
+    assert fixed_values(["epochs=1", "++tags.scale=ci", "~seed"]) == {"epochs": "1", "tags.scale": "ci",
+                                                                       "seed": "(deleted)"}
+    old = {"fixed": {"epochs": "1", "seed": "0"}, "space": {"learners": "choice(1, 2)"}, "objectives": ["test_error"]}
+    new = {"fixed": {"epochs": "5"}, "space": {"learners": "choice(1, 2, 4)"}, "objectives": ["sim_time_s"]}
+    assert differences(old, new) == ["epochs: 1 -> 5", "seed: 0 -> (unset)",
+                                     "space.learners: choice(1, 2) -> choice(1, 2, 4)",
+                                     "objectives: [test_error] -> [sim_time_s]"]
+    assert differences(new, new) == []
 
 
 # --------------------------------------------------------------------------- whole sweeps
@@ -173,15 +194,11 @@ def test_max_failure_rate_stops_a_sweep_whose_trials_all_crash(psbench_root, run
     assert len(study.get_trials()) == 1  # stopped after the first crash (rate 1 > 0.5)
 
 
-def test_a_changed_fixed_override_is_another_study_and_refused_in_the_same_dir(psbench_root, run_psbench):
-    """hparams_search=rudra_pareto with epochs=1, then epochs=2: two studies (default dirs); into a
-    fixed dir the second is refused before any trial runs (issue 12: Pareto fronts never mix them)."""
-    args = (*PARETO[:3], "hydra.sweeper.n_trials=1", *FAST)
-    assert run_psbench(*args, "epochs=1", root=psbench_root).returncode == 0
-    assert run_psbench(*args, "epochs=2", root=psbench_root).returncode == 0
-    assert len(list((psbench_root / "multirun" / "optuna").glob("rudra_pareto-*"))) == 2
-
-    fixed = (*args, "hydra.sweep.dir=sweeps/pareto")
+def test_a_changed_fixed_override_into_the_same_study_is_refused_before_any_trial(psbench_root, run_psbench):
+    """hparams_search=rudra_pareto with epochs=1, then epochs=2 into the same sweep dir: refused, so the
+    Pareto front never mixes 1- and 2-epoch trials (without a fixed dir epochs=2 is another study,
+    see test_sweeper_resume.py::test_a_study_is_what_its_command_says)."""
+    fixed = (*PARETO[:2], "hydra.sweeper.n_trials=1", *FAST, "hydra.sweep.dir=sweeps/pareto")
     assert run_psbench(*fixed, "epochs=1", root=psbench_root).returncode == 0
     res = run_psbench(*fixed, "epochs=2", root=psbench_root)
     assert res.returncode == 2
@@ -190,6 +207,7 @@ def test_a_changed_fixed_override_is_another_study_and_refused_in_the_same_dir(p
     assert "hydra.sweeper.study_name=rudra_pareto_" in line and "hydra.sweeper.continue_study=true" in line
     storage = f"sqlite:///{psbench_root}/sweeps/pareto/optuna.db"
     assert len(optuna.load_study(study_name="rudra_pareto", storage=storage).get_trials()) == 1
+    assert not (psbench_root / "sweeps" / "pareto" / "1").exists()
 
 
 def test_an_objective_no_job_reports_stops_the_study_with_one_line(psbench_root, run_psbench):
