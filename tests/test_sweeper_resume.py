@@ -11,6 +11,7 @@ import itertools
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -88,6 +89,31 @@ def test_a_killed_sweep_rerun_with_the_same_command_continues_its_study(tmp_path
 
     third = run_app(tmp_path, *args)  # nothing left to do
     assert third.returncode == 0 and len(load(sweep).get_trials()) == len(trials)
+
+
+@pytest.mark.slow
+def test_kills_at_any_point_never_lose_or_repeat_a_point(tmp_path):
+    """SIGKILL from outside at staggered times (ask, job, tell, bookkeeping), then run to the end:
+    the 8 points of the space are each COMPLETE once and nothing is left RUNNING or unretried."""
+    args = ("x=choice(0,1,2,3)", "y=choice(0,1)", "sleep=0.15", "hydra.sweeper.sampler.name=random",
+            "hydra.sweeper.n_trials=8")
+    for delay in (2.0, 2.4, 2.8, 3.2, 3.6):
+        proc = subprocess.Popen([sys.executable, str(APP), "-m", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.kill()
+        proc.wait()
+    res = run_app(tmp_path, *args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    [sweep] = sweep_dirs(tmp_path)
+    trials = load(sweep).get_trials()
+    sets = param_sets(trials)
+    assert sorted(sets) == sorted({(("x", x), ("y", y)) for x, y in itertools.product(range(4), range(2))})
+    assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    retried = {t.user_attrs.get("retry_of") for t in trials}  # killed mid-trial: run again (or its point ran)
+    assert all(t.number in retried or tuple(sorted(t.params.items())) in sets
+               for t in trials if t.user_attrs.get("interrupted"))
+    assert [t for t in trials if t.user_attrs.get("interrupted")]  # the kills did land mid-trial
 
 
 def test_a_finite_space_runs_each_point_once_then_stops(tmp_path):

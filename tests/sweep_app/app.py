@@ -1,13 +1,14 @@
 """A generic Hydra app (not psbench) for the ``psbench_optuna`` sweeper tests.
 
 It returns what ``returns`` says: a number, a tuple (two objectives) or a mapping, computed
-from ``x`` and ``y``. Each job appends its pid to ``attempts`` in its output dir. Environment
+from ``x`` and ``y``, after ``sleep`` seconds. Each job appends its pid to ``attempts`` in its output dir. Environment
 knobs: ``SWEEP_APP_KILL_AT=k`` SIGKILLs the whole sweep process when its k-th job starts (as
 ``kill -9`` would, mid-trial); ``SWEEP_APP_CRASH_X=v`` makes the jobs with ``x == v`` raise.
 """
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import hydra
@@ -27,6 +28,7 @@ def main(cfg: DictConfig):
         os.kill(os.getpid(), signal.SIGKILL)
     if os.environ.get("SWEEP_APP_CRASH_X") == str(cfg.x):
         raise RuntimeError(f"x={cfg.x} crashes")
+    time.sleep(cfg.sleep)
     x, y = float(cfg.x), float(cfg.y)
     if cfg.returns == "tuple":
         return x + y, (6 - x) ** 2 + (1 - y)

@@ -300,8 +300,8 @@ class OptunaSweeperImpl:
         """Trials left RUNNING by a dead sweep process: FAIL ``interrupted`` (:meth:`_requeue` reruns them)."""
         host = socket.gethostname()
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            pid = t.user_attrs.get("pid")
-            if t.user_attrs.get("host") != host or pid is None or (pid != os.getpid() and _pid_alive(int(pid))):
+            pid = t.user_attrs.get("pid")  # None: killed between ask and its first attribute
+            if pid is not None and (t.user_attrs.get("host") != host or (pid != os.getpid() and _pid_alive(int(pid)))):
                 continue  # another live worker (or another machine) owns it
             log.warning("trial %d was interrupted (sweep pid %s is gone): running it again", t.number, pid)
             optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
@@ -313,6 +313,9 @@ class OptunaSweeperImpl:
         retried = retried_numbers(trials)
         for t in trials:
             kind = outcome(t, retried)
+            fresh = t.user_attrs.get("retry_of") is None  # a retry shares its params with the trial it retries
+            if kind == "interrupted" and fresh and self._duplicate_of(study, t) is not None:
+                continue  # killed while it was being recorded as a duplicate: nothing to run
             if (kind == "interrupted" and t.number not in retried) or (kind == "crashed" and self.retry_failed):
                 if kind == "crashed":
                     log.info("trial %d crashed before (%s): running it again", t.number,
@@ -385,6 +388,8 @@ class OptunaSweeperImpl:
                 if not waiting and self._exhausted(study, space):
                     break
                 trial = self._ask(study, space)
+                trial.set_user_attr("host", socket.gethostname())  # first: a kill from here on is recovered
+                trial.set_user_attr("pid", os.getpid())
                 dup = None if trial.user_attrs.get("retry_of") is not None else self._duplicate_of(study, trial)
                 if dup is not None:
                     trial.set_user_attr("duplicate_of", dup)
@@ -402,8 +407,6 @@ class OptunaSweeperImpl:
                         raise StudyStop(f"{infeasible} infeasible trials in a row: hydra.sweeper.constraints "
                                         f"{self.constraints} exclude (almost) the whole search space")
                     continue
-                trial.set_user_attr("host", socket.gethostname())
-                trial.set_user_attr("pid", os.getpid())
                 trial.set_user_attr("overrides", overrides)
                 (sweep_dir / trial.user_attrs["subdir"] / "summary.json").unlink(missing_ok=True)
                 batch.append((trial, overrides))
@@ -443,7 +446,7 @@ class OptunaSweeperImpl:
         return False
 
     @staticmethod
-    def _duplicate_of(study: optuna.Study, trial: optuna.Trial) -> int | None:
+    def _duplicate_of(study: optuna.Study, trial: optuna.Trial | optuna.trial.FrozenTrial) -> int | None:
         """The number of an earlier trial with the same parameters that ran or runs, if any."""
         key = _params_key(trial.params)
         trials = study.get_trials(deepcopy=False)
