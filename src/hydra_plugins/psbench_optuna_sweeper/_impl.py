@@ -164,14 +164,11 @@ class OptunaSweeperImpl:
         self.sampler_conf = dict(sampler or {})
         self.study_name = str(study_name)
         self.storage_url = storage
-        self.direction = direction
-        dirs = [direction] if isinstance(direction, str) else list(direction or [])
-        self.directions = [str(d) for d in dirs]
+        dirs = [str(d) for d in ([direction] if isinstance(direction, str) else list(direction or []))]
         if objectives is None:  # hydra-optuna-sweeper's configs name directions only
             objectives = ["test_error"] if len(dirs) <= 1 else [f"objective_{i}" for i in range(len(dirs))]
         self.objectives = [str(o) for o in objectives]
-        if isinstance(direction, str):
-            self.directions = [str(direction)] * len(self.objectives)
+        self.directions = dirs * len(self.objectives) if isinstance(direction, str) else dirs
         self.n_trials = n_trials
         self.n_jobs = n_jobs
         self.max_failure_rate = max_failure_rate
