@@ -1,9 +1,11 @@
-"""hydra/sweeper=psbench_optuna: search-space syntax, expressions, and whole sweeps (issue 7, item 1).
+"""hydra/sweeper=psbench_optuna: search-space syntax, expressions, study identity, and whole psbench sweeps.
 
 The end-to-end tests run the real ``psbench -m`` in a subprocess on the embedded digits data:
 a multi-objective (n, μ, λ) study in sqlite that is killed (SIGKILL) while its 4th trial runs
-and is then re-run (it must finish only the remaining trials), and a study whose trials
-crash (bad input) and diverge (huge α) and still completes.
+and is then re-run (it must finish only the remaining trials, none of them a repeat), a study
+whose trials crash (bad input) and diverge (huge α) and still completes (exit 1: one crashed),
+a changed fixed override refused, an objective no job reports, ``n_trials=-1`` (issues 7, 12).
+The same on a generic Hydra app, for every sampler, is in ``test_sweeper_resume.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from hydra_plugins.psbench_optuna_sweeper._identity import default_sweep_dir, differences, fixed_values
 from hydra_plugins.psbench_optuna_sweeper._search_space import case_overrides, distribution, evaluate, parse
 
 
@@ -56,6 +59,24 @@ def test_cases_accept_mappings_lists_and_strings():
     assert out == {"a": ["learners=30", "protocol.n=1"], "b": ["learners=2"], "c": ["learners=4", "seed=1"]}
 
 
+def test_only_a_timestamped_sweep_dir_is_replaced_by_the_studys_own():
+    psbench = "${paths.root_dir}/multirun/${now:%Y-%m-%d}/${now:%H-%M-%S-%f}"
+    assert default_sweep_dir(psbench, "rp", "1a2b3c4d") == "${paths.root_dir}/multirun/optuna/rp-1a2b3c4d"
+    assert default_sweep_dir("multirun/${now:%Y-%m-%d}/${now:%H-%M-%S}", "s", "00") == "multirun/optuna/s-00"
+    assert default_sweep_dir("${paths.root_dir}/sweeps/${hydra.sweeper.study_name}", "s", "00") is None
+
+
+def test_identity_differences_name_each_key_old_to_new():
+    assert fixed_values(["epochs=1", "++tags.scale=ci", "~seed"]) == {"epochs": "1", "tags.scale": "ci",
+                                                                       "seed": "(deleted)"}
+    old = {"fixed": {"epochs": "1", "seed": "0"}, "space": {"learners": "choice(1, 2)"}, "objectives": ["test_error"]}
+    new = {"fixed": {"epochs": "5"}, "space": {"learners": "choice(1, 2, 4)"}, "objectives": ["sim_time_s"]}
+    assert differences(old, new) == ["epochs: 1 -> 5", "seed: 0 -> (unset)",
+                                     "space.learners: choice(1, 2) -> choice(1, 2, 4)",
+                                     "objectives: [test_error] -> [sim_time_s]"]
+    assert differences(new, new) == []
+
+
 # --------------------------------------------------------------------------- whole sweeps
 KILL_DRIVER = """
 import os, signal, sys
@@ -77,8 +98,14 @@ PARETO = ("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=5", "hydr
 FAST = ("hydra.sweeper.objectives=[staleness_mean,sim_time_s]", "schedule_only=true", "logger=none")
 
 
+def _sweep_dir(root, name="rudra_pareto"):
+    """The study's default sweep dir, ``multirun/optuna/<name>-<hash of the command>`` (one per test)."""
+    [sweep] = (root / "multirun" / "optuna").glob(f"{name}-*")
+    return sweep
+
+
 def _study(root, name="rudra_pareto"):
-    return optuna.load_study(study_name=name, storage=f"sqlite:///{root}/multirun/optuna/{name}/optuna.db")
+    return optuna.load_study(study_name=name, storage=f"sqlite:///{_sweep_dir(root, name)}/optuna.db")
 
 
 def _kill_and_resume(root, run_psbench, *args):
@@ -88,8 +115,8 @@ def _kill_and_resume(root, run_psbench, *args):
     trials = _study(root).get_trials()
     done_first = {t.number for t in trials if t.state == TrialState.COMPLETE}
     assert len(done_first) == 3
-    assert [t.state for t in trials if not t.user_attrs.get("infeasible")][-1] == TrialState.RUNNING
-    sweep = root / "multirun/optuna/rudra_pareto"
+    [killed] = [t for t in trials if t.state == TrialState.RUNNING]
+    sweep = _sweep_dir(root)
     stamps = {n: (sweep / str(n) / "summary.json").stat().st_mtime_ns for n in done_first}
 
     second = run_psbench(*PARETO, *args, root=root)
@@ -98,11 +125,15 @@ def _kill_and_resume(root, run_psbench, *args):
     trials = study.get_trials()
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 5  # n_trials, counting the 3 of the first run
+    sets = [tuple(sorted(t.params.items())) for t in complete]
+    assert len(set(sets)) == 5  # the resumed sampler continues, it does not replay the first run's proposals
     assert {n: (sweep / str(n) / "summary.json").stat().st_mtime_ns for n in done_first} == stamps  # not re-run
     interrupted = [t for t in trials if t.user_attrs.get("interrupted")]
-    assert len(interrupted) == 1 and interrupted[0].state == TrialState.FAIL
-    retry = [t for t in trials if t.user_attrs.get("retry_of") == interrupted[0].number]
-    assert len(retry) == 1 and retry[0].params == interrupted[0].params and retry[0].state == TrialState.COMPLETE
+    assert [t.number for t in interrupted] == [killed.number] and interrupted[0].state == TrialState.FAIL
+    [retry] = [t for t in trials if t.user_attrs.get("retry_of") == killed.number]
+    assert retry.params == killed.params and retry.state == TrialState.COMPLETE
+    assert retry.user_attrs["subdir"] == str(killed.number)  # same job dir (resume=auto can pick it up)
+    assert (sweep / str(killed.number) / "summary.json").is_file()
     assert all(t.params["protocol.n"] <= t.params["learners"] for t in complete)  # the constraint
     assert all(t.user_attrs.get("infeasible") for t in trials if t.state == TrialState.PRUNED)
     # the Pareto front is reported in the sweep dir
@@ -139,7 +170,8 @@ def test_crashed_and_diverged_trials_are_recorded_and_the_study_continues(psbenc
                       "hydra.sweeper.n_trials=null",
                       "hydra.sweeper.max_failure_rate=0.5", f"hydra.sweeper.cases={cases}", "epochs=1",
                       "logger=none", "trainer.progress=none", root=psbench_root)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 1, res.stderr[-3000:]  # one crashed trial: counted, non-zero exit
+    assert res.stderr.strip().splitlines()[-1].startswith("psbench: 1 of 4 trials crashed (see ")
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{psbench_root}/sweep/optuna.db")
     by_case = {t.params["case"]: t for t in study.get_trials()}
     assert set(by_case) == {"ok", "bad_input", "diverges", "ok4"}
@@ -156,7 +188,42 @@ def test_max_failure_rate_stops_a_sweep_whose_trials_all_crash(psbench_root, run
                       "hydra.sweeper.sampler.name=random",
                       "hydra.sweeper.params={learners: 'choice(1,2)'}", "protocol.n=3", "epochs=1", "logger=none",
                       root=psbench_root)
-    assert res.returncode != 0
-    assert "max_failure_rate" in res.stderr
+    assert res.returncode == 1
+    assert "max_failure_rate=0.5: stopping the sweep" in res.stderr.strip().splitlines()[-1]
     study = optuna.load_study(study_name="broken", storage=f"sqlite:///{psbench_root}/sweep/optuna.db")
     assert len(study.get_trials()) == 1  # stopped after the first crash (rate 1 > 0.5)
+
+
+def test_a_changed_fixed_override_into_the_same_study_is_refused_before_any_trial(psbench_root, run_psbench):
+    """hparams_search=rudra_pareto with epochs=1, then epochs=2 into the same sweep dir: refused, so the
+    Pareto front never mixes 1- and 2-epoch trials (without a fixed dir epochs=2 is another study,
+    see test_sweeper_resume.py::test_a_study_is_what_its_command_says)."""
+    fixed = (*PARETO[:2], "hydra.sweeper.n_trials=1", *FAST, "hydra.sweep.dir=sweeps/pareto")
+    assert run_psbench(*fixed, "epochs=1", root=psbench_root).returncode == 0
+    res = run_psbench(*fixed, "epochs=2", root=psbench_root)
+    assert res.returncode == 2
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("psbench: error: study 'rudra_pareto' in sqlite:///") and "(epochs: 1 -> 2)" in line
+    assert "hydra.sweeper.study_name=rudra_pareto_" in line and "hydra.sweeper.continue_study=true" in line
+    storage = f"sqlite:///{psbench_root}/sweeps/pareto/optuna.db"
+    assert len(optuna.load_study(study_name="rudra_pareto", storage=storage).get_trials()) == 1
+    assert not (psbench_root / "sweeps" / "pareto" / "1").exists()
+
+
+def test_an_objective_no_job_reports_stops_the_study_with_one_line(psbench_root, run_psbench):
+    res = run_psbench("-m", "hparams_search=rudra_pareto", "hydra.sweeper.objectives=[staleness_mean,sim_time]",
+                      "schedule_only=true", "logger=none", root=psbench_root)
+    assert res.returncode == 2
+    [line] = res.stderr.strip().splitlines()
+    assert line.startswith("psbench: error: hydra.sweeper.objectives: trial 0 does not report 'sim_time'; it reports ")
+    assert "sim_time_s" in line.split("it reports ")[1].split(", ")
+    assert len(_study(psbench_root).get_trials()) == 1  # stopped after the first job
+
+
+def test_n_trials_below_one_is_refused_before_any_study_exists(psbench_root, run_psbench):
+    res = run_psbench("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=-1", root=psbench_root)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "psbench: error: hydra.sweeper.n_trials=-1 is invalid: allowed an integer >= 1 "
+        "(null: the whole grid, with sampler.name=grid)"]
+    assert not list(psbench_root.rglob("optuna.db"))

@@ -2,44 +2,65 @@
 
 One sweep = one Optuna study in ``storage`` (sqlite under the sweep dir by default):
 
-1. **resume**: ``create_study(load_if_exists=True)``; a trial left RUNNING by a sweep process
-   that no longer exists (killed) is marked FAIL with ``interrupted`` and its parameters are
-   enqueued again; ``n_trials`` counts the trials already *finished* (complete, crashed or
-   diverged), so re-running the same command only runs the remaining ones;
-2. **ask** up to ``n_jobs`` trials; ``cases`` (zipped axes), ``derived`` values and
-   ``constraints`` turn the sampled values into job overrides; a trial that violates a
-   constraint is recorded PRUNED (``infeasible``) without running;
-3. **launch** the batch through Hydra's launcher; job ``i`` runs in ``<sweep dir>/<trial number>``;
-4. **tell** the objectives read from the job's ``summary.json`` (see the package docstring);
-   a job that raised or exited is FAIL (``crashed``), a diverged run FAIL (``diverged``, or
-   COMPLETE with ``on_diverged: complete``); more than ``max_failure_rate`` crashed aborts;
-5. write ``optimization_results.yaml`` (best trial or Pareto front) in the sweep dir. For
-   (test error, simulated time) the Pareto front is Rudra's set of "virtuous" configurations
-   (§5.2, Figs 6–7; Table 3 lists its top five on CIFAR10).
+1. **identity**: a study is what its command says (:mod:`._identity`). Without a ``hydra.sweep.dir``
+   of the user's the sweep dir is ``<…>/multirun/optuna/<study_name>-<hash of the identity>``,
+   so the same command finds its study again; a command whose identity differs from the
+   stored one is refused before any trial runs (``continue_study=true`` opts in);
+2. **resume**: a trial left RUNNING by a sweep process that no longer exists (killed) is marked
+   FAIL ``interrupted`` and its parameters are enqueued again (same job dir); so are crashed
+   trials with ``retry_failed``; ``n_trials`` counts the trials already *finished* (complete,
+   crashed or diverged), so re-running the same command only runs the remaining ones;
+3. **ask** up to ``n_jobs`` trials, the sampler seeded with a function of (``seed``, trial
+   number), so a resumed study continues its sequence instead of replaying it; a proposal
+   equal to a trial already run is FAIL ``duplicate_of`` and asked again; ``cases``, ``derived``
+   values and ``constraints`` turn the sampled values into job overrides; a trial that
+   violates a constraint is recorded PRUNED (``infeasible``) without running;
+4. **launch** the batch through Hydra's launcher; a job runs in ``<sweep dir>/<trial number>``
+   (a retry in the dir of the trial it retries);
+5. **tell** the objectives (:func:`._results.read_objectives`); a job that raised or exited is
+   FAIL (``crashed``), a diverged run FAIL (``diverged``, or COMPLETE with ``on_diverged:
+   complete``); an objective a job does not report stops the study; more than
+   ``max_failure_rate`` crashed stops it too;
+6. write ``optimization_results.yaml`` (best trial or Pareto front) in the sweep dir and exit
+   non-zero after one line when crashed trials are left. For (test error, simulated time) the
+   Pareto front is Rudra's set of "virtuous" configurations (§5.2, Figs 6–7; Table 3).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import signal
 import socket
+import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import HydraException
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, flag_override
 from optuna.distributions import BaseDistribution, CategoricalDistribution
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
+from hydra_plugins.psbench_optuna_sweeper._identity import default_sweep_dir, differences, fingerprint, identity
+from hydra_plugins.psbench_optuna_sweeper._results import (
+    RESULTS_FILE,
+    StudyStop,
+    counts,
+    outcome,
+    read_objectives,
+    retried_numbers,
+    write_results,
+)
 from hydra_plugins.psbench_optuna_sweeper._search_space import (
     CASE_PARAM,
     _override_value,
@@ -52,7 +73,9 @@ from hydra_plugins.psbench_optuna_sweeper._search_space import (
 log = logging.getLogger(__name__)
 
 SAMPLERS = ("tpe", "random", "grid", "nsgaii")
-RESULTS_FILE = "optimization_results.yaml"
+DIRECTIONS = ("minimize", "maximize")
+# outcomes whose parameter set is taken: a sampler proposing it again gets a duplicate
+TAKEN = ("complete", "diverged", "crashed", "retried", "running", "waiting")
 
 
 class _AskTellGridSampler(optuna.samplers.GridSampler):
@@ -66,9 +89,19 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
         return None
 
 
-def make_sampler(conf: Mapping[str, Any], space: Mapping[str, BaseDistribution]) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler named by ``conf["name"]`` (one of :data:`SAMPLERS`)."""
-    name, seed = str(conf.get("name", "tpe")).lower(), conf.get("seed")
+def trial_seed(seed: int | None, number: int) -> int | None:
+    """The sampler seed of trial ``number``: a function of (``seed``, trial number) only."""
+    return None if seed is None else int(np.random.SeedSequence([int(seed), int(number)]).generate_state(1)[0])
+
+
+def make_sampler(conf: Mapping[str, Any], space: Mapping[str, BaseDistribution],
+                 seed: int | None = None) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler named by ``conf["name"]`` (one of :data:`SAMPLERS`), seeded with ``seed``.
+
+    The grid sampler always takes ``conf["seed"]``: its seed fixes the order of the grid, and
+    trial ``k`` runs point ``k`` of that order.
+    """
+    name = str(conf.get("name", "tpe")).lower()
     if name == "tpe":
         kw: dict[str, Any] = {"seed": seed, "multivariate": bool(conf.get("multivariate", False))}
         if conf.get("n_startup_trials") is not None:
@@ -77,18 +110,13 @@ def make_sampler(conf: Mapping[str, Any], space: Mapping[str, BaseDistribution])
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
-        grid = {}
-        for key, dist in space.items():
-            if not isinstance(dist, CategoricalDistribution):
-                raise HydraException(f"hydra.sweeper.sampler.name=grid: {key} must be a choice or range, not {dist}")
-            grid[key] = list(dist.choices)
-        return _AskTellGridSampler(grid, seed=seed)
+        return _AskTellGridSampler({k: list(d.choices) for k, d in space.items()}, seed=conf.get("seed"))  # type: ignore[attr-defined]
     if name == "nsgaii":
         kw = {"seed": seed}
         if conf.get("population_size") is not None:
             kw["population_size"] = int(conf["population_size"])
         return optuna.samplers.NSGAIISampler(**kw)
-    raise HydraException(f"hydra.sweeper.sampler.name={name!r} is invalid: allowed one of {', '.join(SAMPLERS)}")
+    raise StudyStop(f"hydra.sweeper.sampler.name={name} is invalid: allowed one of {', '.join(SAMPLERS)}")
 
 
 def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
@@ -111,111 +139,324 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def read_objectives(ret: JobReturn, objectives: Sequence[str]) -> dict[str, Any]:
-    """What a finished job reports: its ``summary.json``, then a mapping/number return value."""
-    found: dict[str, Any] = {}
-    out_dir = OmegaConf.select(ret.hydra_cfg, "hydra.runtime.output_dir") if ret.hydra_cfg is not None else None
-    if out_dir and (Path(out_dir) / "summary.json").is_file():
-        found.update(json.loads((Path(out_dir) / "summary.json").read_text()))
-    value = ret._return_value
-    if isinstance(value, Mapping):
-        found.update(value)
-    elif isinstance(value, int | float) and len(objectives) == 1 and found.get(objectives[0]) is None:
-        found[objectives[0]] = value
-    return found
+def _quoted(path: str) -> str:
+    return "'" + path.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _params_key(params: Mapping[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True, default=str)
+
+
+def _invalid(key: str, value: Any, allowed: str) -> StudyStop:
+    shown = "null" if value is None else ("[" + ",".join(map(str, value)) + "]" if isinstance(value, list) else value)
+    return StudyStop(f"hydra.sweeper.{key}={shown} is invalid: allowed {allowed}")
 
 
 class OptunaSweeperImpl:
     """State and loop of one sweep (see the module docstring); keys as in ``config.py``."""
 
-    def __init__(self, sampler: Mapping[str, Any], study_name: str, storage: str | None, objectives: Sequence[str],
-                 direction: Any, n_trials: int | None, n_jobs: int, max_failure_rate: float, on_diverged: str,
-                 params: Mapping[str, str] | None, cases: Mapping[str, Any] | None,
-                 derived: Mapping[str, str] | None, constraints: Sequence[str] | None, max_infeasible: int,
-                 tag_runs: bool) -> None:
+    def __init__(self, sampler: Mapping[str, Any], study_name: str, storage: str | None,
+                 objectives: Sequence[str] | None, direction: Any, n_trials: int | None, n_jobs: int,
+                 max_failure_rate: float, on_diverged: str, params: Mapping[str, str] | None,
+                 cases: Mapping[str, Any] | None, derived: Mapping[str, str] | None,
+                 constraints: Sequence[str] | None, max_infeasible: int, tag_runs: bool,
+                 continue_study: bool = False, retry_failed: bool = True) -> None:
         self.sampler_conf = dict(sampler or {})
         self.study_name = str(study_name)
         self.storage_url = storage
-        self.objectives = [str(o) for o in (objectives or ["test_error"])]
-        dirs = [direction] * len(self.objectives) if isinstance(direction, str) else list(direction)
-        if len(dirs) != len(self.objectives):
-            raise HydraException(f"hydra.sweeper.direction: {len(dirs)} directions for objectives {self.objectives}")
-        for d in dirs:
-            if d not in ("minimize", "maximize"):
-                raise HydraException(f"hydra.sweeper.direction={d!r} is invalid: allowed one of minimize, maximize")
-        self.directions = [str(d) for d in dirs]
+        dirs = [str(d) for d in ([direction] if isinstance(direction, str) else list(direction or []))]
+        if objectives is None:  # hydra-optuna-sweeper's configs name directions only
+            objectives = ["test_error"] if len(dirs) <= 1 else [f"objective_{i}" for i in range(len(dirs))]
+        self.objectives = [str(o) for o in objectives]
+        self.directions = dirs * len(self.objectives) if isinstance(direction, str) else dirs
         self.n_trials = n_trials
-        self.n_jobs = max(1, int(n_jobs))
-        self.max_failure_rate = float(max_failure_rate)
-        if on_diverged not in ("fail", "complete"):
-            raise HydraException(f"hydra.sweeper.on_diverged={on_diverged!r} is invalid: allowed one of fail, complete")
+        self.n_jobs = n_jobs
+        self.max_failure_rate = max_failure_rate
         self.on_diverged = on_diverged
         self.params = dict(params or {})
-        self.cases = case_overrides(cases or {})
+        self.cases_conf = cases
         self.derived = dict(derived or {})
         self.constraints = list(constraints or [])
-        self.max_infeasible = int(max_infeasible)
+        self.max_infeasible = max_infeasible
         self.tag_runs = bool(tag_runs)
+        self.continue_study = bool(continue_study)
+        self.retry_failed = bool(retry_failed)
+        self.cases: dict[str, list[str]] = {}
         self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
         self.launcher: Launcher | None = None
+        self.sweep_dir: Path | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from hydra.core.plugins import Plugins
 
-        self.config = config
+        self.config, self.hydra_context = config, hydra_context
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # its "study created/loaded" lines: ours say more
+        try:
+            self.check_keys()
+            self.cases = case_overrides(self.cases_conf or {})
+        except StudyStop as stop:
+            self._exit(stop)
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config)
 
+    def check_keys(self) -> None:
+        """Refuse bad ``hydra.sweeper`` keys up front (:class:`StudyStop`, one line each)."""
+        name = str(self.sampler_conf.get("name", "tpe")).lower()
+        if name not in SAMPLERS:
+            raise _invalid("sampler.name", self.sampler_conf.get("name"), "one of " + ", ".join(SAMPLERS))
+        if self.n_trials is None and name != "grid":
+            raise _invalid("n_trials", None, "an integer >= 1 (null: the whole grid, with sampler.name=grid)")
+        if self.n_trials is not None and self.n_trials < 1:
+            raise _invalid("n_trials", self.n_trials, "an integer >= 1 (null: the whole grid, with sampler.name=grid)")
+        if self.n_jobs < 1:
+            raise _invalid("n_jobs", self.n_jobs, "an integer >= 1")
+        if not self.objectives or len(set(self.objectives)) != len(self.objectives) or not all(self.objectives):
+            raise _invalid("objectives", self.objectives, "a list of distinct keys of what a job reports")
+        for d in self.directions:
+            if d not in DIRECTIONS:
+                raise _invalid("direction", d, "minimize, maximize or a list of them, one per objective")
+        if len(self.directions) != len(self.objectives):
+            raise _invalid("direction", self.directions,
+                           f"one direction per objective ({len(self.objectives)}: {', '.join(self.objectives)})")
+        if not 0 <= self.max_failure_rate <= 1:
+            raise _invalid("max_failure_rate", self.max_failure_rate, "a fraction in [0, 1]")
+        if self.on_diverged not in ("fail", "complete"):
+            raise _invalid("on_diverged", self.on_diverged, "one of fail, complete")
+        if self.max_infeasible < 1:
+            raise _invalid("max_infeasible", self.max_infeasible, "an integer >= 1")
+        pop = self.sampler_conf.get("population_size")
+        if pop is not None and pop < 2:
+            raise _invalid("sampler.population_size", pop, "an integer >= 2 (or null: Optuna's 50)")
+        startup = self.sampler_conf.get("n_startup_trials")
+        if startup is not None and startup < 0:
+            raise _invalid("sampler.n_startup_trials", startup, "an integer >= 0 (or null: Optuna's default)")
+
+    def _exit(self, stop: StudyStop) -> None:
+        """Print ``stop`` as one line, end the multirun's callbacks (they would be skipped), exit."""
+        assert self.config is not None
+        app = OmegaConf.select(self.config, "hydra.job.name") or "psbench"
+        message = " ".join(str(stop).split())
+        print(f"{app}: error: {message}" if stop.code == 2 else f"{app}: {message}", file=sys.stderr, flush=True)
+        if self.hydra_context is not None:
+            self.hydra_context.callbacks.on_multirun_end(config=self.config,
+                                                         config_name=self.config.hydra.job.config_name)
+        sys.exit(stop.code)
+
     # ------------------------------------------------------------------ study
-    def _study(self, space: Mapping[str, BaseDistribution]) -> optuna.Study:
-        sampler = make_sampler(self.sampler_conf, space)
+    def _use_sweep_dir(self, fp: str) -> Path:
+        """The sweep dir: the user's, or the study's deterministic default (see :mod:`._identity`)."""
+        assert self.config is not None
+        raw = OmegaConf.to_container(self.config.hydra.sweep, resolve=False)["dir"]  # type: ignore[index]
+        new = default_sweep_dir(str(raw), self.study_name, fp)
+        if new is not None:
+            old = Path(str(self.config.hydra.sweep.dir))
+            with flag_override(self.config.hydra, ["readonly", "struct"], False):
+                self.config.hydra.sweep.dir = new
+            self.storage_url = OmegaConf.select(self.config, "hydra.sweeper.storage")
+            if old != Path(str(self.config.hydra.sweep.dir)):
+                with contextlib.suppress(OSError):  # the timestamped dir a callback made; only if empty
+                    old.rmdir()
+                    old.parent.rmdir()
+        return Path(str(self.config.hydra.sweep.dir))
+
+    def _study(self, ident: dict[str, Any], fp: str) -> optuna.Study:
+        """Create or load the study; refuse one whose stored identity differs (unless ``continue_study``)."""
         study = optuna.create_study(study_name=self.study_name, storage=make_storage(self.storage_url),
-                                    sampler=sampler, directions=self.directions, load_if_exists=True)
+                                    sampler=optuna.samplers.RandomSampler(),  # replaced at each ask
+                                    directions=self.directions, load_if_exists=True)
+        old = study.user_attrs.get("identity")
+        diffs = differences(old, ident) if old is not None else []
+        c = counts(study)
+        if diffs and c["complete"] + c["diverged"] and not self.continue_study:
+            raise StudyStop(f"study {self.study_name!r} in {self.storage_url} was run with other settings "
+                            f"({'; '.join(diffs)}): start a new study with hydra.sweeper.study_name="
+                            f"{self.study_name}_{fp}, or add these trials to it with "
+                            f"hydra.sweeper.continue_study=true")
         have = [d.name.lower() for d in study.directions]
         if have != self.directions:
-            raise HydraException(f"study {self.study_name!r} in {self.storage_url} has directions {have}, "
-                                 f"not {self.directions}: use another hydra.sweeper.study_name")
+            raise StudyStop(f"study {self.study_name!r} in {self.storage_url} has directions {have}, not "
+                            f"{self.directions}: start a new study with "
+                            f"hydra.sweeper.study_name={self.study_name}_{fp}")
+        if diffs and c["complete"] + c["diverged"]:
+            log.warning("continuing study %r although its settings differ: %s", self.study_name, "; ".join(diffs))
+        else:  # a new study, or one without results yet: this command defines it
+            study.set_user_attr("identity", ident)
+            study.set_user_attr("identity_hash", fp)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(self.objectives)
         study.set_user_attr("objectives", self.objectives)
         return study
 
+    @property
+    def _grid(self) -> bool:
+        return str(self.sampler_conf.get("name", "tpe")).lower() == "grid"
+
     def _recover(self, study: optuna.Study) -> None:
-        """Trials left RUNNING by a dead sweep process: FAIL ``interrupted`` and enqueue again."""
+        """Trials left RUNNING by a dead sweep process: FAIL ``interrupted`` (:meth:`_requeue` reruns them)."""
         host = socket.gethostname()
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            pid = t.user_attrs.get("pid")
-            if t.user_attrs.get("host") != host or pid is None or (pid != os.getpid() and _pid_alive(int(pid))):
+            pid = t.user_attrs.get("pid")  # None: killed between ask and its first attribute
+            if pid is not None and (t.user_attrs.get("host") != host or (pid != os.getpid() and _pid_alive(int(pid)))):
                 continue  # another live worker (or another machine) owns it
             log.warning("trial %d was interrupted (sweep pid %s is gone): running it again", t.number, pid)
             optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
             study.tell(t.number, state=TrialState.FAIL)
-            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number}, skip_if_exists=False)
+
+    def _requeue(self, study: optuna.Study) -> None:
+        """Enqueue interrupted trials, and crashed ones with ``retry_failed``, once each, in their job dir."""
+        trials = study.get_trials(deepcopy=False)
+        retried = retried_numbers(trials)
+        for t in trials:
+            kind = outcome(t, retried)
+            fresh = t.user_attrs.get("retry_of") is None  # a retry shares its params with the trial it retries
+            if kind == "interrupted" and fresh and self._duplicate_of(study, t) is not None:
+                continue  # killed while it was being recorded as a duplicate: nothing to run
+            if (kind == "interrupted" and t.number not in retried) or (kind == "crashed" and self.retry_failed):
+                if kind == "crashed":
+                    log.info("trial %d crashed before (%s): running it again", t.number,
+                             str(t.user_attrs.get("crashed", ""))[:200])
+                study.enqueue_trial(t.params, user_attrs={"retry_of": t.number,
+                                                          "subdir": t.user_attrs.get("subdir", str(t.number))})
+
+    # ------------------------------------------------------------------ the loop
+    def sweep(self, arguments: list[str]) -> Any:
+        try:
+            return self._sweep(arguments)
+        except StudyStop as stop:
+            self._exit(stop)
+
+    def _sweep(self, arguments: list[str]) -> Any:
+        assert self.config is not None and self.launcher is not None
+        try:
+            space, fixed = parse(self.params, arguments)
+        except (ValueError, HydraException) as err:
+            raise StudyStop(f"hydra/sweeper=psbench_optuna: {str(err).splitlines()[0]}") from None
+        if self.cases:
+            space[CASE_PARAM] = CategoricalDistribution(list(self.cases))
+        if not space:
+            raise StudyStop("hydra/sweeper=psbench_optuna: empty search space "
+                            "(set hydra.sweeper.params, hydra.sweeper.cases or sweep overrides)")
+        if self._grid:
+            for key, dist in space.items():
+                if not isinstance(dist, CategoricalDistribution):
+                    raise StudyStop(f"hydra.sweeper.sampler.name=grid is invalid for {key}: allowed choice or range "
+                                    "sweeps only (or another sampler)")
+        ident = identity(space, fixed, self.cases, self.derived, self.constraints, self.sampler_conf,
+                         self.objectives, self.directions)
+        fp = fingerprint(ident)
+        sweep_dir = self._use_sweep_dir(fp)
+        study = self._study(ident, fp)
+        self.sweep_dir = sweep_dir
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        self._recover(study)
+        self._requeue(study)
+        c = counts(study)
+        log.info("study %r (%s, identity %s): %d trials finished before, target %s; space %s", self.study_name,
+                 self.storage_url, fp, c["finished"], self.n_trials or "whole grid", dict(space))
+        try:
+            returns = self._loop(study, space, fixed, sweep_dir)
+        except StudyStop:
+            self._write_results(study, sweep_dir, fp)
+            raise
+        self._write_results(study, sweep_dir, fp)
+        c = counts(study)
+        if c["crashed"]:
+            hint = ("re-run the same command to retry them" if self.retry_failed
+                    else "hydra.sweeper.retry_failed=true retries them")
+            raise StudyStop(f"{c['crashed']} of {c['finished']} trials crashed (see {sweep_dir / RESULTS_FILE}; "
+                            f"{hint})", code=1)
+        return returns
+
+    def _loop(self, study: optuna.Study, space: Mapping[str, BaseDistribution], fixed: list[str],
+              sweep_dir: Path) -> list[Sequence[JobReturn]]:
+        returns: list[Sequence[JobReturn]] = []
+        while True:
+            c = counts(study)
+            left = (self.n_trials - c["finished"]) if self.n_trials is not None else self.n_jobs
+            if left <= 0:
+                break
+            batch: list[tuple[optuna.Trial, list[str]]] = []
+            infeasible = duplicates = 0
+            while len(batch) < min(self.n_jobs, left):
+                waiting = bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+                if not waiting and self._exhausted(study, space):
+                    break
+                trial = self._ask(study, space)
+                trial.set_user_attr("host", socket.gethostname())  # first: a kill from here on is recovered
+                trial.set_user_attr("pid", os.getpid())
+                dup = None if trial.user_attrs.get("retry_of") is not None else self._duplicate_of(study, trial)
+                if dup is not None:
+                    trial.set_user_attr("duplicate_of", dup)
+                    study.tell(trial, state=TrialState.FAIL)
+                    duplicates += 1
+                    if duplicates > self.max_infeasible:
+                        log.warning("%d proposals in a row repeat trials already run: stopping", duplicates)
+                        break
+                    continue
+                overrides = self._job(trial, fixed, space)
+                if overrides is None:
+                    study.tell(trial, state=TrialState.PRUNED)
+                    infeasible += 1
+                    if infeasible > self.max_infeasible:
+                        raise StudyStop(f"{infeasible} infeasible trials in a row: hydra.sweeper.constraints "
+                                        f"{self.constraints} exclude (almost) the whole search space")
+                    continue
+                trial.set_user_attr("overrides", overrides)
+                (sweep_dir / trial.user_attrs["subdir"] / "summary.json").unlink(missing_ok=True)
+                batch.append((trial, overrides))
+            if not batch:
+                break
+            returns.append(self._launch(study, batch))
+            self._check_failures(study)
+        return returns
+
+    def _ask(self, study: optuna.Study, space: Mapping[str, BaseDistribution]) -> optuna.Trial:
+        """``study.ask`` with the sampler seeded for the trial it creates (see :func:`trial_seed`)."""
+        seed = self.sampler_conf.get("seed")
+        if self._grid:
+            if not isinstance(study.sampler, _AskTellGridSampler):
+                study.sampler = make_sampler(self.sampler_conf, space)
+        else:
+            number = len(study.get_trials(deepcopy=False))  # the number of the trial ask() creates
+            study.sampler = make_sampler(self.sampler_conf, space, trial_seed(seed, number))
+        return study.ask(dict(space))
+
+    def _exhausted(self, study: optuna.Study, space: Mapping[str, BaseDistribution]) -> bool:
+        """Every point of a finite space has been run (or is infeasible): nothing new to ask."""
+        if self._grid:
+            if not isinstance(study.sampler, _AskTellGridSampler):
+                study.sampler = make_sampler(self.sampler_conf, space)
+            return bool(study.sampler.is_exhausted(study))
+        if not all(isinstance(d, CategoricalDistribution) for d in space.values()):
+            return False
+        size = math.prod(len(d.choices) for d in space.values())  # type: ignore[attr-defined]
+        trials = study.get_trials(deepcopy=False)
+        retried = retried_numbers(trials)
+        seen = {_params_key(t.params) for t in trials
+                if outcome(t, retried) in (*TAKEN, "infeasible") and set(t.params) == set(space)}
+        if len(seen) >= size:
+            log.info("all %d points of the search space have been run", size)
+            return True
+        return False
 
     @staticmethod
-    def counts(study: optuna.Study) -> dict[str, int]:
-        """Trials by outcome: complete, diverged, crashed, infeasible, interrupted, finished (the first three)."""
-        c = dict.fromkeys(("complete", "diverged", "crashed", "infeasible", "interrupted", "waiting"), 0)
-        for t in study.get_trials(deepcopy=False):
-            if t.state == TrialState.WAITING:
-                c["waiting"] += 1
-            elif t.user_attrs.get("interrupted"):
-                c["interrupted"] += 1
-            elif t.user_attrs.get("infeasible"):
-                c["infeasible"] += 1
-            elif t.user_attrs.get("crashed") or (t.state == TrialState.FAIL and not t.user_attrs.get("diverged")):
-                c["crashed"] += t.state.is_finished()
-            elif t.user_attrs.get("diverged") and t.state == TrialState.FAIL:
-                c["diverged"] += 1
-            elif t.state == TrialState.COMPLETE:
-                c["complete"] += 1
-        c["finished"] = c["complete"] + c["diverged"] + c["crashed"]
-        return c
+    def _duplicate_of(study: optuna.Study, trial: optuna.Trial | optuna.trial.FrozenTrial) -> int | None:
+        """The number of an earlier trial with the same parameters that ran or runs, if any."""
+        key = _params_key(trial.params)
+        trials = study.get_trials(deepcopy=False)
+        retried = retried_numbers(trials)
+        for t in trials:
+            if t.number != trial.number and outcome(t, retried) in TAKEN and _params_key(t.params) == key:
+                return t.number
+        return None
 
     # ------------------------------------------------------------------ one trial
     def _job(self, trial: optuna.Trial, fixed: list[str], space: Mapping[str, BaseDistribution]) -> list[str] | None:
         """The overrides of one trial, or ``None`` when it violates a constraint."""
+        assert self.config is not None
         overrides = list(fixed)
         values: dict[str, Any] = {}
         for key in space:
@@ -240,7 +481,9 @@ class OptunaSweeperImpl:
             overrides += [f"++tags.optuna_study={self.study_name}", f"++tags.optuna_trial={trial.number}"]
             if CASE_PARAM in values:
                 overrides.append(f"++tags.case={values[CASE_PARAM]}")
-        overrides.append(f"hydra.sweep.subdir={trial.number}")
+        subdir = str(trial.user_attrs.get("subdir", trial.number))
+        trial.set_user_attr("subdir", subdir)
+        overrides += [f"hydra.sweep.dir={_quoted(str(self.config.hydra.sweep.dir))}", f"hydra.sweep.subdir={subdir}"]
         return overrides
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, error: str | None) -> None:
@@ -251,7 +494,12 @@ class OptunaSweeperImpl:
             log.warning("trial %d crashed: %s", trial.number, error)
             study.tell(trial, state=TrialState.FAIL)
             return
-        found = read_objectives(ret, self.objectives)
+        try:
+            found = read_objectives(ret, self.objectives, trial.number)
+        except StudyStop as stop:
+            trial.set_user_attr("crashed", str(stop)[:1000])
+            study.tell(trial, state=TrialState.FAIL)
+            raise
         values = [found.get(k) for k in self.objectives]
         ok = all(isinstance(v, int | float) and math.isfinite(v) for v in values)
         for k, v in zip(self.objectives, values, strict=True):
@@ -271,59 +519,6 @@ class OptunaSweeperImpl:
             study.tell(trial, state=TrialState.FAIL)
             return
         study.tell(trial, [float(v) for v in values])  # type: ignore[arg-type]
-
-    # ------------------------------------------------------------------ the loop
-    def sweep(self, arguments: list[str]) -> Any:
-        assert self.config is not None and self.launcher is not None
-        sweep_dir = Path(self.config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        space, fixed = parse(self.params, arguments)
-        if self.cases:
-            space[CASE_PARAM] = CategoricalDistribution(list(self.cases))
-        if not space:
-            raise HydraException("hydra/sweeper=psbench_optuna: empty search space "
-                                 "(set hydra.sweeper.params, hydra.sweeper.cases or sweep overrides)")
-        grid = str(self.sampler_conf.get("name", "tpe")).lower() == "grid"
-        if self.n_trials is None and not grid:
-            raise HydraException("hydra.sweeper.n_trials must be set unless sampler.name=grid")
-        study = self._study(space)
-        self._recover(study)
-        c = self.counts(study)
-        log.info("study %r (%s): %d trials finished before, target %s; space %s", self.study_name,
-                 self.storage_url, c["finished"], self.n_trials or "whole grid", dict(space))
-        returns: list[Sequence[JobReturn]] = []
-        while True:
-            c = self.counts(study)
-            left = (self.n_trials - c["finished"]) if self.n_trials is not None else self.n_jobs
-            if left <= 0:
-                break
-            batch: list[tuple[optuna.Trial, list[str]]] = []
-            infeasible = 0
-            while len(batch) < min(self.n_jobs, left):
-                if grid and not c["waiting"] and study.sampler.is_exhausted(study):  # type: ignore[attr-defined]
-                    break
-                trial = study.ask(dict(space))
-                c["waiting"] = max(0, c["waiting"] - 1)
-                overrides = self._job(trial, fixed, space)
-                if overrides is None:
-                    study.tell(trial, state=TrialState.PRUNED)
-                    infeasible += 1
-                    if infeasible > self.max_infeasible:
-                        raise HydraException(f"{infeasible} infeasible trials in a row: hydra.sweeper.constraints "
-                                             f"{self.constraints} exclude (almost) the whole search space")
-                    continue
-                trial.set_user_attr("host", socket.gethostname())
-                trial.set_user_attr("pid", os.getpid())
-                trial.set_user_attr("overrides", overrides)
-                (sweep_dir / str(trial.number) / "summary.json").unlink(missing_ok=True)
-                batch.append((trial, overrides))
-            if not batch:
-                break
-            returns.append(self._launch(study, batch))
-            self._check_failures(study)
-        self._write_results(study, sweep_dir)
-        return returns
 
     def _launch(self, study: optuna.Study, batch: list[tuple[optuna.Trial, list[str]]]) -> Sequence[JobReturn]:
         assert self.launcher is not None
@@ -347,40 +542,38 @@ class OptunaSweeperImpl:
             for trial, _ in batch:
                 self._tell(study, trial, None, f"{type(exc).__name__}: {exc}")
             return []
+        stop: StudyStop | None = None
         for (trial, _), ret in zip(batch, results, strict=True):
-            self._tell(study, trial, ret, None)
+            try:
+                self._tell(study, trial, ret, None)
+            except StudyStop as s:
+                stop = stop or s
+        if stop is not None:
+            raise stop
         return results
 
     @staticmethod
     def _interrupted(study: optuna.Study, batch: list[tuple[optuna.Trial, list[str]]]) -> None:
-        """Ctrl-C: the batch's trials are FAIL ``interrupted`` and enqueued to run again on resume."""
+        """Ctrl-C: the batch's trials are FAIL ``interrupted``; the next run of the command reruns them."""
         for trial, _ in batch:
             trial.set_user_attr("interrupted", True)
             study.tell(trial, state=TrialState.FAIL)
-            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
 
     def _check_failures(self, study: optuna.Study) -> None:
-        c = self.counts(study)
+        c = counts(study)
         if c["finished"] and c["crashed"] / c["finished"] > self.max_failure_rate:
-            raise HydraException(f"{c['crashed']} of {c['finished']} trials crashed, more than "
-                                 f"hydra.sweeper.max_failure_rate={self.max_failure_rate}: stopping the sweep")
+            raise StudyStop(f"{c['crashed']} of {c['finished']} trials crashed, more than hydra.sweeper."
+                            f"max_failure_rate={self.max_failure_rate}: stopping the sweep (see "
+                            f"{self.sweep_dir / RESULTS_FILE if self.sweep_dir else 'the sweep dir'})", code=1)
 
-    def _write_results(self, study: optuna.Study, sweep_dir: Path) -> None:
-        """``optimization_results.yaml``: counts, best trial (one objective) or Pareto front."""
-        def row(t: FrozenTrial) -> dict[str, Any]:
-            return {"number": t.number, "values": dict(zip(self.objectives, t.values, strict=True)),
-                    "params": dict(t.params), "overrides": t.user_attrs.get("overrides", [])}
-
-        out: dict[str, Any] = {"study_name": self.study_name, "storage": self.storage_url,
-                               "objectives": self.objectives, "directions": self.directions,
-                               "counts": self.counts(study)}
+    def _write_results(self, study: optuna.Study, sweep_dir: Path, fp: str) -> None:
+        header = {"study_name": self.study_name, "storage": self.storage_url, "identity_hash": fp,
+                  "objectives": self.objectives, "directions": self.directions}
+        write_results(study, sweep_dir / RESULTS_FILE, self.objectives, header)
+        c = counts(study)
         complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-        if complete:
-            front = sorted(study.best_trials, key=lambda t: (list(t.values), t.number))
-            if len(self.objectives) == 1:
-                out["best"] = row(front[0])
-                log.info("best trial %d: %s = %s", front[0].number, self.objectives[0], front[0].values[0])
-            else:
-                out["pareto_front"] = [row(t) for t in front]
-                log.info("Pareto front (%s): trials %s", ", ".join(self.objectives), [t.number for t in front])
-        OmegaConf.save(OmegaConf.create(out), sweep_dir / RESULTS_FILE)
+        if complete and len(self.objectives) == 1:
+            log.info("best trial %d: %s = %s", study.best_trial.number, self.objectives[0], study.best_value)
+        elif complete:
+            log.info("Pareto front (%s): trials %s", ", ".join(self.objectives), [t.number for t in study.best_trials])
+        log.info("trials: %s", {k: v for k, v in c.items() if v})

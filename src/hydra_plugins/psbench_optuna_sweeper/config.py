@@ -25,11 +25,18 @@ class SamplerConf:
 class PsbenchOptunaSweeperConf:
     _target_: str = "hydra_plugins.psbench_optuna_sweeper.sweeper.PsbenchOptunaSweeper"
     sampler: SamplerConf = field(default_factory=SamplerConf)
-    # study name and storage: re-running with the same name and storage resumes the study
+    # study name and storage: re-running the same command resumes the study. Without a
+    # hydra.sweep.dir of yours the sweep dir is <...>/multirun/optuna/<study_name>-<hash of the study's identity>
     study_name: str = "psbench"
     storage: str | None = "sqlite:///${hydra.sweep.dir}/optuna.db"
-    # summary.json keys the study minimizes/maximizes; one direction, or one per objective
-    objectives: list[str] = field(default_factory=lambda: ["test_error"])
+    # a study whose stored identity (search space, fixed overrides, sampler, objectives) differs
+    # from this command's is refused; true adds this command's trials to it anyway
+    continue_study: bool = False
+    # what the study minimizes/maximizes: keys of each job's summary.json or of a mapping it
+    # returns; a returned number/sequence gives them in order. null: [test_error], or
+    # objective_0, objective_1, ... when direction lists several (hydra-optuna-sweeper's configs)
+    objectives: list[str] | None = None
+    # one direction, or one per objective
     direction: Any = "minimize"
     # trials to finish (resume counts those already finished); null with grid: the whole grid
     n_trials: int | None = 20
@@ -37,6 +44,8 @@ class PsbenchOptunaSweeperConf:
     n_jobs: int = 1
     # abort when more than this fraction of the finished trials crashed (diverged do not count)
     max_failure_rate: float = 0.5
+    # re-running the command runs its crashed trials again (in their job dirs)
+    retry_failed: bool = True
     # a diverged run (summary diverged=true): "fail" keeps it off the Pareto front, "complete" keeps it
     on_diverged: str = "fail"
     # search space: key -> Hydra sweep syntax, e.g. learners: choice(1,2,4),
@@ -48,7 +57,7 @@ class PsbenchOptunaSweeperConf:
     derived: Any = None  # key -> expression (Any: see cases)
     # boolean expressions every trial must satisfy, e.g. "protocol.n <= learners"; others are pruned unrun
     constraints: list[str] | None = None
-    # stop after this many infeasible proposals in a row (a search space that is all infeasible)
+    # stop after this many infeasible (or already run) proposals in a row
     max_infeasible: int = 200
     # tag every job's MLflow run with the study and trial (tags.optuna_study, tags.optuna_trial)
     tag_runs: bool = True
