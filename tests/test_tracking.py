@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing as mp
 import shutil
@@ -257,3 +258,29 @@ def test_a_run_whose_params_fail_is_not_left_running(store):
         tracking.start_run(store, eid, "bad", params={"a,b": "1"})
     runs = _client(store).search_runs([eid])
     assert [r.info.status for r in runs] == [tracking.FAILED]
+
+
+def test_an_interrupted_sweep_ends_its_parent_killed_and_a_rerun_reuses_it(store, tmp_path):
+    from omegaconf import OmegaConf
+
+    eid = tracking.ensure_experiment(store, "psbench", None)
+    config = OmegaConf.create({
+        "hydra": {"sweep": {"dir": str(tmp_path / "multirun" / "s")}, "overrides": {"task": ["seed=0,1"]}},
+        "paths": {"root_dir": str(tmp_path)}, "logger": {"tracking_uri": store}, "trainer": {"num_threads": 1}})
+    sweep.start_sweep(config, eid)
+    info = json.loads((tmp_path / "multirun" / "s" / sweep.SWEEP_FILE).read_text())
+    parent = info["parent_run_id"]
+    assert info["sweep_id"] == "multirun/s"
+    child = tracking.start_run(store, eid, "hardsync", tags={"mlflow.parentRunId": parent, "sweep_id": "multirun/s"})
+    sweep.abandon(SystemExit(143))  # e.g. SIGTERM turned into exit 143
+    run = _client(store).get_run(parent)
+    assert run.info.status == "KILLED" and run.data.tags["failure_reason"] == "SystemExit: 143"
+    assert run.info.run_name == "sweep seed=0,1" and run.data.tags["psbench.threads"] == "1"
+
+    sweep.start_sweep(config, eid)  # the same sweep dir again: the same parent, running again
+    assert _client(store).get_run(parent).info.status == "RUNNING"
+    tracking.end_run(store, child, tracking.FINISHED)
+    assert sweep.end_sweep(config) is None  # no job recorded in this invocation, none failed
+    run = _client(store).get_run(parent)
+    assert run.info.status == "FINISHED" and run.data.metrics["jobs"] == 0 and "failure_reason" not in run.data.tags
+    assert len(_client(store).search_runs([eid])) == 2

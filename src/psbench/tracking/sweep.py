@@ -11,8 +11,11 @@ The Hydra callback in :mod:`psbench.cli` calls, in the sweep's own process:
   raised exception).
 * :func:`end_sweep` (``on_multirun_end``): counts the ledger, ends the parent FINISHED, or
   FAILED with the count as ``failure_reason``, and returns the count line if any job failed.
-* :func:`abandon` (``psbench.cli.main``): a sweep that ends by an exception ends its parent
-  FAILED (KILLED on Ctrl-C), or deletes it if no job run points at it.
+* :func:`closing_parent` (around the app in ``psbench.cli.main``): a sweep that ends by an
+  exception ends its parent FAILED (KILLED on Ctrl-C) with the reason (:func:`abandon`).
+
+A parent that no job run points at (every job had bad input, or none was launched) is deleted:
+bad input leaves no MLflow run behind.
 
 Children carry MLflow's ``mlflow.parentRunId`` and ``sweep_id`` (the sweep dir, relative to
 ``paths.root_dir`` when inside it); the parent carries ``sweep_id`` and ``psbench.sweep_parent``.
@@ -102,6 +105,8 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
         if old.get("tracking_uri") == uri and _reusable(uri, exp_id, old.get("parent_run_id")):
             run_id = old["parent_run_id"]
             ms.client(uri).update_run(run_id, status=ms.RUNNING)
+            with contextlib.suppress(Exception):  # the last invocation's, if it failed
+                ms.client(uri).delete_tag(run_id, "failure_reason")
         else:
             overrides = [str(o) for o in config.hydra.overrides.task]
             tags = {"sweep_id": info["sweep_id"], PARENT_TAG: "true", "sweep_dir": str(sweep_dir),
@@ -189,18 +194,29 @@ def end_sweep(config: DictConfig) -> str | None:
     """After the jobs: end the parent with the ledger's counts; return the count line if a job failed."""
     jobs = read_jobs(str(config.hydra.sweep.dir))
     line = count_line(jobs)
-    if _open:
-        from psbench.tracking import mlflow_store as ms
-
-        uri, run_id = _open["uri"], _open["run_id"]
-        counts = Counter(str(j.get("status")) for j in jobs)
-        ms.log_metrics(uri, run_id, {"jobs": len(jobs), **{f"jobs_{s}": counts[s] for s in
-                                                            ("finished", "diverged", "failed", "killed")}})
-        if line:
-            ms.set_tags(uri, run_id, {"failure_reason": line})
-        ms.end_run(uri, run_id, ms.FAILED if line else ms.FINISHED)
-        _open.clear()
+    counts = Counter(str(j.get("status")) for j in jobs)
+    metrics = {"jobs": len(jobs), **{f"jobs_{s}": counts[s] for s in ("finished", "diverged", "failed", "killed")}}
+    _close("FAILED" if line else "FINISHED", line, metrics)
     return line
+
+
+def _close(status: str, reason: str | None, metrics: dict[str, float] | None = None) -> None:
+    """End the open parent run ``status`` — or delete it if no job run points at it (nothing to group)."""
+    if not _open:
+        return
+    from psbench.tracking import mlflow_store as ms
+
+    uri, run_id = _open["uri"], _open["run_id"]
+    _open.clear()
+    c = ms.client(uri)
+    children = c.search_runs([c.get_run(run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'",
+                             max_results=1)
+    if not children:
+        c.delete_run(run_id)
+        return
+    if metrics:
+        ms.log_metrics(uri, run_id, metrics)
+    ms.end_run(uri, run_id, status, reason)
 
 
 def fail_job(reason: str) -> None:
@@ -225,18 +241,7 @@ def closing_parent() -> Iterator[None]:
 
 
 def abandon(err: BaseException) -> None:
-    """The sweep ended by ``err`` before :func:`end_sweep`: end (or, without children, delete) its parent."""
-    if not _open:
-        return
-    from psbench.tracking import mlflow_store as ms
-
-    uri, run_id = _open["uri"], _open["run_id"]
-    _open.clear()
-    c = ms.client(uri)
-    run = c.get_run(run_id)
-    children = c.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'", max_results=1)
-    if not children:
-        c.delete_run(run_id)
-        return
-    ms.set_tags(uri, run_id, {"failure_reason": error_line(err)})
-    ms.end_run(uri, run_id, ms.KILLED if isinstance(err, KeyboardInterrupt) else ms.FAILED)
+    """The sweep ended by ``err`` before :func:`end_sweep`: its parent ends FAILED, or KILLED for Ctrl-C and
+    exits 130/143 (SIGINT/SIGTERM), with ``failure_reason``; a parent without job runs is deleted."""
+    killed = isinstance(err, KeyboardInterrupt) or (isinstance(err, SystemExit) and err.code in (130, 143))
+    _close("KILLED" if killed else "FAILED", error_line(err))
