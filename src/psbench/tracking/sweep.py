@@ -39,7 +39,7 @@ JOBS_FILE = "psbench_jobs.jsonl"
 PARENT_TAG = "psbench.sweep_parent"
 MAX_LINE = 400
 
-_open: dict[str, str] = {}  # the parent run this process started and has not ended: uri, run_id, sweep_dir
+_open: dict[str, str] = {}  # the parent run this process started and has not ended: uri, run_id
 
 
 def one_line(text: str, limit: int = MAX_LINE) -> str:
@@ -101,20 +101,21 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
     info: dict[str, Any] = {"sweep_id": sweep_id(config), "parent_run_id": None}
     if exp_id is not None:
         uri = str(config.logger.tracking_uri)
+        overrides = [str(o) for o in config.hydra.overrides.task]
+        tags = {"sweep_id": info["sweep_id"], PARENT_TAG: "true", "sweep_dir": str(sweep_dir),
+                "overrides": " ".join(overrides), "mlflow.source.name": "psbench",
+                **provenance_tags(provenance(OmegaConf.select(config, "trainer.num_threads")))}
         old = _read(sweep_dir / SWEEP_FILE)
         if old.get("tracking_uri") == uri and _reusable(uri, exp_id, old.get("parent_run_id")):
             run_id = old["parent_run_id"]
             ms.client(uri).update_run(run_id, status=ms.RUNNING)
+            ms.set_tags(uri, run_id, tags)  # this invocation's provenance
             with contextlib.suppress(Exception):  # the last invocation's, if it failed
                 ms.client(uri).delete_tag(run_id, "failure_reason")
         else:
-            overrides = [str(o) for o in config.hydra.overrides.task]
-            tags = {"sweep_id": info["sweep_id"], PARENT_TAG: "true", "sweep_dir": str(sweep_dir),
-                    "overrides": " ".join(overrides), "mlflow.source.name": "psbench",
-                    **provenance_tags(provenance(OmegaConf.select(config, "trainer.num_threads")))}
             run_id = ms.start_run(uri, exp_id, one_line(" ".join(["sweep", *overrides]), 200), tags=tags)
         info.update(parent_run_id=run_id, tracking_uri=uri, experiment_id=exp_id)
-        _open.update(uri=uri, run_id=run_id, sweep_dir=str(sweep_dir))
+        _open.update(uri=uri, run_id=run_id)
     _write(sweep_dir / SWEEP_FILE, info)
 
 
