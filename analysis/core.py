@@ -49,7 +49,8 @@ def _summary_at(metrics: Iterable[Any]) -> tuple[int, int] | None:
 
 
 def load_runs(tracking_uri: str, experiment: str = "psbench") -> list[Run]:
-    """FINISHED runs of ``experiment``; for one (table, scale, case, seed) the latest run wins."""
+    """FINISHED job runs of ``experiment`` (sweep parents left out); for one (table, scale, case, seed) the latest
+    run wins."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -60,8 +61,9 @@ def load_runs(tracking_uri: str, experiment: str = "psbench") -> list[Run]:
     while True:
         page = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=1000,
                                   page_token=token)
-        runs += [Run(r.info.run_id, dict(r.data.tags), dict(r.data.params), dict(r.data.metrics), r.info.start_time,
-                     summary_at=_summary_at(getattr(r.data, "_metric_objs", ()))) for r in page]  # step, time
+        runs += [Run(r.info.run_id, dict(r.data.tags), dict(r.data.params), run_metrics(r.data.metrics),
+                     r.info.start_time, summary_at=_summary_at(getattr(r.data, "_metric_objs", ())))  # step, time
+                 for r in page if r.data.tags.get("psbench.sweep_parent") != "true"]
         token = page.token
         if not token:
             break
@@ -71,6 +73,15 @@ def load_runs(tracking_uri: str, experiment: str = "psbench") -> list[Run]:
                r.tags.get("case"), r.params.get("seed"))
         latest[key] = r
     return sorted(latest.values(), key=lambda r: (r.tags.get("case", ""), r.params.get("seed", ""), r.run_id))
+
+
+def run_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """A run's metrics by name, its totals first: ``summary/<key>`` (psbench logs summary.json's numbers
+    apart from the per-update series) is read as ``<key>``; runs without them keep their latest values."""
+    prefix = "summary/"
+    out = {k: v for k, v in metrics.items() if not k.startswith(prefix)}
+    out.update({k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)})
+    return out
 
 
 def attach_summaries(tracking_uri: str, runs: Iterable[Run]) -> None:

@@ -8,8 +8,9 @@
   is done once (cached in pytest's cache dir, keyed by the MLflow version) and copied.
 * ``run_psbench(*args, root=..., env=..., driver=...)`` — the real console entry in a
   subprocess (``python -m psbench.cli``), cwd and ``PSBENCH_ROOT`` = ``root``.
-* ``mlflow_runs(root)`` — every run in ``root/mlflow.db`` as dicts (status, tags, params,
-  metrics), ``[]`` when no store was created.
+* ``mlflow_runs(root, parents=False)`` — every job run in ``root/mlflow.db`` as dicts (status,
+  tags, params, metrics), ``[]`` when no store was created; sweeps' parent runs only with
+  ``parents=True``.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def run_psbench():
 
 @pytest.fixture
 def mlflow_runs():
-    def _runs(root: Path) -> list[dict]:
+    def _runs(root: Path, parents: bool = False) -> list[dict]:
         db = root / "mlflow.db"
         if not db.exists():
             return []
@@ -136,6 +137,7 @@ def mlflow_runs():
                 "metrics": dict(r.data.metrics),
             }
             for r in c.search_runs(ids)
+            if parents or r.data.tags.get("psbench.sweep_parent") != "true"
         ]
 
     return _runs

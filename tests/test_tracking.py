@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing as mp
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from psbench import tracking
+from psbench.cli import CONF_DIR
 from psbench.errors import ConfigError
 from psbench.tracking import mlflow_store as ms
+from psbench.tracking import provenance, sweep
 
 
 def _client(uri: str):
@@ -39,13 +43,79 @@ def _cfg(**over):
     return cfg
 
 
-def test_run_name_is_derived_from_the_choices():
-    assert tracking.run_name(_cfg()) == "softsync-n4_lam30_mu4_cifar_cnn_s0"
-    assert tracking.run_name(_cfg(protocol={"name": "ssp", "staleness_bound": 2}, seed=3)) == (
-        "ssp-s2_lam30_mu4_cifar_cnn_s3"
-    )
-    assert tracking.run_name(_cfg(protocol={"name": "hardsync"})).startswith("hardsync_lam30")
-    assert tracking.run_name(_cfg(logger={"name": "mlflow", "run_name": "mine"})) == "mine"
+def test_run_name_is_the_protocol_and_what_differs_from_the_defaults():
+    defaults = tracking.config_defaults(CONF_DIR / "config.yaml")
+    assert defaults == {"model": "mlp", "dataset": "digits", "compression": "none", "optimizer": "sgd",
+                        "lr_policy": "constant", "topology": "rudra_base", "hardware": "laptop", "engine": "sim",
+                        "learners": 4, "batch_size": 32, "seed": 0}
+    assert tracking.run_name(_cfg(), defaults) == "softsync4-λ30-μ4-cifar_cnn-cifar10_subset"
+    assert tracking.run_name(_cfg(protocol={"name": "ssp", "staleness_bound": 2}, seed=3, learners=4), defaults) == (
+        "ssp_s2-μ4-cifar_cnn-cifar10_subset-seed3")
+    assert tracking.run_name(_cfg(logger={"name": "mlflow", "run_name": "mine"}), defaults) == "mine"
+
+
+RUN_NAMES = {  # overrides -> name: runs differing only in codec, dataset, engine, H or topology
+    (): "hardsync",
+    ("compression=terngrad",): "hardsync-terngrad",
+    ("compression=topk",): "hardsync-topk",
+    ("dataset=cifar10_subset",): "hardsync-cifar10_subset",
+    ("engine=dist",): "hardsync-dist",
+    ("protocol=agn",): "agn_H10",
+    ("protocol=agn", "protocol.local_steps=3"): "agn_H3",
+    ("topology=rudra_adv",): "hardsync-rudra_adv",
+    ("topology=rudra_adv_star",): "hardsync-rudra_adv_star",
+    ("protocol=softsync", "protocol.n=4", "learners=30", "batch_size=4", "dataset=cifar10_subset",
+     "compression=terngrad", "engine=dist"): "softsync4-λ30-μ4-cifar10_subset-terngrad-dist",
+}
+
+
+def test_runs_differing_in_one_choice_get_distinct_deterministic_names(compose_cfg):
+    from omegaconf import OmegaConf
+
+    defaults = tracking.config_defaults(CONF_DIR / "config.yaml")
+
+    def name(overrides):
+        return tracking.run_name(OmegaConf.to_container(compose_cfg(*overrides), resolve=True), defaults)
+
+    assert {o: name(o) for o in RUN_NAMES} == RUN_NAMES
+    assert name(("compression=terngrad",)) == name(("compression=terngrad",))  # deterministic
+
+
+def test_count_line_names_each_failed_job_by_what_sets_it_apart():
+    jobs = [{"num": n, "overrides": ["protocol=softsync", f"learners={lam}"], "status": st, "reason": why}
+            for n, lam, st, why in ((2, 8, "finished", None), (0, 1, "failed", "protocol.n=4 is invalid"),
+                                    (1, 2, "diverged", None), (3, 3, "failed", "x\ny"))]
+    assert sweep.count_line(jobs) == ("2 of 4 jobs failed: job 0 [learners=1]: protocol.n=4 is invalid; "
+                                      "job 3 [learners=3]: x y")
+    assert sweep.count_line([j for j in jobs if j["status"] != "failed"]) is None
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                   capture_output=True)
+
+
+def test_git_state_is_read_only_from_a_checkout_holding_the_package(tmp_path):
+    repo = tmp_path / "repo"
+    pkg = repo / "src" / "psbench"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "x")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert provenance.git_state(pkg) == (head, False)
+    (pkg / "__init__.py").write_text("changed = True\n")
+    assert provenance.git_state(pkg) == (head, True)
+    # installed non-editably: site-packages inside some other repository, or outside any
+    site = repo / ".venv" / "lib" / "site-packages" / "psbench"
+    site.mkdir(parents=True)
+    assert provenance.git_state(site) == (None, None)
+    (tmp_path / "plain" / "psbench").mkdir(parents=True)
+    assert provenance.git_state(tmp_path / "plain" / "psbench") == (None, None)
+    tags = provenance.provenance_tags({"git_commit": None, "git_dirty": None, "version": "0.1.0", "threads": 2})
+    assert tags == {"psbench.version": "0.1.0", "psbench.threads": "2"}
 
 
 def test_flatten_gives_dotted_string_params():
@@ -188,3 +258,29 @@ def test_a_run_whose_params_fail_is_not_left_running(store):
         tracking.start_run(store, eid, "bad", params={"a,b": "1"})
     runs = _client(store).search_runs([eid])
     assert [r.info.status for r in runs] == [tracking.FAILED]
+
+
+def test_an_interrupted_sweep_ends_its_parent_killed_and_a_rerun_reuses_it(store, tmp_path):
+    from omegaconf import OmegaConf
+
+    eid = tracking.ensure_experiment(store, "psbench", None)
+    config = OmegaConf.create({
+        "hydra": {"sweep": {"dir": str(tmp_path / "multirun" / "s")}, "overrides": {"task": ["seed=0,1"]}},
+        "paths": {"root_dir": str(tmp_path)}, "logger": {"tracking_uri": store}, "trainer": {"num_threads": 1}})
+    sweep.start_sweep(config, eid)
+    info = json.loads((tmp_path / "multirun" / "s" / sweep.SWEEP_FILE).read_text())
+    parent = info["parent_run_id"]
+    assert info["sweep_id"] == "multirun/s"
+    child = tracking.start_run(store, eid, "hardsync", tags={"mlflow.parentRunId": parent, "sweep_id": "multirun/s"})
+    sweep.abandon(SystemExit(143))  # e.g. SIGTERM turned into exit 143
+    run = _client(store).get_run(parent)
+    assert run.info.status == "KILLED" and run.data.tags["failure_reason"] == "SystemExit: 143"
+    assert run.info.run_name == "sweep seed=0,1" and run.data.tags["psbench.threads"] == "1"
+
+    sweep.start_sweep(config, eid)  # the same sweep dir again: the same parent, running again
+    assert _client(store).get_run(parent).info.status == "RUNNING"
+    tracking.end_run(store, child, tracking.FINISHED)
+    assert sweep.end_sweep(config) is None  # no job recorded in this invocation, none failed
+    run = _client(store).get_run(parent)
+    assert run.info.status == "FINISHED" and run.data.metrics["jobs"] == 0 and "failure_reason" not in run.data.tags
+    assert len(_client(store).search_runs([eid])) == 2

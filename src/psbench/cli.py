@@ -17,7 +17,13 @@ Bad input — a :class:`~psbench.errors.ConfigError` or :class:`~psbench.errors.
 a Hydra composition error such as an unknown group option, or an output dir that cannot
 be written — ends with one line ``psbench: error: …`` on stderr and exit code 2; a run
 already started in MLflow is marked FAILED. ``HYDRA_FULL_ERROR=1`` shows the traceback
-instead. Any other exception marks the run FAILED and propagates.
+instead. Any other exception marks the run FAILED and propagates. A FAILED/KILLED run carries
+tag ``failure_reason``.
+
+A multirun (``-m``) gets an MLflow parent run whose children are its jobs
+(:mod:`psbench.tracking.sweep`). In a plain grid, a job with bad input prints its line and
+records its failure (``summary.json`` status ``failed``) and the grid goes on; at the end one
+line counts the failed jobs and the exit code is 1.
 
 The config ships with the package, in ``psbench/conf/`` (found from this file, so an
 editable and a regular ``pip install .`` compose the same config).
@@ -31,7 +37,6 @@ import logging
 import math
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +46,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -51,6 +57,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 EXIT_BAD_INPUT = 2
+EXIT_JOBS_FAILED = 1
 
 log = logging.getLogger("psbench")
 
@@ -97,7 +104,9 @@ class OutputDirCheck(Callback):
     before it does, turns that into one line naming ``hydra.run.dir``. Hydra swallows
     exceptions raised by callbacks (it only warns), so the check exits through
     :func:`report` itself. Before a multirun it also creates the MLflow store and
-    experiment once, so parallel jobs do not race on first creation.
+    experiment once, so parallel jobs do not race on first creation, and the sweep's parent
+    run (:mod:`psbench.tracking.sweep`); after it, ends that run and, if jobs failed, prints
+    one line counting them and exits 1.
     """
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -108,14 +117,29 @@ class OutputDirCheck(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         HydraConfig.instance().set_config(config)
         self._check("hydra.sweep.dir", config)
-        lg = config.get("logger")
-        if lg is not None and lg.get("name") == "mlflow":
-            from psbench.tracking import ensure_experiment
+        from psbench.tracking import ensure_experiment, sweep
 
+        lg, exp_id = config.get("logger"), None
+        if lg is not None and lg.get("name") == "mlflow":
             try:
-                ensure_experiment(lg.tracking_uri, lg.experiment_name, lg.artifact_location)
+                exp_id = ensure_experiment(lg.tracking_uri, lg.experiment_name, lg.artifact_location)
             except ConfigError as err:
                 report(err)
+        sweep.start_sweep(config, exp_id)  # the parent run of the jobs, and their ledger
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            from psbench.tracking import sweep
+
+            sweep.record_job(config, job_return)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from psbench.tracking import sweep
+
+        line = sweep.end_sweep(config)
+        if line:  # the sweep went on past its failed jobs; its exit status says they failed
+            print(f"psbench: {line}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_JOBS_FAILED)
 
     @staticmethod
     def _check(key: str, config: DictConfig) -> None:
@@ -162,13 +186,14 @@ def report(err: BaseException) -> None:
     """
     if _show_traceback:
         raise err
-    if isinstance(err, ConfigError | DataError):
-        message = str(err)
-    else:
-        message = hydra_error_line(err)
-    message = " ".join(message.split())  # one line, whatever the message held
-    print(f"psbench: error: {message}", file=sys.stderr, flush=True)
+    print(f"psbench: error: {error_message(err)}", file=sys.stderr, flush=True)
     sys.exit(EXIT_BAD_INPUT)
+
+
+def error_message(err: BaseException) -> str:
+    """The one-line message of a bad-input error."""
+    message = str(err) if isinstance(err, ConfigError | DataError) else hydra_error_line(err)
+    return " ".join(message.split())  # one line, whatever the message held
 
 
 def hydra_error_line(err: BaseException) -> str:
@@ -201,17 +226,6 @@ def group_options(group: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the job
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
 def _hydra_choices() -> dict[str, Any]:
     if not HydraConfig.initialized():
         return {}
@@ -238,7 +252,7 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
 class _Run:
     """The MLflow side of one job (a no-op with ``logger=none``)."""
 
-    def __init__(self, resolved: Mapping[str, Any], run_dir: Path) -> None:
+    def __init__(self, resolved: Mapping[str, Any], run_dir: Path, provenance: Mapping[str, Any]) -> None:
         lg = resolved["logger"]
         self.enabled = lg["name"] == "mlflow"
         self.uri: str = lg.get("tracking_uri", "")
@@ -246,6 +260,7 @@ class _Run:
         if not self.enabled:
             return
         from psbench import tracking
+        from psbench.tracking import sweep
 
         self.t = tracking
         exp_id = tracking.ensure_experiment(
@@ -254,12 +269,11 @@ class _Run:
         tags = tracking.run_tags(resolved, _hydra_choices())
         tags["run_dir"] = str(run_dir)
         tags["mlflow.source.name"] = "psbench"
-        commit = _git_commit()
-        if commit:
-            tags["mlflow.source.git.commit"] = commit
-        self.run_id = tracking.start_run(
-            self.uri, exp_id, tracking.run_name(resolved), tracking.flatten(resolved), tags
-        )
+        if provenance.get("git_commit"):
+            tags["mlflow.source.git.commit"] = provenance["git_commit"]
+        tags.update(tracking.provenance_tags(provenance), **sweep.job_tags(self.uri))
+        name = tracking.run_name(resolved, tracking.config_defaults(CONF_DIR / "config.yaml"))
+        self.run_id = tracking.start_run(self.uri, exp_id, name, tracking.flatten(resolved), tags)
         log.info("MLflow run %s in %s", self.run_id, self.uri)
 
     def lightning_logger(self, resolved: Mapping[str, Any]):
@@ -280,10 +294,7 @@ class _Run:
         if self.run_id is None:
             return
         t = self.t
-        # at the last update's step: training logs per-update values (sim_time_s, …) at steps 0…U−1, and
-        # MLflow's "latest" value of a metric is the one at the highest step, which must be the run's total
-        last = max(int(summary.get("ps_updates") or 0), int(summary.get("ps_timestamp") or 0))
-        t.log_metrics(self.uri, self.run_id, t.summary_metrics(summary), step=last)
+        t.log_summary(self.uri, self.run_id, summary)  # summary/<key>: never a point of a per-update series
         t.log_artifacts(self.uri, self.run_id, files)
         t.set_tags(self.uri, self.run_id, {
             "status": summary.get("status", "finished"),
@@ -292,12 +303,14 @@ class _Run:
         })
         t.end_run(self.uri, self.run_id, t.FINISHED)
 
-    def abort(self, status: str) -> None:
-        """Mark the run ``status`` (FAILED/KILLED); never masks the error being handled."""
+    def abort(self, status: str, err: BaseException) -> None:
+        """Mark the run ``status`` (FAILED/KILLED) with ``failure_reason``; never masks the error being handled."""
         if self.run_id is None:
             return
+        from psbench.tracking.sweep import error_line
+
         with contextlib.suppress(Exception):
-            self.t.end_run(self.uri, self.run_id, status)
+            self.t.end_run(self.uri, self.run_id, status, error_line(err))
 
 
 def execute(cfg: DictConfig) -> float | None:
@@ -310,23 +323,26 @@ def execute(cfg: DictConfig) -> float | None:
     config_file = run_dir / "resolved_config.yaml"
     OmegaConf.save(OmegaConf.create(resolved), config_file)
 
-    run = _Run(resolved, run_dir)
+    from psbench.tracking.provenance import provenance
+
+    prov = provenance(resolved["trainer"].get("num_threads"))
+    run = _Run(resolved, run_dir, prov)
     try:
         from psbench.train import train
 
         summary = dict(train(cfg, run_dir, run.lightning_logger(resolved)))
-        summary["mlflow_run_id"] = run.run_id
+        summary.update(mlflow_run_id=run.run_id, provenance=prov)
         summary_file = run_dir / "summary.json"
         _write_json(summary_file, summary)
         overrides = run_dir / ".hydra" / "overrides.yaml"
         artifacts = [summary_file, config_file, overrides]
         artifacts += [Path(p) for p in summary.get("artifacts") or []]
         run.finish(summary, artifacts)
-    except KeyboardInterrupt:
-        run.abort("KILLED")
+    except KeyboardInterrupt as err:
+        run.abort("KILLED", err)
         raise
-    except BaseException:
-        run.abort("FAILED")
+    except BaseException as err:
+        run.abort("FAILED", err)
         raise
     log.info(
         "%s: test_error=%s staleness_mean=%s sim_time_s=%s -> %s",
@@ -342,9 +358,13 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     try:
         return execute(cfg)
     except (ConfigError, DataError, OmegaConfBaseException) as err:
-        # exiting from inside the job keeps Hydra from adding its own report lines
-        report(err)
-        raise  # unreachable: report() exits or re-raises
+        from psbench.tracking import sweep
+
+        if not sweep.in_basic_sweep() or _show_traceback:
+            report(err)  # exiting from inside the job keeps Hydra from adding its own report lines
+        print(f"psbench: error: {error_message(err)}", file=sys.stderr, flush=True)
+        sweep.fail_job(error_message(err))  # the grid goes on, as after a diverged run; counted at its end
+        return None
 
 
 def main() -> None:
@@ -358,8 +378,11 @@ def main() -> None:
     global _show_traceback
     _show_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    from psbench.tracking import sweep
+
     try:
-        _hydra_main()
+        with sweep.closing_parent():  # a sweep cut short: its parent run says why
+            _hydra_main()
     except (ConfigError, DataError, HydraException, OmegaConfBaseException) as err:
         report(err)
     finally:

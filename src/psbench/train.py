@@ -241,7 +241,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     module = ClassifierModule(net, opt_cfg, updates_per_epoch)
     strategy = ParameterServerStrategy(schedule, str(_get(cfg.trainer, "batching", "auto")),
                                        log_every_n_updates=int(_get(cfg.trainer, "log_every_n_updates", 10)),
-                                       local=local, compression=compression)
+                                       local=local, compression=compression, num_train=dm.num_train)
     from psbench.strategy.progress import EpochThroughput
 
     callbacks, rich = _progress_callbacks(str(_get(cfg.trainer, "progress", "auto")))

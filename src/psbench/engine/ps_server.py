@@ -94,7 +94,7 @@ class ParameterServer:
                  policy: LRPolicy, batch_size: int, samples_per_gradient: int, total_gradients: int, transport,
                  replay: Schedule | None = None, timeout_s: float = 60.0, tolerate_failures: bool = False,
                  gradient_clip_val: float | None = None, logger=None, log_every: int = 10,
-                 poll_s: float = 0.2, wire=None) -> None:
+                 poll_s: float = 0.2, wire=None, num_train: int | None = None) -> None:
         self.net, self.opt, self.sched = net, optimizer, scheduler
         self.params = list(net.parameters())
         self.protocol, self.policy, self.mu, self.spg = protocol, policy, batch_size, samples_per_gradient
@@ -104,6 +104,7 @@ class ParameterServer:
         self.transport, self.replay = transport, replay
         self.timeout_s, self.tolerate, self.clip = timeout_s, tolerate_failures, gradient_clip_val
         self.logger, self.log_every, self.poll_s = logger, max(1, log_every), poll_s
+        self.num_train = num_train  # N: the logged ``epoch`` is samples applied / N
         self.wire = wire  # compressed pushes (engine/wire.py): decoded here, weighted after decoding
         self.stats = PSStats()
         self.local = uses_local_steps(protocol.name)  # pushes are commits of H local steps (ps.local)
@@ -375,8 +376,10 @@ class ParameterServer:
         self._flat = None
         self.apply_s.append(time.perf_counter() - t_in)
         if self.logger is not None and i % self.log_every == 0 and math.isfinite(loss):
-            self.logger.log_metrics({"train_loss": loss, "staleness_mean_update": sigma_mean, "run_time_s": t},
-                                    step=i)
+            metrics = {"train_loss": loss, "staleness_mean_update": sigma_mean, "run_time_s": t}
+            if self.num_train:
+                metrics["epoch"] = st.pushes_applied * self.spg / self.num_train
+            self.logger.log_metrics(metrics, step=i)
         self._release()
 
     def _step(self, g: torch.Tensor, loss: float) -> None:

@@ -39,7 +39,8 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     strategy_name = "parameter_server"
 
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
-                 log_every_n_updates: int = 10, local: LocalSteps | None = None, compression=None) -> None:
+                 log_every_n_updates: int = 10, local: LocalSteps | None = None, compression=None,
+                 num_train: int | None = None) -> None:
         super().__init__(device=torch.device("cpu"))
         self.schedule = schedule
         self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
@@ -53,6 +54,19 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self._recent: deque[float] = deque(maxlen=100)
         self.updates_done = 0
         self.samples_done = 0
+        self.num_train = num_train  # N: ``epoch`` = samples the PS has consumed / N
+
+    @property
+    def epoch(self) -> float:
+        """Epochs consumed by the updates applied so far (samples / N); logged as ``epoch``."""
+        return self.samples_done / self.num_train if self.num_train else 0.0
+
+    def validation_step(self, *args, **kwargs):
+        out = super().validation_step(*args, **kwargs)
+        if self.num_train:  # the evaluation's ``epoch`` too, not Lightning's 0
+            self.lightning_module.log("epoch", self.epoch, on_step=False, on_epoch=True, reduce_fx="max",
+                                      batch_size=1)
+        return out
 
     def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
         """Update batches are built on the CPU where the simulator runs; skip Lightning's recursive walk."""
@@ -96,6 +110,8 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self._recent.append(self.last_loss)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
+            if self.num_train:  # else Lightning logs its own epoch, always 0 in the one-epoch PS fit
+                metrics["epoch"] = self.epoch
             if self.local is not None:  # learners' mini-batch accuracy: AGN's f(t) for temporal efficiency (Eq 4)
                 metrics["train_accuracy"] = self.local.last_accuracy
             module.log_dict(metrics, batch_size=batch.samples)

@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 from psbench.errors import ConfigError
 
 RUNNING, FINISHED, FAILED, KILLED = "RUNNING", "FINISHED", "FAILED", "KILLED"
+SUMMARY_PREFIX = "summary/"  # summary.json's numbers, apart from the per-update metric series
 
 # MLflow's own limits (mlflow.utils.validation): values longer than this are refused.
 MAX_PARAM_VALUE = 6000
@@ -207,6 +208,15 @@ def summary_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def log_summary(tracking_uri: str, run_id: str, summary: Mapping[str, Any]) -> None:
+    """A run's summary numbers as ``summary/<key>`` metrics (one point each, at step 0).
+
+    Kept apart from the per-update series (``train_loss``, ``sim_time_s``, ``test_error``, …),
+    so a series ends with its last measured value and the totals show as their own section.
+    """
+    log_metrics(tracking_uri, run_id, {SUMMARY_PREFIX + k: v for k, v in summary_metrics(summary).items()})
+
+
 def log_metrics(tracking_uri: str, run_id: str, metrics: Mapping[str, float], step: int = 0):
     import time
 
@@ -228,8 +238,10 @@ def log_artifacts(tracking_uri: str, run_id: str, paths: Iterable[str | os.PathL
             c.log_artifact(run_id, os.fspath(p))
 
 
-def end_run(tracking_uri: str, run_id: str, status: str) -> None:
-    """Set the run's terminal status (FINISHED, FAILED or KILLED)."""
+def end_run(tracking_uri: str, run_id: str, status: str, reason: str | None = None) -> None:
+    """Set the run's terminal status (FINISHED, FAILED or KILLED); ``reason`` becomes tag ``failure_reason``."""
+    if reason:
+        set_tags(tracking_uri, run_id, {"failure_reason": " ".join(reason.split())})
     client(tracking_uri).set_terminated(run_id, status)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 # config groups whose chosen option becomes a tag (``protocol: softsync``)
@@ -36,25 +37,59 @@ def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def run_name(cfg: Mapping[str, Any]) -> str:
-    """``logger.run_name`` if set, else e.g. ``softsync-n4_lam30_mu4_cifar_cnn_s0``.
+# the groups a run name mentions when their option differs from the default, in this order
+NAMED_GROUPS = ("model", "dataset", "compression", "optimizer", "lr_policy", "topology", "hardware", "engine")
+NAMED_KEYS = {"learners": "λ", "batch_size": "μ", "seed": "seed"}
 
-    The protocol part carries its parameter: ``softsync-n4``, ``ssp-s2``; then λ, μ,
-    the model and the seed.
+
+def config_defaults(config_file: str | Path) -> dict[str, Any]:
+    """The default option of each group and the top-level λ, μ, seed of the primary config (``conf/config.yaml``)."""
+    from omegaconf import OmegaConf
+
+    primary = OmegaConf.to_container(OmegaConf.load(config_file))
+    assert isinstance(primary, dict)
+    out: dict[str, Any] = {k: primary.get(k) for k in NAMED_KEYS}
+    for entry in primary.get("defaults") or []:
+        if isinstance(entry, Mapping):
+            out.update({str(g): o for g, o in entry.items() if g in NAMED_GROUPS})
+    return out
+
+
+def protocol_label(proto: Mapping[str, Any]) -> str:
+    """``softsync4`` (n), ``ssp_s2`` (s), ``agn_H10`` (H), ``aeasgd_H10_ρ5.0``; else the protocol's name."""
+    label = str(proto["name"])
+    if proto.get("n") is not None:
+        label += str(proto["n"])
+    for key, symbol in (("staleness_bound", "s"), ("local_steps", "H"), ("rho", "ρ")):
+        if proto.get(key) is not None:
+            label += f"_{symbol}{proto[key]}"
+    return label
+
+
+def run_name(cfg: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
+    """``logger.run_name`` if set, else the protocol and what differs from ``defaults``.
+
+    E.g. ``softsync4-λ30-μ4-cifar_cnn-cifar10_subset-terngrad-dist``: the protocol with its
+    parameter (:func:`protocol_label`), then λ, μ and the option of each of
+    :data:`NAMED_GROUPS` whose value differs from ``defaults`` (:func:`config_defaults`),
+    then the seed if it differs. Deterministic: the same config always gets the same name.
     """
     explicit = (cfg.get("logger") or {}).get("run_name")
     if explicit:
         return str(explicit)
-    proto = cfg["protocol"]
-    label = proto["name"]
-    if "n" in proto:
-        label += f"-n{proto['n']}"
-    if "staleness_bound" in proto:
-        label += f"-s{proto['staleness_bound']}"
-    return (
-        f"{label}_lam{cfg['learners']}_mu{cfg['batch_size']}"
-        f"_{cfg['model']['name']}_s{cfg['seed']}"
-    )
+    defaults = defaults or {}
+    parts = [protocol_label(cfg["protocol"])]
+    for key in ("learners", "batch_size"):
+        if cfg.get(key) != defaults.get(key):
+            parts.append(f"{NAMED_KEYS[key]}{cfg.get(key)}")
+    for group in NAMED_GROUPS:
+        node = cfg.get(group)
+        choice = node.get("name") if isinstance(node, Mapping) else None
+        if choice is not None and choice != defaults.get(group):
+            parts.append(str(choice))
+    if cfg.get("seed") != defaults.get("seed"):
+        parts.append(f"seed{cfg.get('seed')}")
+    return "-".join(parts)
 
 
 def run_tags(

@@ -1,0 +1,65 @@
+"""Which code produced a number: git commit and dirty flag, package versions, host, threads.
+
+:func:`provenance` is recorded in every run's ``summary.json`` (under ``provenance``) and, by
+:func:`provenance_tags`, as MLflow tags ``psbench.<key>``. The git lookup only trusts a
+checkout whose ``src/psbench`` is the imported package, so a non-editable install (the
+package in ``site-packages``, possibly inside some other repository) records ``null``.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # …/src/psbench when run from a checkout
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
+                             check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout
+
+
+def git_state(package_dir: Path = PACKAGE_DIR) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout holding ``package_dir`` as ``<top>/src/psbench``; (None, None) otherwise.
+
+    Dirty means uncommitted changes to tracked files or untracked files that git does not ignore.
+    """
+    top = _git(package_dir, "rev-parse", "--show-toplevel")
+    if not top or Path(top.strip()).resolve() / "src" / package_dir.name != package_dir.resolve():
+        return None, None
+    commit = (_git(package_dir, "rev-parse", "HEAD") or "").strip() or None
+    status = _git(package_dir, "status", "--porcelain")
+    return commit, None if commit is None or status is None else bool(status.strip())
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def provenance(threads: int | None = None) -> dict[str, Any]:
+    """The code and machine behind a run; ``threads`` defaults to torch's intra-op thread count."""
+    import torch
+
+    commit, dirty = git_state()
+    return {
+        "git_commit": commit, "git_dirty": dirty, "version": _version("psbench"),
+        "torch_version": torch.__version__, "lightning_version": _version("pytorch-lightning"),
+        "mlflow_version": _version("mlflow"), "host": socket.gethostname(),
+        "threads": int(threads) if threads else torch.get_num_threads(),
+    }
+
+
+def provenance_tags(prov: dict[str, Any]) -> dict[str, str]:
+    """``psbench.<key>`` tags (``git_dirty`` as ``"true"``/``"false"``); unknown values are left out."""
+    return {f"psbench.{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items()
+            if v is not None}

@@ -1,0 +1,248 @@
+"""One multirun = one MLflow parent run, and a ledger of how each of its jobs ended.
+
+The Hydra callback in :mod:`psbench.cli` calls, in the sweep's own process:
+
+* :func:`start_sweep` (``on_multirun_start``): truncates the job ledger and, with the MLflow
+  logger, creates the parent run — or reuses the one named in ``<sweep dir>/psbench_sweep.json``
+  when the same sweep dir is run again — and writes that file. Jobs read it
+  (:func:`job_tags`), so the link works for any launcher, in-process or not.
+* :func:`record_job` (``on_job_end``, in the job's process): appends one JSON line per job to
+  ``<sweep dir>/psbench_jobs.jsonl`` (its ``status`` from ``summary.json``, ``failed`` for a
+  raised exception).
+* :func:`end_sweep` (``on_multirun_end``): counts the ledger, ends the parent FINISHED, or
+  FAILED with the count as ``failure_reason``, and returns the count line if any job failed.
+* :func:`closing_parent` (around the app in ``psbench.cli.main``): a sweep that ends by an
+  exception ends its parent FAILED (KILLED on Ctrl-C) with the reason (:func:`abandon`).
+
+A parent that no job run points at (every job had bad input, or none was launched) is deleted:
+bad input leaves no MLflow run behind.
+
+Children carry MLflow's ``mlflow.parentRunId`` and ``sweep_id`` (the sweep dir, relative to
+``paths.root_dir`` when inside it); the parent carries ``sweep_id`` and ``psbench.sweep_parent``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+SWEEP_FILE = "psbench_sweep.json"
+JOBS_FILE = "psbench_jobs.jsonl"
+PARENT_TAG = "psbench.sweep_parent"
+MAX_LINE = 400
+
+_open: dict[str, str] = {}  # the parent run this process started and has not ended: uri, run_id
+
+
+def one_line(text: str, limit: int = MAX_LINE) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def error_line(err: BaseException) -> str:
+    """``Type: message`` on one line (``KeyboardInterrupt`` for a bare Ctrl-C)."""
+    return one_line(f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
+
+
+def sweep_id(config: DictConfig) -> str:
+    sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+    root = OmegaConf.select(config, "paths.root_dir")
+    if root:
+        try:
+            return sweep_dir.relative_to(Path(str(root)).resolve()).as_posix()
+        except ValueError:
+            pass
+    return str(sweep_dir)
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _reusable(uri: str, exp_id: str, run_id: str | None) -> bool:
+    if not run_id:
+        return False
+    from mlflow.exceptions import MlflowException
+
+    from psbench.tracking.mlflow_store import client
+
+    try:
+        run = client(uri).get_run(run_id)
+    except MlflowException:
+        return False
+    return run.info.experiment_id == exp_id and run.info.lifecycle_stage == "active"
+
+
+def start_sweep(config: DictConfig, exp_id: str | None) -> None:
+    """Before the jobs: empty ledger; with ``exp_id`` (the MLflow experiment), the parent run, new or reused."""
+    from psbench.tracking import mlflow_store as ms
+    from psbench.tracking.provenance import provenance, provenance_tags
+
+    sweep_dir = Path(str(config.hydra.sweep.dir))
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    (sweep_dir / JOBS_FILE).write_text("")
+    info: dict[str, Any] = {"sweep_id": sweep_id(config), "parent_run_id": None}
+    if exp_id is not None:
+        uri = str(config.logger.tracking_uri)
+        overrides = [str(o) for o in config.hydra.overrides.task]
+        tags = {"sweep_id": info["sweep_id"], PARENT_TAG: "true", "sweep_dir": str(sweep_dir),
+                "overrides": " ".join(overrides), "mlflow.source.name": "psbench",
+                **provenance_tags(provenance(OmegaConf.select(config, "trainer.num_threads")))}
+        old = _read(sweep_dir / SWEEP_FILE)
+        if old.get("tracking_uri") == uri and _reusable(uri, exp_id, old.get("parent_run_id")):
+            run_id = old["parent_run_id"]
+            ms.client(uri).update_run(run_id, status=ms.RUNNING)
+            ms.set_tags(uri, run_id, tags)  # this invocation's provenance
+            with contextlib.suppress(Exception):  # the last invocation's, if it failed
+                ms.client(uri).delete_tag(run_id, "failure_reason")
+        else:
+            run_id = ms.start_run(uri, exp_id, one_line(" ".join(["sweep", *overrides]), 200), tags=tags)
+        info.update(parent_run_id=run_id, tracking_uri=uri, experiment_id=exp_id)
+        _open.update(uri=uri, run_id=run_id)
+    _write(sweep_dir / SWEEP_FILE, info)
+
+
+def in_basic_sweep() -> bool:
+    """Whether this job belongs to a plain ``psbench -m`` grid (Hydra's basic sweeper).
+
+    Its jobs record bad input as their failure and return, so the grid goes on; other sweepers
+    (psbench_optuna) get the single run's exit 2, which they catch and record themselves.
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return False
+    return OmegaConf.select(HydraConfig.get(), "sweeper._target_") == BASIC_SWEEPER
+
+
+def job_tags(tracking_uri: str) -> dict[str, str]:
+    """``mlflow.parentRunId`` and ``sweep_id`` for a job of a multirun (``{}`` for a single run)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return {}
+    info = _read(Path(HydraConfig.get().sweep.dir) / SWEEP_FILE)
+    tags = {"sweep_id": info["sweep_id"]} if info.get("sweep_id") else {}
+    if info.get("parent_run_id") and info.get("tracking_uri") == tracking_uri:
+        tags["mlflow.parentRunId"] = info["parent_run_id"]
+    return tags
+
+
+def record_job(config: DictConfig, job_return: Any) -> None:
+    """Append how one job of a multirun ended to the sweep's ledger (one JSON line, ``O_APPEND``)."""
+    from hydra.core.utils import JobStatus
+
+    entry: dict[str, Any] = {"num": OmegaConf.select(config, "hydra.job.num"),
+                             "overrides": [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]}
+    if job_return.status == JobStatus.FAILED:
+        entry.update(status="failed", reason=error_line(job_return._return_value))
+    else:
+        out = OmegaConf.select(config, "hydra.runtime.output_dir")
+        summary = _read(Path(str(out)) / "summary.json") if out else {}
+        entry.update(status=summary.get("status", "finished"), reason=summary.get("failure_reason"))
+    line = json.dumps(entry) + "\n"
+    fd = os.open(Path(str(config.hydra.sweep.dir)) / JOBS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def read_jobs(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    path = Path(sweep_dir) / JOBS_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(s) for s in path.read_text().splitlines() if s.strip()]
+
+
+def count_line(jobs: list[dict[str, Any]]) -> str | None:
+    """``1 of 4 jobs failed: job 1 [learners=2 protocol.n=4]: protocol.n=4 is invalid: …`` (None if none failed).
+
+    Each failed job shows the overrides that tell it apart (those shared by every job are left out).
+    """
+    failed = sorted((j for j in jobs if j.get("status") in ("failed", "killed")), key=lambda j: j.get("num") or 0)
+    if not failed:
+        return None
+    shared = set.intersection(*(set(j.get("overrides") or []) for j in jobs))
+
+    def job(j: dict[str, Any]) -> str:
+        own = " ".join(o for o in j.get("overrides") or [] if o not in shared)
+        return f"job {j.get('num')}" + (f" [{own}]" if own else "") + f": {j.get('reason') or j['status']}"
+
+    return one_line(f"{len(failed)} of {len(jobs)} jobs failed: " + "; ".join(job(j) for j in failed))
+
+
+def end_sweep(config: DictConfig) -> str | None:
+    """After the jobs: end the parent with the ledger's counts; return the count line if a job failed."""
+    jobs = read_jobs(str(config.hydra.sweep.dir))
+    line = count_line(jobs)
+    counts = Counter(str(j.get("status")) for j in jobs)
+    metrics = {"jobs": len(jobs), **{f"jobs_{s}": counts[s] for s in ("finished", "diverged", "failed", "killed")}}
+    _close("FAILED" if line else "FINISHED", line, metrics)
+    return line
+
+
+def _close(status: str, reason: str | None, metrics: dict[str, float] | None = None) -> None:
+    """End the open parent run ``status`` — or delete it if no job run points at it (nothing to group)."""
+    if not _open:
+        return
+    from psbench.tracking import mlflow_store as ms
+
+    uri, run_id = _open["uri"], _open["run_id"]
+    _open.clear()
+    c = ms.client(uri)
+    children = c.search_runs([c.get_run(run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'",
+                             max_results=1)
+    if not children:
+        c.delete_run(run_id)
+        return
+    if metrics:
+        ms.log_metrics(uri, run_id, metrics)
+    ms.end_run(uri, run_id, status, reason)
+
+
+def fail_job(reason: str) -> None:
+    """A grid job's bad input: ``summary.json`` with status ``failed`` and ``failure_reason`` (no MLflow run)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from psbench.tracking.provenance import provenance
+
+    _write(Path(HydraConfig.get().runtime.output_dir) / "summary.json",
+           {"status": "failed", "failure_reason": reason, "mlflow_run_id": None, "provenance": provenance()})
+
+
+@contextlib.contextmanager
+def closing_parent() -> Iterator[None]:
+    """Around the Hydra app: a sweep ended by an exception before :func:`end_sweep` still ends its parent."""
+    try:
+        yield
+    except BaseException as err:
+        with contextlib.suppress(Exception):
+            abandon(err)
+        raise
+
+
+def abandon(err: BaseException) -> None:
+    """The sweep ended by ``err`` before :func:`end_sweep`: its parent ends FAILED, or KILLED for Ctrl-C and
+    exits 130/143 (SIGINT/SIGTERM), with ``failure_reason``; a parent without job runs is deleted."""
+    killed = isinstance(err, KeyboardInterrupt) or (isinstance(err, SystemExit) and err.code in (130, 143))
+    _close("KILLED" if killed else "FAILED", error_line(err))
