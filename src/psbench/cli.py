@@ -16,8 +16,14 @@ which is what a Hydra sweeper (Optuna) minimizes.
 Bad input — a :class:`~psbench.errors.ConfigError` or :class:`~psbench.errors.DataError`,
 a Hydra composition error such as an unknown group option, or an output dir that cannot
 be written — ends with one line ``psbench: error: …`` on stderr and exit code 2; a run
-already started in MLflow is marked FAILED. ``HYDRA_FULL_ERROR=1`` shows the traceback
-instead. Any other exception marks the run FAILED and propagates.
+already started in MLflow is marked FAILED. A handled failure of the run
+(:class:`~psbench.errors.RunFailure`: a learner died, learners did not join) is one line too,
+exit 1, the run FAILED with tag ``failure_reason``. ``HYDRA_FULL_ERROR=1`` shows the traceback
+instead. Any other exception marks the run FAILED (with ``failure_reason``) and propagates.
+
+SIGINT and SIGTERM (:mod:`psbench.lifecycle`) end the run KILLED at the next PS update boundary:
+``summary.json`` with ``status: killed`` and what was done, tag ``failure_reason``, one line on
+stderr, exit 130 / 143; in a multirun no further job starts.
 
 The config lives in the repository's ``conf/`` (resolved from this file: the supported
 install is editable, ``pip install -e .``).
@@ -33,7 +39,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +47,12 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from psbench.errors import ConfigError, DataError
+from psbench import lifecycle
+from psbench.errors import ConfigError, DataError, RunFailure
 from psbench.validate import check_writable_dir, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -157,6 +165,14 @@ def report(err: BaseException) -> None:
     sys.exit(EXIT_BAD_INPUT)
 
 
+def run_failure(err: RunFailure) -> None:
+    """A handled failure of a run: one line ``psbench: error: …``, exit 1 (re-raise for tracebacks)."""
+    if _show_traceback:
+        raise err
+    print(f"psbench: error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
 def hydra_error_line(err: BaseException) -> str:
     """One line for a Hydra/OmegaConf error: ``protocol='foo' is invalid: allowed one of …``."""
     if isinstance(err, MissingConfigException) and err.missing_cfg_file:
@@ -229,6 +245,7 @@ class _Run:
         self.enabled = lg["name"] == "mlflow"
         self.uri: str = lg.get("tracking_uri", "")
         self.run_id: str | None = None
+        self.ended = False
         if not self.enabled:
             return
         from psbench import tracking
@@ -277,13 +294,23 @@ class _Run:
             "weights_sha256": summary.get("weights_sha256"),
         })
         t.end_run(self.uri, self.run_id, t.FINISHED)
+        self.ended = True
 
-    def abort(self, status: str) -> None:
-        """Mark the run ``status`` (FAILED/KILLED); never masks the error being handled."""
-        if self.run_id is None:
+    def abort(self, status: str, reason: str, summary: Mapping[str, Any] | None = None,
+              files: Sequence[Path] = ()) -> None:
+        """Mark the run ``status`` (FAILED/KILLED) with tag ``failure_reason``; never masks the error handled."""
+        if self.run_id is None or self.ended:
             return
+        self.ended = True
+        t = self.t
         with contextlib.suppress(Exception):
-            self.t.end_run(self.uri, self.run_id, status)
+            if summary is not None:
+                t.log_metrics(self.uri, self.run_id, t.summary_metrics(summary), step=int(summary["ps_updates"]))
+                t.log_artifacts(self.uri, self.run_id, files)
+            t.set_tags(self.uri, self.run_id, {"failure_reason": " ".join(reason.split()),
+                                               **({"status": summary["status"]} if summary else {})})
+        with contextlib.suppress(Exception):
+            t.end_run(self.uri, self.run_id, status)
 
 
 def execute(cfg: DictConfig) -> float | None:
@@ -296,23 +323,28 @@ def execute(cfg: DictConfig) -> float | None:
     config_file = run_dir / "resolved_config.yaml"
     OmegaConf.save(OmegaConf.create(resolved), config_file)
 
-    run = _Run(resolved, run_dir)
+    summary_file = run_dir / "summary.json"
+    overrides = run_dir / ".hydra" / "overrides.yaml"
+    run: _Run | None = None
     try:
+        with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
+            run = _Run(resolved, run_dir)
         from psbench.train import train
 
         summary = dict(train(cfg, run_dir, run.lightning_logger(resolved)))
         summary["mlflow_run_id"] = run.run_id
-        summary_file = run_dir / "summary.json"
-        _write_json(summary_file, summary)
-        overrides = run_dir / ".hydra" / "overrides.yaml"
         artifacts = [summary_file, config_file, overrides]
         artifacts += [Path(p) for p in summary.get("artifacts") or []]
-        run.finish(summary, artifacts)
-    except KeyboardInterrupt:
-        run.abort("KILLED")
+        with lifecycle.deferred():
+            _write_json(summary_file, summary)
+            run.finish(summary, artifacts)
+    except lifecycle.Killed as k:
+        if run is not None and not run.ended:
+            _end_killed(k, run, summary_file, [summary_file, config_file, overrides])
         raise
-    except BaseException:
-        run.abort("FAILED")
+    except BaseException as err:
+        if run is not None:
+            run.abort("FAILED", str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
         raise
     log.info(
         "%s: test_error=%s staleness_mean=%s sim_time_s=%s -> %s",
@@ -323,6 +355,16 @@ def execute(cfg: DictConfig) -> float | None:
     return None if err is None else float(err)
 
 
+def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path]) -> None:
+    """A killed job: ``summary.json`` (status killed), MLflow KILLED with ``failure_reason``, one line on stderr."""
+    summary = {**lifecycle.summary(k), "mlflow_run_id": run.run_id}
+    with contextlib.suppress(OSError):
+        _write_json(summary_file, summary)
+    run.abort("KILLED", summary["failure_reason"], summary, files)
+    print(f"psbench: {summary['failure_reason']}; summary in {summary_file}", file=sys.stderr, flush=True)
+    k.reported = True
+
+
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
     try:
@@ -331,6 +373,10 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         # exiting from inside the job keeps Hydra from adding its own report lines
         report(err)
         raise  # unreachable: report() exits or re-raises
+    except RunFailure as err:
+        if HydraConfig.get().mode != RunMode.MULTIRUN:  # in a sweep the other jobs go on; main() reports it
+            run_failure(err)
+        raise
 
 
 def main() -> None:
@@ -344,8 +390,15 @@ def main() -> None:
     global _show_traceback
     _show_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    lifecycle.install()
     try:
         _hydra_main()
+    except lifecycle.Killed as k:
+        if not k.reported:
+            print(f"psbench: {k.reason}", file=sys.stderr, flush=True)
+        sys.exit(k.exit_code)
+    except RunFailure as err:
+        run_failure(err)
     except (ConfigError, DataError, HydraException, OmegaConfBaseException) as err:
         report(err)
     finally:

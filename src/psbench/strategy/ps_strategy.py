@@ -53,6 +53,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self._recent: deque[float] = deque(maxlen=100)
         self.updates_done = 0
         self.samples_done = 0
+        self.sim_time_s = 0.0  # simulated time of the last update applied
 
     def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
         """Update batches are built on the CPU where the simulator runs; skip Lightning's recursive walk."""
@@ -93,6 +94,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             return None  # skip the optimizer step
         self.updates_done += 1
         self.samples_done += batch.samples
+        self.sim_time_s = batch.time
         self._recent.append(self.last_loss)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
