@@ -56,6 +56,41 @@ class Psbench:
         return rc, self.err.read_text(errors="replace")
 
 
+@pytest.fixture
+def handlers():
+    """psbench's handlers installed in this process for one test, then pytest's put back."""
+    from psbench import lifecycle
+
+    saved = {s: signal.getsignal(s) for s in lifecycle.SIGNALS}
+    lifecycle.reset()
+    lifecycle.install()
+    yield lifecycle
+    lifecycle.reset()
+    for s, h in saved.items():
+        signal.signal(s, h)
+
+
+def test_a_signal_waits_for_the_boundary_inside_deferred_and_is_raised_once(handlers):
+    lifecycle = handlers
+    steps = []
+    with pytest.raises(lifecycle.Killed) as k:
+        with lifecycle.deferred():
+            for step in range(3):
+                if step == 1:
+                    os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here and only records it
+                steps.append(step)
+                if step == 1:
+                    lifecycle.check()  # the boundary after step 1
+    assert steps == [0, 1] and k.value.exit_code == 143 and k.value.reason == "killed by SIGTERM"
+    os.kill(os.getpid(), signal.SIGINT)  # a second signal during the clean-up is not raised again
+    lifecycle.check()
+    with pytest.raises(lifecycle.Killed) as fresh:  # outside a deferred section a signal raises at once
+        lifecycle.reset()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+    assert fresh.value.exit_code == 130 and fresh.value.signal_name == "SIGINT"
+
+
 def _runs(root: Path) -> list[tuple[str, str, dict[str, str]]]:
     """(run id, status, tags) of every run in root/mlflow.db, read with sqlite (no MLflow import)."""
     with sqlite3.connect(root / "mlflow.db", timeout=30) as db:

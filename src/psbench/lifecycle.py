@@ -48,6 +48,7 @@ class Killed(BaseException):
 _received: list[int] = []
 _depth = 0
 _raised = False
+_installed: set[int] = set()
 
 
 def killed(signum: int, reason: str | None = None) -> Killed:
@@ -74,6 +75,14 @@ def install() -> None:
         return
     for s in SIGNALS:
         if signal.getsignal(s) is not signal.SIG_IGN:
+            signal.signal(s, _handler)
+            _installed.add(s)
+
+
+def reclaim() -> None:
+    """Put the handler back on the signals :func:`install` took, if a library (Lightning) replaced it."""
+    if threading.current_thread() is threading.main_thread():
+        for s in _installed:
             signal.signal(s, _handler)
 
 
