@@ -92,11 +92,13 @@ def test_a_signal_waits_for_the_boundary_inside_deferred_and_is_raised_once(hand
 
 
 def _runs(root: Path) -> list[tuple[str, str, dict[str, str]]]:
-    """(run id, status, tags) of every run in root/mlflow.db, read with sqlite (no MLflow import)."""
+    """(run id, status, tags) of every job's run in root/mlflow.db (a sweep's parent run left out), via sqlite."""
     with sqlite3.connect(root / "mlflow.db", timeout=30) as db:
         runs = db.execute("select run_uuid, status from runs order by start_time").fetchall()
-        return [(rid, status, dict(db.execute("select key, value from tags where run_uuid = ?", (rid,))))
-                for rid, status in runs]
+        out = [(rid, status, dict(db.execute("select key, value from tags where run_uuid = ?", (rid,))))
+               for rid, status in runs]
+    parents = {tags.get("mlflow.parentRunId") for _, _, tags in out}
+    return [r for r in out if r[0] not in parents]
 
 
 def _left_processes(root: Path) -> list[str]:
@@ -170,6 +172,25 @@ def test_a_signal_stops_a_multirun(psbench_root):
     rc, err = p.kill(signal.SIGTERM)
     _assert_killed(psbench_root, sweep / "0", signal.SIGTERM, rc, err)
     assert not (sweep / "1").exists()
+
+
+def test_a_signal_stops_an_optuna_search_and_its_trial_runs_again_on_resume(psbench_root):
+    """hydra/sweeper=psbench_optuna: the trial killed is FAIL ``interrupted`` and enqueued again."""
+    import optuna
+    from optuna.trial import TrialState
+
+    p = Psbench(psbench_root, "-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=3", "epochs=3000",
+                "trainer.progress=plain")
+    p.wait_for(lambda: "update " in p.out.read_text())
+    rc, err = p.kill(signal.SIGINT)
+    sweep = psbench_root / "multirun/optuna/rudra_pareto"
+    trials = optuna.load_study(study_name="rudra_pareto", storage=f"sqlite:///{sweep}/optuna.db").get_trials()
+    killed, = [t for t in trials if t.user_attrs.get("interrupted")]
+    assert killed.state == TrialState.FAIL
+    _assert_killed(psbench_root, sweep / str(killed.number), signal.SIGINT, rc, err)
+    retry, = [t for t in trials if t.state == TrialState.WAITING]
+    assert retry.system_attrs["fixed_params"] == killed.params and retry.user_attrs["retry_of"] == killed.number
+    assert not [t for t in trials if t.state == TrialState.COMPLETE]  # nothing ran after it
 
 
 def _external(root: Path, *args: str) -> Psbench:
