@@ -344,7 +344,7 @@ def execute(cfg: DictConfig) -> float | None:
         raise
     except BaseException as err:
         if run is not None:
-            run.abort("FAILED", str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
+            run.abort("FAILED", _failure_reason(err))
         raise
     log.info(
         "%s: test_error=%s staleness_mean=%s sim_time_s=%s -> %s",
@@ -353,6 +353,14 @@ def execute(cfg: DictConfig) -> float | None:
     )
     err = summary.get("test_error")
     return None if err is None else float(err)
+
+
+def _failure_reason(err: BaseException) -> str:
+    """One line for the MLflow tag: the message of a handled error, else ``Type: first line``."""
+    lines = str(err).strip().splitlines()
+    if isinstance(err, RunFailure | ConfigError | DataError) and lines:
+        return lines[0]
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
 
 
 def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path]) -> None:
