@@ -5,8 +5,15 @@ same summary as the simulator path (plus the engine's own counts). The calling p
 the PS — the only one that talks to MLflow — and, with ``engine.launch=spawn`` (default), starts
 the learners itself as ``python -m psbench.engine.learner <run_dir>/dist_spec.json <rank>``, each
 killed by the kernel if the PS process dies (``PR_SET_PDEATHSIG``) and terminated on every exit
-path here. With ``engine.launch=external`` it only waits for λ learners started elsewhere, e.g.
-by torchrun on other nodes (README "engine=dist").
+path here, and ``learner_data.pt`` (their copy of the training set) is removed. With
+``engine.launch=external`` it only waits, at most ``engine.connect_timeout_s``, for λ learners
+started elsewhere, e.g. by torchrun on other nodes (README "engine=dist").
+
+SIGINT/SIGTERM (:mod:`psbench.lifecycle`) stop the PS between messages; the run ends KILLED with
+what was done. Spawned learners ignore SIGINT (the terminal's Ctrl-C reaches the whole process
+group; the PS stops them); a learner ended by SIGINT/SIGTERM kills the run rather than failing it.
+Handled failures (:class:`~psbench.engine.transport.LearnerFailure`, a process group that does not
+form) are :class:`~psbench.errors.RunFailure`: one line in the CLI.
 
 Bad input fails before any process starts, as one :class:`~psbench.errors.ConfigError`: λ above
 ``engine.max_learners`` (≤ :data:`HARD_MAX_LEARNERS`), a port in use, ``backend=nccl`` (needs a
