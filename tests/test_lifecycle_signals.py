@@ -267,3 +267,19 @@ def test_sigterm_to_a_learner_ends_the_run_killed(psbench_root):
     err = p.err.read_text()
     s = _assert_killed(psbench_root, run_dir, signal.SIGTERM, rc, err)
     assert s["failure_reason"].startswith("killed by SIGTERM (learner rank 2) after ")
+
+
+def test_a_learner_that_cannot_reach_the_ps_says_so_in_one_line(tmp_path):
+    """A learner started by hand or torchrun against a PS that is not there: bounded by connect_timeout_s."""
+    import torch
+
+    torch.save({"x": torch.zeros(4, 64), "y": torch.zeros(4, dtype=torch.long)}, tmp_path / "data.pt")
+    spec = {"addr": "127.0.0.2", "port": 9, "world_size": 2, "connect_timeout_s": 1, "timeout_s": 5, "threads": 1,
+            "data_file": str(tmp_path / "data.pt"), "seed": 0, "samples_per_gradient": 1, "model": "mlp",
+            "input_shape": [64], "num_classes": 10, "model_kwargs": {}}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    r = subprocess.run([sys.executable, "-m", "psbench.engine.learner", str(tmp_path / "spec.json"), "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.stderr.strip().splitlines()[-1] == ("psbench learner rank 1: error: no PS at 127.0.0.2:9 within 1 s "
+                                                 "(engine.connect_timeout_s)")
