@@ -219,7 +219,7 @@ def test_data_error_in_training_fails_the_run_with_one_line(run_psbench, mlflow_
                        env={"PSBENCH_TEST_TRAIN": "data_error"})
     assert_one_line_error(proc, psbench_root, mlflow_runs, "train-images-idx3-ubyte.gz")
     (run,) = mlflow_runs(psbench_root)
-    assert run["status"] == "FAILED" and run["tags"]["failure_reason"].startswith("DataError: ")
+    assert run["status"] == "FAILED"  # a handled error's reason is its message
     assert "train-images-idx3-ubyte.gz: file not found" in run["tags"]["failure_reason"]
     (run_dir,) = job_dirs(psbench_root)
     assert not (run_dir / "summary.json").exists()

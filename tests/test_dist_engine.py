@@ -395,8 +395,12 @@ def test_killing_a_learner_fails_the_run_within_30s_and_leaves_nothing(psbench_r
             proc.kill()
     assert proc.returncode != 0 and elapsed < 30
     assert "learner rank 2" in err and "SIGKILL" in err, err[-2000:]
+    line = err.strip().splitlines()[-1]  # one line, not a traceback
+    assert proc.returncode == 1 and line.startswith("psbench: error: learner rank 2 ") and "Traceback" not in err
     runs = mlflow_runs(psbench_root)
     assert [r["status"] for r in runs] == ["FAILED"]
+    assert runs[0]["tags"]["failure_reason"] == line.removeprefix("psbench: error: ")
+    assert not (out / "learner_data.pt").exists()
     assert not [pid for pid in pids.values() if _alive(pid)]
 
 

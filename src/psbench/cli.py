@@ -16,9 +16,14 @@ which is what a Hydra sweeper (Optuna) minimizes.
 Bad input — a :class:`~psbench.errors.ConfigError` or :class:`~psbench.errors.DataError`,
 a Hydra composition error such as an unknown group option, or an output dir that cannot
 be written — ends with one line ``psbench: error: …`` on stderr and exit code 2; a run
-already started in MLflow is marked FAILED. ``HYDRA_FULL_ERROR=1`` shows the traceback
-instead. Any other exception marks the run FAILED and propagates. A FAILED/KILLED run carries
-tag ``failure_reason``.
+already started in MLflow is marked FAILED. A handled failure of the run
+(:class:`~psbench.errors.RunFailure`: a learner died, learners did not join) is one line too,
+exit 1, the run FAILED with tag ``failure_reason``. ``HYDRA_FULL_ERROR=1`` shows the traceback
+instead. Any other exception marks the run FAILED (with ``failure_reason``) and propagates.
+
+SIGINT and SIGTERM (:mod:`psbench.lifecycle`) end the run KILLED at the next PS update boundary:
+``summary.json`` with ``status: killed`` and what was done, tag ``failure_reason``, one line on
+stderr, exit 130 / 143; in a multirun no further job starts.
 
 A multirun (``-m``) gets an MLflow parent run whose children are its jobs
 (:mod:`psbench.tracking.sweep`). In a plain grid, a job with bad input prints its line and
@@ -38,7 +43,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +55,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from psbench.errors import ConfigError, DataError
+from psbench import lifecycle
+from psbench.errors import ConfigError, DataError, RunFailure
 from psbench.validate import check_writable_dir, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -196,6 +202,14 @@ def error_message(err: BaseException) -> str:
     return " ".join(message.split())  # one line, whatever the message held
 
 
+def run_failure(err: RunFailure) -> None:
+    """A handled failure of a run: one line ``psbench: error: …``, exit 1 (re-raise for tracebacks)."""
+    if _show_traceback:
+        raise err
+    print(f"psbench: error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
 def hydra_error_line(err: BaseException) -> str:
     """One line for a Hydra/OmegaConf error: ``protocol='foo' is invalid: allowed one of …``."""
     if isinstance(err, MissingConfigException) and err.missing_cfg_file:
@@ -257,6 +271,7 @@ class _Run:
         self.enabled = lg["name"] == "mlflow"
         self.uri: str = lg.get("tracking_uri", "")
         self.run_id: str | None = None
+        self.ended = False
         if not self.enabled:
             return
         from psbench import tracking
@@ -302,15 +317,23 @@ class _Run:
             "weights_sha256": summary.get("weights_sha256"),
         })
         t.end_run(self.uri, self.run_id, t.FINISHED)
+        self.ended = True
 
-    def abort(self, status: str, err: BaseException) -> None:
-        """Mark the run ``status`` (FAILED/KILLED) with ``failure_reason``; never masks the error being handled."""
-        if self.run_id is None:
+    def abort(self, status: str, reason: str, summary: Mapping[str, Any] | None = None,
+              files: Sequence[Path] = ()) -> None:
+        """Mark the run ``status`` (FAILED/KILLED) with tag ``failure_reason``; never masks the error handled."""
+        if self.run_id is None or self.ended:
             return
-        from psbench.tracking.sweep import error_line
-
+        self.ended = True
+        t = self.t
         with contextlib.suppress(Exception):
-            self.t.end_run(self.uri, self.run_id, status, error_line(err))
+            if summary is not None:
+                t.log_summary(self.uri, self.run_id, summary)
+                t.log_artifacts(self.uri, self.run_id, files)
+            t.set_tags(self.uri, self.run_id, {"failure_reason": " ".join(reason.split()),
+                                               **({"status": summary["status"]} if summary else {})})
+        with contextlib.suppress(Exception):
+            t.end_run(self.uri, self.run_id, status)
 
 
 def execute(cfg: DictConfig) -> float | None:
@@ -326,23 +349,28 @@ def execute(cfg: DictConfig) -> float | None:
     from psbench.tracking.provenance import provenance
 
     prov = provenance(resolved["trainer"].get("num_threads"))
-    run = _Run(resolved, run_dir, prov)
+    summary_file = run_dir / "summary.json"
+    overrides = run_dir / ".hydra" / "overrides.yaml"
+    run: _Run | None = None
     try:
+        with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
+            run = _Run(resolved, run_dir, prov)
         from psbench.train import train
 
         summary = dict(train(cfg, run_dir, run.lightning_logger(resolved)))
         summary.update(mlflow_run_id=run.run_id, provenance=prov)
-        summary_file = run_dir / "summary.json"
-        _write_json(summary_file, summary)
-        overrides = run_dir / ".hydra" / "overrides.yaml"
         artifacts = [summary_file, config_file, overrides]
         artifacts += [Path(p) for p in summary.get("artifacts") or []]
-        run.finish(summary, artifacts)
-    except KeyboardInterrupt as err:
-        run.abort("KILLED", err)
+        with lifecycle.deferred():
+            _write_json(summary_file, summary)
+            run.finish(summary, artifacts)
+    except lifecycle.Killed as k:
+        if run is not None and not run.ended:
+            _end_killed(k, run, summary_file, [summary_file, config_file, overrides], prov)
         raise
     except BaseException as err:
-        run.abort("FAILED", err)
+        if run is not None:
+            run.abort("FAILED", _failure_reason(err))
         raise
     log.info(
         "%s: test_error=%s staleness_mean=%s sim_time_s=%s -> %s",
@@ -351,6 +379,25 @@ def execute(cfg: DictConfig) -> float | None:
     )
     err = summary.get("test_error")
     return None if err is None else float(err)
+
+
+def _failure_reason(err: BaseException) -> str:
+    """One line for the MLflow tag: the message of a handled error, else ``Type: first line``."""
+    lines = str(err).strip().splitlines()
+    if isinstance(err, RunFailure | ConfigError | DataError) and lines:
+        return lines[0]
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path],
+                prov: Mapping[str, Any]) -> None:
+    """A killed job: ``summary.json`` (status killed), MLflow KILLED with ``failure_reason``, one line on stderr."""
+    summary = {**lifecycle.summary(k), "mlflow_run_id": run.run_id, "provenance": prov}
+    with contextlib.suppress(OSError):
+        _write_json(summary_file, summary)
+    run.abort("KILLED", summary["failure_reason"], summary, files)
+    print(f"psbench: {summary['failure_reason']}; summary in {summary_file}", file=sys.stderr, flush=True)
+    k.reported = True
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
@@ -365,6 +412,10 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         print(f"psbench: error: {error_message(err)}", file=sys.stderr, flush=True)
         sweep.fail_job(error_message(err))  # the grid goes on, as after a diverged run; counted at its end
         return None
+    except RunFailure as err:
+        if HydraConfig.get().mode != RunMode.MULTIRUN:  # in a sweep the other jobs go on; main() reports it
+            run_failure(err)
+        raise
 
 
 def main() -> None:
@@ -380,9 +431,16 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     from psbench.tracking import sweep
 
+    lifecycle.install()
     try:
         with sweep.closing_parent():  # a sweep cut short: its parent run says why
             _hydra_main()
+    except lifecycle.Killed as k:
+        if not k.reported:
+            print(f"psbench: {k.reason}", file=sys.stderr, flush=True)
+        sys.exit(k.exit_code)
+    except RunFailure as err:
+        run_failure(err)
     except (ConfigError, DataError, HydraException, OmegaConfBaseException) as err:
         report(err)
     finally:

@@ -23,3 +23,11 @@ def require(cond: bool, key: str, value: object, allowed: str) -> None:
     """Raise :class:`ConfigError` unless ``cond`` holds."""
     if not cond:
         raise ConfigError(key, value, allowed)
+
+
+class RunFailure(RuntimeError):
+    """A run failed for a reason the program understands (a learner died, learners did not join in time).
+
+    The CLI prints ``str(err)`` as one line ``psbench: error: …``, marks the MLflow run FAILED with
+    that line as ``failure_reason`` and exits 1.
+    """

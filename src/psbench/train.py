@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from psbench import lifecycle
 from psbench.cluster import CostModel, Topology
 from psbench.errors import require
 from psbench.lr import LRPolicy
@@ -124,6 +125,19 @@ def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int 
     return wrong / len(x), loss / len(x)
 
 
+def quick_evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+                   budget_s: float = 2.0) -> dict[str, float | None]:
+    """``test_error``/``test_loss`` of the current weights for a killed run's summary, or None for both
+    when a first small batch says the whole test set would take more than ``budget_s``."""
+    probe = min(len(x), 64)
+    t0 = time.perf_counter()
+    evaluate(net, x[:probe], y[:probe])
+    if probe == 0 or (time.perf_counter() - t0) * len(x) / probe > budget_s:
+        return {"test_error": None, "test_loss": None}
+    err, loss = evaluate(net, x, y)
+    return {"test_error": err, "test_loss": loss if math.isfinite(loss) else None}
+
+
 def plot_staleness(hist: Mapping[int, int], label: str, path: Path) -> Path:
     import matplotlib
 
@@ -221,8 +235,10 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     import warnings
 
     import pytorch_lightning as pl
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
 
     from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+    from psbench.strategy.interrupt import StopOnSignal
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
     warnings.filterwarnings("ignore", ".*returned `None`.*")
@@ -245,7 +261,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     from psbench.strategy.progress import EpochThroughput
 
     callbacks, rich = _progress_callbacks(str(_get(cfg.trainer, "progress", "auto")))
-    callbacks.append(EpochThroughput())
+    callbacks += [EpochThroughput(), StopOnSignal()]
     if local is not None:
         callbacks.append(LocalStateCheckpoint(local))
     trainer = pl.Trainer(
@@ -261,7 +277,18 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         UpdateBatches(schedule, dm.x_train, dm.y_train, spg, policy, int(cfg.batch_size), protocol.learners,
                       int(cfg.seed)), batch_size=None, shuffle=False, num_workers=0)
     t0 = time.perf_counter()
-    trainer.fit(module, train_dataloaders=data, val_dataloaders=dm.val_dataloader())
+    try:
+        try:
+            with lifecycle.deferred():  # a signal stops the fit at the next update boundary (StopOnSignal)
+                trainer.fit(module, train_dataloaders=data, val_dataloaders=dm.val_dataloader())
+        except SIGTERMException:  # Lightning's SIGTERM handler ran before StopOnSignal took the signal back
+            lifecycle.check()
+            raise
+    except lifecycle.Killed as k:
+        k.progress.update(updates_done=strategy.updates_done, updates_total=schedule.num_updates,
+                          samples=strategy.samples_done, sim_time_s=strategy.sim_time_s,
+                          **quick_evaluate(net, dm.x_test, dm.y_test))
+        raise
     fit_s = time.perf_counter() - t0
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
     diverged = strategy.diverged or not math.isfinite(test_loss)

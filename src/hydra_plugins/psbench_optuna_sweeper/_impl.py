@@ -69,6 +69,7 @@ from hydra_plugins.psbench_optuna_sweeper._search_space import (
     evaluate,
     parse,
 )
+from psbench.lifecycle import Killed
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +256,10 @@ class OptunaSweeperImpl:
                 self.config.hydra.sweep.dir = new
             self.storage_url = OmegaConf.select(self.config, "hydra.sweeper.storage")
             if old != Path(str(self.config.hydra.sweep.dir)):
+                with contextlib.suppress(ImportError):  # psbench's sweep parent run follows the dir
+                    from psbench.tracking.sweep import relocate
+
+                    relocate(self.config)
                 with contextlib.suppress(OSError):  # the timestamped dir a callback made; only if empty
                     old.rmdir()
                     old.parent.rmdir()
@@ -526,7 +531,7 @@ class OptunaSweeperImpl:
         sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN already in a background job of a script
         try:
             results = self.launcher.launch([ov for _, ov in batch], initial_job_idx=batch[0][0].number)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Killed):  # Killed: SIGINT/SIGTERM under psbench.cli (psbench.lifecycle)
             self._interrupted(study, batch)
             raise
         except SystemExit as exc:  # psbench.cli reports bad input and exits 2 from inside the job

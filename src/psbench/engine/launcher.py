@@ -5,8 +5,15 @@ same summary as the simulator path (plus the engine's own counts). The calling p
 the PS — the only one that talks to MLflow — and, with ``engine.launch=spawn`` (default), starts
 the learners itself as ``python -m psbench.engine.learner <run_dir>/dist_spec.json <rank>``, each
 killed by the kernel if the PS process dies (``PR_SET_PDEATHSIG``) and terminated on every exit
-path here. With ``engine.launch=external`` it only waits for λ learners started elsewhere, e.g.
-by torchrun on other nodes (README "engine=dist").
+path here, and ``learner_data.pt`` (their copy of the training set) is removed. With
+``engine.launch=external`` it only waits, at most ``engine.connect_timeout_s``, for λ learners
+started elsewhere, e.g. by torchrun on other nodes (README "engine=dist").
+
+SIGINT/SIGTERM (:mod:`psbench.lifecycle`) stop the PS between messages; the run ends KILLED with
+what was done. Spawned learners ignore SIGINT (the terminal's Ctrl-C reaches the whole process
+group; the PS stops them); a learner ended by SIGINT/SIGTERM kills the run rather than failing it.
+Handled failures (:class:`~psbench.engine.transport.LearnerFailure`, a process group that does not
+form) are :class:`~psbench.errors.RunFailure`: one line in the CLI.
 
 Bad input fails before any process starts, as one :class:`~psbench.errors.ConfigError`: λ above
 ``engine.max_learners`` (≤ :data:`HARD_MAX_LEARNERS`), a port in use, ``backend=nccl`` (needs a
@@ -23,6 +30,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -34,9 +42,10 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from psbench import lifecycle
 from psbench.engine import messages as m
 from psbench.engine.transport import LearnerFailure
-from psbench.errors import ConfigError, require
+from psbench.errors import ConfigError, RunFailure, require
 
 MODES = ("free_run", "replay")
 BACKENDS = ("gloo", "nccl")
@@ -72,6 +81,7 @@ def check_config(cfg: DictConfig) -> None:
     require(_e(cfg, "launch", "spawn") in LAUNCHES, "engine.launch", _e(cfg, "launch"), "one of " + ", ".join(LAUNCHES))
     port = _e(cfg, "port", 0)
     require(isinstance(port, int) and 0 <= port <= 65535, "engine.port", port, "an integer in [0, 65535] (0: any free)")
+    _check_local_address(str(_e(cfg, "master_addr", "127.0.0.1")))
     for key in ("timeout_s", "connect_timeout_s"):
         v = _e(cfg, key, 60)
         require(isinstance(v, int | float) and v > 0, f"engine.{key}", v, "a number of seconds > 0")
@@ -88,6 +98,17 @@ def check_config(cfg: DictConfig) -> None:
                 "null or an existing schedule.npz")
 
 
+def _check_local_address(addr: str) -> None:
+    """The PS listens on ``engine.master_addr``: it must be an address of this host (else connecting to it hangs)."""
+    try:
+        infos = socket.getaddrinfo(addr, 0, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
+            s.bind(infos[0][4][:2])
+    except OSError as e:
+        raise ConfigError("engine.master_addr", addr, "an address of this host, where the PS listens "
+                          f"({e.strerror or e}); learners elsewhere connect to it") from None
+
+
 # ---------------------------------------------------------------------------------- processes
 class Learners:
     """The learner processes this PS started (``spawn``) or, for ``external``, none to watch."""
@@ -97,15 +118,17 @@ class Learners:
         self.logs: list[Path] = []
 
     def spawn(self, spec_file: Path, learners: int, run_dir: Path, threads: int) -> None:
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+        # Ctrl-C reaches the whole process group: the PS alone handles it and stops the learners
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), PSBENCH_SPAWNED="1")
         env.pop("HYDRA_FULL_ERROR", None)
-        for rank in range(1, learners + 1):
-            log = run_dir / f"learner_{rank}.log"
-            with open(log, "wb") as fh:
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "psbench.engine.learner", str(spec_file), str(rank)],
-                    stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, close_fds=True))
-            self.logs.append(log)
+        with lifecycle.deferred():  # every learner started is in self.procs, so stop() ends it
+            for rank in range(1, learners + 1):
+                log = run_dir / f"learner_{rank}.log"
+                with open(log, "wb") as fh:
+                    self.procs.append(subprocess.Popen(
+                        [sys.executable, "-m", "psbench.engine.learner", str(spec_file), str(rank)],
+                        stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, close_fds=True))
+                self.logs.append(log)
         (run_dir / "dist_pids.json").write_text(json.dumps({"ps": os.getpid(), **{
             str(r + 1): p.pid for r, p in enumerate(self.procs)}}))
 
@@ -124,6 +147,14 @@ class Learners:
         except OSError:
             last = []
         return why + (f": {last[-1].strip()[:200]}" if last and rc > 0 else "")
+
+    def killed_by(self) -> tuple[int, int] | None:
+        """(rank, signal) of a learner ended by SIGINT or SIGTERM: the run was killed, it did not fail."""
+        for rank, p in enumerate(self.procs, 1):
+            rc = p.poll()
+            if rc is not None and (-rc in lifecycle.SIGNALS or rc - 128 in lifecycle.SIGNALS):
+                return rank, abs(rc) % 128
+        return None
 
     def stop(self, grace_s: float = 3.0) -> None:
         """Terminate every learner still running, then kill what remains; reap all."""
@@ -274,32 +305,55 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         spec_file.write_text(json.dumps(spec, indent=1))
         if _e(cfg, "launch", "spawn") == "spawn":
             procs.spawn(spec_file, lam, run_dir, spec["threads"])
-        print(f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting for {lam} learners "
-              f"(spec {spec_file})", file=sys.stderr, flush=True)
+        print(f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting up to {connect_s:g} s "
+              f"(engine.connect_timeout_s) for {lam} learners (spec {spec_file})", file=sys.stderr, flush=True)
         t_join = time.perf_counter()
-        _rendezvous(store, lam, procs, connect_s)
-        dist.init_process_group("gloo", store=store, rank=0, world_size=world,
-                                timeout=datetime.timedelta(seconds=max(timeout_s, 3600.0)))
-        join_s = time.perf_counter() - t_join
-        logging.getLogger("psbench").info("engine=dist: %d learners joined in %.1f s; %s run starts", lam, join_s, mode)
-        numel = sum(p.numel() for p in net.parameters())
-        transport = GlooTransport(lam, numel, procs.alive, push_bytes=None if wire is None else wire.push_bytes)
-        ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
-                             timeout_s=timeout_s, tolerate_failures=bool(_e(cfg, "tolerate_failures", False)),
-                             gradient_clip_val=cfg.trainer.get("gradient_clip_val"), logger=logger,
-                             log_every=int(cfg.trainer.get("log_every_n_updates") or 10), wire=wire,
-                             num_train=dm.num_train)
-        stats = ps.run()
+        try:
+            _rendezvous(store, lam, procs, connect_s)
+            try:
+                dist.init_process_group("gloo", store=store, rank=0, world_size=world,
+                                        timeout=datetime.timedelta(seconds=max(timeout_s, 3600.0)))
+            except RuntimeError as e:
+                why = " ".join(str(e).split())[:200]
+                raise RunFailure(f"engine=dist: the process group did not form: {why}") from None
+            join_s = time.perf_counter() - t_join
+            logging.getLogger("psbench").info("engine=dist: %d learners joined in %.1f s; %s run starts",
+                                              lam, join_s, mode)
+            numel = sum(p.numel() for p in net.parameters())
+            transport = GlooTransport(lam, numel, procs.alive, push_bytes=None if wire is None else wire.push_bytes)
+            ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
+                                 timeout_s=timeout_s, tolerate_failures=bool(_e(cfg, "tolerate_failures", False)),
+                                 gradient_clip_val=cfg.trainer.get("gradient_clip_val"), logger=logger,
+                                 log_every=int(cfg.trainer.get("log_every_n_updates") or 10), wire=wire,
+                                 num_train=dm.num_train)
+            with lifecycle.deferred():  # the PS loop checks for a signal between messages (update boundaries)
+                stats = ps.run()
+        except LearnerFailure:
+            lifecycle.check()  # the PS's own signal came with the learners' (Ctrl-C, a job scheduler's kill)
+            killed = procs.killed_by()
+            if killed is not None:
+                name = signal.Signals(killed[1]).name
+                raise lifecycle.killed(killed[1], f"killed by {name} (learner rank {killed[0]})") from None
+            raise
         for p in procs.procs:  # stopped learners leave by themselves
             try:
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+    except lifecycle.Killed as k:
+        k.progress.update(updates_total=updates)
+        if ps is not None:
+            from psbench.train import quick_evaluate
+
+            k.progress.update(updates_done=ps.stats.updates_stepped, samples=ps.stats.pushes_applied * spg,
+                              sim_time_s=time.time() - ps.t0, **quick_evaluate(net, dm.x_test, dm.y_test))
+        raise
     finally:
-        procs.stop()
-        _destroy_group()
-        data_file.unlink(missing_ok=True)
-        del store
+        with lifecycle.deferred():  # no learner process and no copy of the data outlive the run
+            procs.stop()
+            _destroy_group()
+            data_file.unlink(missing_ok=True)
+            del store
 
     log = ps.event_log({**meta, "engine": "dist", "mode": mode})
     artifacts.append(str(log.save(run_dir / ("dist_log.npz" if mode == "replay" else "schedule.npz"))))

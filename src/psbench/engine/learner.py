@@ -100,8 +100,12 @@ def run(spec: dict, rank: int) -> int:
     params = dict(zip(names, (t.view(s) for t, s in zip(flat.split(sizes), shapes, strict=True)), strict=True))
 
     timeout = datetime.timedelta(seconds=float(spec["timeout_s"]))
-    store = dist.TCPStore(spec["addr"], int(spec["port"]), int(spec["world_size"]), False,
-                          timeout=datetime.timedelta(seconds=float(spec["connect_timeout_s"])))
+    try:
+        store = dist.TCPStore(spec["addr"], int(spec["port"]), int(spec["world_size"]), False,
+                              timeout=datetime.timedelta(seconds=float(spec["connect_timeout_s"])))
+    except RuntimeError:  # one line, not the c10d traceback
+        raise SystemExit(f"psbench learner rank {rank}: error: no PS at {spec['addr']}:{spec['port']} within "
+                         f"{float(spec['connect_timeout_s']):g} s (engine.connect_timeout_s)") from None
     store.set(m.READY_KEY.format(rank=rank), str(os.getpid()))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=int(spec["world_size"]), timeout=timeout)
     dist.send(m.encode(m.HELLO), 0)
@@ -141,6 +145,8 @@ def run(spec: dict, rank: int) -> int:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     die_with_parent()
+    if os.environ.get("PSBENCH_SPAWNED") == "1":  # Ctrl-C in the terminal: the PS stops us
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     with open(argv[0]) as fh:
         spec = json.load(fh)
     rank = int(argv[1]) if len(argv) > 1 else int(os.environ["RANK"]) + int(spec.get("rank_offset", 0))

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from psbench import lifecycle
 from psbench.engine import messages as m
 from psbench.engine.aggregate import contribution_order, sum_in_order, update_weights
 from psbench.engine.transport import LearnerFailure
@@ -158,6 +159,7 @@ class ParameterServer:
         last_msg = last_check = time.monotonic()
         tr = self.transport
         while not self._finished():
+            lifecycle.check()  # a signal ends the run here, between messages (psbench.lifecycle)
             msg = tr.get(self.poll_s)
             now = time.monotonic()
             if now - last_check >= self.poll_s:

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from psbench.engine import messages as m
+from psbench.errors import RunFailure
 
 
 class Inbound(NamedTuple):
@@ -27,7 +28,7 @@ class Inbound(NamedTuple):
     error: str | None
 
 
-class LearnerFailure(RuntimeError):
+class LearnerFailure(RunFailure):
     """A learner process died or went silent; ``learner`` is its index (rank − 1)."""
 
     def __init__(self, learner: int, message: str) -> None:

@@ -54,6 +54,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self._recent: deque[float] = deque(maxlen=100)
         self.updates_done = 0
         self.samples_done = 0
+        self.sim_time_s = 0.0  # simulated time of the last update applied
         self.num_train = num_train  # N: ``epoch`` = samples the PS has consumed / N
 
     @property
@@ -107,6 +108,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             return None  # skip the optimizer step
         self.updates_done += 1
         self.samples_done += batch.samples
+        self.sim_time_s = batch.time
         self._recent.append(self.last_loss)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}

@@ -39,6 +39,7 @@ JOBS_FILE = "psbench_jobs.jsonl"
 PARENT_TAG = "psbench.sweep_parent"
 MAX_LINE = 400
 
+_started: dict[str, Path] = {}  # the sweep dir start_sweep set up in this process
 _open: dict[str, str] = {}  # the parent run this process started and has not ended: uri, run_id
 
 
@@ -97,6 +98,7 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
 
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    _started["dir"] = sweep_dir
     (sweep_dir / JOBS_FILE).write_text("")
     info: dict[str, Any] = {"sweep_id": sweep_id(config), "parent_run_id": None}
     if exp_id is not None:
@@ -117,6 +119,23 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
         info.update(parent_run_id=run_id, tracking_uri=uri, experiment_id=exp_id)
         _open.update(uri=uri, run_id=run_id)
     _write(sweep_dir / SWEEP_FILE, info)
+
+
+def relocate(config: DictConfig) -> None:
+    """The sweeper moved the sweep dir after ``on_multirun_start`` (psbench_optuna's per-study default dir):
+    the parent run and the ledger follow — the parent made for the old dir goes (it has no job runs yet),
+    the new dir's own parent is reused, or made, and the old dir is removed if nothing else is in it."""
+    old = _started.pop("dir", None)
+    if old is None or old == Path(str(config.hydra.sweep.dir)):
+        return
+    info = _read(old / SWEEP_FILE)
+    _close("FAILED", None)  # no job run points at it yet: deleted
+    for name in (SWEEP_FILE, JOBS_FILE):
+        (old / name).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # the timestamped dir and its date dir, only if empty
+        old.rmdir()
+        old.parent.rmdir()
+    start_sweep(config, info.get("experiment_id"))
 
 
 def in_basic_sweep() -> bool:
@@ -244,5 +263,7 @@ def closing_parent() -> Iterator[None]:
 def abandon(err: BaseException) -> None:
     """The sweep ended by ``err`` before :func:`end_sweep`: its parent ends FAILED, or KILLED for Ctrl-C and
     exits 130/143 (SIGINT/SIGTERM), with ``failure_reason``; a parent without job runs is deleted."""
-    killed = isinstance(err, KeyboardInterrupt) or (isinstance(err, SystemExit) and err.code in (130, 143))
+    from psbench.lifecycle import Killed
+
+    killed = isinstance(err, KeyboardInterrupt | Killed) or (isinstance(err, SystemExit) and err.code in (130, 143))
     _close("KILLED" if killed else "FAILED", error_line(err))

@@ -1,0 +1,138 @@
+"""How a run ends on SIGINT or SIGTERM: the signal becomes :class:`Killed`, raised where it is safe.
+
+:func:`install` (called by the ``psbench`` entry point) replaces Python's SIGINT handling
+(``KeyboardInterrupt``) and the default SIGTERM action with one handler. Outside a
+:func:`deferred` section the handler raises :class:`Killed` at once; inside one (the training
+loop, the dist PS loop, creating or closing the MLflow run, stopping learner processes) it only
+records the signal, and :func:`check` raises it at the next safe point — an update boundary — or
+the section raises it on leaving. :class:`Killed` is a ``BaseException``, so ``except
+Exception`` in Hydra's job runner, MLflow or Lightning does not swallow it; it carries
+``progress`` (updates done, samples, simulated time, test error) filled in by the code it
+passes through, and the exit code 128 + signal (130 for SIGINT, 143 for SIGTERM).
+
+A signal that arrives after the :class:`Killed` was raised (clean-up is running, bounded in
+time) is ignored; a third one ends the process the default way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Killed(BaseException):
+    """The run was stopped by signal ``signum``; ``reason`` is one line (``killed by SIGTERM``)."""
+
+    def __init__(self, signum: int, reason: str | None = None) -> None:
+        self.signum = signum
+        self.reason = reason or f"killed by {signal.Signals(signum).name}"
+        self.progress: dict[str, Any] = {}
+        self.reported = False  # the CLI printed its line and ended the MLflow run
+        super().__init__(self.reason)
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+_received: list[int] = []
+_depth = 0
+_raised = False
+_installed: set[int] = set()
+
+
+def killed(signum: int, reason: str | None = None) -> Killed:
+    """The one :class:`Killed` of this process (later signals are then ignored)."""
+    global _raised
+    _raised = True
+    return Killed(signum, reason)
+
+
+def _handler(signum: int, frame: object) -> None:
+    _received.append(signum)
+    if len(_received) >= 3:  # the user insists: the default action, now
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    if _raised or _depth:
+        return
+    raise killed(signum)
+
+
+def install() -> None:
+    """Take over SIGINT and SIGTERM in this (main) thread; a signal ignored by the parent stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in SIGNALS:
+        if signal.getsignal(s) is not signal.SIG_IGN:
+            signal.signal(s, _handler)
+            _installed.add(s)
+
+
+def reclaim() -> None:
+    """Put the handler back on the signals :func:`install` took, if a library (Lightning) replaced it."""
+    if threading.current_thread() is threading.main_thread():
+        for s in _installed:
+            signal.signal(s, _handler)
+
+
+def pending() -> int | None:
+    """The first signal received and not yet raised as :class:`Killed`, if any."""
+    return _received[0] if _received and not _raised else None
+
+
+def check() -> None:
+    """A safe point: raise :class:`Killed` if a signal came."""
+    s = pending()
+    if s is not None:
+        raise killed(s)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold signals inside; :func:`check` raises them, and so does leaving the outermost section normally."""
+    global _depth
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+    if _depth == 0:
+        check()
+
+
+def reset() -> None:
+    """Forget received signals (a fresh start, e.g. in tests that run jobs in-process)."""
+    global _raised, _depth
+    _received.clear()
+    _raised, _depth = False, 0
+
+
+def summary(k: Killed) -> dict[str, Any]:
+    """``summary.json`` of a killed run: status, signal, reason and what was done so far."""
+    p = k.progress
+    done = int(p.get("updates_done") or 0)
+    return {"status": "killed", "diverged": False, "signal": k.signal_name, "failure_reason": describe(k),
+            "updates_done": done, "updates_total": p.get("updates_total"), "ps_updates": done,
+            "samples": int(p.get("samples") or 0), "sim_time_s": p.get("sim_time_s"),
+            "test_error": p.get("test_error"), "test_loss": p.get("test_loss")}
+
+
+def describe(k: Killed) -> str:
+    """``killed by SIGTERM after 37 of 120 PS updates`` (the MLflow ``failure_reason``)."""
+    p = k.progress
+    total = p.get("updates_total")
+    if "updates_done" not in p:
+        return f"{k.reason} before training"
+    of = f" of {total}" if total is not None else ""
+    return f"{k.reason} after {int(p['updates_done'])}{of} PS updates"

@@ -1,0 +1,285 @@
+"""SIGINT/SIGTERM end a run KILLED, at every phase; handled engine=dist failures are one line.
+
+Each test starts the real ``psbench`` (``python -m psbench.cli``) in a subprocess with the
+MLflow store of ``psbench_root``, waits for a marker of the phase it targets (the MLflow run
+exists; a progress line; the PS waiting for learners), sends the signal, and checks what a
+user or a job scheduler sees: the exit code (130 / 143), one line on stderr, ``summary.json``
+with ``status: killed`` and what was done, the MLflow run KILLED with ``failure_reason``, no
+process of the run left and no ``learner_data.pt``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+SIGNALS = [signal.SIGINT, signal.SIGTERM]
+
+
+class Psbench:
+    """A running ``psbench`` whose stdout/stderr go to files under ``root``."""
+
+    def __init__(self, root: Path, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+        env["PSBENCH_ROOT"] = str(root)
+        self.root, self.out, self.err = root, root / "stdout.txt", root / "stderr.txt"
+        with open(self.out, "w") as o, open(self.err, "w") as e:  # its own group: killpg = Ctrl-C in a terminal
+            self.proc = subprocess.Popen([sys.executable, "-m", "psbench.cli", *args], cwd=root, env=env,
+                                         stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def text(self) -> str:
+        return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")
+
+    def wait_for(self, ready, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert self.proc.poll() is None, f"psbench ended early ({self.proc.returncode}): {self.text()[-3000:]}"
+            assert time.monotonic() < deadline, f"marker not seen: {self.text()[-3000:]}"
+            time.sleep(0.05)
+
+    def kill(self, sig: int, group: bool = False, timeout: float = 120) -> tuple[int, str]:
+        os.killpg(self.proc.pid, sig) if group else os.kill(self.proc.pid, sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        return rc, self.err.read_text(errors="replace")
+
+
+@pytest.fixture
+def handlers():
+    """psbench's handlers installed in this process for one test, then pytest's put back."""
+    from psbench import lifecycle
+
+    saved = {s: signal.getsignal(s) for s in lifecycle.SIGNALS}
+    lifecycle.reset()
+    lifecycle.install()
+    yield lifecycle
+    lifecycle.reset()
+    for s, h in saved.items():
+        signal.signal(s, h)
+
+
+def test_a_signal_waits_for_the_boundary_inside_deferred_and_is_raised_once(handlers):
+    lifecycle = handlers
+    steps = []
+    with pytest.raises(lifecycle.Killed) as k:
+        with lifecycle.deferred():
+            for step in range(3):
+                if step == 1:
+                    os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here and only records it
+                steps.append(step)
+                if step == 1:
+                    lifecycle.check()  # the boundary after step 1
+    assert steps == [0, 1] and k.value.exit_code == 143 and k.value.reason == "killed by SIGTERM"
+    os.kill(os.getpid(), signal.SIGINT)  # a second signal during the clean-up is not raised again
+    lifecycle.check()
+    with pytest.raises(lifecycle.Killed) as fresh:  # outside a deferred section a signal raises at once
+        lifecycle.reset()
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+    assert fresh.value.exit_code == 130 and fresh.value.signal_name == "SIGINT"
+
+
+def _runs(root: Path) -> list[tuple[str, str, dict[str, str]]]:
+    """(run id, status, tags) of every job's run in root/mlflow.db (a sweep's parent run left out), via sqlite."""
+    with sqlite3.connect(root / "mlflow.db", timeout=30) as db:
+        runs = db.execute("select run_uuid, status from runs where lifecycle_stage = 'active' "
+                          "order by start_time").fetchall()
+        out = [(rid, status, dict(db.execute("select key, value from tags where run_uuid = ?", (rid,))))
+               for rid, status in runs]
+    parents = {tags.get("mlflow.parentRunId") for _, _, tags in out}
+    return [r for r in out if r[0] not in parents]
+
+
+def _left_processes(root: Path) -> list[str]:
+    """Command lines of live processes that mention ``root`` (psbench itself, learners)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(root) in cmd and state != "Z":
+            found.append(cmd)
+    return found
+
+
+def _assert_killed(root: Path, run_dir: Path, sig: int, rc: int, err: str) -> dict:
+    """Exit 128 + sig, one ``psbench: killed by`` line, summary killed, MLflow KILLED, nothing left; the summary."""
+    name = signal.Signals(sig).name
+    assert rc == EXIT[sig], err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    lines = [s for s in err.splitlines() if s.startswith("psbench: killed")]
+    assert len(lines) == 1 and lines[0].startswith(f"psbench: killed by {name}"), err[-3000:]
+    assert lines[0].endswith(f"summary in {run_dir / 'summary.json'}")
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["status"] == "killed" and s["signal"] == name
+    (run_id, status, tags), = _runs(root)
+    assert status == "KILLED" and s["mlflow_run_id"] == run_id
+    assert tags["failure_reason"] == s["failure_reason"] == lines[0].removeprefix("psbench: ").split(";")[0]
+    assert tags["status"] == "killed"
+    assert not _left_processes(root)
+    assert not list(root.rglob("learner_data.pt"))
+    return s
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_signal_before_training_ends_the_run_killed(psbench_root, sig):
+    """Signalled as soon as the MLflow run exists: the schedule of ~86 k gradients is still being simulated."""
+    run_dir = psbench_root / "run"
+    p = Psbench(psbench_root, "batch_size=1", "epochs=60", "trainer.progress=plain", f"hydra.run.dir={run_dir}")
+    p.wait_for(lambda: bool(_runs(psbench_root)))
+    rc, err = p.kill(sig)
+    s = _assert_killed(psbench_root, run_dir, sig, rc, err)
+    assert s["updates_done"] == s["samples"] == 0 and s["test_error"] is None
+    assert s["failure_reason"] == f"killed by {sig.name} before training"
+    assert "update " not in p.out.read_text()  # no training step ran
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_signal_during_training_stops_at_an_update_boundary(psbench_root, sig):
+    """Lightning's SIGTERM handling (exit 0, run FAILED) does not get the signal; the summary says how far it got."""
+    run_dir = psbench_root / "run"
+    p = Psbench(psbench_root, "epochs=3000", "trainer.progress=plain", "trainer.eval_every_epochs=1",
+                f"hydra.run.dir={run_dir}")
+    p.wait_for(lambda: "update " in p.out.read_text())
+    rc, err = p.kill(sig)
+    s = _assert_killed(psbench_root, run_dir, sig, rc, err)
+    assert 0 < s["updates_done"] < s["updates_total"] and s["samples"] == 128 * s["updates_done"]  # λμ per update
+    assert s["failure_reason"] == f"killed by {sig.name} after {s['updates_done']} of {s['updates_total']} PS updates"
+    assert 0 <= s["test_error"] < 0.9 and s["sim_time_s"] > 0  # trained weights, evaluated at the boundary
+
+
+def test_a_signal_stops_a_multirun(psbench_root):
+    """The job running ends KILLED, no further job starts, the sweep exits 143."""
+    sweep = psbench_root / "sweep"
+    p = Psbench(psbench_root, "-m", "seed=0,1,2", "epochs=3000", "trainer.progress=plain",
+                f"hydra.sweep.dir={sweep}")
+    p.wait_for(lambda: "update " in p.out.read_text())
+    rc, err = p.kill(signal.SIGTERM)
+    _assert_killed(psbench_root, sweep / "0", signal.SIGTERM, rc, err)
+    assert not (sweep / "1").exists()
+
+
+def test_a_signal_stops_an_optuna_search_and_its_trial_runs_again_on_resume(psbench_root):
+    """hydra/sweeper=psbench_optuna: the trial killed is FAIL ``interrupted``, nothing runs after it."""
+    import optuna
+    from optuna.trial import TrialState
+
+    p = Psbench(psbench_root, "-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=3", "epochs=3000",
+                "trainer.progress=plain")
+    p.wait_for(lambda: "update " in p.out.read_text())
+    rc, err = p.kill(signal.SIGINT)
+    sweep, = (psbench_root / "multirun/optuna").glob("rudra_pareto-*")  # the study's default dir
+    trials = optuna.load_study(study_name="rudra_pareto", storage=f"sqlite:///{sweep}/optuna.db").get_trials()
+    killed, = [t for t in trials if t.user_attrs.get("interrupted")]
+    assert killed.state == TrialState.FAIL
+    _assert_killed(psbench_root, sweep / str(killed.number), signal.SIGINT, rc, err)
+    # the next run of the same command reruns it in its job dir (tests/test_sweeper_resume.py)
+    assert not [t for t in trials if t.state == TrialState.COMPLETE]  # nothing ran after it
+
+
+def _external(root: Path, *args: str) -> Psbench:
+    return Psbench(root, "engine=dist", "engine.launch=external", "engine.master_addr=127.0.0.2", "learners=2",
+                   "trainer.progress=none", f"hydra.run.dir={root / 'run'}", *args)
+
+
+def test_learners_that_do_not_join_fail_the_run_in_one_line(psbench_root):
+    """engine.connect_timeout_s bounds the wait; what it waits for is said once; no traceback; FAILED + reason."""
+    p = _external(psbench_root, "engine.connect_timeout_s=2")
+    rc = p.proc.wait(timeout=300)
+    err = p.err.read_text()
+    assert rc == 1, err[-3000:]
+    assert err.count("waiting up to 2 s (engine.connect_timeout_s) for 2 learners") == 1
+    assert err.strip().splitlines()[-1] == ("psbench: error: learner ranks [1, 2] did not join within 2 s "
+                                            "(engine.connect_timeout_s)")
+    assert "Traceback" not in err and "Error executing job" not in err
+    (_, status, tags), = _runs(psbench_root)
+    assert status == "FAILED" and tags["failure_reason"] == err.strip().splitlines()[-1].removeprefix(
+        "psbench: error: ")
+    assert not (psbench_root / "run" / "learner_data.pt").exists()
+
+
+def test_ctrl_c_while_the_ps_waits_for_learners_ends_the_run_killed(psbench_root):
+    p = _external(psbench_root, "engine.connect_timeout_s=600")
+    p.wait_for(lambda: "waiting up to 600 s" in p.err.read_text())
+    rc, err = p.kill(signal.SIGINT, group=True)
+    s = _assert_killed(psbench_root, psbench_root / "run", signal.SIGINT, rc, err)
+    assert s["updates_done"] == 0 and s["failure_reason"] == "killed by SIGINT before training"
+
+
+def test_a_master_addr_of_another_host_is_refused_before_any_run(psbench_root):
+    """The PS listens on engine.master_addr: an address not of this host would hang in connect; exit 2 at once."""
+    p = _external(psbench_root, "engine.master_addr=192.0.2.1")  # TEST-NET-1: never a local address
+    rc = p.proc.wait(timeout=300)
+    err = p.err.read_text()
+    assert rc == 2 and err.strip().splitlines()[-1].startswith(
+        "psbench: error: engine.master_addr='192.0.2.1' is invalid: allowed an address of this host"), err
+    assert _runs(psbench_root) == []
+
+
+# ---------------------------------------------------------------------------- real learner processes
+def _learner_pids(run_dir: Path) -> list[int]:
+    return [pid for k, pid in json.loads((run_dir / "dist_pids.json").read_text()).items() if k != "ps"]
+
+
+def _dist(root: Path) -> tuple[Psbench, Path]:
+    run_dir = root / "run"
+    p = Psbench(root, "engine=dist", "learners=2", "protocol=async", "epochs=500", "trainer.progress=none",
+                f"hydra.run.dir={run_dir}")
+    p.wait_for(lambda: "learners joined" in (run_dir / "psbench.log").read_text()
+               if (run_dir / "psbench.log").exists() else False)
+    time.sleep(1)  # mid-run
+    return p, run_dir
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig,group", [(signal.SIGTERM, False), (signal.SIGINT, True)], ids=["SIGTERM-PS", "Ctrl-C"])
+def test_a_signal_to_the_dist_ps_ends_the_run_killed_and_stops_the_learners(psbench_root, sig, group):
+    """SIGTERM to the PS, or Ctrl-C to the process group (learners ignore it: the PS stops them)."""
+    p, run_dir = _dist(psbench_root)
+    learners = _learner_pids(run_dir)
+    rc, err = p.kill(sig, group=group)
+    s = _assert_killed(psbench_root, run_dir, sig, rc, err)
+    assert 0 < s["updates_done"] < s["updates_total"] and s["test_error"] is not None
+    assert not [pid for pid in learners if Path(f"/proc/{pid}").exists()]
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_learner_ends_the_run_killed(psbench_root):
+    p, run_dir = _dist(psbench_root)
+    os.kill(_learner_pids(run_dir)[1], signal.SIGTERM)
+    rc = p.proc.wait(timeout=120)
+    err = p.err.read_text()
+    s = _assert_killed(psbench_root, run_dir, signal.SIGTERM, rc, err)
+    assert s["failure_reason"].startswith("killed by SIGTERM (learner rank 2) after ")
+
+
+def test_a_learner_that_cannot_reach_the_ps_says_so_in_one_line(tmp_path):
+    """A learner started by hand or torchrun against a PS that is not there: bounded by connect_timeout_s."""
+    import torch
+
+    torch.save({"x": torch.zeros(4, 64), "y": torch.zeros(4, dtype=torch.long)}, tmp_path / "data.pt")
+    spec = {"addr": "127.0.0.2", "port": 9, "world_size": 2, "connect_timeout_s": 1, "timeout_s": 5, "threads": 1,
+            "data_file": str(tmp_path / "data.pt"), "seed": 0, "samples_per_gradient": 1, "model": "mlp",
+            "input_shape": [64], "num_classes": 10, "model_kwargs": {}}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    r = subprocess.run([sys.executable, "-m", "psbench.engine.learner", str(tmp_path / "spec.json"), "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.stderr.strip().splitlines()[-1] == ("psbench learner rank 1: error: no PS at 127.0.0.2:9 within 1 s "
+                                                 "(engine.connect_timeout_s)")
