@@ -191,6 +191,11 @@ def check_group(group: str, node: Any, spec: Group) -> str:
         require(name in spec.options, f"{group}.name", name, "one of " + ", ".join(spec.options))
     else:
         name = next(iter(spec.options))
+    for k, v in node.items():  # a key of another option: say which (protocol=hardsync +protocol.n=4)
+        users = [o for o, keys in spec.options.items() if k in keys]
+        if k != "name" and k not in spec.options[name] and users:
+            raise ConfigError(f"{group}.{k}", v, f"only with {group}=" + "|".join(users) +
+                              f" (this is {group}={name}, whose keys are: {', '.join(spec.keys(name))})")
     check_keys(group, {k: v for k, v in node.items() if not (spec.named and k == "name")}, spec.options[name],
                f"{group}={name}" if spec.named else group)
     return name

@@ -9,24 +9,34 @@ One module per codec (:mod:`none`, :mod:`fp16`, :mod:`qsgd`, :mod:`sparsify` —
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from psbench.compression.base import Codec, Payload, learner_generator
-from psbench.compression.error_feedback import ErrorFeedback
-from psbench.compression.fp16 import FP16
-from psbench.compression.none import NoCompression
 from psbench.compression.options import CODEC_KEYS, COMPRESSION, COMPRESSIONS, PIPELINE_KEYS
-from psbench.compression.qsgd import QSGD
-from psbench.compression.signsgd import SignSGD
-from psbench.compression.sparsify import RandomK, TopK
-from psbench.compression.terngrad import TernGrad
 from psbench.errors import require
+from psbench.lazy import lazy
 from psbench.schema import check_keys
 
-CODECS: dict[str, type[Codec]] = {
-    "none": NoCompression, "fp16": FP16, "qsgd": QSGD, "topk": TopK, "randomk": RandomK,
-    "signsgd": SignSGD, "terngrad": TernGrad,
+if TYPE_CHECKING:
+    from psbench.compression.base import Codec
+
+# imported on first use (torch): the torch-free psbench.compression.options imports without it
+_CLASSES = {
+    "Codec": "psbench.compression.base", "Payload": "psbench.compression.base",
+    "learner_generator": "psbench.compression.base", "ErrorFeedback": "psbench.compression.error_feedback",
+    "FP16": "psbench.compression.fp16", "NoCompression": "psbench.compression.none", "QSGD": "psbench.compression.qsgd",
+    "SignSGD": "psbench.compression.signsgd", "RandomK": "psbench.compression.sparsify",
+    "TopK": "psbench.compression.sparsify", "TernGrad": "psbench.compression.terngrad",
 }
+_lazy = lazy(__name__, _CLASSES)
+#: codec name -> its class name
+_CODEC_CLASSES = {"none": "NoCompression", "fp16": "FP16", "qsgd": "QSGD", "topk": "TopK", "randomk": "RandomK",
+                  "signsgd": "SignSGD", "terngrad": "TernGrad"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CODECS":  # codec name -> class
+        return {codec: _lazy(cls) for codec, cls in _CODEC_CLASSES.items()}
+    return _lazy(name)
 
 
 def allowed_keys(name: str) -> tuple[str, ...]:
@@ -36,13 +46,13 @@ def allowed_keys(name: str) -> tuple[str, ...]:
 
 def build_codec(name: str, options: Mapping[str, Any] | None = None) -> Codec:
     """A codec from its config-group options; ``error_feedback: true`` wraps it in :class:`ErrorFeedback`."""
-    require(name in CODECS, "compression.name", name, "one of " + ", ".join(COMPRESSIONS))
+    require(name in COMPRESSIONS, "compression.name", name, "one of " + ", ".join(COMPRESSIONS))
     opts = dict(options or {})
     opts.pop("name", None)
     check_keys("compression", opts, COMPRESSION.options[name], f"compression={name}", partial=True)
     ef = opts.get("error_feedback", False)
-    codec = CODECS[name](**{k: opts[k] for k in CODEC_KEYS[name] if k in opts})
-    return ErrorFeedback(codec) if ef else codec
+    codec = _lazy(_CODEC_CLASSES[name])(**{k: opts[k] for k in CODEC_KEYS[name] if k in opts})
+    return _lazy("ErrorFeedback")(codec) if ef else codec
 
 
 __all__ = [

@@ -9,32 +9,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from psbench.data import sources
-from psbench.data.cifar import load_cifar10_folder, load_cifar10_subset
-from psbench.data.datamodule import ArrayDataModule
-from psbench.data.digits import load_digits_split
-from psbench.data.mnist import load_idx_folder
 from psbench.data.options import DATASET_KEYS, DATASET_NAMES
-from psbench.data.preprocess import ArraySplit
-from psbench.data.synthetic import make_synthetic
 from psbench.errors import ConfigError
+from psbench.lazy import lazy
 from psbench.schema import check_keys
+
+if TYPE_CHECKING:
+    from psbench.data.datamodule import ArrayDataModule
+    from psbench.data.preprocess import ArraySplit
+
+# imported on first use (torch, Lightning): the torch-free psbench.data.options imports without them
+__getattr__ = lazy(__name__, {
+    "ArrayDataModule": "psbench.data.datamodule", "ArraySplit": "psbench.data.preprocess",
+    "load_cifar10_folder": "psbench.data.cifar", "load_cifar10_subset": "psbench.data.cifar",
+    "load_digits_split": "psbench.data.digits", "load_idx_folder": "psbench.data.mnist",
+    "make_synthetic": "psbench.data.synthetic",
+})
 
 #: Options forwarded to :class:`ArrayDataModule` (the rest are the data set's own, :data:`DATASET_KEYS`).
 _COMMON = ("subset", "batch_size", "verify")
 
 
 def _idx(paths: Mapping[str, Path]) -> ArraySplit:
+    from psbench.data.mnist import load_idx_folder
+
     return load_idx_folder(next(iter(paths.values())).parent)
 
 
 def _cifar10(paths: Mapping[str, Path]) -> ArraySplit:
+    from psbench.data.cifar import load_cifar10_folder
+
     return load_cifar10_folder(next(iter(paths.values())).parent)
 
 
 def _cifar10_subset(paths: Mapping[str, Path]) -> ArraySplit:
+    from psbench.data.cifar import load_cifar10_subset
+
     return load_cifar10_subset(next(iter(paths.values())))
 
 
@@ -59,6 +71,11 @@ def build_datamodule(
     batch = {"batch_size": kwargs.pop("batch_size")} if "batch_size" in kwargs else {}  # the Python API's loader
     check_keys("dataset", kwargs, DATASET_KEYS[name], f"dataset={name}", partial=True)
     kwargs.update(batch)
+    from psbench.data import sources
+    from psbench.data.datamodule import ArrayDataModule
+    from psbench.data.digits import load_digits_split
+    from psbench.data.synthetic import make_synthetic
+
     common = {k: kwargs.pop(k) for k in _COMMON if k in kwargs}
     base = dict(data_dir=data_dir, seed=seed, download=download, eval_batch_size=eval_batch_size, **common)
     if name in ("mnist", "fashion_mnist"):

@@ -14,28 +14,28 @@ parameter counts without allocating memory.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from psbench.errors import ConfigError
-from psbench.models.agn_net import AGNNet
-from psbench.models.alexnet import AlexNet
-from psbench.models.cifar_cnn import CifarCNN
-from psbench.models.cifarnet import CifarNet
-from psbench.models.googlenet import GoogLeNet
-from psbench.models.layers import WithinChannelLRN
-from psbench.models.lenet import LeNet
-from psbench.models.mlp import MLP
+from psbench.lazy import lazy
 from psbench.models.options import MODEL_KEYS, MODEL_NAMES, SSP_VARIANTS
-from psbench.models.ssp_mlp import SSPMLP
-from psbench.models.vgg import VGGA
 from psbench.schema import check_keys
 
+if TYPE_CHECKING:
+    from torch import nn
+
+#: every class, imported on first use (torch): the torch-free :mod:`psbench.models.options` imports without it
+_CLASSES = {
+    "MLP": "psbench.models.mlp", "SSPMLP": "psbench.models.ssp_mlp", "LeNet": "psbench.models.lenet",
+    "CifarCNN": "psbench.models.cifar_cnn", "CifarNet": "psbench.models.cifarnet", "AlexNet": "psbench.models.alexnet",
+    "GoogLeNet": "psbench.models.googlenet", "VGGA": "psbench.models.vgg", "AGNNet": "psbench.models.agn_net",
+    "WithinChannelLRN": "psbench.models.layers",
+}
+__getattr__ = lazy(__name__, _CLASSES)
 #: the convolutional models and their classes (input (C, H, W)); ``mlp`` and ``ssp_mlp`` flatten any shape.
-_CONV: dict[str, type[nn.Module]] = {
-    "lenet": LeNet, "cifar_cnn": CifarCNN, "cifarnet": CifarNet, "alexnet": AlexNet,
-    "googlenet": GoogLeNet, "vgg_a": VGGA, "agn_net": AGNNet,
+_CONV: dict[str, str] = {
+    "lenet": "LeNet", "cifar_cnn": "CifarCNN", "cifarnet": "CifarNet", "alexnet": "AlexNet",
+    "googlenet": "GoogLeNet", "vgg_a": "VGGA", "agn_net": "AGNNet",
 }
 
 
@@ -73,12 +73,12 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int, **kwarg
         if any(h < 1 for h in hidden):
             raise ConfigError("model.hidden", list(hidden), "positive layer sizes")
         if name == "mlp":
-            return MLP(shape, int(num_classes), hidden)
-        return SSPMLP(shape, int(num_classes), hidden, kwargs.get("activation") or "sigmoid")
+            return __getattr__("MLP")(shape, int(num_classes), hidden)
+        return __getattr__("SSPMLP")(shape, int(num_classes), hidden, kwargs.get("activation") or "sigmoid")
     if len(shape) != 3:
         raise ConfigError("model.input_shape", list(shape), f"(C, H, W) for {name}")
     try:
-        return _CONV[name](shape, int(num_classes), **kwargs)
+        return __getattr__(_CONV[name])(shape, int(num_classes), **kwargs)
     except RuntimeError as exc:  # spatial size too small for the conv / pool stack
         raise ConfigError(
             "model.input_shape", list(shape), f"an image large enough for {name} ({exc})".replace("\n", " ")
