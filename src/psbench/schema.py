@@ -15,7 +15,7 @@ import math
 import os
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
@@ -31,16 +31,15 @@ class Key:
     """One config key: ``ok(value)`` decides, ``allowed`` says what is allowed, in words.
 
     ``required`` keys are in the option's file; the others may be added with ``+group.key=…``
-    and default to ``default``.
+    (the code that reads them has their default).
     """
 
     ok: Callable[[Any], bool]
     allowed: str
     required: bool = True
-    default: Any = None
 
-    def optional(self, default: Any = None) -> Key:
-        return Key(self.ok, self.allowed, False, default)
+    def optional(self) -> Key:
+        return Key(self.ok, self.allowed, False)
 
 
 #: an option's keys (besides ``name``): a :class:`Key` each, or a nested mapping of them
@@ -59,7 +58,6 @@ class Group:
     options: Mapping[str, Keys]
     check: Callable[[Mapping[str, Any]], None] | None = None
     named: bool = True
-    doc: str = field(default="", compare=False)
 
     def keys(self, option: str) -> tuple[str, ...]:
         return (("name",) if self.named else ()) + tuple(self.options[option])

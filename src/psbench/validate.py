@@ -56,7 +56,7 @@ TOP: dict[str, Key] = {
     "seed": integer(0, SEED_MAX, words=f"in [0, 2**32-1 = {SEED_MAX}] (numpy's seed range)"),
     "schedule_only": boolean(),
     "tags": mapping(what="a mapping of free-form MLflow tags, e.g. +tags.note=baseline"),
-    "resume": Key(_resume, "null, auto, or an existing run directory to resume").optional(None),
+    "resume": Key(_resume, "null, auto, or an existing run directory to resume").optional(),
 }
 PATHS = Group({"default": {"root_dir": text(what="a directory"), "data_dir": text(what="a directory"),
                            "output_dir": text(what="a writable directory")}}, named=False)

@@ -8,10 +8,10 @@ _COMMON: Keys = {
     "download": boolean(),                                         # fetch the standard files if missing
     "eval_batch_size": integer(1),
     "subset": integer(1, null="all training samples", words="(the first N training samples)"),
-    "verify": boolean().optional(True),                            # md5 checks of the raw files
+    "verify": boolean().optional(),                            # md5 checks of the raw files
 }
 DATASET_KEYS: dict[str, Keys] = {
-    "digits": {**_COMMON, "test_size": integer(1, 1796).optional(360)},
+    "digits": {**_COMMON, "test_size": integer(1, 1796).optional()},
     "mnist": _COMMON,
     "fashion_mnist": _COMMON,
     "cifar10": _COMMON,
@@ -22,8 +22,8 @@ DATASET_KEYS: dict[str, Keys] = {
         "num_classes": integer(2),
         "num_train": integer(1),
         "num_test": integer(1),
-        "separation": number(0).optional(4.0),
-        "noise": number(0).optional(1.0),
+        "separation": number(0).optional(),
+        "noise": number(0).optional(),
     },
 }
 DATASET_NAMES = tuple(DATASET_KEYS)

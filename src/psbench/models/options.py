@@ -17,7 +17,7 @@ SSP_ACTIVATIONS = ("sigmoid", "tanh", "relu")
 INITS = ("torch", "caffe")
 
 _WIDTHS = sequence(integer(1), what="a list of hidden layer widths, each an integer >= 1")
-_INIT = one_of(*INITS).optional("torch")
+_INIT = one_of(*INITS).optional()
 _BATCHNORM = boolean()
 MODEL_KEYS: dict[str, Keys] = {
     "mlp": {"hidden": _WIDTHS},

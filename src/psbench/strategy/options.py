@@ -22,7 +22,7 @@ _COMMON: Keys = {
     "poly_epochs": number(0, lo_open=True, unit="epochs until the polynomial decay reaches zero"),
 }
 OPTIMIZER_KEYS: dict[str, Keys] = {
-    "sgd": {**_COMMON, "momentum": number(0, 1, hi_open=True), "nesterov": boolean().optional(False)},
+    "sgd": {**_COMMON, "momentum": number(0, 1, hi_open=True), "nesterov": boolean().optional()},
     "adagrad": _COMMON,
     "adam": {**_COMMON, "betas": sequence(number(0, 1, hi_open=True), length=2,
                                           what="[beta1, beta2], each a number in [0, 1)")},
@@ -47,8 +47,8 @@ TRAINER = Group({"default": {
     "progress": one_of(*PROGRESS),
     "num_threads": integer(1, null="torch's default"),
     "deterministic": boolean(),
-    "batching": one_of(*BATCHING).optional("auto"),
-    "gradient_clip_val": number(0, null="no clipping", float32=True).optional(None),
-    "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)").optional(0),
-    "save_weights": boolean().optional(True),
+    "batching": one_of(*BATCHING).optional(),
+    "gradient_clip_val": number(0, null="no clipping", float32=True).optional(),
+    "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)").optional(),
+    "save_weights": boolean().optional(),
 }}, named=False)
