@@ -35,9 +35,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from psbench.engine import messages as m
-from psbench.engine.options import check_dist
+from psbench.engine.options import ENGINE, check_dist
 from psbench.engine.transport import LearnerFailure
 from psbench.errors import ConfigError, require
+from psbench.schema import check_group
 
 
 def _e(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -46,8 +47,10 @@ def _e(cfg: DictConfig, key: str, default: Any = None) -> Any:
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Refuse what real processes cannot run (:func:`psbench.engine.options.check_dist`; torch-free)."""
-    check_dist(OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+    """The ``engine`` keys and what real processes cannot run (:mod:`psbench.engine.options`; torch-free)."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    check_group("engine", resolved["engine"], ENGINE)  # type: ignore[index]
+    check_dist(resolved)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------- processes
