@@ -43,17 +43,37 @@ def test_preset_overrides_top_level_keys_and_cli_overrides_preset(compose_cfg):
     assert cfg.learners == 6 and cfg.protocol.name == "softsync"
 
 
-@pytest.mark.parametrize(
-    ("group", "allowed"),
-    [
-        ("model", v.MODELS), ("dataset", v.DATASETS), ("protocol", v.PROTOCOLS),
-        ("lr_policy", v.LR_POLICIES), ("optimizer", v.OPTIMIZERS),
-        ("compression", v.COMPRESSIONS), ("topology", v.TOPOLOGIES), ("engine", v.ENGINES),
-        ("logger", v.LOGGERS),
-    ],
-)
-def test_allowed_names_match_the_option_files(group, allowed):
-    assert sorted(group_options(group)) == sorted(allowed)
+def _agree(path: str, node: dict, keys, required_only: bool = True) -> None:
+    """Every key of an option file is declared; every required declared key is in the file."""
+    from psbench.schema import Key
+
+    for k, value in node.items():
+        assert k in keys, f"{path}.{k} is in conf/ but not declared"
+        if isinstance(keys[k], dict):
+            _agree(f"{path}.{k}", value, keys[k])
+    for k, key in keys.items():
+        assert k in node or (isinstance(key, Key) and not key.required), f"{path}.{k} is declared but not in conf/"
+
+
+@pytest.mark.parametrize("group", list(v.GROUPS))
+def test_the_declared_schema_and_conf_agree(group):
+    """One declaration per group (psbench.schema.Group next to its code): its options are conf/<group>/*.yaml,
+    and their keys are the files' keys — nothing is kept twice by hand."""
+    spec = v.GROUPS[group]
+    assert sorted(group_options(group)) == sorted(spec.options)
+    for option in spec.options:
+        node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / group / f"{option}.yaml"), resolve=False)
+        if spec.named:
+            assert node.pop("name") == option
+        _agree(f"{group}={option}", node, spec.options[option])
+
+
+def test_the_top_level_keys_and_groups_are_declared():
+    top = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "config.yaml"), resolve=False)
+    defaults = [next(iter(d)) if isinstance(d, dict) else d for d in top.pop("defaults")]
+    assert [d for d in defaults if d in v.GROUPS] == list(v.GROUPS)  # every group is composed, in this order
+    assert set(defaults) - set(v.GROUPS) == {"hydra", "_self_", "experiment", "hparams_search"}
+    _agree("config", top, v.TOP)
 
 
 @pytest.mark.parametrize("group", ["model", "dataset", "protocol", "lr_policy", "optimizer",
@@ -160,3 +180,93 @@ def test_check_writable_dir_leaves_nothing_behind(tmp_path):
     target = tmp_path / "new" / "dir"
     assert v.check_writable_dir("k", target) == target
     assert target.is_dir() and list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize("group", list(v.GROUPS))
+def test_an_unknown_key_in_any_group_names_the_allowed_keys(compose_cfg, group):
+    cfg = compose_cfg(f"+{group}.zzz_typo=1")
+    with pytest.raises(ConfigError) as info:
+        v.validate(cfg)
+    assert info.value.key == f"{group}.zzz_typo"
+    option = cfg[group].get("name", "default")
+    for key in v.GROUPS[group].options[option]:
+        assert key in info.value.allowed
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["+extra=1"], "extra"),
+        (["tags=5"], "tags"),
+        (["+resume=/no/such/run/dir"], "resume"),
+        (["seed=4294967296"], "seed"),
+        (["epochs=inf"], "epochs"),
+        (["model.hidden=[0]"], "model.hidden"),
+        (["model.hidden=wide"], "model.hidden"),
+        (["model=alexnet", "model.groups=3"], "model.groups"),
+        (["model=cifar_cnn", "+model.init=xavier"], "model.init"),
+        (["dataset.subset=0"], "dataset.subset"),
+        (["dataset.download=maybe"], "dataset.download"),
+        (["+dataset.verify=1"], "dataset.verify"),
+        (["optimizer.weight_decay=1e39"], "optimizer.weight_decay"),
+        (["optimizer.lr=nan"], "optimizer.lr"),
+        (["optimizer=adam", "optimizer.betas=[0.9]"], "optimizer.betas"),
+        (["optimizer=adagrad", "+optimizer.momentum=0.9"], "optimizer.momentum"),
+        (["optimizer.gamma=0"], "optimizer.gamma"),
+        (["compression=signsgd", "compression.scale=l2"], "compression.scale"),
+        (["compression=qsgd", "compression.error_feedback=1"], "compression.error_feedback"),
+        (["hardware.calibrate=1"], "hardware.calibrate"),
+        (["+hardware.stragglers.share=0.5"], "hardware.stragglers.share"),
+        (["hardware.compute=fast"], "hardware.compute"),
+        (["engine=dist", "engine.port=70000"], "engine.port"),
+        (["engine=dist", "engine.mode=async"], "engine.mode"),
+        (["engine=dist", "engine.timeout_s=0"], "engine.timeout_s"),
+        (["engine=dist", "engine.max_learners=300"], "engine.max_learners"),
+        (["engine=dist", "engine.learner_delay_s={0: -1}"], "engine.learner_delay_s"),
+        (["engine=dist", "engine.learner_delay_s={9: 0.1}"], "engine.learner_delay_s.9"),
+        (["engine=dist", "engine.backend=nccl"], "engine.backend"),
+        (["engine=dist", "topology=rudra_adv"], "topology.name"),
+        (["trainer.deterministic=1"], "trainer.deterministic"),
+        (["trainer.num_threads=0"], "trainer.num_threads"),
+        (["+trainer.checkpoint_every=-1"], "trainer.checkpoint_every"),
+        (["+trainer.save_weights=yes"], "trainer.save_weights"),
+        (["logger.tracking_uri=/tmp/mlruns"], "logger.tracking_uri"),
+        (["logger.tracking_uri=sqlite://relative.db"], "logger.tracking_uri"),
+        (["logger.lock_timeout_s=0"], "logger.lock_timeout_s"),
+        (["logger.run_name=''"], "logger.run_name"),
+    ],
+)
+def test_wrong_type_or_range_in_any_group_names_its_key(compose_cfg, overrides, key):
+    with pytest.raises(ConfigError) as info:
+        v.validate(compose_cfg(*overrides))
+    assert info.value.key == key
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["+optimizer.nesterov=true"], ["+trainer.batching=loop"], ["+trainer.gradient_clip_val=0.5"],
+        ["+trainer.gradient_clip_val=0"], ["+trainer.checkpoint_every=100", "+trainer.save_weights=false"],
+        ["+resume=auto"], ["seed=4294967295"], ["+tags.note=baseline"], ["+dataset.verify=false"],
+        ["dataset=synthetic", "+dataset.noise=0.5"], ["model=cifar_cnn", "+model.init=caffe"],
+        ["optimizer.lr=3.4e38"], ["logger.tracking_uri=http://127.0.0.1:5000"], ["logger.run_name=mine"],
+        ["engine=dist", "engine.learner_delay_s={0: 0.05}"],
+    ],
+)
+def test_declared_optional_keys_and_boundaries_are_accepted(compose_cfg, overrides):
+    v.validate(compose_cfg(*overrides))
+
+
+def test_resume_names_an_existing_run_dir(compose_cfg, tmp_path):
+    v.validate(compose_cfg(f"+resume={tmp_path}"))
+
+
+def test_validation_imports_no_torch():
+    """The schema declarations are torch-free, so bad input is refused in about a second."""
+    import subprocess
+    import sys
+
+    code = "import sys, psbench.validate, psbench.cli; print(sorted({'torch', 'pytorch_lightning'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

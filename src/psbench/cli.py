@@ -128,7 +128,8 @@ class OutputDirCheck(Callback):
         lg, exp_id = config.get("logger"), None
         if lg is not None and lg.get("name") == "mlflow":
             try:
-                exp_id = ensure_experiment(lg.tracking_uri, lg.experiment_name, lg.artifact_location)
+                exp_id = ensure_experiment(lg.tracking_uri, lg.experiment_name, lg.artifact_location,
+                                           lg.get("lock_timeout_s", 30))
             except ConfigError as err:
                 report(err)
         sweep.start_sweep(config, exp_id)  # the parent run of the jobs, and their ledger
@@ -222,6 +223,11 @@ def hydra_error_line(err: BaseException) -> str:
         if options:
             return str(ConfigError(group or "config", option, "one of " + ", ".join(options)))
     text = str(err)
+    unknown = re.search(r"Could not override '([^']+)'\.\s*To append to your config use \+\1=(.*)", text)
+    if unknown and "not in struct" in str(err.__cause__):  # a typo: name the keys there are, not "use +key"
+        from psbench.validate import unknown_override
+
+        return str(unknown_override(unknown.group(1), unknown.group(2).strip()))
     if isinstance(err, OverrideParseException):
         # the message says what is wrong, not where: "no viable alternative at input '['"
         text = f"cannot parse override {err.override!r}: {text.splitlines()[0]}"
@@ -279,7 +285,7 @@ class _Run:
 
         self.t = tracking
         exp_id = tracking.ensure_experiment(
-            self.uri, lg["experiment_name"], lg.get("artifact_location")
+            self.uri, lg["experiment_name"], lg.get("artifact_location"), lg.get("lock_timeout_s", 30)
         )
         tags = tracking.run_tags(resolved, _hydra_choices())
         tags["run_dir"] = str(run_dir)

@@ -9,52 +9,68 @@ One module per codec (:mod:`none`, :mod:`fp16`, :mod:`qsgd`, :mod:`sparsify` —
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from psbench.compression.base import Codec, Payload, learner_generator
-from psbench.compression.error_feedback import ErrorFeedback
-from psbench.compression.fp16 import FP16
-from psbench.compression.none import NoCompression
-from psbench.compression.qsgd import QSGD
-from psbench.compression.signsgd import SignSGD
-from psbench.compression.sparsify import RandomK, TopK
-from psbench.compression.terngrad import TernGrad
-from psbench.errors import ConfigError, require
+from psbench.compression.options import CODEC_KEYS, COMPRESSION, COMPRESSIONS, PIPELINE_KEYS
+from psbench.errors import require
+from psbench.lazy import lazy
+from psbench.schema import check_keys
 
-CODECS: dict[str, type[Codec]] = {
-    "none": NoCompression, "fp16": FP16, "qsgd": QSGD, "topk": TopK, "randomk": RandomK,
-    "signsgd": SignSGD, "terngrad": TernGrad,
+if TYPE_CHECKING:
+    from psbench.compression.base import Codec
+
+# imported on first use (torch): the torch-free psbench.compression.options imports without it
+_CLASSES = {
+    "Codec": "psbench.compression.base", "Payload": "psbench.compression.base",
+    "learner_generator": "psbench.compression.base", "ErrorFeedback": "psbench.compression.error_feedback",
+    "FP16": "psbench.compression.fp16", "NoCompression": "psbench.compression.none", "QSGD": "psbench.compression.qsgd",
+    "SignSGD": "psbench.compression.signsgd", "RandomK": "psbench.compression.sparsify",
+    "TopK": "psbench.compression.sparsify", "TernGrad": "psbench.compression.terngrad",
 }
-#: codec -> its constructor keys (``compression.<key>``)
-CODEC_KEYS: dict[str, tuple[str, ...]] = {
-    "none": (), "fp16": (), "qsgd": ("levels", "bucket"), "topk": ("k",), "randomk": ("k",),
-    "signsgd": ("scale",), "terngrad": ("clip", "wire"),
-}
-#: keys the pipeline reads (``error_feedback`` for every codec, the rest TernGrad §3.1/§4.2 only)
-PIPELINE_KEYS: dict[str, tuple[str, ...]] = {"terngrad": ("share_scalers", "float_last_layer", "localize")}
-COMPRESSIONS = tuple(CODECS)
+_lazy = lazy(__name__, _CLASSES)
+#: codec name -> its class name
+_CODEC_CLASSES = {"none": "NoCompression", "fp16": "FP16", "qsgd": "QSGD", "topk": "TopK", "randomk": "RandomK",
+                  "signsgd": "SignSGD", "terngrad": "TernGrad"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CODECS":  # codec name -> class
+        return {codec: _lazy(cls) for codec, cls in _CODEC_CLASSES.items()}
+    return _lazy(name)
 
 
 def allowed_keys(name: str) -> tuple[str, ...]:
-    if name == "none":
-        return ("name",)
-    return ("name", "error_feedback", *CODEC_KEYS.get(name, ()), *PIPELINE_KEYS.get(name, ()))
+    """The keys of ``compression=<name>`` (:data:`psbench.compression.options.COMPRESSION`)."""
+    return COMPRESSION.keys(name)
 
 
 def build_codec(name: str, options: Mapping[str, Any] | None = None) -> Codec:
     """A codec from its config-group options; ``error_feedback: true`` wraps it in :class:`ErrorFeedback`."""
-    require(name in CODECS, "compression.name", name, "one of " + ", ".join(COMPRESSIONS))
+    require(name in COMPRESSIONS, "compression.name", name, "one of " + ", ".join(COMPRESSIONS))
     opts = dict(options or {})
     opts.pop("name", None)
-    for k in opts:
-        if k not in allowed_keys(name):
-            keys = ", ".join(allowed_keys(name))
-            raise ConfigError(f"compression.{k}", opts[k], f"a key of compression={name}: {keys}")
+    check_keys("compression", opts, COMPRESSION.options[name], f"compression={name}", partial=True)
     ef = opts.get("error_feedback", False)
-    require(isinstance(ef, bool), "compression.error_feedback", ef, "true or false")
-    codec = CODECS[name](**{k: opts[k] for k in CODEC_KEYS[name] if k in opts})
-    return ErrorFeedback(codec) if ef else codec
+    codec = _lazy(_CODEC_CLASSES[name])(**{k: opts[k] for k in CODEC_KEYS[name] if k in opts})
+    return _lazy("ErrorFeedback")(codec) if ef else codec
 
 
-__all__ = ["CODECS", "COMPRESSIONS", "FP16", "QSGD", "Codec", "ErrorFeedback", "NoCompression", "Payload",
-           "RandomK", "SignSGD", "TernGrad", "TopK", "allowed_keys", "build_codec", "learner_generator"]
+__all__ = [
+    "CODECS",
+    "CODEC_KEYS",
+    "COMPRESSIONS",
+    "FP16",
+    "PIPELINE_KEYS",
+    "QSGD",
+    "Codec",
+    "ErrorFeedback",
+    "NoCompression",
+    "Payload",
+    "RandomK",
+    "SignSGD",
+    "TernGrad",
+    "TopK",
+    "allowed_keys",
+    "build_codec",
+    "learner_generator",
+]

@@ -9,36 +9,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from psbench.data import sources
-from psbench.data.cifar import load_cifar10_folder, load_cifar10_subset
-from psbench.data.datamodule import ArrayDataModule
-from psbench.data.digits import load_digits_split
-from psbench.data.mnist import load_idx_folder
-from psbench.data.preprocess import ArraySplit
-from psbench.data.synthetic import make_synthetic
+from psbench.data.options import DATASET_KEYS, DATASET_NAMES
 from psbench.errors import ConfigError
+from psbench.lazy import lazy
+from psbench.schema import check_keys
 
-DATASET_NAMES = ("digits", "mnist", "fashion_mnist", "cifar10", "cifar10_subset", "synthetic")
+if TYPE_CHECKING:
+    from psbench.data.datamodule import ArrayDataModule
+    from psbench.data.preprocess import ArraySplit
 
-#: Options every data set accepts (forwarded to :class:`ArrayDataModule`).
+# imported on first use (torch, Lightning): the torch-free psbench.data.options imports without them
+__getattr__ = lazy(__name__, {
+    "ArrayDataModule": "psbench.data.datamodule", "ArraySplit": "psbench.data.preprocess",
+    "load_cifar10_folder": "psbench.data.cifar", "load_cifar10_subset": "psbench.data.cifar",
+    "load_digits_split": "psbench.data.digits", "load_idx_folder": "psbench.data.mnist",
+    "make_synthetic": "psbench.data.synthetic",
+})
+
+#: Options forwarded to :class:`ArrayDataModule` (the rest are the data set's own, :data:`DATASET_KEYS`).
 _COMMON = ("subset", "batch_size", "verify")
-_EXTRA: dict[str, tuple[str, ...]] = {
-    "digits": ("test_size",),
-    "synthetic": ("shape", "num_classes", "num_train", "num_test", "separation", "noise"),
-}
 
 
 def _idx(paths: Mapping[str, Path]) -> ArraySplit:
+    from psbench.data.mnist import load_idx_folder
+
     return load_idx_folder(next(iter(paths.values())).parent)
 
 
 def _cifar10(paths: Mapping[str, Path]) -> ArraySplit:
+    from psbench.data.cifar import load_cifar10_folder
+
     return load_cifar10_folder(next(iter(paths.values())).parent)
 
 
 def _cifar10_subset(paths: Mapping[str, Path]) -> ArraySplit:
+    from psbench.data.cifar import load_cifar10_subset
+
     return load_cifar10_subset(next(iter(paths.values())))
 
 
@@ -60,12 +68,14 @@ def build_datamodule(
     """
     if name not in DATASET_NAMES:
         raise ConfigError("dataset.name", name, "one of " + ", ".join(DATASET_NAMES))
-    allowed = _COMMON + _EXTRA.get(name, ())
-    for key in kwargs:
-        if key not in allowed:
-            raise ConfigError(
-                f"dataset.{key}", kwargs[key], f"no such option for {name}; options: {', '.join(allowed)}"
-            )
+    batch = {"batch_size": kwargs.pop("batch_size")} if "batch_size" in kwargs else {}  # the Python API's loader
+    check_keys("dataset", kwargs, DATASET_KEYS[name], f"dataset={name}", partial=True)
+    kwargs.update(batch)
+    from psbench.data import sources
+    from psbench.data.datamodule import ArrayDataModule
+    from psbench.data.digits import load_digits_split
+    from psbench.data.synthetic import make_synthetic
+
     common = {k: kwargs.pop(k) for k in _COMMON if k in kwargs}
     base = dict(data_dir=data_dir, seed=seed, download=download, eval_batch_size=eval_batch_size, **common)
     if name in ("mnist", "fashion_mnist"):

@@ -16,9 +16,9 @@ Handled failures (:class:`~psbench.engine.transport.LearnerFailure`, a process g
 form) are :class:`~psbench.errors.RunFailure`: one line in the CLI.
 
 Bad input fails before any process starts, as one :class:`~psbench.errors.ConfigError`: λ above
-``engine.max_learners`` (≤ :data:`HARD_MAX_LEARNERS`), a port in use, ``backend=nccl`` (needs a
-GPU; the data plane here is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
-(:func:`psbench.engine.wire.check`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
+``engine.max_learners`` (≤ 256), a port in use, ``backend=nccl`` (needs a GPU; the data plane here
+is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
+(:func:`psbench.engine.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
 Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
 local steps in their own processes (spec key ``local``) and push commits.
 """
@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -44,14 +43,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from psbench import lifecycle
 from psbench.engine import messages as m
+from psbench.engine.options import ENGINE, check_dist
 from psbench.engine.transport import LearnerFailure
 from psbench.errors import ConfigError, RunFailure, require
-
-MODES = ("free_run", "replay")
-BACKENDS = ("gloo", "nccl")
-LAUNCHES = ("spawn", "external")
-#: the process limit: engine.max_learners may be lowered, never raised above this
-HARD_MAX_LEARNERS = 256
+from psbench.schema import check_group
 
 
 def _e(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -60,53 +55,11 @@ def _e(cfg: DictConfig, key: str, default: Any = None) -> Any:
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Validate the ``engine`` group for ``engine=dist`` (cheap; called by :func:`psbench.validate.validate`)."""
-    lam = int(cfg.learners)
-    limit = _e(cfg, "max_learners", 64)
-    require(isinstance(limit, int) and 1 <= limit <= HARD_MAX_LEARNERS, "engine.max_learners", limit,
-            f"an integer in [1, {HARD_MAX_LEARNERS}]")
-    require(lam <= limit, "learners", lam, f"at most engine.max_learners={limit} learner processes with engine=dist")
-    require(_e(cfg, "mode", "free_run") in MODES, "engine.mode", _e(cfg, "mode"), "one of " + ", ".join(MODES))
-    backend = _e(cfg, "backend", "gloo")
-    comp = cfg.get("compression")
-    if comp is not None and comp.get("name", "none") != "none":
-        from psbench.engine.wire import check
-        from psbench.train import build_protocol
+    """The ``engine`` keys and what real processes cannot run (:mod:`psbench.engine.options`; torch-free)."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    check_group("engine", resolved["engine"], ENGINE)  # type: ignore[index]
+    check_dist(resolved)  # type: ignore[arg-type]
 
-        check(OmegaConf.to_container(comp, resolve=True), build_protocol(cfg).gradients_per_update)
-    require(backend in BACKENDS, "engine.backend", backend, "one of " + ", ".join(BACKENDS))
-    if backend == "nccl":
-        why = "the PS data plane is gloo-only" if torch.cuda.is_available() else "nccl needs a CUDA GPU, none here"
-        raise ConfigError("engine.backend", backend, f"gloo ({why})")
-    require(_e(cfg, "launch", "spawn") in LAUNCHES, "engine.launch", _e(cfg, "launch"), "one of " + ", ".join(LAUNCHES))
-    port = _e(cfg, "port", 0)
-    require(isinstance(port, int) and 0 <= port <= 65535, "engine.port", port, "an integer in [0, 65535] (0: any free)")
-    _check_local_address(str(_e(cfg, "master_addr", "127.0.0.1")))
-    for key in ("timeout_s", "connect_timeout_s"):
-        v = _e(cfg, key, 60)
-        require(isinstance(v, int | float) and v > 0, f"engine.{key}", v, "a number of seconds > 0")
-    threads = _e(cfg, "learner_threads", 1)
-    require(isinstance(threads, int) and threads >= 1, "engine.learner_threads", threads, "an integer >= 1")
-    delays = _e(cfg, "learner_delay_s", {})
-    for k, v in dict(delays).items():
-        require(str(k).isdigit() and 0 <= int(k) < lam and isinstance(v, int | float) and v >= 0,
-                f"engine.learner_delay_s.{k}", v, f"seconds >= 0 for a learner index in [0, {lam})")
-    require(cfg.topology.name == "rudra_base", "topology.name", cfg.topology.name,
-            "rudra_base with engine=dist (the PS tree is not executed yet)")
-    if _e(cfg, "mode") == "replay" and _e(cfg, "schedule") is not None:
-        require(Path(str(_e(cfg, "schedule"))).is_file(), "engine.schedule", _e(cfg, "schedule"),
-                "null or an existing schedule.npz")
-
-
-def _check_local_address(addr: str) -> None:
-    """The PS listens on ``engine.master_addr``: it must be an address of this host (else connecting to it hangs)."""
-    try:
-        infos = socket.getaddrinfo(addr, 0, type=socket.SOCK_STREAM)
-        with socket.socket(infos[0][0], socket.SOCK_STREAM) as s:
-            s.bind(infos[0][4][:2])
-    except OSError as e:
-        raise ConfigError("engine.master_addr", addr, "an address of this host, where the PS listens "
-                          f"({e.strerror or e}); learners elsewhere connect to it") from None
 
 
 # ---------------------------------------------------------------------------------- processes

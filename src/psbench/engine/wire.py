@@ -10,7 +10,8 @@ gradient that it then weights and aggregates as it does uncompressed ones.
 
 Not executed on real processes: scaler sharing across the c > 1 learners of an update (the update's
 contributors are known only when they have pushed) and parameter localization (pulls carry fp32
-weights); :func:`check` refuses the first, the summary records the second.
+weights); the config check (:func:`psbench.engine.options.check_dist`) refuses the first, the summary
+records the second.
 """
 
 from __future__ import annotations
@@ -21,16 +22,6 @@ from typing import Any
 import torch
 
 from psbench.compression.base import Payload
-from psbench.errors import require
-
-
-def check(options: Mapping[str, Any], gradients_per_update: int) -> None:
-    """Refuse what real processes cannot execute yet (one line naming the key)."""
-    name = options.get("name", "none")
-    require(not (name == "terngrad" and options.get("share_scalers") and gradients_per_update > 1),
-            "compression.share_scalers", True,
-            f"false with engine=dist and c = {gradients_per_update} gradients per update (the scaler negotiation "
-            "round between an update's learners is not executed on real processes; c = 1 protocols share trivially)")
 
 
 class GradientWire:

@@ -14,62 +14,39 @@ parameter counts without allocating memory.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from psbench.errors import ConfigError
-from psbench.models.agn_net import AGNNet
-from psbench.models.alexnet import AlexNet
-from psbench.models.cifar_cnn import CifarCNN
-from psbench.models.cifarnet import CifarNet
-from psbench.models.googlenet import GoogLeNet
-from psbench.models.layers import WithinChannelLRN
-from psbench.models.lenet import LeNet
-from psbench.models.mlp import MLP
-from psbench.models.ssp_mlp import ACTIVATIONS, SSPMLP, VARIANTS
-from psbench.models.vgg import VGGA
+from psbench.lazy import lazy
+from psbench.models.options import MODEL_KEYS, MODEL_NAMES, SSP_VARIANTS
+from psbench.schema import check_keys
 
-MODEL_NAMES = ("mlp", "lenet", "cifar_cnn", "cifarnet", "alexnet", "googlenet", "vgg_a", "ssp_mlp", "agn_net")
-_OPTIONS: dict[str, tuple[str, ...]] = {
-    "mlp": ("hidden",),
-    "lenet": ("init",),
-    "cifar_cnn": ("lrn", "init"),
-    "cifarnet": ("crop",),
-    "alexnet": ("batchnorm", "groups"),
-    "googlenet": ("batchnorm",),
-    "vgg_a": ("batchnorm",),
-    "ssp_mlp": ("variant", "hidden", "activation"),
-    "agn_net": (),
+if TYPE_CHECKING:
+    from torch import nn
+
+#: every class, imported on first use (torch): the torch-free :mod:`psbench.models.options` imports without it
+_CLASSES = {
+    "MLP": "psbench.models.mlp", "SSPMLP": "psbench.models.ssp_mlp", "LeNet": "psbench.models.lenet",
+    "CifarCNN": "psbench.models.cifar_cnn", "CifarNet": "psbench.models.cifarnet", "AlexNet": "psbench.models.alexnet",
+    "GoogLeNet": "psbench.models.googlenet", "VGGA": "psbench.models.vgg", "AGNNet": "psbench.models.agn_net",
+    "WithinChannelLRN": "psbench.models.layers",
 }
-_INITS = ("torch", "caffe")
+__getattr__ = lazy(__name__, _CLASSES)
 #: the convolutional models and their classes (input (C, H, W)); ``mlp`` and ``ssp_mlp`` flatten any shape.
-_CONV: dict[str, type[nn.Module]] = {
-    "lenet": LeNet, "cifar_cnn": CifarCNN, "cifarnet": CifarNet, "alexnet": AlexNet,
-    "googlenet": GoogLeNet, "vgg_a": VGGA, "agn_net": AGNNet,
+_CONV: dict[str, str] = {
+    "lenet": "LeNet", "cifar_cnn": "CifarCNN", "cifarnet": "CifarNet", "alexnet": "AlexNet",
+    "googlenet": "GoogLeNet", "vgg_a": "VGGA", "agn_net": "AGNNet",
 }
 
 
 def uses_batchnorm(name: str, options: Mapping[str, Any]) -> bool:
     """Whether ``build_model(name, ..., **options)`` has BatchNorm layers (``batchnorm: true``)."""
-    return "batchnorm" in _OPTIONS.get(name, ()) and options.get("batchnorm") is True
+    return "batchnorm" in MODEL_KEYS.get(name, {}) and options.get("batchnorm") is True
 
 
 def _check_options(name: str, kwargs: dict[str, Any]) -> None:
-    """One ConfigError naming the key for a bad option value (unknown keys are checked by the caller)."""
-    if kwargs.get("init", "torch") not in _INITS:
-        raise ConfigError("model.init", kwargs["init"], "one of " + ", ".join(_INITS))
-    if "batchnorm" in kwargs and not isinstance(kwargs["batchnorm"], bool):
-        raise ConfigError("model.batchnorm", kwargs["batchnorm"], "true or false")
-    if kwargs.get("groups", 2) not in (1, 2) or isinstance(kwargs.get("groups"), bool):
-        raise ConfigError("model.groups", kwargs["groups"], "1 or 2 (Caffe's two-GPU grouping)")
-    crop = kwargs.get("crop")
-    if crop is not None and (isinstance(crop, bool) or not isinstance(crop, int) or crop < 1):
-        raise ConfigError("model.crop", crop, "null or an integer >= 1 (TernGrad/TF: 24)")
-    if kwargs.get("variant", "timit") not in VARIANTS:
-        raise ConfigError("model.variant", kwargs["variant"], "one of " + ", ".join(VARIANTS))
-    if kwargs.get("activation") is not None and kwargs["activation"] not in ACTIVATIONS:
-        raise ConfigError("model.activation", kwargs["activation"], "one of " + ", ".join(ACTIVATIONS))
+    """One ConfigError naming the key for an unknown option or a bad value (:data:`MODEL_KEYS`)."""
+    check_keys("model", kwargs, MODEL_KEYS[name], f"model={name}", partial=True)
 
 
 def build_model(name: str, input_shape: Sequence[int], num_classes: int, **kwargs: Any) -> nn.Module:
@@ -88,24 +65,20 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int, **kwarg
         raise ConfigError("model.input_shape", list(shape), "positive dimensions")
     if int(num_classes) < 2:
         raise ConfigError("model.num_classes", num_classes, "an integer >= 2")
-    for key in kwargs:
-        if key not in _OPTIONS[name]:
-            options = ", ".join(_OPTIONS[name]) or "none"
-            raise ConfigError(f"model.{key}", kwargs[key], f"no such option for {name}; options: {options}")
     _check_options(name, kwargs)
     if name in ("mlp", "ssp_mlp"):
-        default = (128,) if name == "mlp" else VARIANTS[kwargs.pop("variant", "timit")]
+        default = (128,) if name == "mlp" else SSP_VARIANTS[kwargs.pop("variant", "timit")]
         given = kwargs.pop("hidden", None)
         hidden = tuple(int(h) for h in (default if given is None else given))
         if any(h < 1 for h in hidden):
             raise ConfigError("model.hidden", list(hidden), "positive layer sizes")
         if name == "mlp":
-            return MLP(shape, int(num_classes), hidden)
-        return SSPMLP(shape, int(num_classes), hidden, kwargs.get("activation") or "sigmoid")
+            return __getattr__("MLP")(shape, int(num_classes), hidden)
+        return __getattr__("SSPMLP")(shape, int(num_classes), hidden, kwargs.get("activation") or "sigmoid")
     if len(shape) != 3:
         raise ConfigError("model.input_shape", list(shape), f"(C, H, W) for {name}")
     try:
-        return _CONV[name](shape, int(num_classes), **kwargs)
+        return __getattr__(_CONV[name])(shape, int(num_classes), **kwargs)
     except RuntimeError as exc:  # spatial size too small for the conv / pool stack
         raise ConfigError(
             "model.input_shape", list(shape), f"an image large enough for {name} ({exc})".replace("\n", " ")

@@ -20,12 +20,10 @@ from math import prod
 import torch
 from torch import nn
 
-#: variant → hidden layer sizes (SSP-DNN §5).
-VARIANTS: dict[str, tuple[int, ...]] = {
-    "timit": (2048,) * 6,
-    "imagenet63k": (5000, 3000, 2000),
-}
-ACTIVATIONS: dict[str, type[nn.Module]] = {"sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "relu": nn.ReLU}
+from psbench.models.options import SSP_ACTIVATIONS
+from psbench.models.options import SSP_VARIANTS as VARIANTS  # variant → hidden layer sizes (SSP-DNN §5)
+
+ACTIVATIONS: dict[str, type[nn.Module]] = dict(zip(SSP_ACTIVATIONS, (nn.Sigmoid, nn.Tanh, nn.ReLU), strict=True))
 
 
 class SSPMLP(nn.Module):

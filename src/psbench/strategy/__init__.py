@@ -1,10 +1,18 @@
-"""Executing PS schedules with Lightning: batches per update, snapshots, batched gradients, the strategy."""
+"""Executing PS schedules with Lightning: batches per update, snapshots, batched gradients, the strategy.
 
-from psbench.strategy.batches import SampleStream, SnapshotGroup, UpdateBatch, UpdateBatches
-from psbench.strategy.gradients import BATCHING, update_gradient
-from psbench.strategy.module import ClassifierModule, build_optimizer
-from psbench.strategy.ps_strategy import ParameterServerStrategy
-from psbench.strategy.snapshots import SnapshotStore
+Attributes load lazily, so the torch-free :mod:`psbench.strategy.options` imports without torch.
+"""
+
+from psbench.lazy import lazy
+from psbench.strategy.options import BATCHING
+
+__getattr__ = lazy(__name__, {
+    "SampleStream": "psbench.strategy.batches", "SnapshotGroup": "psbench.strategy.batches",
+    "UpdateBatch": "psbench.strategy.batches", "UpdateBatches": "psbench.strategy.batches",
+    "update_gradient": "psbench.strategy.gradients",
+    "ClassifierModule": "psbench.strategy.module", "build_optimizer": "psbench.strategy.module",
+    "ParameterServerStrategy": "psbench.strategy.ps_strategy", "SnapshotStore": "psbench.strategy.snapshots",
+})
 
 __all__ = ["BATCHING", "ClassifierModule", "ParameterServerStrategy", "SampleStream", "SnapshotGroup",
            "SnapshotStore", "UpdateBatch", "UpdateBatches", "build_optimizer", "update_gradient"]

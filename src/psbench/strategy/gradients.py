@@ -24,9 +24,9 @@ from torch.func import functional_call, grad, vmap
 
 from psbench.engine.aggregate import learner_gradient
 from psbench.strategy.batches import UpdateBatch
+from psbench.strategy.options import BATCHING
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (logits, y) -> per-sample loss
-BATCHING = ("auto", "grouped", "vmap", "loop")
 
 
 def update_gradient(net: torch.nn.Module, loss: LossFn, batch: UpdateBatch,

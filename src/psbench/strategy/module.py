@@ -16,8 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from psbench.errors import require
-
-OPTIMIZERS = ("sgd", "adagrad", "adam")
+from psbench.strategy.options import OPTIMIZERS
 
 
 def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -75,8 +77,60 @@ def _quiet() -> Iterator[None]:
             logging.getLogger(name).setLevel(level)
 
 
+#: seconds to wait for a store another process holds locked before giving up (``logger.lock_timeout_s``)
+LOCK_TIMEOUT_S = 30.0
+
+
+def _waiting(db: Path, timeout_s: float, holder: str) -> None:
+    print(f"psbench: {db} is locked by {holder}; waiting up to {timeout_s:g} s (logger.lock_timeout_s)",
+          file=sys.stderr, flush=True)
+
+
+def _locked(tracking_uri: str, db: Path, timeout_s: float) -> ConfigError:
+    return ConfigError("logger.tracking_uri", tracking_uri,
+                       f"a store that no other process holds locked ({db} stayed locked for {timeout_s:g} s, "
+                       "logger.lock_timeout_s)")
+
+
+def check_store(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
+    """Refuse a sqlite store that cannot be used, before any run exists; no-op for other schemes.
+
+    Its directory must be creatable and an existing file must be a sqlite database that can be
+    read. A database another process holds locked (a writer's exclusive lock) is waited for at
+    most ``timeout_s`` seconds, with a message on stderr; then :class:`ConfigError`.
+    """
+    import sqlite3
+
+    db = sqlite_path(tracking_uri)
+    if db is None:
+        return
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError("logger.tracking_uri", tracking_uri,
+                          f"a sqlite:/// URI in a writable directory ({e.strerror or e})") from None
+    if not db.exists() or db.stat().st_size == 0:
+        return
+    for wait in (0.0, timeout_s):
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=wait)) as con:
+                con.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e):
+                raise ConfigError("logger.tracking_uri", tracking_uri,
+                                  f"a readable MLflow sqlite database ({db}: {e})") from None
+            if wait:
+                raise _locked(tracking_uri, db, timeout_s) from None
+            _waiting(db, timeout_s, "another process (an sqlite write lock)")
+        except sqlite3.DatabaseError as e:
+            raise ConfigError("logger.tracking_uri", tracking_uri,
+                              f"an MLflow sqlite database or a new file ({db}: {e}; move it away or "
+                              "point logger.tracking_uri elsewhere)") from None
+
+
 @contextlib.contextmanager
-def _store_lock(tracking_uri: str) -> Iterator[None]:
+def _store_lock(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the sqlite file (created empty if missing).
 
     sqlite itself uses POSIX record locks, which do not interact with ``flock`` on Linux,
@@ -103,11 +157,30 @@ def _store_lock(tracking_uri: str) -> Iterator[None]:
         except ImportError:  # pragma: no cover - non-POSIX
             yield
             return
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        _flock(fh.fileno(), tracking_uri, db, timeout_s)
         try:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _flock(fd: int, tracking_uri: str, db: Path, timeout_s: float) -> None:
+    """An exclusive ``flock`` on ``fd``, waiting at most ``timeout_s`` (with a message) for its holder."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise _locked(tracking_uri, db, timeout_s) from None
+            if not told:
+                _waiting(db, timeout_s, "another psbench creating the store")
+                told = True
+            time.sleep(0.1)
 
 
 def ensure_store(tracking_uri: str) -> None:
@@ -119,7 +192,8 @@ def ensure_store(tracking_uri: str) -> None:
         client(tracking_uri).search_experiments(max_results=1)
 
 
-def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None) -> str:
+def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None,
+                      lock_timeout_s: float = LOCK_TIMEOUT_S) -> str:
     """Create (if needed) the store and the experiment ``name``; return its id.
 
     Idempotent and safe to call from parallel processes: the first creation of the sqlite
@@ -127,10 +201,25 @@ def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | Non
     concurrent creation reported as ``RESOURCE_ALREADY_EXISTS`` (another machine, a store
     without the lock) is answered by reading the experiment back. A deleted experiment of
     that name is restored. ``artifact_location`` only applies when the experiment is new.
+    A store that cannot be opened (not a database, locked past ``lock_timeout_s``) raises
+    :class:`ConfigError` naming ``logger.tracking_uri``; no run exists yet.
     """
+    check_store(tracking_uri, lock_timeout_s)
+    try:
+        return _ensure_experiment(tracking_uri, name, artifact_location, lock_timeout_s)
+    except ConfigError:
+        raise
+    except Exception as e:  # a store MLflow cannot open: one line, not SQLAlchemy's traceback
+        if not type(e).__module__.startswith(("sqlalchemy", "sqlite3", "mlflow", "alembic")):
+            raise
+        head = " ".join(str(e).split("[SQL:")[0].split())[:300] or type(e).__name__
+        raise ConfigError("logger.tracking_uri", tracking_uri, f"an MLflow store psbench can open ({head})") from None
+
+
+def _ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None, lock_timeout_s: float) -> str:
     from mlflow.exceptions import MlflowException
 
-    with _store_lock(tracking_uri), _quiet():
+    with _store_lock(tracking_uri, lock_timeout_s), _quiet():
         c = client(tracking_uri)
         exp = c.get_experiment_by_name(name)
         if exp is not None:
