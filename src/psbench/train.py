@@ -154,8 +154,12 @@ def _progress_callbacks(mode: str):
     return [PlainProgress()], False
 
 
-def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
-    """Run the job described by ``cfg``; return the summary (see ``summary.json`` in the README)."""
+def train(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> dict[str, Any]:
+    """Run the job described by ``cfg``; return the summary (see ``summary.json`` in the README).
+
+    ``plan`` (:class:`psbench.checkpoint.Plan`) turns on checkpoints and, with its ``state``, resumes
+    from one; a requested stop raises :class:`psbench.checkpoint.RunStopped` after writing it.
+    """
     if _get(cfg.get("engine"), "name", "sim") == "dist":  # real processes: psbench.engine
         from psbench.engine.launcher import train_dist
 
@@ -186,9 +190,18 @@ def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         summary["wall_time_s"] = time.perf_counter() - t_start
         return summary
 
-    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger, compression))
+    if plan is not None and plan.state is not None:
+        require(plan.state["schedule_sha256"] == summary["schedule_sha256"], "resume", str(plan.path),
+                "a checkpoint of this schedule (the recomputed schedule differs from the checkpoint's: "
+                "was psbench changed in between?)")
+    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger, compression,
+                        plan, t_start))
     summary["weights_sha256"] = weights_sha256(net)
-    summary["wall_time_s"] = time.perf_counter() - t_start
+    if bool(_get(cfg.trainer, "save_weights", True)):
+        weights = run_dir / "weights.pt"
+        torch.save(net.state_dict(), weights)
+        artifacts.append(str(weights))
+    summary["wall_time_s"] = time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0)
     return summary
 
 
@@ -216,7 +229,8 @@ def build_compression(cfg: DictConfig, net: torch.nn.Module):
                               {k: p.shape for k, p in net.named_parameters()}, int(cfg.seed))
 
 
-def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None) -> dict[str, Any]:
+def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None, plan=None,
+         t_start: float = 0.0) -> dict[str, Any]:
     import logging
     import warnings
 
@@ -248,6 +262,12 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     callbacks.append(EpochThroughput())
     if local is not None:
         callbacks.append(LocalStateCheckpoint(local))
+    checkpointer = None
+    if plan is not None:
+        from psbench.checkpoint import Checkpointer
+
+        checkpointer = Checkpointer(plan, schedule.sha256(), t_start)
+        callbacks.append(checkpointer)
     trainer = pl.Trainer(
         strategy=strategy, accelerator="cpu", max_epochs=1, logger=logger if logger is not None else False,
         val_check_interval=min(every, schedule.num_updates), check_val_every_n_epoch=None,
@@ -256,13 +276,16 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         deterministic=bool(_get(cfg.trainer, "deterministic", True)),
         gradient_clip_val=cfg.trainer.get("gradient_clip_val"),
     )
-    data = torch.utils.data.DataLoader(
-        LocalUpdateBatches(schedule, spg) if local is not None else
+    updates = LocalUpdateBatches(schedule, spg) if local is not None else \
         UpdateBatches(schedule, dm.x_train, dm.y_train, spg, policy, int(cfg.batch_size), protocol.learners,
-                      int(cfg.seed)), batch_size=None, shuffle=False, num_workers=0)
+                      int(cfg.seed))
+    start = plan.start if plan is not None else 0  # a resumed run executes updates start…U−1
+    if start:
+        updates = torch.utils.data.Subset(updates, range(start, schedule.num_updates))
+    data = torch.utils.data.DataLoader(updates, batch_size=None, shuffle=False, num_workers=0)
     t0 = time.perf_counter()
     trainer.fit(module, train_dataloaders=data, val_dataloaders=dm.val_dataloader())
-    fit_s = time.perf_counter() - t0
+    fit_s = time.perf_counter() - t0 + (plan.prior("fit_time_s") if plan is not None else 0.0)
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
     diverged = strategy.diverged or not math.isfinite(test_loss)
     done = strategy.updates_done
@@ -274,4 +297,8 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
             "diverged_at_update": strategy.diverged_at, "test_error": test_error, "test_loss": test_loss,
             "train_loss": strategy.recent_loss, "updates_done": done, "samples_trained": samples,
             "samples_per_s": samples / fit_s if fit_s > 0 else None, "fit_time_s": fit_s,
-            "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None}
+            "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None,
+            "resumed_from_update": start if start else None,
+            "checkpoints_written": len(checkpointer.saves) if checkpointer else 0,
+            "checkpoint_time_s": sum(s for _, s, _ in checkpointer.saves) if checkpointer else 0.0,
+            "checkpoint_bytes": checkpointer.saves[-1][2] if checkpointer and checkpointer.saves else None}

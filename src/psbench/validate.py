@@ -138,6 +138,9 @@ def validate(cfg: DictConfig) -> None:
     require(_is_int(seed), "seed", seed, "an integer")
     so = _get(cfg, "schedule_only")
     require(isinstance(so, bool), "schedule_only", so, "true or false")
+    resume = _get(cfg, "resume")
+    require(resume is None or (isinstance(resume, str) and resume != ""), "resume", resume,
+            "null, auto, or the path of a run dir to resume")
 
     _validate_model(cfg, so)
     _validate_dataset(cfg)
@@ -153,6 +156,9 @@ def validate(cfg: DictConfig) -> None:
         from psbench.engine.launcher import check_config
 
         check_config(cfg)
+        require(resume is None, "resume", resume, "null with engine=dist (dist runs are not checkpointed)")
+        stop = _get(cfg, "trainer.stop_after_updates")
+        require(stop is None, "trainer.stop_after_updates", stop, "null with engine=dist")
     _validate_trainer(cfg)
     _name(cfg, "logger", LOGGERS)
     check_writable_dir("paths.output_dir", _get(cfg, "paths.output_dir"))
@@ -286,6 +292,12 @@ def _validate_trainer(cfg: DictConfig) -> None:
     _int_at_least(cfg, "trainer.log_every_n_updates", 1)
     progress = _get(cfg, "trainer.progress")
     require(progress in PROGRESS, "trainer.progress", progress, _one_of(PROGRESS))
+    _int_at_least(cfg, "trainer.checkpoint_every", 0)
+    stop = _get(cfg, "trainer.stop_after_updates")
+    require(stop is None or (_is_int(stop) and stop >= 1), "trainer.stop_after_updates", stop,
+            "null or an integer >= 1")
+    sw = _get(cfg, "trainer.save_weights")
+    require(isinstance(sw, bool), "trainer.save_weights", sw, "true or false")
     nt = _get(cfg, "trainer.num_threads")
     require(nt is None or (_is_int(nt) and nt >= 1), "trainer.num_threads", nt,
             "null or an integer >= 1")

@@ -1,0 +1,145 @@
+"""Checkpoint and resume (issue 13, item 3): an interrupted and resumed run equals the uninterrupted one.
+
+In-process tests drive :func:`psbench.train.train` with a :class:`~psbench.checkpoint.Plan` (the code path the
+CLI uses); the CLI tests run the real ``psbench`` command and check the MLflow run's lifecycle and history.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, config_diff, load
+from psbench.train import train
+
+BASE = ("trainer.progress=none", "trainer.num_threads=1", "epochs=1", "batch_size=8", "trainer.log_every_n_updates=1")
+CASES = {
+    # momentum SGD with a step decay half-way: the lr-schedule position must survive
+    "hardsync": ("protocol=hardsync", "learners=4", "optimizer.milestones=[0.5]"),
+    "4-softsync": ("protocol=softsync", "protocol.n=4", "learners=8", "lr_policy=mean_staleness"),
+    "async-adam": ("protocol=async", "learners=4", "optimizer=adam"),
+    "terngrad-ef": ("protocol=softsync", "protocol.n=2", "learners=4", "compression=terngrad",
+                    "compression.error_feedback=true"),
+    "agn": ("protocol=agn", "protocol.local_steps=2", "learners=4"),
+}
+K = 13  # the stop: not a multiple of checkpoint_every, so the periodic checkpoints before it are overwritten
+
+
+def _train(cfg, run_dir, plan):
+    run_dir.mkdir(exist_ok=True)
+    return train(cfg, run_dir, None, plan)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_interrupted_and_resumed_run_equals_uninterrupted(compose_cfg, tmp_path, case):
+    cfg = compose_cfg(*BASE, *CASES[case])
+    full = _train(cfg, tmp_path / "full", Plan(tmp_path / "full" / CHECKPOINT_FILE, every=5))
+    assert full["updates_done"] > K + 5
+
+    d = tmp_path / "cut"
+    with pytest.raises(RunStopped) as stop:
+        _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, stop_after=K))
+    assert stop.value.update == K
+    state = load(d / CHECKPOINT_FILE)
+    assert state["update"] == K and state["strategy"]["updates_done"] == K
+
+    resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, state=state))
+    assert resumed["resumed_from_update"] == K
+    for key in ("weights_sha256", "test_error", "test_loss", "train_loss", "updates_done", "samples_trained",
+                "bytes_pushed_measured"):
+        assert resumed[key] == full[key], key
+
+
+def test_resume_from_a_periodic_checkpoint(compose_cfg, tmp_path):
+    """The checkpoint a finished run left behind (every 5 updates) resumes to the same weights."""
+    cfg = compose_cfg(*BASE, *CASES["4-softsync"])
+    d = tmp_path / "full"
+    full = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5))
+    state = load(d / CHECKPOINT_FILE)
+    assert state["update"] % 5 == 0 and 0 < state["update"] < full["updates_done"]
+    assert len(state["strategy"]["snapshots"]) > 0  # 4-softsync: snapshots that pending gradients read
+    again = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, state=state))
+    assert again["weights_sha256"] == full["weights_sha256"]
+
+
+def test_config_diff_names_keys_and_ignores_resume_keys():
+    a = {"protocol": {"n": 4}, "trainer": {"checkpoint_every": 10, "stop_after_updates": 3}, "resume": None}
+    b = {"protocol": {"n": 2}, "trainer": {"checkpoint_every": 0, "stop_after_updates": None}, "resume": "auto"}
+    assert config_diff(a, b) == ["protocol.n (4 → 2)"]
+    assert config_diff(a, a) == []
+
+
+# ---------------------------------------------------------------- the psbench command
+CLI = ("epochs=1", "learners=8", "batch_size=8", "protocol=softsync", "protocol.n=4", "trainer.num_threads=1",
+       "trainer.progress=none", "trainer.log_every_n_updates=1", "trainer.checkpoint_every=5")
+
+
+def _history(root, run_id, key):
+    from mlflow import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    return [(m.step, m.value) for m in sorted(c.get_metric_history(run_id, key), key=lambda m: m.step)]
+
+
+def test_cli_resume_continues_the_same_mlflow_run(psbench_root, run_psbench, mlflow_runs):
+    root = psbench_root
+    full = run_psbench(*CLI, "hydra.run.dir=full", root=root)
+    assert full.returncode == 0, full.stderr
+    cut = run_psbench(*CLI, "hydra.run.dir=cut", "trainer.stop_after_updates=17", root=root)
+    assert cut.returncode == 0, cut.stderr
+    cut_summary = json.loads((root / "cut" / "summary.json").read_text())
+    assert cut_summary["status"] == "killed" and cut_summary["updates_done"] == 17
+    assert (root / "cut" / CHECKPOINT_FILE).is_file()
+    run_id = cut_summary["mlflow_run_id"]
+    assert {r["run_id"]: r["status"] for r in mlflow_runs(root)}[run_id] == "KILLED"
+
+    refused = run_psbench(*CLI, "protocol.n=2", f"resume={root / 'cut'}", root=root)
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("psbench: error: resume=") and "protocol.n (4 → 2)" in lines[0]
+    assert len(mlflow_runs(root)) == 2  # refused before any MLflow run
+
+    resumed = run_psbench(*CLI, f"resume={root / 'cut'}", root=root)
+    assert resumed.returncode == 0, resumed.stderr
+    a = json.loads((root / "full" / "summary.json").read_text())
+    b = json.loads((root / "cut" / "summary.json").read_text())
+    assert b["weights_sha256"] == a["weights_sha256"] and b["test_error"] == a["test_error"]
+    assert b["mlflow_run_id"] == run_id and b["resumed_from_update"] == 17
+    assert not (root / "cut" / CHECKPOINT_FILE).exists()  # finished: no checkpoint left
+
+    runs = {r["run_id"]: r for r in mlflow_runs(root)}
+    assert len(runs) == 2 and runs[run_id]["status"] == "FINISHED"
+    assert runs[run_id]["tags"]["psbench.resumed_from_update"] == "17"
+    for key in ("train_loss", "sim_time_s"):  # per-update metrics: one point per update, as uninterrupted
+        want, got = _history(root, a["mlflow_run_id"], key), _history(root, run_id, key)
+        steps = [s for s, _ in got]
+        assert steps == sorted(set(steps)) and len(steps) > 17, key  # strictly increasing: no duplicates
+        assert got == want, key  # no gaps, and bit-identical values
+    # evaluations (every epoch, and the final one) at the same steps with the same values
+    assert _history(root, run_id, "test_error") == _history(root, a["mlflow_run_id"], "test_error")
+    from mlflow import MlflowClient
+
+    arts = [f.path for f in MlflowClient(f"sqlite:///{root / 'mlflow.db'}").list_artifacts(run_id)]
+    assert "weights.pt" in arts
+
+
+@pytest.mark.slow
+def test_sweep_rerun_with_resume_auto_resumes_interrupted_jobs(psbench_root, run_psbench, mlflow_runs):
+    """A fixed sweep dir gives every job the same dir again: resume=auto resumes the stopped ones."""
+    root = psbench_root
+    sweep = ("-m", "hydra.sweep.dir=sweep", "seed=0,1", *CLI)
+    first = run_psbench(*sweep, "trainer.stop_after_updates=9", root=root)
+    assert first.returncode == 0, first.stderr
+    ids = [json.loads((root / "sweep" / str(j) / "summary.json").read_text())["mlflow_run_id"] for j in (0, 1)]
+    shutil.copy(root / "sweep" / "1" / "summary.json", root / "stopped1.json")
+    again = run_psbench(*sweep, "resume=auto", root=root)
+    assert again.returncode == 0, again.stderr
+    done = [json.loads((root / "sweep" / str(j) / "summary.json").read_text()) for j in (0, 1)]
+    assert [d["mlflow_run_id"] for d in done] == ids
+    assert [d["resumed_from_update"] for d in done] == [9, 9]
+    assert {r["status"] for r in mlflow_runs(root)} == {"FINISHED"} and len(mlflow_runs(root)) == 2
+    third = run_psbench(*sweep, "resume=auto", root=root)  # finished jobs are not run again
+    assert third.returncode == 0 and third.stderr.count("already finished") == 2
+    assert len(mlflow_runs(root)) == 2
