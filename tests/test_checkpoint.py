@@ -64,9 +64,36 @@ def test_resume_from_a_periodic_checkpoint(compose_cfg, tmp_path):
     assert again["weights_sha256"] == full["weights_sha256"]
 
 
+def test_request_stop_checkpoints_at_the_next_update_boundary(compose_cfg, tmp_path, monkeypatch):
+    """What a signal handler calls: the update in progress completes, then checkpoint and stop; resume matches."""
+    from psbench import checkpoint
+    from psbench.strategy import ParameterServerStrategy
+
+    cfg = compose_cfg(*BASE, *CASES["async-adam"])
+    full = _train(cfg, tmp_path / "full", None)
+    assert not checkpoint.request_stop("nothing runs")  # no fit: nothing to stop
+    step = ParameterServerStrategy.training_step
+
+    def stepping(self, batch, *args, **kwargs):
+        if batch.index == 7:
+            assert checkpoint.request_stop("SIGTERM")
+        return step(self, batch, *args, **kwargs)
+
+    monkeypatch.setattr(ParameterServerStrategy, "training_step", stepping)
+    d = tmp_path / "cut"
+    with pytest.raises(RunStopped) as stop:
+        _train(cfg, d, Plan(d / CHECKPOINT_FILE))  # checkpoint_every 0: only the requested one
+    assert (stop.value.update, stop.value.reason) == (8, "SIGTERM")
+    monkeypatch.undo()
+    resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, state=load(d / CHECKPOINT_FILE)))
+    assert resumed["weights_sha256"] == full["weights_sha256"]
+
+
 def test_config_diff_names_keys_and_ignores_resume_keys():
-    a = {"protocol": {"n": 4}, "trainer": {"checkpoint_every": 10, "stop_after_updates": 3}, "resume": None}
-    b = {"protocol": {"n": 2}, "trainer": {"checkpoint_every": 0, "stop_after_updates": None}, "resume": "auto"}
+    a = {"protocol": {"n": 4}, "trainer": {"checkpoint_every": 10, "stop_after_updates": 3}, "resume": None,
+         "tags": {"optuna_trial": 2}}
+    b = {"protocol": {"n": 2}, "trainer": {"checkpoint_every": 0, "stop_after_updates": None}, "resume": "auto",
+         "tags": {"optuna_trial": 5}}
     assert config_diff(a, b) == ["protocol.n (4 → 2)"]
     assert config_diff(a, a) == []
 

@@ -117,6 +117,11 @@ def test_hardware_files_equal_the_cost_model_profiles(profile):
         (["compression.name=zip"], "compression.name"),
         (["trainer.progress=fancy"], "trainer.progress"),
         (["trainer.max_updates=0"], "trainer.max_updates"),
+        (["trainer.checkpoint_every=-1"], "trainer.checkpoint_every"),
+        (["trainer.stop_after_updates=0"], "trainer.stop_after_updates"),
+        (["trainer.save_weights=maybe"], "trainer.save_weights"),
+        (["resume=''"], "resume"),
+        (["engine=dist", "resume=auto"], "resume"),
     ],
 )
 def test_bad_value_names_its_key(compose_cfg, overrides, key):
@@ -139,6 +144,7 @@ def test_bad_value_names_its_key(compose_cfg, overrides, key):
         ["lr_policy=per_gradient"], ["lr_policy=exponential"], ["lr_policy=dynsgd"],
         ["dataset=synthetic"], ["topology=rudra_adv_star"], ["logger=none"],
         ["trainer.max_updates=1"], ["epochs=0.5"],
+        ["trainer.checkpoint_every=0"], ["trainer.stop_after_updates=1"], ["resume=auto"],
     ],
 )
 def test_boundary_values_are_accepted(compose_cfg, overrides):

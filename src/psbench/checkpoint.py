@@ -60,10 +60,13 @@ def flat(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """``key (saved → current)`` for every key that differs, except :data:`RESUME_FREE_KEYS`."""
+    """``key (saved → current)`` for every key that differs, except :data:`RESUME_FREE_KEYS` and ``tags.*``.
+
+    Tags label a run (a sweep's retried trial carries its new trial number) without changing what it computes.
+    """
     a, b = flat(saved), flat(current)
-    keys = sorted(k for k in a.keys() | b.keys() if k not in RESUME_FREE_KEYS and a.get(k, "<unset>") !=
-                  b.get(k, "<unset>"))
+    keys = sorted(k for k in a.keys() | b.keys() if k not in RESUME_FREE_KEYS and not k.startswith("tags.")
+                  and a.get(k, "<unset>") != b.get(k, "<unset>"))
     return [f"{k} ({a.get(k, '<unset>')!r} → {b.get(k, '<unset>')!r})" for k in keys]
 
 
@@ -110,6 +113,19 @@ class Plan:
         return float((self.state or {}).get("elapsed", {}).get(key, 0.0))
 
 
+_active: list[Checkpointer] = []  # the fit running in this process, for request_stop()
+
+
+def request_stop(reason: str) -> bool:
+    """Ask the running fit to write a checkpoint and stop at the next update boundary (e.g. from a signal handler).
+
+    The fit then raises :class:`RunStopped` with ``reason``; returns False when no fit is running (nothing to save).
+    """
+    for c in _active:
+        c.request_stop(reason)
+    return bool(_active)
+
+
 class Checkpointer(pl.Callback):
     """Writes :class:`Plan`'s checkpoints at update boundaries and restores a resumed run's state.
 
@@ -130,6 +146,7 @@ class Checkpointer(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._t_fit0 = time.perf_counter()
+        _active[:] = [self]
         s = self.plan.state
         if s is None:
             return
@@ -159,6 +176,10 @@ class Checkpointer(pl.Callback):
             raise RunStopped(i, self._stop, self.plan.path)
         if self.plan.every and i > self.plan.start and i % self.plan.every == 0:
             self.write(trainer, i)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if self in _active:
+            _active.remove(self)
 
     def write(self, trainer: pl.Trainer, update: int) -> None:
         now = time.perf_counter()

@@ -191,7 +191,8 @@ class OptunaSweeperImpl:
             log.warning("trial %d was interrupted (sweep pid %s is gone): running it again", t.number, pid)
             optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
             study.tell(t.number, state=TrialState.FAIL)
-            study.enqueue_trial(t.params, user_attrs={"retry_of": t.number}, skip_if_exists=False)
+            study.enqueue_trial(t.params, user_attrs={"retry_of": t.user_attrs.get("retry_of", t.number)},
+                                skip_if_exists=False)
 
     @staticmethod
     def counts(study: optuna.Study) -> dict[str, int]:
@@ -240,7 +241,9 @@ class OptunaSweeperImpl:
             overrides += [f"++tags.optuna_study={self.study_name}", f"++tags.optuna_trial={trial.number}"]
             if CASE_PARAM in values:
                 overrides.append(f"++tags.case={values[CASE_PARAM]}")
-        overrides.append(f"hydra.sweep.subdir={trial.number}")
+        retry = trial.user_attrs.get("retry_of")  # a killed trial's retry resumes in its dir from its checkpoint
+        overrides += [f"hydra.sweep.subdir={trial.user_attrs.get('retry_of', trial.number)}"]
+        overrides += ["resume=auto"] if retry is not None else []
         return overrides
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, error: str | None) -> None:
@@ -316,7 +319,8 @@ class OptunaSweeperImpl:
                 trial.set_user_attr("host", socket.gethostname())
                 trial.set_user_attr("pid", os.getpid())
                 trial.set_user_attr("overrides", overrides)
-                (sweep_dir / str(trial.number) / "summary.json").unlink(missing_ok=True)
+                subdir = str(trial.user_attrs.get("retry_of", trial.number))
+                (sweep_dir / subdir / "summary.json").unlink(missing_ok=True)
                 batch.append((trial, overrides))
             if not batch:
                 break
