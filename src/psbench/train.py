@@ -247,7 +247,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
     local = None
     if uses_local_steps(protocol.name):  # learners run opt_cfg locally; the PS adds their commits
-        from psbench.strategy.local_steps import LocalStateCheckpoint, LocalSteps, LocalUpdateBatches, server_optimizer
+        from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches, server_optimizer
 
         local = LocalSteps(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed), opt_cfg,
                            policy)
@@ -260,8 +260,6 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
 
     callbacks, rich = _progress_callbacks(str(_get(cfg.trainer, "progress", "auto")))
     callbacks.append(EpochThroughput())
-    if local is not None:
-        callbacks.append(LocalStateCheckpoint(local))
     checkpointer = None
     if plan is not None:
         from psbench.checkpoint import Checkpointer
