@@ -10,7 +10,9 @@ run dir; create the MLflow store/experiment (race-safe) and a RUNNING run whose 
 the flattened config; call :func:`psbench.train.train` with a Lightning ``MLFlowLogger``
 attached to that run; write ``summary.json``; log it, the resolved config and the
 training artifacts; mark the run FINISHED (also when training diverged: tag
-``diverged=true``, exit 0, so a sweep goes on). The task function returns the test error,
+``diverged=true``, exit 0, so a sweep goes on). ``resume=<run dir>|auto`` reopens the run of a
+checkpoint in its own dir instead of starting one (:mod:`psbench.checkpoint`); a requested stop
+(``trainer.stop_after_updates``) ends the run KILLED with its checkpoint kept. The task function returns the test error,
 which is what a Hydra sweeper (Optuna) minimizes.
 
 Bad input — a :class:`~psbench.errors.ConfigError` or :class:`~psbench.errors.DataError`,
