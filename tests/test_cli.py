@@ -34,7 +34,7 @@ STAND_IN_TRAIN = r'''
 import os, sys, types
 from psbench.errors import DataError
 
-def train(cfg, run_dir, logger):
+def train(cfg, run_dir, logger, plan=None):
     mode = os.environ["PSBENCH_TEST_TRAIN"]
     if logger is not None:
         logger.log_metrics({"train_loss_step": 2.5}, step=1)
