@@ -170,3 +170,49 @@ def test_sweep_rerun_with_resume_auto_resumes_interrupted_jobs(psbench_root, run
     third = run_psbench(*sweep, "resume=auto", root=root)  # finished jobs are not run again
     assert third.returncode == 0 and third.stderr.count("already finished") == 2
     assert len(mlflow_runs(root)) == 2
+
+
+KILL_AFTER_CHECKPOINT = """
+import os, signal, sys
+import psbench.checkpoint as ck
+import psbench.cli as cli
+orig, calls = cli.execute, [0]
+def execute(cfg):
+    calls[0] += 1
+    return orig(cfg)
+cli.execute = execute
+write = ck.Checkpointer.write
+def write_then_die(self, trainer, update):
+    write(self, trainer, update)
+    if calls[0] == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # pre-empted right after the second trial's first checkpoint
+ck.Checkpointer.write = write_then_die
+sys.argv = ["psbench", *sys.argv[1:]]
+cli.main()
+"""
+
+
+@pytest.mark.slow
+def test_optuna_retry_of_a_killed_trial_resumes_its_checkpoint(psbench_root, run_psbench, mlflow_runs):
+    import optuna
+
+    root = psbench_root
+    args = ("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=2", "epochs=1", "trainer.progress=none",
+            "trainer.num_threads=1", "trainer.checkpoint_every=3")
+    first = run_psbench(*args, root=root, driver=KILL_AFTER_CHECKPOINT)
+    assert first.returncode == -9, first.stderr[-2000:]
+    sweep = root / "multirun/optuna/rudra_pareto"
+    killed = [d for d in sweep.iterdir() if (d / CHECKPOINT_FILE).is_file()]
+    assert len(killed) == 1
+    state = load(killed[0] / CHECKPOINT_FILE)
+    assert state["update"] == 3
+
+    second = run_psbench(*args, root=root)
+    assert second.returncode == 0, second.stderr[-3000:]
+    study = optuna.load_study(study_name="rudra_pareto", storage=f"sqlite:///{sweep}/optuna.db")
+    retry = [t for t in study.get_trials() if t.user_attrs.get("retry_of") == int(killed[0].name)]
+    assert len(retry) == 1 and retry[0].state == optuna.trial.TrialState.COMPLETE
+    done = json.loads((killed[0] / "summary.json").read_text())
+    assert done["resumed_from_update"] == 3 and done["mlflow_run_id"] == state["mlflow_run_id"]
+    assert retry[0].user_attrs["mlflow_run_id"] == state["mlflow_run_id"]
+    assert {r["run_id"]: r["status"] for r in mlflow_runs(root)}[state["mlflow_run_id"]] == "FINISHED"
