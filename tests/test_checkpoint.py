@@ -150,6 +150,14 @@ def test_cli_resume_continues_the_same_mlflow_run(psbench_root, run_psbench, mlf
 
     arts = [f.path for f in MlflowClient(f"sqlite:///{root / 'mlflow.db'}").list_artifacts(run_id)]
     assert "weights.pt" in arts
+    from types import SimpleNamespace
+
+    import torch
+
+    from psbench.train import weights_sha256
+
+    final = torch.load(root / "cut" / "weights.pt")  # the final weights, as the summary's hash says
+    assert weights_sha256(SimpleNamespace(state_dict=lambda: final)) == a["weights_sha256"]
 
 
 @pytest.mark.slow

@@ -111,6 +111,14 @@ def weights_sha256(net: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
+def save_final_weights(cfg: DictConfig, net: torch.nn.Module, run_dir: Path, artifacts: list[str]) -> None:
+    """``weights.pt`` (the final ``state_dict``) into ``artifacts`` unless ``trainer.save_weights=false``."""
+    if bool(_get(cfg.get("trainer"), "save_weights", True)):
+        path = run_dir / "weights.pt"
+        torch.save(net.state_dict(), path)
+        artifacts.append(str(path))
+
+
 @torch.no_grad()
 def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1000) -> tuple[float, float]:
     """(test error, test loss) over a whole tensor data set."""
@@ -197,10 +205,7 @@ def train(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> dict[str, A
     summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger, compression,
                         plan, t_start))
     summary["weights_sha256"] = weights_sha256(net)
-    if bool(_get(cfg.trainer, "save_weights", True)):
-        weights = run_dir / "weights.pt"
-        torch.save(net.state_dict(), weights)
-        artifacts.append(str(weights))
+    save_final_weights(cfg, net, run_dir, artifacts)
     summary["wall_time_s"] = time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0)
     return summary
 
