@@ -89,6 +89,18 @@ def test_request_stop_checkpoints_at_the_next_update_boundary(compose_cfg, tmp_p
     assert resumed["weights_sha256"] == full["weights_sha256"]
 
 
+def test_unreadable_checkpoint_is_a_config_error(tmp_path):
+    from psbench.checkpoint import resume_state
+    from psbench.errors import ConfigError
+
+    (tmp_path / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
+    for resume in ("auto", str(tmp_path)):
+        with pytest.raises(ConfigError) as info:
+            resume_state(resume, tmp_path, {})
+        assert info.value.key == "resume" and CHECKPOINT_FILE in str(info.value) and "\n" not in str(info.value)
+    assert resume_state(None, tmp_path, {}) == ("fresh", None)
+
+
 def test_config_diff_names_keys_and_ignores_resume_keys():
     a = {"protocol": {"n": 4}, "trainer": {"checkpoint_every": 10, "stop_after_updates": 3}, "resume": None,
          "tags": {"optuna_trial": 2}}

@@ -219,7 +219,11 @@ def resume_state(resume: str | None, run_dir: Path, resolved: Mapping[str, Any])
         return "a run dir whose config matches this one; differing keys: " + ", ".join(diff) if diff else None
 
     if ckpt.is_file():
-        state = load(ckpt)
+        try:
+            state = load(ckpt)
+        except Exception as e:  # truncated or foreign file: a line, not a traceback
+            raise ConfigError("resume", resume, f"a run dir with a readable {CHECKPOINT_FILE} ({ckpt}: "
+                              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
         why = mismatch(state.get("config") or {})
         if why is None:
             return "resume", state
