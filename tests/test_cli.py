@@ -36,7 +36,7 @@ STAND_IN_TRAIN = r'''
 import os, sys, types
 from psbench.errors import DataError
 
-def train(cfg, run_dir, logger):
+def train(cfg, run_dir, logger, plan=None):
     mode = os.environ["PSBENCH_TEST_TRAIN"]
     if logger is not None:
         logger.log_metrics({"train_loss_step": 2.5}, step=1)
@@ -128,12 +128,15 @@ def test_help_lists_every_group_and_option(run_psbench, tmp_path):
         (["learners=["], ["learners=["]),
         (["paths.data_dir=${oc.env:PSBENCH_TEST_UNSET_VARIABLE}"], ["paths.data_dir"]),
         (["hydra.run.dir=/proc/forbidden/run"], ["hydra.run.dir", "/proc/forbidden/run"]),
+        (["resume=no/such/run"], ["resume='no/such/run'", "checkpoint.pt"]),  # and the dir is not created
+        (["-m", "seed=0,1", "resume=some/run"], ["resume='some/run'", "null or auto in a sweep"]),
     ],
 )
 def test_bad_input_is_one_clear_line(run_psbench, mlflow_runs, tmp_path, args, needles):
     proc = run_psbench(*args, root=tmp_path)
     assert_one_line_error(proc, tmp_path, mlflow_runs, *needles)
     assert mlflow_runs(tmp_path) == []  # refused before any run was started
+    assert not (tmp_path / "no").exists()
 
 
 def test_run_dir_under_a_regular_file_is_refused(run_psbench, mlflow_runs, tmp_path):

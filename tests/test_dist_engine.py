@@ -267,6 +267,7 @@ def _replay_against_sim(compose_cfg, run_psbench, tmp_path, *args) -> tuple[dict
     assert not _learner_processes(out)
     dist = json.loads((out / "summary.json").read_text())
     assert dist["schedule_sha256"] == sim["schedule_sha256"]
+    assert str(out / "weights.pt") in dist["artifacts"]  # trainer.save_weights (default true)
     return sim, dist
 
 

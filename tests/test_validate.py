@@ -137,6 +137,11 @@ def test_hardware_files_equal_the_cost_model_profiles(profile):
         (["compression.name=zip"], "compression.name"),
         (["trainer.progress=fancy"], "trainer.progress"),
         (["trainer.max_updates=0"], "trainer.max_updates"),
+        (["trainer.checkpoint_every=-1"], "trainer.checkpoint_every"),
+        (["trainer.stop_after_updates=0"], "trainer.stop_after_updates"),
+        (["trainer.save_weights=maybe"], "trainer.save_weights"),
+        (["resume=''"], "resume"),
+        (["engine=dist", "resume=auto"], "resume"),
     ],
 )
 def test_bad_value_names_its_key(compose_cfg, overrides, key):
@@ -159,6 +164,7 @@ def test_bad_value_names_its_key(compose_cfg, overrides, key):
         ["lr_policy=per_gradient"], ["lr_policy=exponential"], ["lr_policy=dynsgd"],
         ["dataset=synthetic"], ["topology=rudra_adv_star"], ["logger=none"],
         ["trainer.max_updates=1"], ["epochs=0.5"],
+        ["trainer.checkpoint_every=0"], ["trainer.stop_after_updates=1"], ["resume=auto"],
     ],
 )
 def test_boundary_values_are_accepted(compose_cfg, overrides):
@@ -198,7 +204,7 @@ def test_an_unknown_key_in_any_group_names_the_allowed_keys(compose_cfg, group):
     [
         (["+extra=1"], "extra"),
         (["tags=5"], "tags"),
-        (["+resume=/no/such/run/dir"], "resume"),
+        (["resume=/no/such/run/dir"], "resume"),
         (["seed=4294967296"], "seed"),
         (["epochs=inf"], "epochs"),
         (["model.hidden=[0]"], "model.hidden"),
@@ -228,8 +234,8 @@ def test_an_unknown_key_in_any_group_names_the_allowed_keys(compose_cfg, group):
         (["engine=dist", "topology=rudra_adv"], "topology.name"),
         (["trainer.deterministic=1"], "trainer.deterministic"),
         (["trainer.num_threads=0"], "trainer.num_threads"),
-        (["+trainer.checkpoint_every=-1"], "trainer.checkpoint_every"),
-        (["+trainer.save_weights=yes"], "trainer.save_weights"),
+        (["trainer.checkpoint_every=-1"], "trainer.checkpoint_every"),
+        (["trainer.save_weights=yes"], "trainer.save_weights"),
         (["logger.tracking_uri=/tmp/mlruns"], "logger.tracking_uri"),
         (["logger.tracking_uri=sqlite://relative.db"], "logger.tracking_uri"),
         (["logger.lock_timeout_s=0"], "logger.lock_timeout_s"),
@@ -247,8 +253,8 @@ def test_wrong_type_or_range_in_any_group_names_its_key(compose_cfg, overrides, 
     "overrides",
     [
         ["+optimizer.nesterov=true"], ["+trainer.batching=loop"], ["+trainer.gradient_clip_val=0.5"],
-        ["+trainer.gradient_clip_val=0"], ["+trainer.checkpoint_every=100", "+trainer.save_weights=false"],
-        ["+resume=auto"], ["seed=4294967295"], ["+tags.note=baseline"], ["+dataset.verify=false"],
+        ["+trainer.gradient_clip_val=0"], ["trainer.checkpoint_every=100", "trainer.save_weights=false"],
+        ["resume=auto"], ["seed=4294967295"], ["+tags.note=baseline"], ["+dataset.verify=false"],
         ["dataset=synthetic", "+dataset.noise=0.5"], ["model=cifar_cnn", "+model.init=caffe"],
         ["optimizer.lr=3.4e38"], ["logger.tracking_uri=http://127.0.0.1:5000"], ["logger.run_name=mine"],
         ["engine=dist", "engine.learner_delay_s={0: 0.05}"],
@@ -259,7 +265,7 @@ def test_declared_optional_keys_and_boundaries_are_accepted(compose_cfg, overrid
 
 
 def test_resume_names_an_existing_run_dir(compose_cfg, tmp_path):
-    v.validate(compose_cfg(f"+resume={tmp_path}"))
+    v.validate(compose_cfg(f"resume={tmp_path}"))
 
 
 def test_validation_imports_no_torch():

@@ -10,7 +10,9 @@ run dir; create the MLflow store/experiment (race-safe) and a RUNNING run whose 
 the flattened config; call :func:`psbench.train.train` with a Lightning ``MLFlowLogger``
 attached to that run; write ``summary.json``; log it, the resolved config and the
 training artifacts; mark the run FINISHED (also when training diverged: tag
-``diverged=true``, exit 0, so a sweep goes on). The task function returns the test error,
+``diverged=true``, exit 0, so a sweep goes on). ``resume=<run dir>|auto`` reopens the run of a
+checkpoint in its own dir instead of starting one (:mod:`psbench.checkpoint`); a requested stop
+(``trainer.stop_after_updates``) ends the run KILLED with its checkpoint kept. The task function returns the test error,
 which is what a Hydra sweeper (Optuna) minimizes.
 
 Bad input — a :class:`~psbench.errors.ConfigError` or :class:`~psbench.errors.DataError`,
@@ -45,7 +47,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -58,6 +60,9 @@ from omegaconf.errors import OmegaConfBaseException
 from psbench import lifecycle
 from psbench.errors import ConfigError, DataError, RunFailure
 from psbench.validate import check_writable_dir, validate
+
+if TYPE_CHECKING:
+    from psbench.checkpoint import RunStopped
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -89,6 +94,11 @@ def default_data_dir(root_dir: str) -> str:
     return str(Path(root_dir) / "data")
 
 
+def run_dir(resume: str | None, default: str) -> str:
+    """``hydra.run.dir``: the run dir named by ``resume=<dir>``, else ``default`` (a new dated dir)."""
+    return default if resume in (None, "", "auto") else str(Path(resume).expanduser().absolute())
+
+
 def register_resolvers() -> None:
     """Register the OmegaConf resolvers ``conf/`` uses (idempotent).
 
@@ -97,6 +107,8 @@ def register_resolvers() -> None:
     """
     if not OmegaConf.has_resolver("psbench_default_data_dir"):
         OmegaConf.register_new_resolver("psbench_default_data_dir", default_data_dir)
+    if not OmegaConf.has_resolver("psbench_run_dir"):
+        OmegaConf.register_new_resolver("psbench_run_dir", run_dir)
 
 
 register_resolvers()
@@ -118,10 +130,20 @@ class OutputDirCheck(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         # run_job does this first thing too; the dir's interpolations need ${hydra:...}
         HydraConfig.instance().set_config(config)
+        resume = config.get("resume")
+        if resume not in (None, "auto"):  # resume=<run dir> is the run dir: it must hold a run to resume
+            from psbench.checkpoint import CHECKPOINT_FILE
+
+            d = Path(str(resume))
+            if not ((d / CHECKPOINT_FILE).is_file() or (d / "summary.json").is_file()):
+                report(ConfigError("resume", resume, f"null, auto, or a run dir holding {CHECKPOINT_FILE}"))
         self._check("hydra.run.dir", config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         HydraConfig.instance().set_config(config)
+        resume = config.get("resume")
+        if resume not in (None, "auto"):
+            report(ConfigError("resume", resume, "null or auto in a sweep (-m): each job resumes its own dir"))
         self._check("hydra.sweep.dir", config)
         from psbench.tracking import ensure_experiment, sweep
 
@@ -272,18 +294,25 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
 class _Run:
     """The MLflow side of one job (a no-op with ``logger=none``)."""
 
-    def __init__(self, resolved: Mapping[str, Any], run_dir: Path, provenance: Mapping[str, Any]) -> None:
+    def __init__(self, resolved: Mapping[str, Any], run_dir: Path, provenance: Mapping[str, Any],
+                 resume: Mapping[str, Any] | None = None) -> None:
         lg = resolved["logger"]
         self.enabled = lg["name"] == "mlflow"
         self.uri: str = lg.get("tracking_uri", "")
         self.run_id: str | None = None
         self.ended = False
+        self.last_steps: dict[str, int] = {}  # a resumed run's metric history: last step per key
         if not self.enabled:
             return
         from psbench import tracking
         from psbench.tracking import sweep
 
         self.t = tracking
+        if resume is not None and resume.get("mlflow_run_id"):  # the same run, RUNNING again
+            self.run_id = resume["mlflow_run_id"]
+            self.last_steps = tracking.reopen_run(self.uri, self.run_id, int(resume["update"]))
+            log.info("MLflow run %s resumed before update %s in %s", self.run_id, resume["update"], self.uri)
+            return
         exp_id = tracking.ensure_experiment(
             self.uri, lg["experiment_name"], lg.get("artifact_location"), lg.get("lock_timeout_s", 30)
         )
@@ -303,7 +332,18 @@ class _Run:
         from pytorch_lightning.loggers import MLFlowLogger
 
         lg = resolved["logger"]
-        return MLFlowLogger(
+        last = self.last_steps
+
+        class NoRepeat(MLFlowLogger):
+            """Drops a metric at a step the resumed run already has (the interrupted part logged it)."""
+
+            def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+                if step is not None:
+                    metrics = {k: v for k, v in metrics.items() if step > last.get(k, -1)}
+                if metrics:
+                    super().log_metrics(metrics, step)
+
+        return NoRepeat(
             experiment_name=lg["experiment_name"],
             tracking_uri=self.uri,
             run_id=self.run_id,
@@ -324,6 +364,14 @@ class _Run:
         })
         t.end_run(self.uri, self.run_id, t.FINISHED)
         self.ended = True
+
+    def stopped(self, stop: RunStopped) -> None:
+        """A requested stop: KILLED, with the reason and where the checkpoint is."""
+        if self.run_id is None or self.ended:
+            return
+        self.ended = True
+        self.t.set_tags(self.uri, self.run_id, {"status": "killed", "failure_reason": str(stop)})
+        self.t.end_run(self.uri, self.run_id, self.t.KILLED)
 
     def abort(self, status: str, reason: str, summary: Mapping[str, Any] | None = None,
               files: Sequence[Path] = ()) -> None:
@@ -348,7 +396,18 @@ def execute(cfg: DictConfig) -> float | None:
     assert isinstance(resolved, dict)
     print_config(resolved)
     validate(cfg)
+    # torch, Lightning and the training code load before the MLflow run exists: a signal is then not
+    # delivered in the middle of an import (where a finalizer could swallow it)
+    from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, resume_state
+    from psbench.train import train
+
     run_dir = Path(resolved["paths"]["output_dir"])
+    mode, found = resume_state(resolved.get("resume"), run_dir, resolved)
+    if mode == "done":
+        print(f"psbench: {run_dir} already finished ({found.get('status')}); not run again", file=sys.stderr)
+        err = found.get("test_error")
+        return None if err is None else float(err)
+    state = found if mode == "resume" else None
     config_file = run_dir / "resolved_config.yaml"
     OmegaConf.save(OmegaConf.create(resolved), config_file)
 
@@ -360,16 +419,25 @@ def execute(cfg: DictConfig) -> float | None:
     run: _Run | None = None
     try:
         with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
-            run = _Run(resolved, run_dir, prov)
-        from psbench.train import train
+            run = _Run(resolved, run_dir, prov, state)
 
-        summary = dict(train(cfg, run_dir, run.lightning_logger(resolved)))
+        tr = resolved["trainer"]
+        plan = Plan(run_dir / CHECKPOINT_FILE, int(tr.get("checkpoint_every") or 0), tr.get("stop_after_updates"),
+                    {"config": resolved, "mlflow_run_id": run.run_id}, state)
+        summary = dict(train(cfg, run_dir, run.lightning_logger(resolved), plan))
         summary.update(mlflow_run_id=run.run_id, provenance=prov)
         artifacts = [summary_file, config_file, overrides]
         artifacts += [Path(p) for p in summary.get("artifacts") or []]
         with lifecycle.deferred():
             _write_json(summary_file, summary)
             run.finish(summary, artifacts)
+            plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
+    except RunStopped as stop:
+        _write_json(summary_file, {"status": "killed", "updates_done": stop.update, "checkpoint": str(stop.path),
+                                   "failure_reason": str(stop), "mlflow_run_id": run.run_id, "provenance": prov})
+        run.stopped(stop)
+        log.info("%s; resume with resume=%s", stop, run_dir)
+        return None
     except lifecycle.Killed as k:
         if run is not None and not run.ended:
             _end_killed(k, run, summary_file, [summary_file, config_file, overrides], prov)

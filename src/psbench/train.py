@@ -112,6 +112,14 @@ def weights_sha256(net: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
+def save_final_weights(cfg: DictConfig, net: torch.nn.Module, run_dir: Path, artifacts: list[str]) -> None:
+    """``weights.pt`` (the final ``state_dict``) into ``artifacts`` unless ``trainer.save_weights=false``."""
+    if bool(_get(cfg.get("trainer"), "save_weights", True)):
+        path = run_dir / "weights.pt"
+        torch.save(net.state_dict(), path)
+        artifacts.append(str(path))
+
+
 @torch.no_grad()
 def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1000) -> tuple[float, float]:
     """(test error, test loss) over a whole tensor data set."""
@@ -168,8 +176,12 @@ def _progress_callbacks(mode: str):
     return [PlainProgress()], False
 
 
-def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
-    """Run the job described by ``cfg``; return the summary (see ``summary.json`` in the README)."""
+def train(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> dict[str, Any]:
+    """Run the job described by ``cfg``; return the summary (see ``summary.json`` in the README).
+
+    ``plan`` (:class:`psbench.checkpoint.Plan`) turns on checkpoints and, with its ``state``, resumes
+    from one; a requested stop raises :class:`psbench.checkpoint.RunStopped` after writing it.
+    """
     if _get(cfg.get("engine"), "name", "sim") == "dist":  # real processes: psbench.engine
         from psbench.engine.launcher import train_dist
 
@@ -200,9 +212,15 @@ def train(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         summary["wall_time_s"] = time.perf_counter() - t_start
         return summary
 
-    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger, compression))
+    if plan is not None and plan.state is not None:
+        require(plan.state["schedule_sha256"] == summary["schedule_sha256"], "resume", str(plan.path),
+                "a checkpoint of this schedule (the recomputed schedule differs from the checkpoint's: "
+                "was psbench changed in between?)")
+    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger, compression,
+                        plan, t_start))
     summary["weights_sha256"] = weights_sha256(net)
-    summary["wall_time_s"] = time.perf_counter() - t_start
+    save_final_weights(cfg, net, run_dir, artifacts)
+    summary["wall_time_s"] = time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0)
     return summary
 
 
@@ -230,13 +248,15 @@ def build_compression(cfg: DictConfig, net: torch.nn.Module):
                               {k: p.shape for k, p in net.named_parameters()}, int(cfg.seed))
 
 
-def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None) -> dict[str, Any]:
+def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None, plan=None,
+         t_start: float = 0.0) -> dict[str, Any]:
     import logging
     import warnings
 
     import pytorch_lightning as pl
     from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+    from psbench.checkpoint import RunStopped
     from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
     from psbench.strategy.interrupt import StopOnSignal
 
@@ -249,7 +269,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
     local = None
     if uses_local_steps(protocol.name):  # learners run opt_cfg locally; the PS adds their commits
-        from psbench.strategy.local_steps import LocalStateCheckpoint, LocalSteps, LocalUpdateBatches, server_optimizer
+        from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches, server_optimizer
 
         local = LocalSteps(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed), opt_cfg,
                            policy)
@@ -262,8 +282,12 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
 
     callbacks, rich = _progress_callbacks(str(_get(cfg.trainer, "progress", "auto")))
     callbacks += [EpochThroughput(), StopOnSignal()]
-    if local is not None:
-        callbacks.append(LocalStateCheckpoint(local))
+    checkpointer = None
+    if plan is not None:
+        from psbench.checkpoint import Checkpointer
+
+        checkpointer = Checkpointer(plan, schedule.sha256(), t_start)
+        callbacks.append(checkpointer)
     trainer = pl.Trainer(
         strategy=strategy, accelerator="cpu", max_epochs=1, logger=logger if logger is not None else False,
         val_check_interval=min(every, schedule.num_updates), check_val_every_n_epoch=None,
@@ -272,10 +296,13 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         deterministic=bool(_get(cfg.trainer, "deterministic", True)),
         gradient_clip_val=cfg.trainer.get("gradient_clip_val"),
     )
-    data = torch.utils.data.DataLoader(
-        LocalUpdateBatches(schedule, spg) if local is not None else
+    updates = LocalUpdateBatches(schedule, spg) if local is not None else \
         UpdateBatches(schedule, dm.x_train, dm.y_train, spg, policy, int(cfg.batch_size), protocol.learners,
-                      int(cfg.seed)), batch_size=None, shuffle=False, num_workers=0)
+                      int(cfg.seed))
+    start = plan.start if plan is not None else 0  # a resumed run executes updates start…U−1
+    if start:
+        updates = torch.utils.data.Subset(updates, range(start, schedule.num_updates))
+    data = torch.utils.data.DataLoader(updates, batch_size=None, shuffle=False, num_workers=0)
     t0 = time.perf_counter()
     try:
         try:
@@ -284,12 +311,18 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         except SIGTERMException:  # Lightning's SIGTERM handler ran before StopOnSignal took the signal back
             lifecycle.check()
             raise
+        except RunStopped as stop:  # a signal asked for a checkpoint (StopOnSignal): it is written, now end KILLED
+            if lifecycle.pending() is None:
+                raise
+            print(f"psbench: checkpoint before update {stop.update} in {stop.path} (resume={stop.path.parent})",
+                  file=sys.stderr, flush=True)
+            lifecycle.check()
     except lifecycle.Killed as k:
         k.progress.update(updates_done=strategy.updates_done, updates_total=schedule.num_updates,
                           samples=strategy.samples_done, sim_time_s=strategy.sim_time_s,
                           **quick_evaluate(net, dm.x_test, dm.y_test))
         raise
-    fit_s = time.perf_counter() - t0
+    fit_s = time.perf_counter() - t0 + (plan.prior("fit_time_s") if plan is not None else 0.0)
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
     diverged = strategy.diverged or not math.isfinite(test_loss)
     done = strategy.updates_done
@@ -301,4 +334,8 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
             "diverged_at_update": strategy.diverged_at, "test_error": test_error, "test_loss": test_loss,
             "train_loss": strategy.recent_loss, "updates_done": done, "samples_trained": samples,
             "samples_per_s": samples / fit_s if fit_s > 0 else None, "fit_time_s": fit_s,
-            "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None}
+            "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None,
+            "resumed_from_update": start if start else None,
+            "checkpoints_written": len(checkpointer.saves) if checkpointer else 0,
+            "checkpoint_time_s": sum(s for _, s, _ in checkpointer.saves) if checkpointer else 0.0,
+            "checkpoint_bytes": checkpointer.saves[-1][2] if checkpointer and checkpointer.saves else None}

@@ -45,7 +45,7 @@ SEED_MAX = 2**32 - 1
 
 
 def _resume(v: Any) -> bool:
-    return v is None or v == "auto" or (isinstance(v, str) and Path(v).is_dir())
+    return v is None or v == "auto" or (isinstance(v, str) and v.strip() != "" and Path(v).is_dir())
 
 
 #: the keys at the top of ``conf/config.yaml`` (the λ, μ of the papers)

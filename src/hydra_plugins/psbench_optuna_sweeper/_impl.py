@@ -489,6 +489,8 @@ class OptunaSweeperImpl:
         subdir = str(trial.user_attrs.get("subdir", trial.number))
         trial.set_user_attr("subdir", subdir)
         overrides += [f"hydra.sweep.dir={_quoted(str(self.config.hydra.sweep.dir))}", f"hydra.sweep.subdir={subdir}"]
+        if trial.user_attrs.get("retry_of") is not None and "resume" in self.config:
+            overrides.append("resume=auto")  # psbench: a retry continues from its dir's checkpoint, if any
         return overrides
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, ret: JobReturn | None, error: str | None) -> None:

@@ -180,6 +180,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         build_topology,
         evaluate,
         plot_staleness,
+        save_final_weights,
         total_gradients,
         weights_sha256,
     )
@@ -321,6 +322,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     hist = stats.staleness.as_dict()
     artifacts.append(str(plot_staleness(hist, f"{protocol.label} (measured)", run_dir / "staleness_hist.png")))
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
+    save_final_weights(cfg, net, run_dir, artifacts)
     diverged = ps.diverged_at is not None or not (test_loss == test_loss and abs(test_loss) != float("inf"))
     samples = stats.pushes_applied * spg
     message = numel * 4 + m.HEADER * 8

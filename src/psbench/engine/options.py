@@ -27,6 +27,10 @@ _SECONDS = number(0, lo_open=True, unit="seconds")
 def check_dist(cfg: Mapping[str, Any]) -> None:
     """Refuse an ``engine=dist`` config that real processes cannot run (``cfg`` resolved, keys checked)."""
     e, lam = cfg["engine"], cfg["learners"]
+    require(cfg.get("resume") is None, "resume", cfg.get("resume"),
+            "null with engine=dist (dist runs are not checkpointed)")
+    stop = (cfg.get("trainer") or {}).get("stop_after_updates")
+    require(stop is None, "trainer.stop_after_updates", stop, "null with engine=dist")
     require(lam <= e["max_learners"], "learners", lam,
             f"at most engine.max_learners={e['max_learners']} learner processes with engine=dist")
     for k, v in (e.get("learner_delay_s") or {}).items():

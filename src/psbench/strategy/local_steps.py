@@ -22,8 +22,7 @@ G = −ρ(θ_l − θ̃_ts) for the elastic commit), and the PS applies θ̃ ←
 without momentum, G is the gradient itself and the update is bit-for-bit the async one.
 
 All learner state (local models, optimizer buffers, step counts, captured and finished
-windows) is in :meth:`LocalSteps.state_dict`; :class:`LocalStateCheckpoint` puts it into
-Lightning checkpoints.
+windows) is in :meth:`LocalSteps.state_dict`, which :mod:`psbench.checkpoint` saves with the run.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import pytorch_lightning as pl
 import torch
 
 from psbench.errors import require
@@ -216,16 +214,3 @@ class LocalUpdateBatches(torch.utils.data.Dataset):
         groups = [SnapshotGroup(t, [learner], self._empty, self._empty, torch.ones(1) / c)
                   for t, learner in zip(ts, learners, strict=True)]
         return UpdateBatch(i, groups, sum(i - t for t in ts) / c, float(self.s.update_time[i]), c * self.spg)
-
-
-class LocalStateCheckpoint(pl.Callback):
-    """Saves and restores :class:`LocalSteps` state with Lightning checkpoints (``checkpoint["callbacks"]``)."""
-
-    def __init__(self, local: LocalSteps) -> None:
-        self.local = local
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.local.state_dict()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.local.load_state_dict(state_dict)

@@ -50,5 +50,6 @@ TRAINER = Group({"default": {
     "batching": one_of(*BATCHING).optional(),
     "gradient_clip_val": number(0, null="no clipping", float32=True).optional(),
     "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)").optional(),
+    "stop_after_updates": integer(1, null="run to the end").optional(),
     "save_weights": boolean().optional(),
 }}, named=False)

@@ -82,6 +82,25 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     def diverged(self) -> bool:
         return self.diverged_at is not None
 
+    def ps_state(self) -> dict:
+        """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`)."""
+        return {"snapshots": self.snapshots.state_dict(), "updates_done": self.updates_done,
+                "samples_done": self.samples_done, "bytes_pushed": self.bytes_pushed, "last_loss": self.last_loss,
+                "recent": list(self._recent), "diverged_at": self.diverged_at,
+                "compression": self.compression.state_dict() if self.compression is not None else None,
+                "local": self.local.state_dict() if self.local is not None else None}
+
+    def load_ps_state(self, s: dict) -> None:
+        self.snapshots.load_state_dict(s["snapshots"])
+        self.updates_done, self.samples_done = s["updates_done"], s["samples_done"]
+        self.bytes_pushed = s["bytes_pushed"]
+        self.last_loss, self.diverged_at = s["last_loss"], s["diverged_at"]
+        self._recent = deque(s["recent"], maxlen=self._recent.maxlen)
+        if self.compression is not None:
+            self.compression.load_state_dict(s["compression"])
+        if self.local is not None:
+            self.local.load_state_dict(s["local"])
+
     def training_step(self, batch: UpdateBatch, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
         module = self.lightning_module
         params = dict(module.net.named_parameters())

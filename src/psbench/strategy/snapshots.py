@@ -30,6 +30,12 @@ class SnapshotStore:
         if ts < len(self.last_reader) and self.last_reader[ts] > ts:
             self._snaps[ts] = {k: v.detach().clone() for k, v in params.items()}
 
+    def state_dict(self) -> dict[int, dict[str, torch.Tensor]]:
+        return self._snaps
+
+    def load_state_dict(self, snaps: dict[int, dict[str, torch.Tensor]]) -> None:
+        self._snaps = {int(t): dict(p) for t, p in snaps.items()}
+
     def __getitem__(self, ts: int) -> dict[str, torch.Tensor]:
         return self._snaps[ts]
 

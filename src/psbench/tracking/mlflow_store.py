@@ -334,5 +334,24 @@ def end_run(tracking_uri: str, run_id: str, status: str, reason: str | None = No
     client(tracking_uri).set_terminated(run_id, status)
 
 
+def reopen_run(tracking_uri: str, run_id: str, update: int) -> dict[str, int]:
+    """Set a run back to RUNNING to resume it before ``update``; return the last step logged per metric.
+
+    A run missing from the store (or deleted) is a :class:`ConfigError` on ``resume``.
+    """
+    from mlflow.exceptions import MlflowException
+
+    c = client(tracking_uri)
+    try:
+        run = c.get_run(run_id)
+        last = {k: max(m.step for m in c.get_metric_history(run_id, k)) for k in run.data.metrics}
+        c.update_run(run_id, status=RUNNING)
+    except MlflowException:
+        raise ConfigError("resume", run_id, f"a run dir whose MLflow run exists (active) in {tracking_uri}") from None
+    resumed = run.data.tags.get("psbench.resumed_from_update")
+    set_tags(tracking_uri, run_id, {"psbench.resumed_from_update": f"{resumed},{update}" if resumed else update})
+    return last
+
+
 def run_status(tracking_uri: str, run_id: str) -> str:
     return client(tracking_uri).get_run(run_id).info.status

@@ -1,0 +1,245 @@
+"""Checkpoint and resume of a simulated run (``engine=sim``): one file, ``checkpoint.pt``, in the run dir.
+
+A checkpoint is taken at an update boundary i — updates 0…i−1 applied, the evaluation after update i−1
+done, update i not started — every ``trainer.checkpoint_every`` updates and when a stop is requested
+(``trainer.stop_after_updates``, or :meth:`Checkpointer.request_stop`, e.g. from a signal handler).
+It holds everything the rest of the run depends on:
+
+* the weights, the optimizer (momentum / AdaGrad / Adam buffers) and lr-schedule state;
+* the strategy: weight snapshots that pending gradients still read, per-learner codec state (error
+  feedback, generators), local-step learners (models, optimizers, captured windows), counters and the
+  recent-loss window;
+* every RNG stream (torch, numpy, python; per-learner generators live in the codec state);
+* the resolved config, the schedule's hash and the MLflow run id.
+
+The schedule and the sample stream are deterministic functions of the config (the stream's position
+is the update index), so they are recomputed and checked, not stored. Resuming rebuilds the run from the
+config, loads this state, and continues the Trainer at update i with Lightning's counters (global step,
+logging step, evaluation cadence) set to where they were: the result equals the uninterrupted run's bit
+for bit. The file is written atomically (``.tmp`` then rename); only the last one is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+
+CHECKPOINT_FILE = "checkpoint.pt"
+FORMAT = 1
+# Keys that may differ between a run and its resume: they do not change what the run computes.
+RESUME_FREE_KEYS = ("resume", "trainer.checkpoint_every", "trainer.stop_after_updates", "trainer.progress",
+                    "trainer.save_weights", "paths.output_dir", "paths.data_dir")
+
+
+class RunStopped(Exception):
+    """Raised at an update boundary after a checkpoint was written for a requested stop."""
+
+    def __init__(self, update: int, reason: str, path: Path) -> None:
+        super().__init__(f"stopped after {update} updates ({reason}); checkpoint {path}")
+        self.update, self.reason, self.path = update, reason, path
+
+
+def flat(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """``key (saved → current)`` for every key that differs, except :data:`RESUME_FREE_KEYS` and ``tags.*``.
+
+    Tags label a run (a sweep's retried trial carries its new trial number) without changing what it computes.
+    """
+    a, b = flat(saved), flat(current)
+    keys = sorted(k for k in a.keys() | b.keys() if k not in RESUME_FREE_KEYS and not k.startswith("tags.")
+                  and a.get(k, "<unset>") != b.get(k, "<unset>"))
+    return [f"{k} ({a.get(k, '<unset>')!r} → {b.get(k, '<unset>')!r})" for k in keys]
+
+
+def save(path: Path, state: Mapping[str, Any]) -> float:
+    """Write ``state`` atomically (tmp + rename); return the seconds it took."""
+    t0 = time.perf_counter()
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(dict(state), tmp)
+    os.replace(tmp, path)
+    return time.perf_counter() - t0
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A checkpoint written by :func:`save` (psbench's own file: full unpickling)."""
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def set_rng_state(s: Mapping[str, Any]) -> None:
+    torch.set_rng_state(s["torch"])
+    np.random.set_state(s["numpy"])
+    random.setstate(s["python"])
+
+
+@dataclass
+class Plan:
+    """What a run checkpoints and where; ``state`` is the loaded checkpoint of a resumed run."""
+
+    path: Path
+    every: int = 0  # updates between checkpoints (0: none)
+    stop_after: int | None = None  # stop (with a checkpoint) once this many updates are done
+    meta: dict[str, Any] = field(default_factory=dict)  # config, mlflow_run_id: stored as they are
+    state: dict[str, Any] | None = None
+
+    @property
+    def start(self) -> int:
+        return int(self.state["update"]) if self.state else 0
+
+    def prior(self, key: str) -> float:
+        """Time already spent before the resume (``fit_time_s``, ``wall_time_s``)."""
+        return float((self.state or {}).get("elapsed", {}).get(key, 0.0))
+
+
+_active: list[Checkpointer] = []  # the fit running in this process, for request_stop()
+
+
+def request_stop(reason: str) -> bool:
+    """Ask the running fit to write a checkpoint and stop at the next update boundary (e.g. from a signal handler).
+
+    The fit then raises :class:`RunStopped` with ``reason``; returns False when no fit is running (nothing to save).
+    """
+    for c in _active:
+        c.request_stop(reason)
+    return bool(_active)
+
+
+class Checkpointer(pl.Callback):
+    """Writes :class:`Plan`'s checkpoints at update boundaries and restores a resumed run's state.
+
+    Restoring happens in ``on_train_start`` (optimizer, schedulers, strategy, loop counters) and, for the
+    RNG streams, at the first update's ``on_train_batch_start`` — the same point where they were saved.
+    """
+
+    def __init__(self, plan: Plan, schedule_sha256: str, t_wall0: float) -> None:
+        self.plan, self.sha, self.t_wall0 = plan, schedule_sha256, t_wall0
+        self._stop: str | None = None
+        self._rng: Mapping[str, Any] | None = None
+        self._t_fit0 = time.perf_counter()
+        self.saves: list[tuple[int, float, int]] = []  # (update, seconds, bytes) of each checkpoint written
+
+    def request_stop(self, reason: str) -> None:
+        """Stop at the next update boundary, after writing a checkpoint (raises :class:`RunStopped` there)."""
+        self._stop = reason
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._t_fit0 = time.perf_counter()
+        _active[:] = [self]
+        s = self.plan.state
+        if s is None:
+            return
+        pl_module.net.load_state_dict(s["weights"])
+        trainer.optimizers[0].load_state_dict(s["optimizer"])
+        for cfg, sd in zip(trainer.lr_scheduler_configs, s["schedulers"], strict=True):
+            cfg.scheduler.load_state_dict(sd)
+        trainer.strategy.load_ps_state(s["strategy"])
+        k = int(s["update"])
+        loop = trainer.fit_loop.epoch_loop
+        for p in (loop.batch_progress.total, loop.automatic_optimization.optim_progress.optimizer.step.total):
+            p.ready = p.started = p.processed = p.completed = k
+        loop._batches_that_stepped = k  # the logging step and the lr scheduler's step count
+        self._rng = s["rng"]
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        i = int(batch.index)
+        if self._rng is not None:
+            set_rng_state(self._rng)
+            self._rng = None
+        stop_at = self.plan.stop_after
+        if stop_at is not None and i >= stop_at and i > self.plan.start and self._stop is None:
+            self._stop = f"trainer.stop_after_updates={self.plan.stop_after}"
+        if self._stop is not None:
+            self.write(trainer, i)
+            raise RunStopped(i, self._stop, self.plan.path)
+        if self.plan.every and i > self.plan.start and i % self.plan.every == 0:
+            self.write(trainer, i)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if self in _active:
+            _active.remove(self)
+
+    def write(self, trainer: pl.Trainer, update: int) -> None:
+        now = time.perf_counter()
+        state = {
+            "format": FORMAT, "update": update, "schedule_sha256": self.sha, **self.plan.meta,
+            "weights": trainer.lightning_module.net.state_dict(),
+            "optimizer": trainer.optimizers[0].state_dict(),
+            "schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
+            "strategy": trainer.strategy.ps_state(), "rng": rng_state(),
+            "elapsed": {"fit_time_s": self.plan.prior("fit_time_s") + now - self._t_fit0,
+                        "wall_time_s": self.plan.prior("wall_time_s") + now - self.t_wall0},
+        }
+        seconds = save(self.plan.path, state)
+        self.saves.append((update, seconds, self.plan.path.stat().st_size))
+
+
+def resume_state(resume: str | None, run_dir: Path, resolved: Mapping[str, Any]) -> tuple[str, Any]:
+    """What ``resume`` means for this run: ``("fresh", None)``, ``("resume", checkpoint)`` or ``("done", summary)``.
+
+    ``resume`` is null (always fresh), ``auto`` (resume from ``run_dir`` if it holds a checkpoint of the same
+    config, report the run as done if its ``summary.json`` says it finished with the same config, else fresh)
+    or a run dir (which is ``run_dir``: resume it, or refuse with :class:`~psbench.errors.ConfigError`).
+    """
+    import json
+
+    from omegaconf import OmegaConf
+
+    from psbench.errors import ConfigError
+
+    if resume is None:
+        return "fresh", None
+    explicit = resume != "auto"
+    ckpt, summary, config = run_dir / CHECKPOINT_FILE, run_dir / "summary.json", run_dir / "resolved_config.yaml"
+
+    def mismatch(saved: Mapping[str, Any]) -> str | None:
+        diff = config_diff(saved, resolved)
+        return "a run dir whose config matches this one; differing keys: " + ", ".join(diff) if diff else None
+
+    if ckpt.is_file():
+        try:
+            state = load(ckpt)
+        except Exception as e:  # truncated or foreign file: a line, not a traceback
+            raise ConfigError("resume", resume, f"a run dir with a readable {CHECKPOINT_FILE} ({ckpt}: "
+                              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        why = mismatch(state.get("config") or {})
+        if why is None:
+            return "resume", state
+        if explicit:
+            raise ConfigError("resume", resume, why)
+        return "fresh", None
+    if summary.is_file() and config.is_file():
+        done = json.loads(summary.read_text())
+        saved = OmegaConf.to_container(OmegaConf.load(config), resolve=True)
+        if done.get("status") in ("finished", "diverged"):
+            why = mismatch(saved)  # type: ignore[arg-type]
+            if why is None:
+                return "done", done
+            if explicit:
+                raise ConfigError("resume", resume, why)
+            return "fresh", None
+    if explicit:
+        raise ConfigError("resume", resume, f"null, auto, or a run dir holding {CHECKPOINT_FILE}")
+    return "fresh", None

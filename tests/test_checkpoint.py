@@ -1,0 +1,238 @@
+"""Checkpoint and resume (issue 13, item 3): an interrupted and resumed run equals the uninterrupted one.
+
+In-process tests drive :func:`psbench.train.train` with a :class:`~psbench.checkpoint.Plan` (the code path the
+CLI uses); the CLI tests run the real ``psbench`` command and check the MLflow run's lifecycle and history.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, config_diff, load
+from psbench.train import train
+
+BASE = ("trainer.progress=none", "trainer.num_threads=1", "epochs=1", "batch_size=8", "trainer.log_every_n_updates=1")
+CASES = {
+    # momentum SGD with a step decay half-way: the lr-schedule position must survive
+    "hardsync": ("protocol=hardsync", "learners=4", "optimizer.milestones=[0.5]"),
+    "4-softsync": ("protocol=softsync", "protocol.n=4", "learners=8", "lr_policy=mean_staleness"),
+    "async-adam": ("protocol=async", "learners=4", "optimizer=adam"),
+    "terngrad-ef": ("protocol=softsync", "protocol.n=2", "learners=4", "compression=terngrad",
+                    "compression.error_feedback=true"),
+    "agn": ("protocol=agn", "protocol.local_steps=2", "learners=4"),
+}
+K = 13  # the stop: not a multiple of checkpoint_every, so the periodic checkpoints before it are overwritten
+
+
+def _train(cfg, run_dir, plan):
+    run_dir.mkdir(exist_ok=True)
+    return train(cfg, run_dir, None, plan)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_interrupted_and_resumed_run_equals_uninterrupted(compose_cfg, tmp_path, case):
+    cfg = compose_cfg(*BASE, *CASES[case])
+    full = _train(cfg, tmp_path / "full", Plan(tmp_path / "full" / CHECKPOINT_FILE, every=5))
+    assert full["updates_done"] > K + 5
+
+    d = tmp_path / "cut"
+    with pytest.raises(RunStopped) as stop:
+        _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, stop_after=K))
+    assert stop.value.update == K
+    state = load(d / CHECKPOINT_FILE)
+    assert state["update"] == K and state["strategy"]["updates_done"] == K
+
+    resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, state=state))
+    assert resumed["resumed_from_update"] == K
+    for key in ("weights_sha256", "test_error", "test_loss", "train_loss", "updates_done", "samples_trained",
+                "bytes_pushed_measured"):
+        assert resumed[key] == full[key], key
+
+
+def test_resume_from_a_periodic_checkpoint(compose_cfg, tmp_path):
+    """The checkpoint a finished run left behind (every 5 updates) resumes to the same weights."""
+    cfg = compose_cfg(*BASE, *CASES["4-softsync"])
+    d = tmp_path / "full"
+    full = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5))
+    state = load(d / CHECKPOINT_FILE)
+    assert state["update"] % 5 == 0 and 0 < state["update"] < full["updates_done"]
+    assert len(state["strategy"]["snapshots"]) > 0  # 4-softsync: snapshots that pending gradients read
+    again = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, state=state))
+    assert again["weights_sha256"] == full["weights_sha256"]
+
+
+def test_request_stop_checkpoints_at_the_next_update_boundary(compose_cfg, tmp_path, monkeypatch):
+    """What a signal handler calls: the update in progress completes, then checkpoint and stop; resume matches."""
+    from psbench import checkpoint
+    from psbench.strategy import ParameterServerStrategy
+
+    cfg = compose_cfg(*BASE, *CASES["async-adam"])
+    full = _train(cfg, tmp_path / "full", None)
+    assert not checkpoint.request_stop("nothing runs")  # no fit: nothing to stop
+    step = ParameterServerStrategy.training_step
+
+    def stepping(self, batch, *args, **kwargs):
+        if batch.index == 7:
+            assert checkpoint.request_stop("SIGTERM")
+        return step(self, batch, *args, **kwargs)
+
+    monkeypatch.setattr(ParameterServerStrategy, "training_step", stepping)
+    d = tmp_path / "cut"
+    with pytest.raises(RunStopped) as stop:
+        _train(cfg, d, Plan(d / CHECKPOINT_FILE))  # checkpoint_every 0: only the requested one
+    assert (stop.value.update, stop.value.reason) == (8, "SIGTERM")
+    monkeypatch.undo()
+    resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, state=load(d / CHECKPOINT_FILE)))
+    assert resumed["weights_sha256"] == full["weights_sha256"]
+
+
+def test_unreadable_checkpoint_is_a_config_error(tmp_path):
+    from psbench.checkpoint import resume_state
+    from psbench.errors import ConfigError
+
+    (tmp_path / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
+    for resume in ("auto", str(tmp_path)):
+        with pytest.raises(ConfigError) as info:
+            resume_state(resume, tmp_path, {})
+        assert info.value.key == "resume" and CHECKPOINT_FILE in str(info.value) and "\n" not in str(info.value)
+    assert resume_state(None, tmp_path, {}) == ("fresh", None)
+
+
+def test_config_diff_names_keys_and_ignores_resume_keys():
+    a = {"protocol": {"n": 4}, "trainer": {"checkpoint_every": 10, "stop_after_updates": 3}, "resume": None,
+         "tags": {"optuna_trial": 2}}
+    b = {"protocol": {"n": 2}, "trainer": {"checkpoint_every": 0, "stop_after_updates": None}, "resume": "auto",
+         "tags": {"optuna_trial": 5}}
+    assert config_diff(a, b) == ["protocol.n (4 → 2)"]
+    assert config_diff(a, a) == []
+
+
+# ---------------------------------------------------------------- the psbench command
+CLI = ("epochs=1", "learners=8", "batch_size=8", "protocol=softsync", "protocol.n=4", "trainer.num_threads=1",
+       "trainer.progress=none", "trainer.log_every_n_updates=1", "trainer.checkpoint_every=5")
+
+
+def _history(root, run_id, key):
+    from mlflow import MlflowClient
+
+    c = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    return [(m.step, m.value) for m in sorted(c.get_metric_history(run_id, key), key=lambda m: m.step)]
+
+
+def test_cli_resume_continues_the_same_mlflow_run(psbench_root, run_psbench, mlflow_runs):
+    root = psbench_root
+    full = run_psbench(*CLI, "hydra.run.dir=full", root=root)
+    assert full.returncode == 0, full.stderr
+    cut = run_psbench(*CLI, "hydra.run.dir=cut", "trainer.stop_after_updates=17", root=root)
+    assert cut.returncode == 0, cut.stderr
+    cut_summary = json.loads((root / "cut" / "summary.json").read_text())
+    assert cut_summary["status"] == "killed" and cut_summary["updates_done"] == 17
+    assert (root / "cut" / CHECKPOINT_FILE).is_file()
+    run_id = cut_summary["mlflow_run_id"]
+    assert {r["run_id"]: r["status"] for r in mlflow_runs(root)}[run_id] == "KILLED"
+
+    refused = run_psbench(*CLI, "protocol.n=2", f"resume={root / 'cut'}", root=root)
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("psbench: error: resume=") and "protocol.n (4 → 2)" in lines[0]
+    assert len(mlflow_runs(root)) == 2  # refused before any MLflow run
+
+    resumed = run_psbench(*CLI, f"resume={root / 'cut'}", root=root)
+    assert resumed.returncode == 0, resumed.stderr
+    a = json.loads((root / "full" / "summary.json").read_text())
+    b = json.loads((root / "cut" / "summary.json").read_text())
+    assert b["weights_sha256"] == a["weights_sha256"] and b["test_error"] == a["test_error"]
+    assert b["mlflow_run_id"] == run_id and b["resumed_from_update"] == 17
+    assert not (root / "cut" / CHECKPOINT_FILE).exists()  # finished: no checkpoint left
+
+    runs = {r["run_id"]: r for r in mlflow_runs(root)}
+    assert len(runs) == 2 and runs[run_id]["status"] == "FINISHED"
+    assert runs[run_id]["tags"]["psbench.resumed_from_update"] == "17"
+    for key in ("train_loss", "sim_time_s"):  # per-update metrics: one point per update, as uninterrupted
+        want, got = _history(root, a["mlflow_run_id"], key), _history(root, run_id, key)
+        steps = [s for s, _ in got]
+        assert steps == sorted(set(steps)) and len(steps) > 17, key  # strictly increasing: no duplicates
+        assert got == want, key  # no gaps, and bit-identical values
+    # evaluations (every epoch, and the final one) at the same steps with the same values
+    assert _history(root, run_id, "test_error") == _history(root, a["mlflow_run_id"], "test_error")
+    from mlflow import MlflowClient
+
+    arts = [f.path for f in MlflowClient(f"sqlite:///{root / 'mlflow.db'}").list_artifacts(run_id)]
+    assert "weights.pt" in arts
+    from types import SimpleNamespace
+
+    import torch
+
+    from psbench.train import weights_sha256
+
+    final = torch.load(root / "cut" / "weights.pt")  # the final weights, as the summary's hash says
+    assert weights_sha256(SimpleNamespace(state_dict=lambda: final)) == a["weights_sha256"]
+
+
+@pytest.mark.slow
+def test_sweep_rerun_with_resume_auto_resumes_interrupted_jobs(psbench_root, run_psbench, mlflow_runs):
+    """A fixed sweep dir gives every job the same dir again: resume=auto resumes the stopped ones."""
+    root = psbench_root
+    sweep = ("-m", "hydra.sweep.dir=sweep", "seed=0,1", *CLI)
+    first = run_psbench(*sweep, "trainer.stop_after_updates=9", root=root)
+    assert first.returncode == 0, first.stderr
+    ids = [json.loads((root / "sweep" / str(j) / "summary.json").read_text())["mlflow_run_id"] for j in (0, 1)]
+    shutil.copy(root / "sweep" / "1" / "summary.json", root / "stopped1.json")
+    again = run_psbench(*sweep, "resume=auto", root=root)
+    assert again.returncode == 0, again.stderr
+    done = [json.loads((root / "sweep" / str(j) / "summary.json").read_text()) for j in (0, 1)]
+    assert [d["mlflow_run_id"] for d in done] == ids
+    assert [d["resumed_from_update"] for d in done] == [9, 9]
+    assert {r["status"] for r in mlflow_runs(root)} == {"FINISHED"} and len(mlflow_runs(root)) == 2
+    third = run_psbench(*sweep, "resume=auto", root=root)  # finished jobs are not run again
+    assert third.returncode == 0 and third.stderr.count("already finished") == 2
+    assert len(mlflow_runs(root)) == 2
+
+
+KILL_AFTER_CHECKPOINT = """
+import os, signal, sys
+import psbench.checkpoint as ck
+import psbench.cli as cli
+orig, calls = cli.execute, [0]
+def execute(cfg):
+    calls[0] += 1
+    return orig(cfg)
+cli.execute = execute
+write = ck.Checkpointer.write
+def write_then_die(self, trainer, update):
+    write(self, trainer, update)
+    if calls[0] == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # pre-empted right after the second trial's first checkpoint
+ck.Checkpointer.write = write_then_die
+sys.argv = ["psbench", *sys.argv[1:]]
+cli.main()
+"""
+
+
+@pytest.mark.slow
+def test_optuna_retry_of_a_killed_trial_resumes_its_checkpoint(psbench_root, run_psbench, mlflow_runs):
+    import optuna
+
+    root = psbench_root
+    args = ("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=2", "epochs=1", "trainer.progress=none",
+            "trainer.num_threads=1", "trainer.checkpoint_every=3")
+    first = run_psbench(*args, root=root, driver=KILL_AFTER_CHECKPOINT)
+    assert first.returncode == -9, first.stderr[-2000:]
+    sweep = root / "multirun/optuna/rudra_pareto"
+    killed = [d for d in sweep.iterdir() if (d / CHECKPOINT_FILE).is_file()]
+    assert len(killed) == 1
+    state = load(killed[0] / CHECKPOINT_FILE)
+    assert state["update"] == 3
+
+    second = run_psbench(*args, root=root)
+    assert second.returncode == 0, second.stderr[-3000:]
+    study = optuna.load_study(study_name="rudra_pareto", storage=f"sqlite:///{sweep}/optuna.db")
+    retry = [t for t in study.get_trials() if t.user_attrs.get("retry_of") == int(killed[0].name)]
+    assert len(retry) == 1 and retry[0].state == optuna.trial.TrialState.COMPLETE
+    done = json.loads((killed[0] / "summary.json").read_text())
+    assert done["resumed_from_update"] == 3 and done["mlflow_run_id"] == state["mlflow_run_id"]
+    assert retry[0].user_attrs["mlflow_run_id"] == state["mlflow_run_id"]
+    assert {r["run_id"]: r["status"] for r in mlflow_runs(root)}[state["mlflow_run_id"]] == "FINISHED"
