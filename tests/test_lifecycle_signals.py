@@ -283,3 +283,29 @@ def test_a_learner_that_cannot_reach_the_ps_says_so_in_one_line(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert r.stderr.strip().splitlines()[-1] == ("psbench learner rank 1: error: no PS at 127.0.0.2:9 within 1 s "
                                                  "(engine.connect_timeout_s)")
+
+
+def test_a_pre_empted_run_checkpoints_and_its_resume_equals_the_uninterrupted_run(psbench_root):
+    """SIGTERM (a scheduler's pre-emption) mid-fit: a checkpoint at the update boundary, exit 143, and
+    ``resume=<run dir>`` then ends with the uninterrupted run's weights, in the same MLflow run."""
+    args = ("epochs=40", "trainer.num_threads=1", "trainer.checkpoint_every=0", "trainer.progress=plain",
+            "trainer.log_every_n_updates=1")
+    full = Psbench(psbench_root, *args, f"hydra.run.dir={psbench_root / 'full'}")
+    assert full.proc.wait(timeout=600) == 0, full.text()[-3000:]
+    want = json.loads((psbench_root / "full" / "summary.json").read_text())["weights_sha256"]
+
+    run_dir = psbench_root / "cut"
+    p = Psbench(psbench_root, *args, f"hydra.run.dir={run_dir}")
+    p.wait_for(lambda: "update 20" in p.out.read_text())
+    rc, err = p.kill(signal.SIGTERM)
+    assert rc == 143, err[-3000:]
+    killed = json.loads((run_dir / "summary.json").read_text())
+    assert killed["status"] == "killed" and 0 < killed["updates_done"] < killed["updates_total"]
+    assert (run_dir / "checkpoint.pt").is_file()  # written although checkpoint_every=0: the signal asked for it
+
+    again = Psbench(psbench_root, *args, f"resume={run_dir}")
+    assert again.proc.wait(timeout=600) == 0, again.text()[-3000:]
+    done = json.loads((run_dir / "summary.json").read_text())
+    assert done["status"] == "finished" and done["weights_sha256"] == want
+    assert done["mlflow_run_id"] == killed["mlflow_run_id"]
+    assert not (run_dir / "checkpoint.pt").exists()
