@@ -212,13 +212,11 @@ def test_hand_placed_cifar_archive_is_checked(tmp_path: Path) -> None:
 
 
 @needs_real_mnist
-def test_mnist_datamodule_fast_centred_and_in_range() -> None:
-    t0 = time.perf_counter()
+def test_mnist_datamodule_centred_and_in_range() -> None:
+    """The whole real MNIST, read as psbench reads it (its load time is a benchmark's business, not a test's)."""
     dm = build_datamodule("mnist", REAL_DATA)
     dm.prepare_data()
     dm.setup()
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 3.0, f"loading MNIST took {elapsed:.2f}s"  # ~0.9 s; slack for busy CI
     assert dm.input_shape == (1, 28, 28) and dm.num_classes == 10 and dm.num_train == 60000
     assert dm.x_train.shape == (60000, 1, 28, 28) and dm.x_train.dtype == torch.float32
     assert dm.y_train.shape == (60000,) and dm.y_train.dtype == torch.int64
