@@ -221,7 +221,7 @@ def test_optuna_retry_of_a_killed_trial_resumes_its_checkpoint(psbench_root, run
             "trainer.num_threads=1", "trainer.checkpoint_every=3")
     first = run_psbench(*args, root=root, driver=KILL_AFTER_CHECKPOINT)
     assert first.returncode == -9, first.stderr[-2000:]
-    sweep = root / "multirun/optuna/rudra_pareto"
+    sweep, = (root / "multirun/optuna").glob("rudra_pareto-*")  # the study's default dir
     killed = [d for d in sweep.iterdir() if (d / CHECKPOINT_FILE).is_file()]
     assert len(killed) == 1
     state = load(killed[0] / CHECKPOINT_FILE)

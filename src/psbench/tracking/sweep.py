@@ -177,7 +177,10 @@ def record_job(config: DictConfig, job_return: Any) -> None:
     else:
         out = OmegaConf.select(config, "hydra.runtime.output_dir")
         summary = _read(Path(str(out)) / "summary.json") if out else {}
-        entry.update(status=summary.get("status", "finished"), reason=summary.get("failure_reason"))
+        status = summary.get("status", "finished")
+        if status == "killed" and "signal" not in summary:  # trainer.stop_after_updates: stopped as asked
+            status = "stopped"
+        entry.update(status=status, reason=summary.get("failure_reason"))
     line = json.dumps(entry) + "\n"
     fd = os.open(Path(str(config.hydra.sweep.dir)) / JOBS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
