@@ -62,12 +62,31 @@ def handlers():
     from psbench import lifecycle
 
     saved = {s: signal.getsignal(s) for s in lifecycle.SIGNALS}
+    hook = sys.unraisablehook
     lifecycle.reset()
     lifecycle.install()
     yield lifecycle
     lifecycle.reset()
+    sys.unraisablehook = hook
     for s, h in saved.items():
         signal.signal(s, h)
+
+
+def test_a_signal_swallowed_by_a_finalizer_is_raised_at_the_next_safe_point(handlers):
+    """Garbage collection runs finalizers at arbitrary points; Python swallows what they raise. A signal
+    delivered inside one (seen under load: an sqlalchemy weakref callback) must not be lost."""
+    class Dropped:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10_000):  # the handler runs here, inside the finalizer
+                pass
+
+    x = Dropped()
+    del x  # Killed raised inside __del__ and swallowed
+    with pytest.raises(handlers.Killed) as k:
+        for _ in handlers.checked(range(10)):  # a safe point (the simulation's loop) raises it
+            pass
+    assert k.value.exit_code == 143
 
 
 def test_a_signal_waits_for_the_boundary_inside_deferred_and_is_raised_once(handlers):

@@ -11,7 +11,11 @@ Exception`` in Hydra's job runner, MLflow or Lightning does not swallow it; it c
 passes through, and the exit code 128 + signal (130 for SIGINT, 143 for SIGTERM).
 
 A signal that arrives after the :class:`Killed` was raised (clean-up is running, bounded in
-time) is ignored; a third one ends the process the default way.
+time) is ignored; a third one ends the process the default way. A :class:`Killed` raised inside a
+finalizer or a weakref callback (garbage collection runs them at arbitrary points) is swallowed by
+Python; :func:`install` hooks ``sys.unraisablehook`` so that such a signal stays pending and the
+next safe point raises it (long loops outside the fit, e.g. the simulation, go through
+:func:`checked`).
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -69,10 +74,23 @@ def _handler(signum: int, frame: object) -> None:
     raise killed(signum)
 
 
+def _unraisable(unraisable: Any) -> None:
+    """A :class:`Killed` that a finalizer swallowed is not lost: it stays pending for the next safe point."""
+    global _raised
+    if isinstance(unraisable.exc_value, Killed):
+        _raised = False
+        return
+    _next_unraisable_hook(unraisable)
+
+
+_next_unraisable_hook = sys.unraisablehook
+
+
 def install() -> None:
     """Take over SIGINT and SIGTERM in this (main) thread; a signal ignored by the parent stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         return
+    sys.unraisablehook = _unraisable
     for s in SIGNALS:
         if signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, _handler)
@@ -96,6 +114,14 @@ def check() -> None:
     s = pending()
     if s is not None:
         raise killed(s)
+
+
+def checked(items: Iterable[Any], every: int = 256) -> Iterator[Any]:
+    """``items``, with a safe point (:func:`check`) every ``every`` of them."""
+    for i, item in enumerate(items):
+        if i % every == 0:
+            check()
+        yield item
 
 
 @contextlib.contextmanager

@@ -195,9 +195,9 @@ def train(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> dict[str, A
     compression = build_compression(cfg, net)
     cost = build_run_cost(cfg, net, dm, protocol, compression)
     sim = Simulator(protocol, cost, topology, int(cfg.batch_size), total_gradients(cfg, dm.num_train, protocol), seed)
-    schedule = Schedule.collect(sim.run(), meta={"protocol": protocol.label, "learners": protocol.learners,
-                                                 "batch_size": int(cfg.batch_size), "topology": topology.name,
-                                                 "seed": seed})
+    meta = {"protocol": protocol.label, "learners": protocol.learners, "batch_size": int(cfg.batch_size),
+            "topology": topology.name, "seed": seed}
+    schedule = Schedule.collect(lifecycle.checked(sim.run()), meta=meta)  # a signal stops the simulation too
     stats = sim.stats.as_dict()
     artifacts = [str(schedule.save(run_dir / "schedule.npz")),
                  str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png"))]
