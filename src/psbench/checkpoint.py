@@ -33,6 +33,8 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
+from psbench.tracking.run_info import leaves
+
 CHECKPOINT_FILE = "checkpoint.pt"
 FORMAT = 1
 # Keys that may differ between a run and its resume: they do not change what the run computes.
@@ -48,23 +50,12 @@ class RunStopped(Exception):
         self.update, self.reason, self.path = update, reason, path
 
 
-def flat(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in cfg.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
-            out.update(flat(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """``key (saved → current)`` for every key that differs, except :data:`RESUME_FREE_KEYS` and ``tags.*``.
 
     Tags label a run (a sweep's retried trial carries its new trial number) without changing what it computes.
     """
-    a, b = flat(saved), flat(current)
+    a, b = leaves(saved), leaves(current)
     keys = sorted(k for k in a.keys() | b.keys() if k not in RESUME_FREE_KEYS and not k.startswith("tags.")
                   and a.get(k, "<unset>") != b.get(k, "<unset>"))
     return [f"{k} ({a.get(k, '<unset>')!r} → {b.get(k, '<unset>')!r})" for k in keys]

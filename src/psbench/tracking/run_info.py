@@ -18,23 +18,26 @@ TAGGED_GROUPS = (
 )
 
 
-def flatten(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
-    """``{"protocol": {"n": 4}}`` -> ``{"protocol.n": "4"}``; lists and None as JSON.
-
-    Every leaf becomes one string-valued entry keyed by its dotted path, which is how
-    MLflow params are searched (``params.`protocol.n` = '4'``). An empty mapping is kept
-    as ``"{}"`` so that the key still shows up.
-    """
-    out: dict[str, str] = {}
+def leaves(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"protocol": {"n": 4}}`` -> ``{"protocol.n": 4}``: every leaf by its dotted path, values as they are
+    (an empty mapping is a leaf, so its key still shows up)."""
+    out: dict[str, Any] = {}
     for key, value in cfg.items():
         path = f"{prefix}{key}"
         if isinstance(value, Mapping) and value:
-            out.update(flatten(value, path + "."))
-        elif isinstance(value, str):
-            out[path] = value
+            out.update(leaves(value, path + "."))
         else:
-            out[path] = json.dumps(value, default=str)
+            out[path] = value
     return out
+
+
+def flatten(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """``{"protocol": {"n": 4}}`` -> ``{"protocol.n": "4"}``; lists, None and ``{}`` as JSON.
+
+    Every leaf becomes one string-valued entry keyed by its dotted path, which is how
+    MLflow params are searched (``params.`protocol.n` = '4'``).
+    """
+    return {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in leaves(cfg).items()}
 
 
 # the groups a run name mentions when their option differs from the default, in this order
