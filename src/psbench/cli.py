@@ -47,7 +47,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -58,11 +58,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from psbench import lifecycle
-from psbench.errors import ConfigError, DataError, RunFailure
+from psbench.errors import ConfigError, DataError, RunFailure, failure_reason
 from psbench.validate import check_writable_dir, validate
-
-if TYPE_CHECKING:
-    from psbench.checkpoint import RunStopped
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -365,14 +362,6 @@ class _Run:
         t.end_run(self.uri, self.run_id, t.FINISHED)
         self.ended = True
 
-    def stopped(self, stop: RunStopped) -> None:
-        """A requested stop: KILLED, with the reason and where the checkpoint is."""
-        if self.run_id is None or self.ended:
-            return
-        self.ended = True
-        self.t.set_tags(self.uri, self.run_id, {"status": "killed", "failure_reason": str(stop)})
-        self.t.end_run(self.uri, self.run_id, self.t.KILLED)
-
     def abort(self, status: str, reason: str, summary: Mapping[str, Any] | None = None,
               files: Sequence[Path] = ()) -> None:
         """Mark the run ``status`` (FAILED/KILLED) with tag ``failure_reason``; never masks the error handled."""
@@ -432,10 +421,11 @@ def execute(cfg: DictConfig) -> float | None:
             _write_json(summary_file, summary)
             run.finish(summary, artifacts)
             plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
-    except RunStopped as stop:
-        _write_json(summary_file, {"status": "killed", "updates_done": stop.update, "checkpoint": str(stop.path),
-                                   "failure_reason": str(stop), "mlflow_run_id": run.run_id, "provenance": prov})
-        run.stopped(stop)
+    except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with where the checkpoint is
+        stopped = {"status": "killed", "updates_done": stop.update, "checkpoint": str(stop.path),
+                   "failure_reason": str(stop), "mlflow_run_id": run.run_id, "provenance": prov}
+        _write_json(summary_file, stopped)
+        run.abort("KILLED", str(stop), stopped, [summary_file, config_file, overrides])
         log.info("%s; resume with resume=%s", stop, run_dir)
         return None
     except lifecycle.Killed as k:
@@ -444,7 +434,7 @@ def execute(cfg: DictConfig) -> float | None:
         raise
     except BaseException as err:
         if run is not None:
-            run.abort("FAILED", _failure_reason(err))
+            run.abort("FAILED", failure_reason(err))
         raise
     log.info(
         "%s: test_error=%s staleness_mean=%s sim_time_s=%s -> %s",
@@ -453,14 +443,6 @@ def execute(cfg: DictConfig) -> float | None:
     )
     err = summary.get("test_error")
     return None if err is None else float(err)
-
-
-def _failure_reason(err: BaseException) -> str:
-    """One line for the MLflow tag: the message of a handled error, else ``Type: first line``."""
-    lines = str(err).strip().splitlines()
-    if isinstance(err, RunFailure | ConfigError | DataError) and lines:
-        return lines[0]
-    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
 
 
 def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path],

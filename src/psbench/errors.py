@@ -31,3 +31,12 @@ class RunFailure(RuntimeError):
     The CLI prints ``str(err)`` as one line ``psbench: error: …``, marks the MLflow run FAILED with
     that line as ``failure_reason`` and exits 1.
     """
+
+
+def failure_reason(err: BaseException) -> str:
+    """The MLflow ``failure_reason`` of ``err``: a handled error's own first line (what the CLI printed),
+    any other ``Type: first line`` (``KeyboardInterrupt`` for a bare Ctrl-C)."""
+    lines = str(err).strip().splitlines()
+    if isinstance(err, RunFailure | ConfigError | DataError) and lines:
+        return lines[0]
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__

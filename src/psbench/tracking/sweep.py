@@ -33,6 +33,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from psbench.errors import failure_reason
+
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 SWEEP_FILE = "psbench_sweep.json"
 JOBS_FILE = "psbench_jobs.jsonl"
@@ -49,8 +51,8 @@ def one_line(text: str, limit: int = MAX_LINE) -> str:
 
 
 def error_line(err: BaseException) -> str:
-    """``Type: message`` on one line (``KeyboardInterrupt`` for a bare Ctrl-C)."""
-    return one_line(f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
+    """:func:`~psbench.errors.failure_reason`, at most :data:`MAX_LINE` characters."""
+    return one_line(failure_reason(err))
 
 
 def sweep_id(config: DictConfig) -> str:
