@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 import warnings
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
+from psbench.cli import default_data_dir
 from psbench.cluster import CostModel, Topology
 from psbench.data import build_datamodule
 from psbench.lr import LRPolicy
@@ -30,7 +32,7 @@ from psbench.strategy import ClassifierModule, ParameterServerStrategy, SampleSt
 
 warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
-DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DATA = Path(os.environ.get("PSBENCH_DATA") or default_data_dir("."))  # where psbench itself looks
 OPT = {"name": "sgd", "lr": 0.001, "momentum": 0.9}
 
 
