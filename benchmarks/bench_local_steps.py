@@ -26,9 +26,10 @@ from psbench.cli import default_data_dir
 from psbench.cluster import CostModel, Topology
 from psbench.data import build_datamodule
 from psbench.models import build_model, model_bytes
+from psbench.optimizer.build import server_optimizer
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, SampleStream
-from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches, server_optimizer
+from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches
 
 warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)

@@ -60,7 +60,7 @@ def main() -> None:
 
     from mlflow import MlflowClient
 
-    from psbench.analysis.temporal_efficiency import mlflow_curve
+    from psbench.tracking.temporal_efficiency import mlflow_curve
 
     client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
     curves = {p: mlflow_curve(client, s["mlflow_run_id"]) for p, s in summaries.items()}

@@ -89,7 +89,7 @@ def main() -> None:
 
     from mlflow import MlflowClient
 
-    from psbench.analysis.temporal_efficiency import compare_runs
+    from psbench.tracking.temporal_efficiency import compare_runs
 
     uri = f"sqlite:///{root / 'mlflow.db'}"
     client = MlflowClient(uri)

@@ -166,7 +166,7 @@ def test_cli_resume_continues_the_same_mlflow_run(psbench_root, run_psbench, mlf
 
     import torch
 
-    from psbench.train import weights_sha256
+    from psbench.models.evaluate import weights_sha256
 
     final = torch.load(root / "cut" / "weights.pt")  # the final weights, as the summary's hash says
     assert weights_sha256(SimpleNamespace(state_dict=lambda: final)) == a["weights_sha256"]

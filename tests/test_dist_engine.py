@@ -25,14 +25,14 @@ import numpy as np
 import pytest
 import torch
 
-from psbench.engine import messages as m
-from psbench.engine.aggregate import learner_gradient
-from psbench.engine.learner import per_sample_loss
-from psbench.engine.ps_server import ParameterServer
-from psbench.engine.samples import SampleStream
-from psbench.engine.transport import Inbound, LearnerFailure
+from psbench.dist import messages as m
+from psbench.dist.learner import per_sample_loss
+from psbench.dist.ps_server import ParameterServer
+from psbench.dist.transport import Inbound, LearnerFailure
 from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule
+from psbench.ps.aggregate import learner_gradient
+from psbench.ps.samples import SampleStream
 
 TINY = ("dataset=synthetic", "dataset.shape=[1,4,4]", "model=mlp", "model.hidden=[8]")
 
@@ -438,7 +438,7 @@ def test_calibration_of_a_lambda_8_free_run(run_psbench, tmp_path):
 def test_gradient_wire_decodes_to_what_the_learners_codec_decodes(options):
     """A push's bytes (fixed size, the codec's exact payloads) decode at the PS to the pipeline's decoded gradient."""
     from psbench.compression.pipeline import LearnerCompression
-    from psbench.engine.wire import GradientWire
+    from psbench.compression.wire import GradientWire
 
     torch.manual_seed(0)
     shapes = {"0.weight": torch.Size([7, 5]), "0.bias": torch.Size([7]), "1.weight": torch.Size([3, 7]),

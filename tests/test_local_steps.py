@@ -14,16 +14,17 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
-from psbench.analysis.temporal_efficiency import mlflow_curve, temporal_efficiency
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.data import build_datamodule
 from psbench.errors import ConfigError
 from psbench.lr import LRPolicy
 from psbench.models import build_model
+from psbench.models.evaluate import weights_sha256
+from psbench.optimizer.build import server_optimizer
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, SampleStream, UpdateBatch, UpdateBatches
-from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches, server_optimizer
-from psbench.train import weights_sha256
+from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches
+from psbench.tracking.temporal_efficiency import mlflow_curve, temporal_efficiency
 from psbench.validate import validate
 
 warnings.filterwarnings("ignore", ".*does not have many workers.*")

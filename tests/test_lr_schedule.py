@@ -13,9 +13,9 @@ from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.errors import ConfigError
 from psbench.lr import LRPolicy
 from psbench.models import build_model
+from psbench.optimizer.build import lr_schedule, poly_decay
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, SampleStream, UpdateBatches
-from psbench.strategy.module import lr_schedule, poly_decay
 
 warnings.filterwarnings("ignore", ".*does not have many workers.*")
 

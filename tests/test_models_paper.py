@@ -310,7 +310,7 @@ def test_batchnorm_breaks_the_vmapped_gradient_path() -> None:
 
 def test_ssp_family_from_config(compose_cfg) -> None:
     """A ci-scale SSP sweep config: synthetic TIMIT-shaped data (360 features, 2001 classes), smaller hidden layers."""
-    from psbench.train import build_data_and_model
+    from psbench.assemble import build_data_and_model
     from psbench.validate import validate
 
     cfg = compose_cfg("model=ssp_mlp", "model.hidden=[32,32]", "dataset=synthetic", "dataset.shape=[360]",

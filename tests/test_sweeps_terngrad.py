@@ -44,8 +44,8 @@ def _kept(preset: str, scale_overrides: list[str]) -> set[str]:
 
 
 def _updates(cfg, num_train: int) -> int:
+    from psbench.assemble import total_gradients
     from psbench.ps import Protocol
-    from psbench.train import total_gradients
 
     g = total_gradients(cfg, num_train, Protocol("hardsync", int(cfg.learners)))
     return g // int(cfg.learners)

@@ -4,7 +4,7 @@ Runs come from ``sweeps/agn_table1.py`` (tags ``paper=agn``, ``table=1``, ``case
 and ``sweeps/agn_fig7.py`` (``figure=7a|7b``, ``case=<protocol>``). Accuracy is the learners' mini-batch
 training accuracy (``train_accuracy``, mean of its last 5 samples: what the paper's curves show) beside
 the center's test accuracy; E(AGN, AEASGD) is AGN Eq 4 on ``train_accuracy`` over simulated time
-(:mod:`psbench.analysis.temporal_efficiency`). Simulated times come from our cost model, not the
+(:mod:`psbench.tracking.temporal_efficiency`). Simulated times come from our cost model, not the
 paper's 15-node cluster, so only their ratios compare.
 """
 
@@ -70,7 +70,7 @@ def _test_acc(r: Run | None) -> float | None:
 
 # --------------------------------------------------------------------------- Table 1
 def agn_table1(ctx: Context) -> tuple[str, str]:
-    from psbench.analysis.temporal_efficiency import temporal_efficiency
+    from psbench.tracking.temporal_efficiency import temporal_efficiency
 
     runs = [r for r in select(ctx.runs, paper="agn", table="1") if CASE.match(r.tags.get("case", ""))]
     md = ["# AGN Table 1 — AGN vs asynchronous EASGD per (n workers, H local steps)\n\n",
@@ -139,7 +139,7 @@ def _table1_claims(measured: Mapping[tuple[int, int], Mapping[str, float | None]
 
 # --------------------------------------------------------------------------- Fig 7
 def agn_fig7(ctx: Context) -> tuple[str, str]:
-    from psbench.analysis.temporal_efficiency import temporal_efficiency
+    from psbench.tracking.temporal_efficiency import temporal_efficiency
 
     md = ["# AGN Fig 7 — AGN, AEASGD and DynSGD over time (n = 20; H = 10 in 7a, H = 3 in 7b)\n\n",
           "Paper: training accuracy over time; AGN \"significantly outperforms all other optimizers\" and DynSGD "

@@ -19,10 +19,11 @@ from omegaconf import DictConfig, OmegaConf
 from psbench.cluster.options import HARDWARE, TOPOLOGY
 from psbench.compression.options import COMPRESSION
 from psbench.data.options import DATASET
-from psbench.engine.options import ENGINE
+from psbench.dist.options import ENGINE
 from psbench.errors import ConfigError, require
 from psbench.lr.options import LR_POLICY
 from psbench.models.options import MODEL
+from psbench.optimizer.options import OPTIMIZER
 from psbench.ps.options import PROTOCOL
 from psbench.schema import (
     Group,
@@ -37,7 +38,7 @@ from psbench.schema import (
     text,
     unknown_key,
 )
-from psbench.strategy.options import OPTIMIZER, TRAINER
+from psbench.strategy.options import TRAINER
 from psbench.tracking.options import LOGGER
 
 #: numpy's seed range (``np.random.seed``); every seed psbench derives from it stays within torch's 64 bits

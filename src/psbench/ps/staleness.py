@@ -11,7 +11,9 @@ independent of the number of gradients, so it can follow a streamed schedule.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass
@@ -50,3 +52,21 @@ class StalenessStats:
 
     def as_dict(self) -> dict[int, int]:
         return {s: c for s, c in enumerate(self.hist) if c}
+
+
+def plot_staleness(hist: Mapping[int, int], label: str, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    total = sum(hist.values()) or 1
+    ax.bar(list(hist), [c / total for c in hist.values()], width=0.9)
+    ax.set_xlabel("staleness σ")
+    ax.set_ylabel("fraction of gradients")
+    ax.set_title(f"{label} (Rudra Fig 4 / Zhang Fig 1)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

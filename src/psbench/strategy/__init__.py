@@ -10,8 +10,8 @@ __getattr__ = lazy(__name__, {
     "SampleStream": "psbench.strategy.batches", "SnapshotGroup": "psbench.strategy.batches",
     "UpdateBatch": "psbench.strategy.batches", "UpdateBatches": "psbench.strategy.batches",
     "update_gradient": "psbench.strategy.gradients",
-    "ClassifierModule": "psbench.strategy.module", "build_optimizer": "psbench.strategy.module",
-    "ParameterServerStrategy": "psbench.strategy.ps_strategy", "SnapshotStore": "psbench.strategy.snapshots",
+    "ClassifierModule": "psbench.strategy.module", "build_optimizer": "psbench.optimizer.build",
+    "ParameterServerStrategy": "psbench.strategy.ps_strategy", "SnapshotStore": "psbench.ps.snapshots",
 })
 
 __all__ = ["BATCHING", "ClassifierModule", "ParameterServerStrategy", "SampleStream", "SnapshotGroup",

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
-from psbench.engine.aggregate import contribution_order, update_weights
-from psbench.engine.samples import SampleStream
 from psbench.lr import LRPolicy
 from psbench.ps import Schedule
+from psbench.ps.aggregate import contribution_order, update_weights
+from psbench.ps.samples import SampleStream
 
 
 @dataclass

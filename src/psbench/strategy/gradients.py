@@ -7,7 +7,7 @@ Three ways to compute the same sum (a test holds them equal to float tolerance):
 * ``vmap`` — every gradient on its own snapshot with ``torch.func.vmap(grad(functional_call))``
   over stacked parameters (when many distinct snapshots make the groups tiny);
 * ``loop`` — one learner at a time (the reference; the same float operations, in the same order, as
-  the dist engine's learners and PS: :mod:`psbench.engine.aggregate`).
+  the dist engine's learners and PS: :mod:`psbench.ps.aggregate`).
 
 ``auto`` picks ``grouped`` when an update reads at most ``vmap_threshold`` snapshots.
 
@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 from torch.func import functional_call, grad, vmap
 
-from psbench.engine.aggregate import learner_gradient
+from psbench.ps.aggregate import learner_gradient
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.options import BATCHING
 

@@ -44,18 +44,6 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Params = dict[str, torch.Tensor]
 
 
-def server_optimizer(learner_cfg: Mapping) -> dict[str, Any]:
-    """The PS optimizer of a local-step protocol: SGD at the learners' η, no momentum (θ̃ ← θ̃ + Δ, AGN Eq 2).
-
-    ``milestones``/``gamma`` and the polynomial decay are kept, so an lr schedule scales the server and (through
-    :meth:`LocalSteps.update_direction`, which reads the current lr) the learners alike.
-    """
-    cfg = dict(learner_cfg)
-    return {"name": "sgd", "lr": float(cfg.get("lr", 0.1)), "momentum": 0.0, "weight_decay": 0.0,
-            "milestones": list(cfg.get("milestones") or []), "gamma": float(cfg.get("gamma", 0.1)),
-            "poly_power": cfg.get("poly_power"), "poly_epochs": cfg.get("poly_epochs")}
-
-
 class LocalSteps:
     """Learner-local state and the local-step update of one local-step protocol run.
 

@@ -29,10 +29,10 @@ import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench.ps import Schedule
+from psbench.ps.snapshots import SnapshotStore
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.gradients import learner_gradients, update_gradient
 from psbench.strategy.local_steps import LocalSteps
-from psbench.strategy.snapshots import SnapshotStore
 
 
 class ParameterServerStrategy(SingleDeviceStrategy):

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
-from psbench.engine import messages as m
+from psbench.dist import messages as m
 from psbench.errors import RunFailure
 
 
@@ -46,7 +46,7 @@ class GlooTransport:
     def __init__(self, learners: int, numel: int, alive: Callable[[int], str | None] | None = None,
                  push_bytes: int | None = None) -> None:
         self.learners, self.numel, self._alive = learners, numel, alive
-        self.push_bytes = push_bytes  # a compressed push: this many uint8 (engine/wire.py); else numel float32
+        self.push_bytes = push_bytes  # a compressed push: this many uint8 (compression/wire.py); else numel float32
         self.inbox: queue.Queue[Inbound] = queue.Queue()
         self.closed: set[int] = set()  # learners told to STOP (their disconnect is expected)
         self.bytes_sent = self.bytes_received = 0

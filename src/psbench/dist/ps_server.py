@@ -5,7 +5,7 @@ rule is applied in a well-defined order, exactly as the simulator's root PS does
 
 * a push counts for its learner, joins the accumulator, and after ``c`` pushes the update is
   applied — the c gradients summed newest-weights-first with the learning-rate policy's
-  weights w_l/c (:mod:`psbench.engine.aggregate`), set as ``p.grad`` and stepped with the same
+  weights w_l/c (:mod:`psbench.ps.aggregate`), set as ``p.grad`` and stepped with the same
   torch optimizer (and lr schedule) the Lightning path builds;
 * then the learner's pull is queued behind every message already received (the simulator's FIFO
   root serves the pull that follows a push the same way), and when it is served the learner is
@@ -24,7 +24,7 @@ are in, in the schedule's row order.
 Every SSP read is checked against the invariant (all pushes with clock ≤ k−s−1 of every live
 learner, and all of the reader's own, are in the weights it reads); violations are counted.
 A learner whose process ends, or whose connection drops, fails the run with a
-:class:`~psbench.engine.transport.LearnerFailure` naming its rank — or, with
+:class:`~psbench.dist.transport.LearnerFailure` naming its rank — or, with
 ``tolerate_failures`` (free-run, protocols without a barrier), is dropped and its in-flight
 gradient written off. No message for ``timeout_s`` while gradients are outstanding fails the
 run too (never a hang).
@@ -41,9 +41,9 @@ import numpy as np
 import torch
 
 from psbench import lifecycle
-from psbench.engine import messages as m
-from psbench.engine.aggregate import contribution_order, sum_in_order, update_weights
-from psbench.engine.transport import LearnerFailure
+from psbench.dist import messages as m
+from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
+from psbench.dist.transport import LearnerFailure
 from psbench.lr import LRPolicy
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
 from psbench.ps.local import commit_scale, uses_local_steps
@@ -87,7 +87,7 @@ class ParameterServer:
         protocol, policy, batch_size: the simulator's protocol, lr policy and μ.
         samples_per_gradient: μ·H, the stream positions one gradient consumes.
         total_gradients: gradients to hand out in free-run (rounded down to a multiple of c).
-        transport: a :class:`~psbench.engine.transport.GlooTransport` (or a test double).
+        transport: a :class:`~psbench.dist.transport.GlooTransport` (or a test double).
         replay: a schedule to re-execute, or None for free-run.
     """
 
@@ -106,7 +106,7 @@ class ParameterServer:
         self.timeout_s, self.tolerate, self.clip = timeout_s, tolerate_failures, gradient_clip_val
         self.logger, self.log_every, self.poll_s = logger, max(1, log_every), poll_s
         self.num_train = num_train  # N: the logged ``epoch`` is samples applied / N
-        self.wire = wire  # compressed pushes (engine/wire.py): decoded here, weighted after decoding
+        self.wire = wire  # compressed pushes (compression/wire.py): decoded here, weighted after decoding
         self.stats = PSStats()
         self.local = uses_local_steps(protocol.name)  # pushes are commits of H local steps (ps.local)
         lam = self.lam

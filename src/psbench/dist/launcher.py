@@ -3,7 +3,7 @@
 :func:`train_dist` is what :func:`psbench.train.train` calls for ``engine=dist``; it returns the
 same summary as the simulator path (plus the engine's own counts). The calling process is rank 0,
 the PS — the only one that talks to MLflow — and, with ``engine.launch=spawn`` (default), starts
-the learners itself as ``python -m psbench.engine.learner <run_dir>/dist_spec.json <rank>``, each
+the learners itself as ``python -m psbench.dist.learner <run_dir>/dist_spec.json <rank>``, each
 killed by the kernel if the PS process dies (``PR_SET_PDEATHSIG``) and terminated on every exit
 path here, and ``learner_data.pt`` (their copy of the training set) is removed. With
 ``engine.launch=external`` it only waits, at most ``engine.connect_timeout_s``, for λ learners
@@ -12,13 +12,13 @@ started elsewhere, e.g. by torchrun on other nodes (README "engine=dist").
 SIGINT/SIGTERM (:mod:`psbench.lifecycle`) stop the PS between messages; the run ends KILLED with
 what was done. Spawned learners ignore SIGINT (the terminal's Ctrl-C reaches the whole process
 group; the PS stops them); a learner ended by SIGINT/SIGTERM kills the run rather than failing it.
-Handled failures (:class:`~psbench.engine.transport.LearnerFailure`, a process group that does not
+Handled failures (:class:`~psbench.dist.transport.LearnerFailure`, a process group that does not
 form) are :class:`~psbench.errors.RunFailure`: one line in the CLI.
 
 Bad input fails before any process starts, as one :class:`~psbench.errors.ConfigError`: λ above
 ``engine.max_learners`` (≤ 256), a port in use, ``backend=nccl`` (needs a GPU; the data plane here
 is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
-(:func:`psbench.engine.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
+(:func:`psbench.dist.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
 Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
 local steps in their own processes (spec key ``local``) and push commits.
 """
@@ -42,9 +42,9 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from psbench import lifecycle
-from psbench.engine import messages as m
-from psbench.engine.options import ENGINE, check_dist
-from psbench.engine.transport import LearnerFailure
+from psbench.dist import messages as m
+from psbench.dist.options import ENGINE, check_dist
+from psbench.dist.transport import LearnerFailure
 from psbench.errors import ConfigError, RunFailure, require
 from psbench.schema import check_group
 
@@ -55,7 +55,7 @@ def _e(cfg: DictConfig, key: str, default: Any = None) -> Any:
 
 
 def check_config(cfg: DictConfig) -> None:
-    """The ``engine`` keys and what real processes cannot run (:mod:`psbench.engine.options`; torch-free)."""
+    """The ``engine`` keys and what real processes cannot run (:mod:`psbench.dist.options`; torch-free)."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     check_group("engine", resolved["engine"], ENGINE)  # type: ignore[index]
     check_dist(resolved)  # type: ignore[arg-type]
@@ -79,7 +79,7 @@ class Learners:
                 log = run_dir / f"learner_{rank}.log"
                 with open(log, "wb") as fh:
                     self.procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "psbench.engine.learner", str(spec_file), str(rank)],
+                        [sys.executable, "-m", "psbench.dist.learner", str(spec_file), str(rank)],
                         stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, close_fds=True))
                 self.logs.append(log)
         (run_dir / "dist_pids.json").write_text(json.dumps({"ps": os.getpid(), **{
@@ -165,25 +165,23 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     """Run ``cfg`` with real processes; return the summary (the keys of the simulator path and more)."""
     import torch.distributed as dist
 
-    from psbench.engine.ps_server import ParameterServer
-    from psbench.engine.transport import GlooTransport
-    from psbench.engine.wire import GradientWire
+    from psbench.dist.ps_server import ParameterServer
+    from psbench.dist.transport import GlooTransport
+    from psbench.compression.wire import GradientWire
     from psbench.ps import Schedule, Simulator
     from psbench.ps.local import is_elastic, uses_local_steps
-    from psbench.strategy import ClassifierModule
-    from psbench.train import (
+    from psbench.optimizer.build import configure, server_optimizer
+    from psbench.assemble import (
         build_compression,
         build_data_and_model,
         build_lr_policy,
         build_protocol,
         build_run_cost,
         build_topology,
-        evaluate,
-        plot_staleness,
-        save_final_weights,
         total_gradients,
-        weights_sha256,
     )
+    from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
+    from psbench.ps.staleness import plot_staleness
 
     check_config(cfg)
     t_start = time.perf_counter()
@@ -222,20 +220,15 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
     local = None
     if uses_local_steps(protocol.name):  # learners run opt_cfg for H local steps; the PS adds their commits
-        from psbench.strategy.local_steps import server_optimizer
-
         local = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
                  "rho": protocol.rho, "optimizer": opt_cfg}
         opt_cfg = server_optimizer(opt_cfg)
-    module = ClassifierModule(net, opt_cfg, updates_per_epoch)
     comp_opts = OmegaConf.to_container(cfg.compression, resolve=True) if cfg.get("compression") else None
     if comp_opts is not None and comp_opts.get("name", "none") == "none":  # type: ignore[union-attr]
         comp_opts = None
     wire = None if comp_opts is None else GradientWire(comp_opts, {k: p.shape for k, p in net.named_parameters()},
                                                        seed)
-    configured = module.configure_optimizers()
-    opt, sched = (configured, None) if isinstance(configured, torch.optim.Optimizer) else (
-        configured["optimizer"], configured["lr_scheduler"]["scheduler"])
+    opt, sched = configure(net.parameters(), opt_cfg, updates_per_epoch)
 
     addr = str(_e(cfg, "master_addr", "127.0.0.1"))
     timeout_s = float(_e(cfg, "timeout_s", 60))
@@ -297,7 +290,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     except lifecycle.Killed as k:
         k.progress.update(updates_total=updates)
         if ps is not None:
-            from psbench.train import quick_evaluate
+            from psbench.models.evaluate import quick_evaluate
 
             k.progress.update(updates_done=ps.stats.updates_stepped, samples=ps.stats.pushes_applied * spg,
                               sim_time_s=time.time() - ps.t0, **quick_evaluate(net, dm.x_test, dm.y_test))
@@ -316,7 +309,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
     artifacts.append(str(run_dir / "dist_timing.npz"))
     calibration = None
     if mode == "free_run" and stats.pushes_applied and not stats.failed_learners:
-        from psbench.engine.calibrate import compare
+        from psbench.dist.cost_fit import compare
 
         calibration = compare(log, timing, protocol, mu, dm.num_train, numel * 4, stats.run_time_s, seed)
     hist = stats.staleness.as_dict()

@@ -10,7 +10,7 @@ on the union of both runs' sample times in [0, m], so E is exact for the piecewi
 From MLflow: :func:`mlflow_curve` pairs the history of a metric (by step) with the history of
 ``sim_time_s`` (logged at the same steps by the strategy). The CLI compares two run ids::
 
-    python -m psbench.analysis.temporal_efficiency RUN_A RUN_B [--metric train_accuracy]
+    python -m psbench.tracking.temporal_efficiency RUN_A RUN_B [--metric train_accuracy]
         [--tracking-uri sqlite:///mlflow.db]
 
 For a metric where lower is better (``*loss*``, ``*error*``) the CLI integrates 1 − f for
@@ -89,7 +89,7 @@ def compare_runs(tracking_uri: str, run_a: str, run_b: str, metric: str = "train
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m psbench.analysis.temporal_efficiency",
+    ap = argparse.ArgumentParser(prog="python -m psbench.tracking.temporal_efficiency",
                                  description="Temporal efficiency E(a, b) of two MLflow runs (AGN Eq 4).")
     ap.add_argument("run_a")
     ap.add_argument("run_b")

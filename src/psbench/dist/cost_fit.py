@@ -23,7 +23,7 @@ machine's: processes that time-share a few cores are descheduled at random).
 :func:`compare` simulates the same protocol, μ and number of gradients with the fitted costs and reports
 the Kolmogorov–Smirnov distance between simulated and measured staleness distributions (``ks_staleness``:
 on the second half of the run, out of sample for the noise fit) and the relative error of the time per epoch.
-``python -m psbench.engine.calibrate RUN_DIR`` prints that report for a finished free run.
+``python -m psbench.dist.cost_fit RUN_DIR`` prints that report for a finished free run.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def compare_run(run_dir: str | Path) -> dict[str, Any]:
     log = Schedule.load(run_dir / "schedule.npz")
     with np.load(run_dir / "dist_timing.npz") as z:
         timing = {k: z[k] for k in z.files}
-    from psbench.train import build_protocol
+    from psbench.assemble import build_protocol
 
     protocol = build_protocol(cfg)
     num_train = round(summary["samples"] / summary["epochs_done"])

@@ -1,1 +1,0 @@
-"""Analyses over finished runs (MLflow metric histories): AGN temporal efficiency (Eq 4)."""

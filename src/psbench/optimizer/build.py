@@ -1,0 +1,92 @@
+"""The PS optimizer and its lr schedule, built in one place for both engines (torch only).
+
+The simulator's Lightning module and the dist PS both call :func:`configure`: the ``optimizer``
+config group (SGD with momentum, AdaGrad, Adam; lr = α0) and the per-update lr factor of its step
+or polynomial decay. :func:`server_optimizer` is the PS side of a local-step protocol.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from psbench.errors import require
+from psbench.optimizer.options import OPTIMIZERS
+
+
+def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:
+    """SGD with momentum, AdaGrad or Adam from an ``optimizer`` config group (lr = α0)."""
+    name = cfg.get("name", "sgd")
+    require(name in OPTIMIZERS, "optimizer.name", name, f"one of {list(OPTIMIZERS)}")
+    lr, wd = float(cfg.get("lr", 0.1)), float(cfg.get("weight_decay", 0.0))
+    require(lr > 0, "optimizer.lr", lr, "> 0")
+    if name == "sgd":
+        m = float(cfg.get("momentum", 0.0))
+        require(0 <= m < 1, "optimizer.momentum", m, "in [0, 1)")
+        return torch.optim.SGD(params, lr=lr, momentum=m, weight_decay=wd, nesterov=bool(cfg.get("nesterov", False)))
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr, weight_decay=wd)
+    return torch.optim.Adam(params, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), weight_decay=wd)
+
+
+def step_decay(milestones: Sequence[float], gamma: float, updates_per_epoch: float):
+    """lr factor after ``step`` updates: γ^(number of milestone epochs passed) — Rudra §4.2 (÷10 at 120, 130)."""
+    bounds = sorted(m * updates_per_epoch for m in milestones)
+    return lambda step: gamma ** sum(step >= b for b in bounds)
+
+
+def poly_decay(power: float, total_updates: float):
+    """lr factor after ``step`` updates: (1 − step/T)^p, zero from T on — TernGrad §4 (p = 0.5, "to zero")."""
+    return lambda step: max(0.0, 1.0 - step / total_updates) ** power
+
+
+def lr_schedule(cfg: Mapping, updates_per_epoch: float):
+    """The lr factor per update of an ``optimizer`` config, or None for a constant α0.
+
+    ``milestones``/``gamma``: step decay (:func:`step_decay`); ``poly_power`` (null = off) with
+    ``poly_epochs`` (where the lr reaches zero; the presets set it to ``epochs``): polynomial decay
+    (:func:`poly_decay`). Both together multiply.
+    """
+    factors = []
+    milestones = list(cfg.get("milestones") or [])
+    if milestones:
+        factors.append(step_decay(milestones, float(cfg.get("gamma", 0.1)), updates_per_epoch))
+    power = cfg.get("poly_power")
+    if power is not None:
+        require(_positive(power), "optimizer.poly_power", power, "null (no polynomial decay) or a number > 0")
+        epochs = cfg.get("poly_epochs")
+        require(_positive(epochs), "optimizer.poly_epochs", epochs,
+                "a number of epochs > 0 (where the polynomial decay reaches zero)")
+        factors.append(poly_decay(float(power), float(epochs) * updates_per_epoch))
+    if not factors:
+        return None
+    if len(factors) == 1:
+        return factors[0]
+    return lambda step: math.prod(f(step) for f in factors)
+
+
+def _positive(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def server_optimizer(learner_cfg: Mapping) -> dict[str, Any]:
+    """The PS optimizer of a local-step protocol: SGD at the learners' η, no momentum (θ̃ ← θ̃ + Δ, AGN Eq 2).
+
+    ``milestones``/``gamma`` and the polynomial decay are kept, so an lr schedule scales the server and (through
+    :meth:`LocalSteps.update_direction`, which reads the current lr) the learners alike.
+    """
+    cfg = dict(learner_cfg)
+    return {"name": "sgd", "lr": float(cfg.get("lr", 0.1)), "momentum": 0.0, "weight_decay": 0.0,
+            "milestones": list(cfg.get("milestones") or []), "gamma": float(cfg.get("gamma", 0.1)),
+            "poly_power": cfg.get("poly_power"), "poly_epochs": cfg.get("poly_epochs")}
+
+
+def configure(params: Iterable[torch.nn.Parameter], cfg: Mapping, updates_per_epoch: float
+              ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR | None]:
+    """(optimizer, per-update lr scheduler or None) of an ``optimizer`` config."""
+    opt = build_optimizer(params, cfg)
+    factor = lr_schedule(cfg, updates_per_epoch)
+    return opt, None if factor is None else torch.optim.lr_scheduler.LambdaLR(opt, factor)

@@ -1,0 +1,187 @@
+"""The simulator's executor: simulate the schedule, then train on it with Lightning (``engine=sim``).
+
+1. data module and model (seeded); model size = PS message size (compression ``none``);
+2. cost model (hardware profile, or a calibration of the real model) → simulator →
+   schedule of ⌊epochs·N/μ⌋ gradients (capped by ``trainer.max_updates``);
+3. ``schedule_only``: statistics only; otherwise a Trainer with
+   :class:`~psbench.strategy.ParameterServerStrategy`, one step per PS update, evaluating
+   test error every epoch's worth of updates;
+4. the summary dict (``summary.json``) and artifacts (schedule, staleness histogram).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from psbench import lifecycle
+from psbench.assemble import (
+    build_compression,
+    build_data_and_model,
+    build_lr_policy,
+    build_protocol,
+    build_run_cost,
+    build_topology,
+    setting,
+    total_gradients,
+)
+from psbench.errors import require
+from psbench.models.evaluate import evaluate, quick_evaluate, save_final_weights, weights_sha256
+from psbench.ps import Schedule, Simulator
+from psbench.ps.local import uses_local_steps
+from psbench.ps.staleness import plot_staleness
+
+
+def train_sim(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> dict[str, Any]:
+    """Simulate ``cfg``'s schedule and train on it; return the summary (see ``summary.json`` in the README).
+
+    ``plan`` (:class:`psbench.checkpoint.Plan`) turns on checkpoints and, with its ``state``, resumes
+    from one; a requested stop raises :class:`psbench.checkpoint.RunStopped` after writing it.
+    """
+    t_start = time.perf_counter()
+    seed = int(cfg.seed)
+    dm, net = build_data_and_model(cfg)
+
+    protocol, topology, policy = build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg)
+    compression = build_compression(cfg, net)
+    cost = build_run_cost(cfg, net, dm, protocol, compression)
+    sim = Simulator(protocol, cost, topology, int(cfg.batch_size), total_gradients(cfg, dm.num_train, protocol), seed)
+    meta = {"protocol": protocol.label, "learners": protocol.learners, "batch_size": int(cfg.batch_size),
+            "topology": topology.name, "seed": seed}
+    schedule = Schedule.collect(lifecycle.checked(sim.run()), meta=meta)  # a signal stops the simulation too
+    stats = sim.stats.as_dict()
+    artifacts = [str(schedule.save(run_dir / "schedule.npz")),
+                 str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png"))]
+    samples = schedule.num_gradients * sim.samples_per_gradient
+    summary: dict[str, Any] = {
+        "status": "finished", "diverged": False, "test_error": None, "test_loss": None, "train_loss": None,
+        **stats, "samples": samples, "epochs_done": samples / dm.num_train, "schedule_sha256": schedule.sha256(),
+        "weights_sha256": None, "protocol": protocol.label, "artifacts": artifacts,
+        "compression": str(setting(cfg.get("compression"), "name", "none")),
+    }
+    if cfg.schedule_only:
+        summary["wall_time_s"] = time.perf_counter() - t_start
+        return summary
+
+    if plan is not None and plan.state is not None:
+        require(plan.state["schedule_sha256"] == summary["schedule_sha256"], "resume", str(plan.path),
+                "a checkpoint of this schedule (the recomputed schedule differs from the checkpoint's: "
+                "was psbench changed in between?)")
+    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger, compression,
+                        plan, t_start))
+    summary["weights_sha256"] = weights_sha256(net)
+    save_final_weights(cfg, net, run_dir, artifacts)
+    summary["wall_time_s"] = time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0)
+    return summary
+
+
+def _progress_callbacks(mode: str):
+    from pytorch_lightning.callbacks import RichProgressBar
+
+    from psbench.strategy.progress import PlainProgress
+
+    if mode == "none":
+        return [], False
+    if mode == "rich" or (mode == "auto" and sys.stdout.isatty()):
+        return [RichProgressBar()], True
+    return [PlainProgress()], False
+
+
+def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None, plan=None,
+         t_start: float = 0.0) -> dict[str, Any]:
+    import logging
+    import warnings
+
+    import pytorch_lightning as pl
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+    from psbench.checkpoint import RunStopped
+    from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+    from psbench.strategy.interrupt import StopOnSignal
+
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    warnings.filterwarnings("ignore", ".*returned `None`.*")
+    warnings.filterwarnings("ignore", ".*LeafSpec.*")
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
+    updates_per_epoch = schedule.num_updates * dm.num_train / max(1, schedule.num_gradients * spg)
+    every = max(1, round(updates_per_epoch * float(setting(cfg.trainer, "eval_every_epochs", 1))))
+    opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    local = None
+    if uses_local_steps(protocol.name):  # learners run opt_cfg locally; the PS adds their commits
+        from psbench.optimizer.build import server_optimizer
+        from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches
+
+        local = LocalSteps(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed), opt_cfg,
+                           policy)
+        opt_cfg = server_optimizer(opt_cfg)
+    module = ClassifierModule(net, opt_cfg, updates_per_epoch)
+    strategy = ParameterServerStrategy(schedule, str(setting(cfg.trainer, "batching", "auto")),
+                                       log_every_n_updates=int(setting(cfg.trainer, "log_every_n_updates", 10)),
+                                       local=local, compression=compression, num_train=dm.num_train)
+    from psbench.strategy.progress import EpochThroughput
+
+    callbacks, rich = _progress_callbacks(str(setting(cfg.trainer, "progress", "auto")))
+    callbacks += [EpochThroughput(), StopOnSignal()]
+    checkpointer = None
+    if plan is not None:
+        from psbench.checkpoint import Checkpointer
+
+        checkpointer = Checkpointer(plan, schedule.sha256(), t_start)
+        callbacks.append(checkpointer)
+    trainer = pl.Trainer(
+        strategy=strategy, accelerator="cpu", max_epochs=1, logger=logger if logger is not None else False,
+        val_check_interval=min(every, schedule.num_updates), check_val_every_n_epoch=None,
+        num_sanity_val_steps=0, enable_checkpointing=False, enable_model_summary=False,
+        enable_progress_bar=rich, callbacks=callbacks, log_every_n_steps=strategy.log_every,
+        deterministic=bool(setting(cfg.trainer, "deterministic", True)),
+        gradient_clip_val=cfg.trainer.get("gradient_clip_val"),
+    )
+    updates = LocalUpdateBatches(schedule, spg) if local is not None else \
+        UpdateBatches(schedule, dm.x_train, dm.y_train, spg, policy, int(cfg.batch_size), protocol.learners,
+                      int(cfg.seed))
+    start = plan.start if plan is not None else 0  # a resumed run executes updates start…U−1
+    if start:
+        updates = torch.utils.data.Subset(updates, range(start, schedule.num_updates))
+    data = torch.utils.data.DataLoader(updates, batch_size=None, shuffle=False, num_workers=0)
+    t0 = time.perf_counter()
+    try:
+        try:
+            with lifecycle.deferred():  # a signal stops the fit at the next update boundary (StopOnSignal)
+                trainer.fit(module, train_dataloaders=data, val_dataloaders=dm.val_dataloader())
+        except SIGTERMException:  # Lightning's SIGTERM handler ran before StopOnSignal took the signal back
+            lifecycle.check()
+            raise
+        except RunStopped as stop:  # a signal asked for a checkpoint (StopOnSignal): it is written, now end KILLED
+            if lifecycle.pending() is None:
+                raise
+            print(f"psbench: checkpoint before update {stop.update} in {stop.path} (resume={stop.path.parent})",
+                  file=sys.stderr, flush=True)
+            lifecycle.check()
+    except lifecycle.Killed as k:
+        k.progress.update(updates_done=strategy.updates_done, updates_total=schedule.num_updates,
+                          samples=strategy.samples_done, sim_time_s=strategy.sim_time_s,
+                          **quick_evaluate(net, dm.x_test, dm.y_test))
+        raise
+    fit_s = time.perf_counter() - t0 + (plan.prior("fit_time_s") if plan is not None else 0.0)
+    test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
+    diverged = strategy.diverged or not math.isfinite(test_loss)
+    done = strategy.updates_done
+    samples = int(schedule.offsets[done]) * spg if done else 0
+    if logger is not None:
+        logger.log_metrics({"test_error": test_error, "test_loss": test_loss, "samples_per_s": samples / fit_s},
+                           step=max(0, trainer.global_step))
+    return {"status": "diverged" if diverged else "finished", "diverged": diverged,
+            "diverged_at_update": strategy.diverged_at, "test_error": test_error, "test_loss": test_loss,
+            "train_loss": strategy.recent_loss, "updates_done": done, "samples_trained": samples,
+            "samples_per_s": samples / fit_s if fit_s > 0 else None, "fit_time_s": fit_s,
+            "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None,
+            "resumed_from_update": start if start else None,
+            "checkpoints_written": len(checkpointer.saves) if checkpointer else 0,
+            "checkpoint_time_s": sum(s for _, s, _ in checkpointer.saves) if checkpointer else 0.0,
+            "checkpoint_bytes": checkpointer.saves[-1][2] if checkpointer and checkpointer.saves else None}
