@@ -18,6 +18,8 @@ Papers: Rudra §3.1 (Eqs 2–5), Kumar et al. §3.1 (SSP conditions 1–4).
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -430,3 +432,11 @@ def test_the_partial_last_update_applies_what_is_left():
     group = gate.finish()
     assert [g.learner for g in group] == [0, 1, 2] and gate.root_ts == 1 and gate.staleness.gradients == 3
     assert gate.finish() is None
+
+
+def test_the_gate_and_the_simulator_import_neither_torch_nor_an_executor():
+    code = ("import sys, psbench.ps.gate, psbench.ps.simulator; "
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('psbench.strategy', 'psbench.dist', "
+            "'psbench.train'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
