@@ -70,6 +70,12 @@ class RecordingGate(Gate):
             self.trace.append(("release", tuple(out)))
         return out
 
+    def stranded(self):
+        out = super().stranded()
+        if out:
+            self.trace.append(("stranded", tuple(out)))
+        return out
+
     def drop(self, l):
         lost = super().drop(l)
         self.trace.append(("drop", l, lost))
@@ -187,14 +193,14 @@ class ScriptedTransport:
                 raise LearnerFailure(l, f"learner rank {l + 1} exited with code -9 (SIGKILL)")
 
 
-def run_ps(protocol: Protocol, G: int, script) -> tuple[ParameterServer, ScriptedTransport]:
+def run_ps(protocol: Protocol, G: int, script, tolerate: bool = True) -> tuple[ParameterServer, ScriptedTransport]:
     from psbench.models import build_model
 
     torch.manual_seed(0)
     net = build_model("mlp", (1, 4, 4), 3, hidden=(8,))
     tr = ScriptedTransport(script, sum(p.numel() for p in net.parameters()))
     ps = ParameterServer(net, torch.optim.SGD(net.parameters(), lr=0.01), None, protocol, LRPolicy(), MU, MU, G, tr,
-                         timeout_s=0.5, poll_s=0.0, tolerate_failures=True)
+                         timeout_s=0.5, poll_s=0.0, tolerate_failures=tolerate)
     ps.run()
     return ps, tr
 
@@ -202,8 +208,8 @@ def run_ps(protocol: Protocol, G: int, script) -> tuple[ParameterServer, Scripte
 def drive(gate: Gate, script, lam: int) -> set[int]:
     """The gate driven directly by an arrival order, with the calls each arrival makes in both
     drivers (HELLO: start; PUSH: push, release after an update; the queued step: ready, then
-    read and start; a death: drop, release); after the script, pending steps in arrival order.
-    Returns the learners stopped."""
+    read and start; STOP: also the learners stranded; a death: drop, release); after the
+    script, pending steps in arrival order. Returns the learners stopped."""
     pending: dict[int, str] = {}
     granted: dict[int, tuple[int, int]] = {}
     stopped: set[int] = set()
@@ -212,11 +218,16 @@ def drive(gate: Gate, script, lam: int) -> set[int]:
         pending.pop(l, None)
         pending[l] = step
 
+    def stop(l: int) -> None:
+        for r in [l, *gate.stranded()]:
+            pending.pop(r, None)
+            stopped.add(r)
+
     def start(l: int) -> None:
         ts = gate.root_ts
         s0 = gate.start(l, ts)
         if s0 < 0:
-            stopped.add(l)
+            stop(l)
         else:
             granted[l] = (ts, s0)
             become(l, PUSH)
@@ -243,7 +254,7 @@ def drive(gate: Gate, script, lam: int) -> set[int]:
             del pending[l]
             d = gate.ready(l)
             if d == STOP:
-                stopped.add(l)
+                stop(l)
             elif d == GRANT:
                 become(l, "read")
         elif kind == PULL and step == "read":
@@ -421,6 +432,19 @@ def test_a_dead_learner_leaves_the_ssp_minimum_and_its_gradient_is_written_off()
     assert gate.drop(0) is True and gate.lost == 1  # it died computing
     assert gate.release() == [1] and gate.ready(1) == GRANT  # the minimum is over live learners
     assert gate.drop(1) is False
+
+
+def test_a_learner_parked_when_the_budget_runs_out_is_stopped_not_left_waiting(gates):
+    """SSP s = 0: learner 1 runs a clock ahead and parks; the last gradient goes to learner 0, so
+    learner 2 — the slowest — is stopped at its read and learner 1 could never be released."""
+    p = Protocol("ssp", 3, staleness_bound=0)
+    script = [(HELLO, 0), (HELLO, 1), (HELLO, 2), (PUSH, 2), (PUSH, 1), (PUSH, 0), (PULL, 2), (PULL, 1), (PULL, 1),
+              (PUSH, 1), (PULL, 1), (PULL, 0), (PULL, 0), (PULL, 2)]
+    direct = RecordingGate(p, 5, MU)
+    assert drive(direct, script, 3) == {0, 1, 2}
+    assert ("ready", 1, PARK) in direct.trace and ("stranded", (1,)) in direct.trace
+    ps, tr = run_ps(p, 5, script, tolerate=False)  # a learner left waiting would time out the run
+    assert gates[0].trace == direct.trace and tr.stopped == {0, 1, 2} and ps.stats.updates == 5
 
 
 def test_the_partial_last_update_applies_what_is_left():

@@ -241,7 +241,7 @@ class ParameterServer:
         if self.next_step[l] == _READY:
             d = gate.ready(l)
             if d == STOP:
-                self._stop(l)
+                self._stop_all(l)
             elif d == PARK:
                 self._park(l)
             else:
@@ -257,9 +257,14 @@ class ParameterServer:
         ts = self.gate.root_ts
         s0 = self.gate.start(l, ts)
         if s0 < 0:
-            self._stop(l)
+            self._stop_all(l)
         else:
             self._grant(l, ts, self._weights(), s0, 1.0, -1)
+
+    def _stop_all(self, l: int) -> None:
+        """All gradients are handed out: stop ``l`` and every learner parked for good."""
+        for r in [l, *self.gate.stranded()]:
+            self._stop(r)
 
     def _park(self, l: int) -> None:
         self.was_parked[l] = True

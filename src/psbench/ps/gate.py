@@ -20,7 +20,8 @@ A learner's round trip, as both drivers see it:
 5. :meth:`Gate.read` — the root reads its timestamp for it: PARK under the hardsync barrier
    while the root holds no weights newer than those it last used (σ ≡ 0, Eq 3), else GRANT.
 
-After every update :meth:`Gate.release` returns the parked learners that may read now.
+After every update :meth:`Gate.release` returns the parked learners that may read now; once
+the budget is spent :meth:`Gate.stranded` returns those that never will (the PS stops them).
 :meth:`Gate.drop` writes a dead learner off (the SSP minimum is over live learners);
 :meth:`Gate.finish` applies what is left when nothing more can come.
 """
@@ -157,6 +158,13 @@ class Gate:
         for l in self.parked:
             (out if self.barrier or self.ssp_ok(l) else keep).append(l)
         self.parked = keep
+        return out
+
+    def stranded(self) -> list[int]:
+        """Once all G gradients are handed out a parked learner can never compute again: unparked, to be stopped."""
+        if self.started < self.G or not self.parked:
+            return []
+        out, self.parked = self.parked, []
         return out
 
     def halt(self) -> None:
