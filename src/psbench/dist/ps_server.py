@@ -1,19 +1,20 @@
-"""The parameter server's event loop (rank 0): protocol gate, aggregation, optimizer step, event log.
+"""The parameter server's event loop (rank 0): aggregation, optimizer step, event log.
 
-The PS is single-threaded: it takes one message at a time from the transport's inbox, so every
-rule is applied in a well-defined order, exactly as the simulator's root PS does (DESIGN §3):
+The PS is single-threaded: it takes one message at a time from the transport's inbox. In
+free-run every protocol rule is the :class:`~psbench.ps.gate.Gate`'s, the same object the
+simulator drives from its events (Rudra §3.1, Kumar et al. §3.1); one handler per message kind:
 
-* a push counts for its learner, joins the accumulator, and after ``c`` pushes the update is
-  applied — the c gradients summed newest-weights-first with the learning-rate policy's
-  weights w_l/c (:mod:`psbench.ps.aggregate`), set as ``p.grad`` and stepped with the same
-  torch optimizer (and lr schedule) the Lightning path builds;
-* then the learner's pull is queued behind every message already received (the simulator's FIFO
-  root serves the pull that follows a push the same way), and when it is served the learner is
-  *ready*: it is stopped when all gradients are handed out, parked while
-  the hardsync barrier (``Protocol.barrier``: no weights newer than the last it used) or the
-  SSP bound (``Protocol.bound``: its clock − the slowest applied clock > s) holds, else granted
-  the current weights, the next samples of the stream, and a compute slot. Parked learners are
-  re-examined after every update.
+* ``HELLO``: the learner starts on the current weights (the gate hands out its samples, or STOP);
+* ``PUSH``: the gradient joins the gate's accumulator; the c-th applies the update — the c
+  gradients summed newest-weights-first with the learning-rate policy's weights w_l/c
+  (:mod:`psbench.ps.aggregate`), set as ``p.grad`` and stepped with the same torch optimizer
+  (and lr schedule) the Lightning path builds. The learner's next step is then queued behind
+  every message already received, as the simulator's FIFO root serves it;
+* ``PULL`` (PS-internal, queued): the learner's next step — first *ready* (STOP once all
+  gradients are handed out, PARK while the SSP bound holds), then, queued once more as the
+  simulator's timestamp inquiry, the *read* (PARK at the hardsync barrier, else the current
+  weights, the next samples and a compute slot). After every update the parked learners the
+  gate releases are queued for their read.
 
 In ``replay`` the order comes from a :class:`~psbench.ps.Schedule` instead: learner l's k-th
 gradient is the schedule row with (learner l, clock k) — its weight timestamp, samples and
@@ -42,10 +43,11 @@ import torch
 
 from psbench import lifecycle
 from psbench.dist import messages as m
-from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
 from psbench.dist.transport import LearnerFailure
 from psbench.lr import LRPolicy
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
+from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
+from psbench.ps.gate import PARK, STOP, Gate
 from psbench.ps.local import commit_scale, uses_local_steps
 
 
@@ -78,6 +80,9 @@ class _Pending:
     samples: int
 
 
+_READY, _READ = 0, 1  # what a learner's queued PULL stands for (free-run)
+
+
 class ParameterServer:
     """Rank 0 of ``engine=dist``.
 
@@ -101,25 +106,20 @@ class ParameterServer:
         self.protocol, self.policy, self.mu, self.spg = protocol, policy, batch_size, samples_per_gradient
         self.lam, self.c = protocol.learners, protocol.gradients_per_update
         self.barrier, self.bound = protocol.barrier, protocol.bound
-        self.G = total_gradients - total_gradients % self.c
         self.transport, self.replay = transport, replay
         self.timeout_s, self.tolerate, self.clip = timeout_s, tolerate_failures, gradient_clip_val
         self.logger, self.log_every, self.poll_s = logger, max(1, log_every), poll_s
         self.num_train = num_train  # N: the logged ``epoch`` is samples applied / N
         self.wire = wire  # compressed pushes (compression/wire.py): decoded here, weighted after decoding
         self.stats = PSStats()
+        self.gate = Gate(protocol, total_gradients, samples_per_gradient, self.stats.staleness)
         self.local = uses_local_steps(protocol.name)  # pushes are commits of H local steps (ps.local)
         lam = self.lam
-        self.root_ts = 0
-        self.pushed, self.applied, self.included = [0] * lam, [0] * lam, [0] * lam
-        self.last_used, self.held_ts = [-1] * lam, [-1] * lam
-        self.outstanding = [False] * lam
+        self.included = [0] * lam  # each learner's gradients in the weights (the SSP read check)
+        self.held_ts = [-1] * lam
+        self.next_step = [_READY] * lam
         self.done: set[int] = set()
-        self.live = set(range(lam))
-        self.parked: list[int] = []
-        self.started = 0
-        self.next_sample = 0
-        self.acc: list[_Pending] = []
+        self.acc: list[_Pending] = []  # the gradients of the gate's accumulator
         self.updates_log: list[Update] = []
         self.diverged_at: int | None = None
         self.recent: deque[float] = deque(maxlen=100)
@@ -139,7 +139,6 @@ class ParameterServer:
         require_learners = int(s.learner.max()) + 1 if s.num_gradients else 0
         if require_learners > self.lam:
             raise ValueError(f"the schedule has {require_learners} learners, the run {self.lam}")
-        self.G = s.num_gradients
         order = np.lexsort((s.clock, s.learner))
         self.rows_of = [order[s.learner[order] == l].tolist() for l in range(self.lam)]
         self.next_k = [0] * self.lam
@@ -152,6 +151,15 @@ class ParameterServer:
         self.snapshots: dict[int, torch.Tensor] = {}
         self.buffer: dict[int, _Pending] = {}
         self.next_update = 0
+        self.waiting: list[int] = []  # learners whose next row reads weights not applied yet
+
+    @property
+    def root_ts(self) -> int:
+        """Updates applied (the weight timestamp)."""
+        return self.gate.root_ts
+
+    def _live(self) -> list[int]:
+        return [l for l in range(self.lam) if self.gate.live[l]]
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> PSStats:
@@ -165,36 +173,42 @@ class ParameterServer:
             if now - last_check >= self.poll_s:
                 last_check = now
                 try:
-                    tr.check(sorted(self.live - self.done))
+                    tr.check([l for l in self._live() if l not in self.done])
                 except LearnerFailure as f:
                     self._failure(f)
             if msg is None:
                 if now - last_msg > self.timeout_s:
-                    waiting = [l for l in sorted(self.live) if self.outstanding[l] or l not in self.done]
+                    waiting = [l for l in self._live() if self.gate.computing[l] or l not in self.done]
                     self._failure(LearnerFailure(waiting[0] if waiting else -1,
                                                  f"no message from learner ranks {[l + 1 for l in waiting]} "
                                                  f"for {self.timeout_s:g} s"))
                 continue
             last_msg = now
             l = msg.learner
+            if not self.gate.live[l]:
+                continue  # one already written off
             if msg.error is not None:
-                if l in self.done or l not in self.live:
-                    continue  # a stopped learner disconnecting, or one already written off
-                self._failure(self._explain(l, msg.error))
+                if l not in self.done:  # else a stopped learner disconnecting
+                    self._failure(self._explain(l, msg.error))
                 continue
-            if msg.push.kind == m.PUSH:
+            kind = msg.push.kind
+            if kind == m.PUSH:
                 self._on_push(l, msg.push, msg.grad)
-                self.transport.defer_pull(l)  # its pull waits behind what is already queued (simulator: READY)
-            else:  # HELLO or the deferred PULL
-                self._ready(l)
-        if self.acc:  # tolerated failures can leave fewer than c gradients: apply them (as the simulator's trees)
-            self._apply(self.acc, prescaled=False)
-            self.acc = []
+                self.transport.defer_pull(l)  # its next step waits behind what is already queued
+            elif self.replay is not None:  # HELLO or the deferred PULL
+                self._ready_replay(l)
+            elif kind == m.HELLO:
+                self._start(l)
+            else:
+                self._on_pull(l)
+        if self.gate.finish() is not None:  # tolerated failures can leave fewer than c (as the simulator's trees)
+            group, self.acc = self.acc, []
+            self._apply(group, self.gate.root_ts - 1, prescaled=False)
         self.stats.run_time_s = time.time() - self.t0
         return self.stats
 
     def _finished(self) -> bool:
-        if any(l not in self.done for l in self.live):
+        if any(l not in self.done for l in self._live()):
             return False
         return self.replay is None or self.next_update >= self.replay.num_updates or self.diverged_at is not None
 
@@ -213,37 +227,61 @@ class ParameterServer:
         l = f.learner
         if not (self.tolerate and self.replay is None and not self.barrier and 0 <= l < self.lam):
             raise f
-        self.live.discard(l)
         self.stats.failed_learners.append(l + 1)
-        if self.outstanding[l]:
-            self.outstanding[l] = False
-            self.stats.lost_gradients += 1  # its samples are skipped; a last partial update applies the rest
-        if l in self.parked:
-            self.parked.remove(l)
-        if not self.live:
+        # its samples are skipped; a last partial update applies what the others leave
+        self.stats.lost_gradients += self.gate.drop(l)
+        if not any(self.gate.live):
             raise LearnerFailure(l, f"{f} (no learner left)")
         self._release()
 
-    # ------------------------------------------------------------------ protocol
-    def _ssp_ok(self, l: int) -> bool:
-        k = self.pushed[l]
-        return self.applied[l] == k and k - min(self.applied[j] for j in self.live) <= self.bound  # type: ignore[operator]
+    # ------------------------------------------------------------------ free-run: the gate decides
+    def _on_pull(self, l: int) -> None:
+        """Learner ``l``'s queued step: *ready* (the simulator's READY), then *read* (its PULL_ROOT)."""
+        gate = self.gate
+        if self.next_step[l] == _READY:
+            d = gate.ready(l)
+            if d == STOP:
+                self._stop_all(l)
+            elif d == PARK:
+                self._park(l)
+            else:
+                self.next_step[l] = _READ
+                self.transport.defer_pull(l)
+        elif gate.read(l) == PARK:
+            self._park(l)
+        else:
+            self._start(l)
 
-    def _ready(self, l: int) -> None:
-        if l not in self.live:
-            return
+    def _start(self, l: int) -> None:
+        """Grant the current weights and the next samples, or STOP once all gradients are handed out."""
+        ts = self.gate.root_ts
+        s0 = self.gate.start(l, ts)
+        if s0 < 0:
+            self._stop_all(l)
+        else:
+            self._grant(l, ts, self._weights(), s0, 1.0, -1)
+
+    def _stop_all(self, l: int) -> None:
+        """All gradients are handed out: stop ``l`` and every learner parked for good."""
+        for r in [l, *self.gate.stranded()]:
+            self._stop(r)
+
+    def _park(self, l: int) -> None:
+        self.was_parked[l] = True
+        self.stats.parks += 1
+
+    def _release(self) -> None:
+        """After an update (or a drop): queue the read of every learner the gate releases."""
         if self.replay is not None:
-            self._ready_replay(l)
+            waiting, self.waiting = self.waiting, []
+            for l in waiting:
+                self._ready_replay(l)
             return
-        if self.started >= self.G or self.diverged_at is not None:
-            self._stop(l)
-        elif (self.barrier and self.root_ts == self.last_used[l]) or (self.bound is not None and not self._ssp_ok(l)):
-            self.parked.append(l)
-            self.was_parked[l] = True
-            self.stats.parks += 1
-        elif self._grant(l, self.root_ts, self._weights(), self.next_sample, 1.0, -1):
-            self.next_sample += self.spg
-            self.started += 1
+        for l in self.gate.release():
+            self.next_step[l] = _READ
+            self.transport.defer_pull(l)
+
+    # ------------------------------------------------------------------ replay: the schedule decides
 
     def _ready_replay(self, l: int) -> None:
         rows = self.rows_of[l]
@@ -255,9 +293,8 @@ class ParameterServer:
         s = self.replay
         need = int(s.ts[r])  # type: ignore[union-attr]
         if need > self.root_ts:
-            self.parked.append(l)
-            self.was_parked[l] = True
-            self.stats.parks += 1
+            self.waiting.append(l)
+            self._park(l)
             return
         flat = self._weights() if need == self.root_ts else self.snapshots[need]
         weight = 1.0 if self.wire is not None else float(self.row_weight[r])  # a codec sees the raw gradient
@@ -267,11 +304,6 @@ class ParameterServer:
         self.remaining_reads[need] -= 1
         if need < self.root_ts and self.remaining_reads[need] == 0:
             del self.snapshots[need]
-
-    def _release(self) -> None:
-        waiting, self.parked = self.parked, []
-        for l in waiting:
-            self._ready(l)
 
     def _send(self, l: int, header: torch.Tensor, payload: torch.Tensor | None = None) -> bool:
         """Send to learner ``l``; a dead peer is a learner failure (False when it is tolerated)."""
@@ -290,8 +322,8 @@ class ParameterServer:
         t_in = time.perf_counter()
         st = self.stats
         if self.bound is not None:  # SSP invariant on every read, from what the weights include
-            k = self.pushed[l]
-            lag = k - min(self.included[j] for j in self.live)
+            k = self.gate.pushed[l]
+            lag = k - min(self.included[j] for j in self._live())
             st.ssp_reads += 1
             st.ssp_max_lag = max(st.ssp_max_lag, lag)
             if self.included[l] != k or lag > self.bound or ts != self.root_ts:
@@ -300,8 +332,7 @@ class ParameterServer:
         lr = self.opt.param_groups[0]["lr"]
         if not self._send(l, m.encode(m.COMPUTE, ts, sample_start, weight, has, row, lr), flat if has else None):
             return False
-        self.held_ts[l] = self.last_used[l] = ts
-        self.outstanding[l] = True
+        self.held_ts[l] = ts
         st.reads += 1
         st.pulls_skipped += not has
         self.grant_s.append((time.perf_counter() - t_in, has))
@@ -315,10 +346,8 @@ class ParameterServer:
     # ------------------------------------------------------------------ pushes and updates
     def _on_push(self, l: int, p: m.Push, grad: torch.Tensor) -> None:
         st = self.stats
-        if p.clock != self.pushed[l]:
-            raise RuntimeError(f"learner rank {l + 1} pushed clock {p.clock}, the PS expected {self.pushed[l]}")
-        self.outstanding[l] = False
-        self.pushed[l] += 1
+        if p.clock != self.gate.pushed[l]:
+            raise RuntimeError(f"learner rank {l + 1} pushed clock {p.clock}, the PS expected {self.gate.pushed[l]}")
         st.pushes_received += 1
         if self.wire is not None:
             grad = self.wire.decode(grad)
@@ -332,28 +361,33 @@ class ParameterServer:
         pending = _Pending(contrib, grad, p.loss_sum, p.samples)
         if self.replay is None:
             self.acc.append(pending)
-            self.applied[l] += 1
+            applied = self.gate.push(contrib) is not None
             self.push_s.append(time.perf_counter() - t_in)
-            if len(self.acc) == self.c:
+            if applied:
                 group, self.acc = self.acc, []
-                self._apply(group, prescaled=False)
+                self._apply(group, self.gate.root_ts - 1, prescaled=False)
+            self.next_step[l] = _READY
             return
         s = self.replay
         if int(s.learner[p.row]) != l or int(s.clock[p.row]) != p.clock or int(s.ts[p.row]) != p.ts:
             raise RuntimeError(f"learner rank {l + 1} pushed a gradient that is not schedule row {p.row}")
         self.buffer[p.row] = pending
-        self.applied[l] += 1
+        self.gate.clock(l)
         self.push_s.append(time.perf_counter() - t_in)
         while self.next_update < s.num_updates:
             rows = range(int(s.offsets[self.next_update]), int(s.offsets[self.next_update + 1]))
             if any(r not in self.buffer for r in rows):
                 break
             self.next_update += 1
-            self._apply([self.buffer.pop(r) for r in rows], prescaled=True)
+            group = [self.buffer.pop(r) for r in rows]
+            i = self.gate.root_ts
+            self.gate.apply([e.contrib for e in group])
+            self._apply(group, i, prescaled=True)
 
-    def _apply(self, group: list[_Pending], prescaled: bool) -> None:
+    def _apply(self, group: list[_Pending], i: int, prescaled: bool) -> None:
+        """Step the weights with update ``i`` (the gate has recorded it and advanced its timestamp)."""
         t_in = time.perf_counter()
-        i, st = self.root_ts, self.stats
+        st = self.stats
         ts = [e.contrib.ts for e in group]
         order = contribution_order(ts)
         grads = [e.grad for e in group]
@@ -366,15 +400,14 @@ class ParameterServer:
         if self.replay is not None and self.remaining_reads[i] > 0:
             self.snapshots[i] = self._weights().clone()  # a pending read still needs timestamp i
         loss = sum(e.loss_sum for e in group) / max(1, sum(e.samples for e in group))
-        self._step(sum_in_order(grads, order), loss)
+        self._step(sum_in_order(grads, order), loss, i)
         for e in group:
             self.included[e.contrib.learner] += 1
         st.pushes_applied += len(group)
         st.updates += 1
-        sigma_mean = st.staleness.add(i, ts)
+        sigma_mean = sum(i - t for t in ts) / len(ts)  # ⟨σ⟩ of this update (Rudra Eq 2)
         t = time.time() - self.t0
         self.updates_log.append(Update(i, t, [e.contrib for e in group]))
-        self.root_ts += 1
         self._flat = None
         self.apply_s.append(time.perf_counter() - t_in)
         if self.logger is not None and i % self.log_every == 0 and math.isfinite(loss):
@@ -384,8 +417,8 @@ class ParameterServer:
             self.logger.log_metrics(metrics, step=i)
         self._release()
 
-    def _step(self, g: torch.Tensor, loss: float) -> None:
-        """p.grad = g, then the optimizer step — what Lightning does with the surrogate Σ⟨p, g⟩."""
+    def _step(self, g: torch.Tensor, loss: float, i: int) -> None:
+        """p.grad = g, then the optimizer step of update ``i`` — what Lightning does with the surrogate Σ⟨p, g⟩."""
         if self.diverged_at is not None:
             return
         views, o = [], 0
@@ -394,7 +427,8 @@ class ParameterServer:
             o += p.numel()
         surrogate = sum((p.detach() * v).sum() for p, v in zip(self.params, views, strict=True))
         if not (math.isfinite(loss) and torch.isfinite(surrogate)):
-            self.diverged_at = self.root_ts
+            self.diverged_at = i
+            self.gate.halt()  # no more gradients are handed out
             return
         for p, v in zip(self.params, views, strict=True):
             p.grad = v

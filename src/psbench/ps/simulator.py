@@ -1,4 +1,4 @@
-"""Discrete-event simulation of λ learners and a parameter server (DESIGN §3, Rudra §3).
+"""Discrete-event simulation of λ learners and a parameter server (Rudra §3).
 
 Who pushes when, on which weight timestamp, and when the PS applies an update depends
 only on the cost model and the protocol, never on gradient values. :class:`Simulator`
@@ -9,7 +9,9 @@ function of (protocol, cost model, topology, μ, number of gradients, seed).
 Servers (the PS root, every leaf PS, the root's broadcast link) are FIFO single servers
 kept as a ``free_at`` time: a message arriving at ``t`` is served from ``max(t, free_at)``.
 Because service is FIFO, the *logical* effect of a message (a push counted, a timestamp
-read) is applied when its arrival is processed; its completion time is computed then.
+read) is applied when its arrival is processed; its completion time is computed then. The
+logical effects — every protocol rule and clock — are the :class:`~psbench.ps.gate.Gate`'s;
+the simulator adds their costs, one handler per event kind.
 
 **Bounded memory.** :meth:`Simulator.run` is a generator: it yields each update as soon as
 the PS applies it and keeps nothing of it. Live state is O(λ + nodes) (one event per
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from psbench.cluster.cost import CostModel, JitterStreams, PSJitter
 from psbench.cluster.topology import Topology
 from psbench.errors import require
+from psbench.ps.gate import Gate
 from psbench.ps.protocols import Protocol
 from psbench.ps.schedule import Contribution, Update
 from psbench.ps.staleness import StalenessStats
@@ -97,15 +100,21 @@ class Simulator:
         return self.batch_size * self.protocol.local_steps
 
     def run(self) -> Iterator[Update]:
-        """Yield every PS update in order (a generator: streamed, bounded memory)."""
+        """Yield every PS update in order (a generator: streamed, bounded memory).
+
+        The protocol's rules are the :class:`~psbench.ps.gate.Gate`'s (``self.gate``); the
+        handlers here, one per event kind, add the costs: servers' ``free_at`` times, the
+        leaf PSs, the broadcast tree.
+        """
         p, cost, topo = self.protocol, self.cost, self.topology
-        lam, c = p.learners, p.gradients_per_update
-        barrier, bound = p.barrier, p.bound
+        lam = p.learners
+        bound = p.bound
         tree, background = topo.tree, topo.background_comm
-        G = self.total_gradients
-        spg = self.samples_per_gradient
         st = self.stats
-        stal = st.staleness
+        gate = self.gate = Gate(p, self.total_gradients, self.samples_per_gradient, st.staleness)
+        g_start, g_clock, g_push, g_arrive = gate.start, gate.clock, gate.push, gate.arrive
+        g_ready, g_read, g_min_ts = gate.ready, gate.read, gate.min_ts
+        pushed = gate.pushed  # each learner's clock
         jitter = JitterStreams(cost, lam, self.seed)
         factor = jitter.factor
         psj = cost.ps_jitter_cv > 0  # PS busy periods × a seeded mean-one factor (off: exactly as before)
@@ -129,17 +138,10 @@ class Simulator:
         seq = itertools.count()
 
         root_free = 0.0
-        root_ts = 0
-        acc: list[Contribution] = []
-        applied = [0] * lam  # gradients of each learner applied at the root (SSP clocks)
-        pushed = [0] * lam  # gradients each learner has pushed (its clock)
         ts_of = [0] * lam  # timestamp of the weights each learner holds
-        last_used = [-1] * lam  # timestamp of the weights of the learner's last gradient
         compute_total = 0.0
         last_end = [0.0] * lam
-        started = 0
-        next_sample = 0
-        parked: list[int] = []  # learners waiting at the root (hardsync barrier / SSP bound)
+        last_update = 0.0
         # tree topologies
         leaf_free = [0.0] * nodes
         leaf_ts = [0] * nodes
@@ -157,55 +159,32 @@ class Simulator:
         bcast_pending = False
         n_bcast = 0
         need_ts = [0] * lam  # adv*: minimum weight timestamp learner must read before computing
+        parked_bcast: list[int] = []
 
-        out: list[Update] = []
-        last_update = [0.0]
-
-        def ssp_ok(l: int) -> bool:
-            k = pushed[l]
-            return applied[l] == k and k - min(applied) <= bound  # type: ignore[operator]
-
-        def apply(t: float, contribs: list[Contribution]) -> float:
-            """Logical PS update; returns the time the PS is free again."""
-            nonlocal root_ts, root_free, bcast_pending
-            acc.extend(contribs)
-            for cb in contribs:
-                applied[cb.learner] += 1
-            if len(acc) < c:
-                return root_free
-            group = acc[:]
-            acc.clear()
+        def update(group: list[Contribution]) -> Update:
+            """The gate applied ``group``: the PS's apply time, the broadcast, the parked learners."""
+            nonlocal root_free, last_update, bcast_pending
             root_free += apply_s * psf() if psj else apply_s
-            last_update[0] = root_free
-            stal.add(root_ts, [g.ts for g in group])
-            out.append(Update(root_ts, root_free, group))
-            root_ts += 1
+            last_update = root_free
+            u = Update(gate.root_ts - 1, root_free, group)
             if background:
                 if bcast_free <= root_free:
                     start_bcast(root_free)
                 elif not bcast_pending:
                     bcast_pending = True
                     hpush(heap, (bcast_free, next(seq), _BCAST, -1, None))
-            if parked:
-                release(root_free)
-            return root_free
-
-        def release(t: float) -> None:
-            keep = []
-            for l in parked:
-                if barrier or ssp_ok(l):
+            if gate.parked:
+                for l in gate.release():
                     if background:
-                        need_ts[l] = root_ts
-                        wake_when_weights(l, t)
+                        need_ts[l] = g_min_ts(l)
+                        wake_when_weights(l, root_free)
                     else:
-                        hpush(heap, (t, next(seq), _PULL_ROOT, l, None))
-                else:
-                    keep.append(l)
-            parked[:] = keep
+                        hpush(heap, (root_free, next(seq), _PULL_ROOT, l, None))
+            return u
 
         def start_bcast(t: float) -> None:
             nonlocal bcast_free, n_bcast
-            bcasts.append((t, root_ts))
+            bcasts.append((t, gate.root_ts))
             bcast_free = t + fanout_s
             n_bcast += 1
             while len(bcasts) > 1 and bcasts[1][0] + max_hop <= t:
@@ -235,7 +214,156 @@ class Simulator:
                     return
             parked_bcast.append(l)
 
-        parked_bcast: list[int] = []
+        # ---------------------------------------------------------------- one handler per event kind
+        def on_start(t: float, l: int, ts: int) -> None:  # weights of ts arrived: compute (or stop)
+            nonlocal compute_total
+            s0 = g_start(l, ts)
+            if s0 < 0:
+                return
+            ts_of[l] = ts
+            d = compute_s * factor(l)
+            compute_total += d
+            grad = (ts, pushed[l], s0, t)  # (ts, clock, sample_start, t_start)
+            end = t + d
+            last_end[l] = end
+            if background:
+                hpush(heap, (end, next(seq), _COMPUTED, l, grad))
+            elif tree:
+                hpush(heap, (end + lat, next(seq), _PUSH_LEAF, l, grad))
+            else:
+                hpush(heap, (end + lat, next(seq), _PUSH_ROOT, l, grad))
+
+        def on_ready(t: float, l: int, _) -> None:  # the push is done: ask for weights (or park, stop)
+            if g_ready(l):
+                return
+            if background:
+                need_ts[l] = g_min_ts(l)
+                wake_when_weights(l, t)
+            else:  # timestamp inquiry (via the leaf PS on tree topologies)
+                hpush(heap, (t + lat, next(seq), _PULL_ROOT, l, None))
+
+        def on_pull_root(t: float, l: int, _) -> None:  # the root reads its timestamp for l
+            nonlocal root_free
+            start = root_free if root_free > t else t
+            if g_read(l):  # parked at the barrier
+                root_free = start + (svc * psf() if psj else svc)
+                return
+            if bound is not None:
+                st.ssp_reads += 1
+            root_ts = gate.root_ts
+            if tree:
+                nd = node_of[l]
+                if root_ts > leaf_ts[nd]:
+                    x = pull_wire(root_ts - leaf_ts[nd]) / cost.bandwidth_Bps if delta else xfer_pull
+                    root_free = start + ((svc + x) * psf() if psj else svc + x)
+                    leaf_ts[nd] = root_ts
+                else:
+                    root_free = start + (svc * psf() if psj else svc)
+                hpush(heap, (root_free + lat, next(seq), _SERVE_LEAF, l, None))
+                return
+            st.pulls += 1
+            if root_ts == ts_of[l]:
+                st.pulls_skipped += 1
+                st.bytes_pulled += tsb
+                root_free = start + (svc * psf() if psj else svc)
+            elif delta:
+                w = pull_wire(root_ts - ts_of[l])
+                st.bytes_pulled += w
+                x = svc + w / cost.bandwidth_Bps
+                root_free = start + (x * psf() if psj else x)
+            else:
+                st.bytes_pulled += wire_pull
+                root_free = start + ((svc + xfer_pull) * psf() if psj else svc + xfer_pull)
+            hpush(heap, (root_free + lat, next(seq), _START, l, root_ts))
+
+        def on_serve_leaf(t: float, l: int, _) -> None:  # the leaf PS serves l's pull
+            nd = node_of[l]
+            start = leaf_free[nd] if leaf_free[nd] > t else t
+            st.pulls += 1
+            if leaf_ts[nd] == ts_of[l]:
+                st.pulls_skipped += 1
+                st.bytes_pulled += tsb
+                leaf_free[nd] = start + (svc * psf() if psj else svc)
+            elif delta:
+                w = pull_wire(leaf_ts[nd] - ts_of[l])
+                st.bytes_pulled += w
+                x = svc + w / cost.intra_node_bandwidth_Bps
+                leaf_free[nd] = start + (x * psf() if psj else x)
+            else:
+                st.bytes_pulled += wire_pull
+                x = svc + xfer_pull_in
+                leaf_free[nd] = start + (x * psf() if psj else x)
+            hpush(heap, (leaf_free[nd] + lat, next(seq), _START, l, leaf_ts[nd]))
+
+        def on_push_root(t: float, l: int, grad: tuple) -> Update | None:  # a push reaches the root
+            nonlocal root_free
+            start = root_free if root_free > t else t
+            root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
+            st.bytes_pushed += wire
+            ts, clock, s0, t0 = grad
+            done = root_free
+            group = g_push(Contribution(l, ts, clock, s0, t0, done))
+            u = None if group is None else update(group)
+            hpush(heap, (done, next(seq), _READY, l, None))
+            return u
+
+        def on_push_leaf(t: float, l: int, grad: tuple) -> None:  # a push reaches l's leaf PS
+            nd = node_of[l]
+            start = leaf_free[nd] if leaf_free[nd] > t else t
+            leaf_free[nd] = done = start + ((svc + xfer_in) * psf() if psj else svc + xfer_in)
+            st.bytes_pushed += wire
+            ts, clock, s0, t0 = grad
+            if not background:
+                g_clock(l)
+            leaf_pending[nd].append(Contribution(l, ts, clock, s0, t0, done))
+            if not leaf_busy[nd]:
+                leaf_busy[nd] = True
+                hpush(heap, (done, next(seq), _RELAY, nd, None))
+            hpush(heap, (done, next(seq), _PUSH_DONE if background else _READY, l, None))
+
+        def on_computed(t: float, l: int, grad: tuple) -> None:  # adv*: hand the gradient to the push thread
+            g_clock(l)  # the learner's clock advances at hand-off (read-my-writes waits on it)
+            if push_busy[l]:
+                waiting_push[l] = grad  # blocks until the previous push is delivered
+                return
+            push_busy[l] = True
+            hpush(heap, (t + lat, next(seq), _PUSH_LEAF, l, grad))
+            hpush(heap, (t, next(seq), _READY, l, None))
+
+        def on_push_done(t: float, l: int, _) -> None:  # adv*: the push thread delivered
+            push_busy[l] = False
+            w = waiting_push[l]
+            if w is not None:  # the learner was blocked on this push: send the next one
+                waiting_push[l] = None
+                push_busy[l] = True
+                hpush(heap, (t + lat, next(seq), _PUSH_LEAF, l, w))
+                hpush(heap, (t, next(seq), _READY, l, None))
+
+        def on_relay(t: float, nd: int, _) -> None:  # the leaf PS sends what it holds to the root
+            batch = leaf_pending[nd]
+            leaf_pending[nd] = []
+            hpush(heap, (t + lat, next(seq), _RELAY_DONE, nd, batch))
+
+        def on_relay_done(t: float, nd: int, batch: list) -> Update | None:  # a relay reaches the root
+            nonlocal root_free
+            start = root_free if root_free > t else t
+            root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
+            done = root_free
+            group = g_arrive([g._replace(t_push=done) for g in batch])
+            u = None if group is None else update(group)
+            if leaf_pending[nd]:
+                hpush(heap, (done, next(seq), _RELAY, nd, None))
+            else:
+                leaf_busy[nd] = False
+            return u
+
+        def on_bcast(t: float, l: int, _) -> None:
+            nonlocal bcast_pending
+            bcast_pending = False
+            start_bcast(t)
+
+        handlers = (on_ready, on_start, on_pull_root, on_push_root, on_push_leaf, on_relay, on_relay_done,
+                    on_serve_leaf, on_push_done, on_bcast, on_computed)  # indexed by event kind
 
         for l in range(lam):  # every learner starts on the initial weights, no pull
             hpush(heap, (0.0, next(seq), _START, l, 0))
@@ -243,156 +371,15 @@ class Simulator:
         pop = heapq.heappop
         while heap:
             t, _, kind, l, data = pop(heap)
-            if kind == _START:
-                if started >= G:
-                    continue
-                ts_of[l] = data
-                last_used[l] = data
-                d = compute_s * factor(l)
-                compute_total += d
-                grad = (data, pushed[l], next_sample, t)  # (ts, clock, sample_start, t_start)
-                started += 1
-                next_sample += spg
-                end = t + d
-                last_end[l] = end
-                if background:
-                    hpush(heap, (end, next(seq), _COMPUTED, l, grad))
-                elif tree:
-                    hpush(heap, (end + lat, next(seq), _PUSH_LEAF, l, grad))
-                else:
-                    hpush(heap, (end + lat, next(seq), _PUSH_ROOT, l, grad))
-            elif kind == _READY:
-                if started >= G:
-                    continue
-                if bound is not None and not ssp_ok(l):
-                    parked.append(l)
-                    continue
-                if background:
-                    if barrier:
-                        need_ts[l] = last_used[l] + 1
-                    elif bound is not None:
-                        need_ts[l] = root_ts
-                    wake_when_weights(l, t)
-                else:  # timestamp inquiry (via the leaf PS on tree topologies)
-                    hpush(heap, (t + lat, next(seq), _PULL_ROOT, l, None))
-            elif kind == _PULL_ROOT:
-                start = root_free if root_free > t else t
-                if barrier and root_ts == last_used[l]:
-                    root_free = start + (svc * psf() if psj else svc)
-                    parked.append(l)
-                    continue
-                if bound is not None:
-                    st.ssp_reads += 1
-                if tree:
-                    nd = node_of[l]
-                    if root_ts > leaf_ts[nd]:
-                        x = pull_wire(root_ts - leaf_ts[nd]) / cost.bandwidth_Bps if delta else xfer_pull
-                        root_free = start + ((svc + x) * psf() if psj else svc + x)
-                        leaf_ts[nd] = root_ts
-                    else:
-                        root_free = start + (svc * psf() if psj else svc)
-                    hpush(heap, (root_free + lat, next(seq), _SERVE_LEAF, l, None))
-                    continue
-                st.pulls += 1
-                if root_ts == ts_of[l]:
-                    st.pulls_skipped += 1
-                    st.bytes_pulled += tsb
-                    root_free = start + (svc * psf() if psj else svc)
-                elif delta:
-                    w = pull_wire(root_ts - ts_of[l])
-                    st.bytes_pulled += w
-                    x = svc + w / cost.bandwidth_Bps
-                    root_free = start + (x * psf() if psj else x)
-                else:
-                    st.bytes_pulled += wire_pull
-                    root_free = start + ((svc + xfer_pull) * psf() if psj else svc + xfer_pull)
-                hpush(heap, (root_free + lat, next(seq), _START, l, root_ts))
-            elif kind == _SERVE_LEAF:
-                nd = node_of[l]
-                start = leaf_free[nd] if leaf_free[nd] > t else t
-                st.pulls += 1
-                if leaf_ts[nd] == ts_of[l]:
-                    st.pulls_skipped += 1
-                    st.bytes_pulled += tsb
-                    leaf_free[nd] = start + (svc * psf() if psj else svc)
-                elif delta:
-                    w = pull_wire(leaf_ts[nd] - ts_of[l])
-                    st.bytes_pulled += w
-                    x = svc + w / cost.intra_node_bandwidth_Bps
-                    leaf_free[nd] = start + (x * psf() if psj else x)
-                else:
-                    st.bytes_pulled += wire_pull
-                    x = svc + xfer_pull_in
-                    leaf_free[nd] = start + (x * psf() if psj else x)
-                hpush(heap, (leaf_free[nd] + lat, next(seq), _START, l, leaf_ts[nd]))
-            elif kind == _PUSH_ROOT:
-                start = root_free if root_free > t else t
-                root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
-                st.bytes_pushed += wire
-                ts, clock, s0, t0 = data
-                pushed[l] += 1
-                done = root_free
-                apply(t, [Contribution(l, ts, clock, s0, t0, done)])
-                hpush(heap, (done, next(seq), _READY, l, None))
-            elif kind == _PUSH_LEAF:
-                nd = node_of[l]
-                start = leaf_free[nd] if leaf_free[nd] > t else t
-                leaf_free[nd] = done = start + ((svc + xfer_in) * psf() if psj else svc + xfer_in)
-                st.bytes_pushed += wire
-                ts, clock, s0, t0 = data
-                if not background:
-                    pushed[l] += 1
-                leaf_pending[nd].append(Contribution(l, ts, clock, s0, t0, done))
-                if not leaf_busy[nd]:
-                    leaf_busy[nd] = True
-                    hpush(heap, (done, next(seq), _RELAY, nd, None))
-                hpush(heap, (done, next(seq), _PUSH_DONE if background else _READY, l, None))
-            elif kind == _COMPUTED:  # adv*: hand the gradient to the push thread
-                pushed[l] += 1  # the learner's clock advances at hand-off (read-my-writes waits on it)
-                if push_busy[l]:
-                    waiting_push[l] = data  # blocks until the previous push is delivered
-                    continue
-                push_busy[l] = True
-                hpush(heap, (t + lat, next(seq), _PUSH_LEAF, l, data))
-                hpush(heap, (t, next(seq), _READY, l, None))
-            elif kind == _PUSH_DONE:
-                push_busy[l] = False
-                w = waiting_push[l]
-                if w is not None:  # the learner was blocked on this push: send the next one
-                    waiting_push[l] = None
-                    push_busy[l] = True
-                    hpush(heap, (t + lat, next(seq), _PUSH_LEAF, l, w))
-                    hpush(heap, (t, next(seq), _READY, l, None))
-            elif kind == _RELAY:
-                nd = l
-                batch = leaf_pending[nd]
-                leaf_pending[nd] = []
-                hpush(heap, (t + lat, next(seq), _RELAY_DONE, nd, batch))
-            elif kind == _RELAY_DONE:  # relay arrives at the root
-                nd = l
-                start = root_free if root_free > t else t
-                root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
-                done = root_free
-                apply(t, [g._replace(t_push=done) for g in data])
-                if leaf_pending[nd]:
-                    hpush(heap, (done, next(seq), _RELAY, nd, None))
-                else:
-                    leaf_busy[nd] = False
-            elif kind == _BCAST:
-                bcast_pending = False
-                start_bcast(t)
-            if out:
-                yield from out
-                out.clear()
-        if acc:  # tree topologies may end with fewer than c gradients at the root
-            group = acc[:]
-            acc.clear()
+            u = handlers[kind](t, l, data)
+            if u is not None:
+                yield u
+        group = gate.finish()  # tree topologies may end with fewer than c gradients at the root
+        if group is not None:
             root_free += apply_s
-            last_update[0] = root_free
-            stal.add(root_ts, [g.ts for g in group])
-            root_ts += 1
-            yield Update(root_ts - 1, root_free, group)
-        st.sim_time_s = last_update[0]
+            last_update = root_free
+            yield Update(gate.root_ts - 1, root_free, group)
+        st.sim_time_s = last_update
         st.compute_s = compute_total
         st.learner_time_s = sum(last_end)
         if background:
