@@ -141,3 +141,25 @@ def test_no_import_across_the_line(importer, imported):
     bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _inside(m, importer)
                  for t in ts if _inside(t, imported))
     assert bad == []
+
+
+def test_the_readme_layout_has_one_line_per_module():
+    """README "Layout": every module of src/psbench on its own line, under its package, and nothing else."""
+    text = (SRC.parent / "README.md").read_text()
+    block = text[text.index("\n## Layout\n"):]
+    block = block[block.index("```\n") + 4:]
+    block = block[:block.index("```")]
+    listed, package = [], None
+    for line in block.splitlines()[1:]:  # after "src/psbench/"
+        name = line.split()[0] if line.strip() else ""
+        if line.startswith("    "):
+            listed.append(f"{package}/{name}")
+        elif line.startswith("  "):
+            package = name.rstrip("/") if name.endswith("/") else None
+            if package is None:
+                listed.append(name)
+        else:
+            break
+    files = sorted(str(p.relative_to(SRC / "psbench")) for p in (SRC / "psbench").rglob("*.py")
+                   if p.name != "__init__.py" and "conf" not in p.parts)
+    assert sorted(listed) == files
