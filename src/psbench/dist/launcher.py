@@ -21,7 +21,7 @@ Bad input fails before any process starts, as one :class:`~psbench.errors.Config
 is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
 (:func:`psbench.dist.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
 Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
-local steps in their own processes (spec key ``local``) and push commits.
+local steps in their own processes (spec key ``window``) and push commits.
 """
 
 from __future__ import annotations
@@ -222,9 +222,9 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
         updates = G // protocol.gradients_per_update
     updates_per_epoch = updates * dm.num_train / max(1, G * spg)
     opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    local = None
+    window = None  # a local-step protocol's window: H steps of opt_cfg in the learner, then a commit
     if uses_local_steps(protocol.name):  # learners run opt_cfg for H local steps; the PS adds their commits
-        local = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
+        window = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
                  "rho": protocol.rho, "optimizer": opt_cfg}
         opt_cfg = server_optimizer(opt_cfg)
     comp_opts = OmegaConf.to_container(cfg.compression, resolve=True) if cfg.get("compression") else None
@@ -251,7 +251,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
             "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
             "seed": seed, "samples_per_gradient": spg, "threads": int(_e(cfg, "learner_threads", 1)),
             "delay_s": {str(k): float(v) for k, v in dict(_e(cfg, "learner_delay_s", {})).items()},
-            "rank_offset": 1, "local": local, "compression": comp_opts,
+            "rank_offset": 1, "window": window, "compression": comp_opts,
         }
         spec_file.write_text(json.dumps(spec, indent=1))
         if _e(cfg, "launch", "spawn") == "spawn":
