@@ -51,6 +51,7 @@ def test_a_killed_runs_summary_is_a_run_summary():
     assert (s.status, s.signal, s.updates_done, s.ps_updates, s.updates_total) == ("killed", "SIGTERM", 3, 3, 10)
     assert s.failure_reason == "killed by SIGTERM after 3 of 10 PS updates"
     assert s.run_time_s == 2.0 and s.sim_time_s is None  # a dist PS reports measured time, not simulated
+    assert s.engine is None  # the CLI, which knows the config, says which engine it was
 
 
 def test_the_simulators_summary_is_a_run_summary(compose_cfg, tmp_path):

@@ -405,14 +405,15 @@ def execute(cfg: DictConfig) -> float | None:
             plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
     except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with where the checkpoint is
         stopped = RunSummary(status="killed", updates_done=stop.update, checkpoint=str(stop.path),
-                             failure_reason=str(stop), mlflow_run_id=run.run_id, provenance=prov)
+                             failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov)
         write_json(summary_file, stopped)
         run.abort("KILLED", str(stop), stopped, [summary_file, config_file, overrides])
         log.info("%s; resume with resume=%s", stop, run_dir)
         return None
     except lifecycle.Killed as k:
         if run is not None and not run.ended:
-            _end_killed(k, run, summary_file, [summary_file, config_file, overrides], prov)
+            _end_killed(k, run, summary_file, [summary_file, config_file, overrides], prov,
+                        resolved.get("engine") or {})
         raise
     except BaseException as err:
         if run is not None:
@@ -425,9 +426,11 @@ def execute(cfg: DictConfig) -> float | None:
 
 
 def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path],
-                prov: Mapping[str, Any]) -> None:
+                prov: Mapping[str, Any], engine: Mapping[str, Any]) -> None:
     """A killed job: ``summary.json`` (status killed), MLflow KILLED with ``failure_reason``, one line on stderr."""
-    summary = replace(lifecycle.summary(k), mlflow_run_id=run.run_id, provenance=prov)
+    dist = engine.get("name") == "dist"
+    summary = replace(lifecycle.summary(k), engine=engine.get("name", "sim"),
+                      mode=engine.get("mode", "free_run") if dist else None, mlflow_run_id=run.run_id, provenance=prov)
     with contextlib.suppress(OSError):
         write_json(summary_file, summary)
     run.abort("KILLED", str(summary.failure_reason), summary, files)

@@ -27,7 +27,7 @@ STATUSES = ("finished", "diverged", "killed", "failed")
 
 @dataclass(slots=True)
 class RunSummary:
-    """What one run did. ``engine`` says which fields an engine fills; the rest stay ``None``."""
+    """What one run did. ``engine`` says which fields were filled in; the rest stay ``None``."""
 
     # ---- how it ended
     status: str = "finished"  #: finished | diverged | killed | failed
@@ -40,7 +40,7 @@ class RunSummary:
     test_loss: float | None = None  #: final mean test cross-entropy
     train_loss: float | None = None  #: mean training loss of the last updates (up to 100)
     # ---- what ran
-    engine: str = "sim"  #: sim (simulated schedule, Lightning) | dist (real PS and learner processes)
+    engine: str | None = None  #: sim (simulated schedule, Lightning) | dist (real processes); null: failed before
     mode: str | None = None  #: dist: free_run | replay
     protocol: str | None = None  #: protocol label, e.g. softsync4, agn_H3
     compression: str | None = None  #: engine=sim: the codec name (none: full fp32 gradients)
