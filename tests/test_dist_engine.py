@@ -181,6 +181,50 @@ def test_replay_applies_a_simulated_schedule_in_order_whatever_the_arrival_order
     assert torch.equal(out[0], out[1])
 
 
+def _summary(ps, schedule, **kw):
+    from psbench.dist.launcher import run_summary
+
+    return run_summary(ps, schedule, num_train=64, model_bytes=4 * sum(p.numel() for p in ps.params),
+                       join_time_s=0.0, bytes_pushed=0, bytes_pulled=0, push_payload_bytes=None, test_error=0.5,
+                       test_loss=1.0, weights_sha256="ab" * 32, **kw)
+
+
+def test_a_free_runs_summary_carries_measured_time_under_run_time_s():
+    """The dist summary is a RunSummary; a free run simulated nothing: sim_time_s is null, not the wall clock."""
+    from psbench.summary import FIELDS, RunSummary
+
+    p = Protocol("softsync", 4, n=1)
+    ps, _ = _ps(p, 200)
+    t0 = time.time()
+    st = ps.run()
+    measured = time.time() - t0
+    s = _summary(ps, ps.event_log({"engine": "dist"}), mode="free_run")
+    assert isinstance(s, RunSummary) and list(s.to_dict()) == list(FIELDS)
+    assert s.engine == "dist" and s.mode == "free_run"
+    assert s.sim_time_s is None and 0 < s.run_time_s == st.run_time_s <= measured + 1.0
+    assert s.pushes_per_s == pytest.approx(st.pushes_received / st.run_time_s)
+    assert s.gradients == s.pushes_applied == 200 and s.samples == 400 and s.epochs_done == 400 / 64
+    assert s.ps_updates == s.ps_timestamp == 200 // p.gradients_per_update
+    assert RunSummary.from_dict(json.loads(json.dumps(s.to_dict()))) == s
+
+
+def test_a_replays_summary_carries_the_schedules_simulated_time():
+    from psbench.cluster import CostModel, Topology
+    from psbench.dist.launcher import simulated_time
+    from psbench.ps import Simulator
+
+    p = Protocol("async", 3)
+    sim = Simulator(p, CostModel(), Topology("rudra_base"), 2, 60, 0)
+    sched = Schedule.collect(sim.run())
+    ps, _ = _ps(p, 0, replay=sched)
+    ps.run()
+    s = _summary(ps, sched, mode="replay", sim_time_s=simulated_time(sched))
+    assert s.sim_time_s == sim.stats.sim_time_s > 0  # the cost model's clock, whatever the replay took
+    assert s.run_time_s == ps.stats.run_time_s != s.sim_time_s
+    assert s.schedule_sha256 == sched.sha256()
+    assert simulated_time(ps.event_log({"engine": "dist"})) is None  # a measured event log has no simulated time
+
+
 def test_a_silent_learner_fails_the_run_naming_ranks():
     p = Protocol("async", 3)
     ps, fake = _ps(p, 50)

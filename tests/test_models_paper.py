@@ -360,10 +360,3 @@ def test_large_models_without_batchnorm_have_nothing_vmap_cannot_batch(name: str
     assert not list(model.buffers())
     assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm | nn.Dropout) or getattr(m, "inplace", False)
                    for m in model.modules())
-
-
-def test_validation_knows_every_model() -> None:
-    from psbench.models import MODEL_NAMES
-    from psbench.validate import GROUPS
-
-    assert tuple(GROUPS["model"].options) == MODEL_NAMES

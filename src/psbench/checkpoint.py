@@ -188,17 +188,16 @@ class Checkpointer(pl.Callback):
 
 
 def resume_state(resume: str | None, run_dir: Path, resolved: Mapping[str, Any]) -> tuple[str, Any]:
-    """What ``resume`` means for this run: ``("fresh", None)``, ``("resume", checkpoint)`` or ``("done", summary)``.
+    """What ``resume`` means for this run: ``("fresh", None)``, ``("resume", checkpoint)`` or ``("done", RunSummary)``.
 
     ``resume`` is null (always fresh), ``auto`` (resume from ``run_dir`` if it holds a checkpoint of the same
     config, report the run as done if its ``summary.json`` says it finished with the same config, else fresh)
     or a run dir (which is ``run_dir``: resume it, or refuse with :class:`~psbench.errors.ConfigError`).
     """
-    import json
-
     from omegaconf import OmegaConf
 
     from psbench.errors import ConfigError
+    from psbench.summary import RunSummary
 
     if resume is None:
         return "fresh", None
@@ -222,9 +221,9 @@ def resume_state(resume: str | None, run_dir: Path, resolved: Mapping[str, Any])
             raise ConfigError("resume", resume, why)
         return "fresh", None
     if summary.is_file() and config.is_file():
-        done = json.loads(summary.read_text())
+        done = RunSummary.read(summary)
         saved = OmegaConf.to_container(OmegaConf.load(config), resolve=True)
-        if done.get("status") in ("finished", "diverged"):
+        if done.status in ("finished", "diverged"):
             why = mismatch(saved)  # type: ignore[arg-type]
             if why is None:
                 return "done", done

@@ -41,11 +41,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from psbench import lifecycle
 from psbench.errors import ConfigError, DataError, RunFailure, failure_reason
+from psbench.summary import RunSummary, write_json
 from psbench.validate import check_writable_dir, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -271,23 +272,6 @@ def _hydra_choices() -> dict[str, Any]:
     return dict(HydraConfig.get().runtime.choices)
 
 
-def _strict(value: Any) -> Any:
-    """JSON without NaN/Infinity literals: non-finite floats become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {str(k): _strict(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_strict(v) for v in value]
-    return value
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_strict(data), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
-    tmp.replace(path)
-
-
 class _Run:
     """The MLflow side of one job (a no-op with ``logger=none``)."""
 
@@ -348,21 +332,21 @@ class _Run:
             log_model=False,
         )
 
-    def finish(self, summary: Mapping[str, Any], files: list[Path]) -> None:
+    def finish(self, summary: RunSummary, files: list[Path]) -> None:
         if self.run_id is None:
             return
         t = self.t
-        t.log_summary(self.uri, self.run_id, summary)  # summary/<key>: never a point of a per-update series
+        t.log_summary(self.uri, self.run_id, summary.to_dict())  # summary/<key>: never a point of a series
         t.log_artifacts(self.uri, self.run_id, files)
         t.set_tags(self.uri, self.run_id, {
-            "status": summary.get("status", "finished"),
-            "diverged": str(bool(summary.get("diverged", False))).lower(),
-            "weights_sha256": summary.get("weights_sha256"),
+            "status": summary.status,
+            "diverged": str(summary.diverged).lower(),
+            "weights_sha256": summary.weights_sha256,
         })
         t.end_run(self.uri, self.run_id, t.FINISHED)
         self.ended = True
 
-    def abort(self, status: str, reason: str, summary: Mapping[str, Any] | None = None,
+    def abort(self, status: str, reason: str, summary: RunSummary | None = None,
               files: Sequence[Path] = ()) -> None:
         """Mark the run ``status`` (FAILED/KILLED) with tag ``failure_reason``; never masks the error handled."""
         if self.run_id is None or self.ended:
@@ -371,10 +355,10 @@ class _Run:
         t = self.t
         with contextlib.suppress(Exception):
             if summary is not None:
-                t.log_summary(self.uri, self.run_id, summary)
+                t.log_summary(self.uri, self.run_id, summary.to_dict())
                 t.log_artifacts(self.uri, self.run_id, files)
             t.set_tags(self.uri, self.run_id, {"failure_reason": " ".join(reason.split()),
-                                               **({"status": summary["status"]} if summary else {})})
+                                               **({"status": summary.status} if summary else {})})
         with contextlib.suppress(Exception):
             t.end_run(self.uri, self.run_id, status)
 
@@ -393,9 +377,8 @@ def execute(cfg: DictConfig) -> float | None:
     run_dir = Path(resolved["paths"]["output_dir"])
     mode, found = resume_state(resolved.get("resume"), run_dir, resolved)
     if mode == "done":
-        print(f"psbench: {run_dir} already finished ({found.get('status')}); not run again", file=sys.stderr)
-        err = found.get("test_error")
-        return None if err is None else float(err)
+        print(f"psbench: {run_dir} already finished ({found.status}); not run again", file=sys.stderr)
+        return None if found.test_error is None else float(found.test_error)
     state = found if mode == "resume" else None
     config_file = run_dir / "resolved_config.yaml"
     OmegaConf.save(OmegaConf.create(resolved), config_file)
@@ -413,46 +396,45 @@ def execute(cfg: DictConfig) -> float | None:
         tr = resolved["trainer"]
         plan = Plan(run_dir / CHECKPOINT_FILE, int(tr.get("checkpoint_every") or 0), tr.get("stop_after_updates"),
                     {"config": resolved, "mlflow_run_id": run.run_id}, state)
-        summary = dict(train(cfg, run_dir, run.lightning_logger(resolved), plan))
-        summary.update(mlflow_run_id=run.run_id, provenance=prov)
-        artifacts = [summary_file, config_file, overrides]
-        artifacts += [Path(p) for p in summary.get("artifacts") or []]
+        summary = replace(RunSummary.from_dict(train(cfg, run_dir, run.lightning_logger(resolved), plan)),
+                          mlflow_run_id=run.run_id, provenance=prov)
+        artifacts = [summary_file, config_file, overrides, *(Path(p) for p in summary.artifacts)]
         with lifecycle.deferred():
-            _write_json(summary_file, summary)
+            write_json(summary_file, summary)
             run.finish(summary, artifacts)
             plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
     except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with where the checkpoint is
-        stopped = {"status": "killed", "updates_done": stop.update, "checkpoint": str(stop.path),
-                   "failure_reason": str(stop), "mlflow_run_id": run.run_id, "provenance": prov}
-        _write_json(summary_file, stopped)
+        stopped = RunSummary(status="killed", updates_done=stop.update, checkpoint=str(stop.path),
+                             failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov)
+        write_json(summary_file, stopped)
         run.abort("KILLED", str(stop), stopped, [summary_file, config_file, overrides])
         log.info("%s; resume with resume=%s", stop, run_dir)
         return None
     except lifecycle.Killed as k:
         if run is not None and not run.ended:
-            _end_killed(k, run, summary_file, [summary_file, config_file, overrides], prov)
+            _end_killed(k, run, summary_file, [summary_file, config_file, overrides], prov,
+                        resolved.get("engine") or {})
         raise
     except BaseException as err:
         if run is not None:
             run.abort("FAILED", failure_reason(err))
         raise
-    log.info(
-        "%s: test_error=%s staleness_mean=%s sim_time_s=%s -> %s",
-        summary.get("status"), summary.get("test_error"), summary.get("staleness_mean"),
-        summary.get("sim_time_s"), summary_file,
-    )
-    err = summary.get("test_error")
-    return None if err is None else float(err)
+    clock = "sim_time_s" if summary.run_time_s is None else "run_time_s"  # simulated, or measured (dist)
+    log.info("%s: test_error=%s staleness_mean=%s %s=%s -> %s", summary.status, summary.test_error,
+             summary.staleness_mean, clock, getattr(summary, clock), summary_file)
+    return None if summary.test_error is None else float(summary.test_error)
 
 
 def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path],
-                prov: Mapping[str, Any]) -> None:
+                prov: Mapping[str, Any], engine: Mapping[str, Any]) -> None:
     """A killed job: ``summary.json`` (status killed), MLflow KILLED with ``failure_reason``, one line on stderr."""
-    summary = {**lifecycle.summary(k), "mlflow_run_id": run.run_id, "provenance": prov}
+    dist = engine.get("name") == "dist"
+    summary = replace(lifecycle.summary(k), engine=engine.get("name", "sim"),
+                      mode=engine.get("mode", "free_run") if dist else None, mlflow_run_id=run.run_id, provenance=prov)
     with contextlib.suppress(OSError):
-        _write_json(summary_file, summary)
-    run.abort("KILLED", summary["failure_reason"], summary, files)
-    print(f"psbench: {summary['failure_reason']}; summary in {summary_file}", file=sys.stderr, flush=True)
+        write_json(summary_file, summary)
+    run.abort("KILLED", str(summary.failure_reason), summary, files)
+    print(f"psbench: {summary.failure_reason}; summary in {summary_file}", file=sys.stderr, flush=True)
     k.reported = True
 
 

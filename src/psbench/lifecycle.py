@@ -7,7 +7,7 @@ loop, the dist PS loop, creating or closing the MLflow run, stopping learner pro
 records the signal, and :func:`check` raises it at the next safe point — an update boundary — or
 the section raises it on leaving. :class:`Killed` is a ``BaseException``, so ``except
 Exception`` in Hydra's job runner, MLflow or Lightning does not swallow it; it carries
-``progress`` (updates done, samples, simulated time, test error) filled in by the code it
+``progress`` (updates done, samples, simulated or measured time, test error) filled in by the code it
 passes through, and the exit code 128 + signal (130 for SIGINT, 143 for SIGTERM).
 
 A signal that arrives after the :class:`Killed` was raised (clean-up is running, bounded in
@@ -27,6 +27,8 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from psbench.summary import RunSummary
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -144,14 +146,14 @@ def reset() -> None:
     _raised, _depth = False, 0
 
 
-def summary(k: Killed) -> dict[str, Any]:
+def summary(k: Killed) -> RunSummary:
     """``summary.json`` of a killed run: status, signal, reason and what was done so far."""
     p = k.progress
     done = int(p.get("updates_done") or 0)
-    return {"status": "killed", "diverged": False, "signal": k.signal_name, "failure_reason": describe(k),
-            "updates_done": done, "updates_total": p.get("updates_total"), "ps_updates": done,
-            "samples": int(p.get("samples") or 0), "sim_time_s": p.get("sim_time_s"),
-            "test_error": p.get("test_error"), "test_loss": p.get("test_loss")}
+    return RunSummary(status="killed", signal=k.signal_name, failure_reason=describe(k), updates_done=done,
+                      updates_total=p.get("updates_total"), ps_updates=done, samples=int(p.get("samples") or 0),
+                      sim_time_s=p.get("sim_time_s"), run_time_s=p.get("run_time_s"),
+                      test_error=p.get("test_error"), test_loss=p.get("test_loss"))
 
 
 def describe(k: Killed) -> str:

@@ -1,7 +1,7 @@
 """``hydra/sweeper=psbench_optuna``: a Hydra sweeper driving an Optuna ≥ 4 study.
 
 The published ``hydra-optuna-sweeper`` pins ``optuna<3``, whose sqlite storage fails with
-SQLAlchemy 2; this plugin is psbench's own replacement (DESIGN §5). It lives in the
+SQLAlchemy 2; this plugin is psbench's own replacement. It lives in the
 ``hydra_plugins`` namespace package under ``src/`` so an editable install makes Hydra
 discover it. Modules:
 

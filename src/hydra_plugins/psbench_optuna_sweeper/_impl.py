@@ -511,7 +511,7 @@ class OptunaSweeperImpl:
         ok = all(isinstance(v, int | float) and math.isfinite(v) for v in values)
         for k, v in zip(self.objectives, values, strict=True):
             trial.set_user_attr(k, v)
-        for k in ("mlflow_run_id", "status", "staleness_mean", "sim_time_s", "test_error"):
+        for k in ("mlflow_run_id", "status", "staleness_mean", "sim_time_s", "run_time_s", "test_error"):
             if k in found and k not in self.objectives:
                 trial.set_user_attr(k, found[k])
         if found.get("diverged"):

@@ -4,7 +4,7 @@ Everything the event schedule needs to know about time lives here: how long a
 mini-batch of μ takes to compute, how long a message of ``b`` bytes occupies a
 link or the parameter server (PS), and the seeded per-learner noise (jitter,
 stragglers, heavy tails). Nothing here depends on gradient *values*, which is
-why the schedule can be computed before training (DESIGN §3).
+why the schedule can be computed before training (README, "How the simulator works").
 """
 
 from __future__ import annotations

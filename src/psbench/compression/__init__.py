@@ -1,4 +1,4 @@
-"""Gradient codecs with exact bytes on the wire (DESIGN §4; TernGrad; the usual baselines).
+"""Gradient codecs with exact bytes on the wire (TernGrad §3; the usual baselines).
 
 One module per codec (:mod:`none`, :mod:`fp16`, :mod:`qsgd`, :mod:`sparsify` — topk/randomk —,
 :mod:`signsgd`, :mod:`terngrad`), :mod:`error_feedback` as a wrapper around any of them,

@@ -1,4 +1,4 @@
-"""The codec interface: what one learner puts on the wire for one gradient tensor (DESIGN §4).
+"""The codec interface: what one learner puts on the wire for one gradient tensor (TernGrad §3.3).
 
 A codec turns one tensor (one layer's weights or biases — TernGrad §3.3 ternarizes them separately)
 into a :class:`Payload` whose tensors *are* the serialized message: packed ``uint8`` codes, ``float32``

@@ -3,7 +3,7 @@
 Both sides build the same :class:`~psbench.compression.pipeline.LearnerCompression` from the run's
 ``compression`` options, parameter shapes and seed, so learner l compresses with exactly the codec
 instance (error-feedback memory) and ``torch.Generator`` stream the simulator gives it. Codec sizes are
-data-independent (DESIGN §4), so a push is a fixed-size ``uint8`` buffer: every compressed tensor's
+data-independent (:mod:`.base`), so a push is a fixed-size ``uint8`` buffer: every compressed tensor's
 payload fields in parameter order, the float32 last layer where ``float_last_layer`` is set. The PS
 learns the field layout once, by compressing zeros, and decodes a buffer back into the flat float32
 gradient that it then weights and aggregates as it does uncompressed ones.

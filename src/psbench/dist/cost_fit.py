@@ -39,6 +39,7 @@ import numpy as np
 from psbench.cluster.cost import ComputeModel, CostModel
 from psbench.cluster.topology import Topology
 from psbench.ps import Protocol, Schedule, Simulator
+from psbench.summary import RunSummary
 
 
 def fit_cost(log: Schedule, timing: dict[str, np.ndarray], message_bytes: int, batch_size: int,
@@ -139,16 +140,16 @@ def compare_run(run_dir: str | Path) -> dict[str, Any]:
 
     run_dir = Path(run_dir)
     cfg = OmegaConf.load(run_dir / "resolved_config.yaml")
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = RunSummary.read(run_dir / "summary.json")
     log = Schedule.load(run_dir / "schedule.npz")
     with np.load(run_dir / "dist_timing.npz") as z:
         timing = {k: z[k] for k in z.files}
     from psbench.assemble import build_protocol
 
     protocol = build_protocol(cfg)
-    num_train = round(summary["samples"] / summary["epochs_done"])
-    return compare(log, timing, protocol, int(cfg.batch_size), num_train, int(summary["model_bytes"]),
-                   float(summary["run_time_s"]), int(cfg.seed))
+    num_train = round(summary.samples / summary.epochs_done)
+    return compare(log, timing, protocol, int(cfg.batch_size), num_train, int(summary.model_bytes),
+                   float(summary.run_time_s), int(cfg.seed))
 
 
 def main(argv: list[str] | None = None) -> None:

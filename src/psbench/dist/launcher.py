@@ -1,9 +1,10 @@
 """``engine=dist`` end to end: check, start λ learner processes, rendezvous, run the PS, clean up.
 
 :func:`train_dist` is what :func:`psbench.train.train` calls for ``engine=dist``; it returns the
-same summary as the simulator path (plus the engine's own counts). The calling process is rank 0,
-the PS — the only one that talks to MLflow — and, with ``engine.launch=spawn`` (default), starts
-the learners itself as ``python -m psbench.dist.learner <run_dir>/dist_spec.json <rank>``, each
+same :class:`~psbench.summary.RunSummary` as the simulator path, with the engine's own counts
+(:func:`run_summary`). The calling process is rank 0, the PS — the only one that talks to
+MLflow — and, with ``engine.launch=spawn`` (default), starts the learners itself as
+``python -m psbench.dist.learner <run_dir>/dist_spec.json <rank>``, each
 killed by the kernel if the PS process dies (``PR_SET_PDEATHSIG``) and terminated on every exit
 path here, and ``learner_data.pt`` (their copy of the training set) is removed. With
 ``engine.launch=external`` it only waits, at most ``engine.connect_timeout_s``, for λ learners
@@ -20,7 +21,7 @@ Bad input fails before any process starts, as one :class:`~psbench.errors.Config
 is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
 (:func:`psbench.dist.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
 Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
-local steps in their own processes (spec key ``local``) and push commits.
+local steps in their own processes (spec key ``window``) and push commits.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,7 @@ from psbench.dist.options import ENGINE, check_dist
 from psbench.dist.transport import LearnerFailure
 from psbench.errors import ConfigError, RunFailure, require
 from psbench.schema import check_group
+from psbench.summary import RunSummary
 
 
 def _e(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -161,16 +165,10 @@ def _destroy_group(timeout_s: float = 5.0) -> None:
 
 
 # ---------------------------------------------------------------------------------- the job
-def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
-    """Run ``cfg`` with real processes; return the summary (the keys of the simulator path and more)."""
+def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
+    """Run ``cfg`` with real processes; return its :class:`~psbench.summary.RunSummary` (:func:`run_summary`)."""
     import torch.distributed as dist
 
-    from psbench.dist.ps_server import ParameterServer
-    from psbench.dist.transport import GlooTransport
-    from psbench.compression.wire import GradientWire
-    from psbench.ps import Schedule, Simulator
-    from psbench.ps.local import is_elastic, uses_local_steps
-    from psbench.optimizer.build import configure, server_optimizer
     from psbench.assemble import (
         build_compression,
         build_data_and_model,
@@ -180,7 +178,13 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         build_topology,
         total_gradients,
     )
+    from psbench.compression.wire import GradientWire
+    from psbench.dist.ps_server import ParameterServer
+    from psbench.dist.transport import GlooTransport
     from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
+    from psbench.optimizer.build import configure, server_optimizer
+    from psbench.ps import Schedule, Simulator
+    from psbench.ps.local import is_elastic, uses_local_steps
     from psbench.ps.staleness import plot_staleness
 
     check_config(cfg)
@@ -197,7 +201,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
             "seed": seed}
     artifacts: list[str] = []
     replay = None
-    sim_stats: dict[str, Any] = {}
+    sim_time_s = None  # simulated time: a replayed schedule's; a free run has measured time only (run_time_s)
     if mode == "replay":
         if _e(cfg, "schedule") is not None:
             replay = Schedule.load(str(_e(cfg, "schedule")))
@@ -208,7 +212,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
             cost = build_run_cost(cfg, net, dm, protocol, build_compression(cfg, net))
             sim = Simulator(protocol, cost, build_topology(cfg), mu, total_gradients(cfg, dm.num_train, protocol), seed)
             replay = Schedule.collect(sim.run(), meta=meta)
-            sim_stats = {"sim_time_s": sim.stats.sim_time_s}
+        sim_time_s = simulated_time(replay)
         artifacts.append(str(replay.save(run_dir / "schedule.npz")))
         G = replay.num_gradients
         updates = replay.num_updates
@@ -218,9 +222,9 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         updates = G // protocol.gradients_per_update
     updates_per_epoch = updates * dm.num_train / max(1, G * spg)
     opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    local = None
+    window = None  # a local-step protocol's window: H steps of opt_cfg in the learner, then a commit
     if uses_local_steps(protocol.name):  # learners run opt_cfg for H local steps; the PS adds their commits
-        local = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
+        window = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
                  "rho": protocol.rho, "optimizer": opt_cfg}
         opt_cfg = server_optimizer(opt_cfg)
     comp_opts = OmegaConf.to_container(cfg.compression, resolve=True) if cfg.get("compression") else None
@@ -247,7 +251,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
             "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
             "seed": seed, "samples_per_gradient": spg, "threads": int(_e(cfg, "learner_threads", 1)),
             "delay_s": {str(k): float(v) for k, v in dict(_e(cfg, "learner_delay_s", {})).items()},
-            "rank_offset": 1, "local": local, "compression": comp_opts,
+            "rank_offset": 1, "window": window, "compression": comp_opts,
         }
         spec_file.write_text(json.dumps(spec, indent=1))
         if _e(cfg, "launch", "spawn") == "spawn":
@@ -293,7 +297,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
             from psbench.models.evaluate import quick_evaluate
 
             k.progress.update(updates_done=ps.stats.updates_stepped, samples=ps.stats.pushes_applied * spg,
-                              sim_time_s=time.time() - ps.t0, **quick_evaluate(net, dm.x_test, dm.y_test))
+                              run_time_s=time.time() - ps.t0, **quick_evaluate(net, dm.x_test, dm.y_test))
         raise
     finally:
         with lifecycle.deferred():  # no learner process and no copy of the data outlive the run
@@ -312,38 +316,63 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> dict[str, Any]:
         from psbench.dist.cost_fit import compare
 
         calibration = compare(log, timing, protocol, mu, dm.num_train, numel * 4, stats.run_time_s, seed)
-    hist = stats.staleness.as_dict()
-    artifacts.append(str(plot_staleness(hist, f"{protocol.label} (measured)", run_dir / "staleness_hist.png")))
+    artifacts.append(str(plot_staleness(stats.staleness.as_dict(), f"{protocol.label} (measured)",
+                                        run_dir / "staleness_hist.png")))
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
     save_final_weights(cfg, net, run_dir, artifacts)
-    diverged = ps.diverged_at is not None or not (test_loss == test_loss and abs(test_loss) != float("inf"))
-    samples = stats.pushes_applied * spg
-    message = numel * 4 + m.HEADER * 8
-    summary: dict[str, Any] = {
-        "status": "diverged" if diverged else "finished", "diverged": diverged, "diverged_at_update": ps.diverged_at,
-        "test_error": test_error, "test_loss": test_loss, "train_loss": ps.recent_loss,
-        "staleness_mean": stats.staleness.mean, "staleness_max": stats.staleness.max, "staleness_hist": hist,
-        "ps_updates": stats.updates, "gradients": stats.pushes_applied, "sim_time_s": stats.run_time_s,
-        **sim_stats, "run_time_s": stats.run_time_s, "join_time_s": join_s,
-        "comm_overlap": stats.compute_s / (lam * stats.run_time_s) if stats.run_time_s > 0 else None,
-        "bytes_pushed": transport.bytes_received + stats.pushes_received * m.HEADER * 8,
-        "bytes_pulled": transport.bytes_sent, "pulls": stats.reads, "pulls_skipped": stats.pulls_skipped,
-        "samples": samples, "epochs_done": samples / dm.num_train, "schedule_sha256": (replay or log).sha256(),
-        "weights_sha256": weights_sha256(net), "protocol": protocol.label, "engine": "dist", "mode": mode,
-        "ps_timestamp": ps.root_ts, "pushes_received": stats.pushes_received,
-        "pushes_applied": stats.pushes_applied, "updates_done": stats.updates_stepped,
-        "pushes_per_s": stats.pushes_received / stats.run_time_s if stats.run_time_s > 0 else None,
-        "parks": stats.parks, "ssp_reads": stats.ssp_reads, "ssp_violations": stats.ssp_violations,
-        "ssp_max_lag": stats.ssp_max_lag, "failed_learners": stats.failed_learners,
-        "lost_gradients": stats.lost_gradients, "message_bytes": message, "model_bytes": numel * 4,
-        "push_payload_bytes": numel * 4 if wire is None else wire.push_bytes,  # codec payload of one push
-        "calibration": calibration,
-        "calib_ks_staleness": calibration and calibration["ks_staleness"],
-        "calib_epoch_time_rel_error": calibration and calibration["epoch_time_rel_error"], "artifacts": artifacts,
-    }
+    summary = run_summary(
+        ps, replay or log, mode=mode, num_train=dm.num_train, model_bytes=numel * 4, join_time_s=join_s,
+        bytes_pushed=transport.bytes_received + stats.pushes_received * m.HEADER * 8,
+        bytes_pulled=transport.bytes_sent, push_payload_bytes=None if wire is None else wire.push_bytes,
+        test_error=test_error, test_loss=test_loss, weights_sha256=weights_sha256(net),
+        sim_time_s=sim_time_s, calibration=calibration, artifacts=artifacts)
     if logger is not None:
         # the series' final points; the run's totals are its summary/… metrics (cli)
         logger.log_metrics({"test_error": test_error, "test_loss": test_loss, "run_time_s": stats.run_time_s},
                            step=max(0, stats.updates))
-    summary["wall_time_s"] = time.perf_counter() - t_start
-    return summary
+    return replace(summary, wall_time_s=time.perf_counter() - t_start)
+
+
+def run_summary(ps, schedule, *, mode: str, num_train: int, model_bytes: int, join_time_s: float | None,
+                bytes_pushed: int, bytes_pulled: int, push_payload_bytes: int | None, test_error: float | None,
+                test_loss: float | None, weights_sha256: str | None, sim_time_s: float | None = None,
+                calibration: dict[str, Any] | None = None, artifacts: list[str] | None = None) -> RunSummary:
+    """The :class:`~psbench.summary.RunSummary` of a finished :class:`ParameterServer` run.
+
+    ``schedule``: the replayed schedule, or the free run's measured event log (its hash is
+    ``schedule_sha256``). ``sim_time_s``: the simulated time of a replayed schedule (``None`` in a free
+    run: nothing was simulated); the measured time is ``run_time_s``. ``push_payload_bytes`` is the
+    codec's payload of one push (``None``: uncompressed, ``model_bytes``).
+    """
+    stats, lam, spg = ps.stats, ps.lam, ps.spg
+    run_s = stats.run_time_s
+    diverged = ps.diverged_at is not None or test_loss is None or not math.isfinite(test_loss)
+    samples = stats.pushes_applied * spg
+    return RunSummary(
+        status="diverged" if diverged else "finished", diverged=diverged, diverged_at_update=ps.diverged_at,
+        test_error=test_error, test_loss=test_loss, train_loss=ps.recent_loss, engine="dist", mode=mode,
+        protocol=ps.protocol.label,
+        staleness_mean=stats.staleness.mean, staleness_max=stats.staleness.max,
+        staleness_hist=stats.staleness.as_dict(), ps_updates=stats.updates, gradients=stats.pushes_applied,
+        samples=samples, epochs_done=samples / num_train, schedule_sha256=schedule.sha256(),
+        updates_done=stats.updates_stepped, sim_time_s=sim_time_s, run_time_s=run_s, join_time_s=join_time_s,
+        pushes_per_s=stats.pushes_received / run_s if run_s > 0 else None,
+        comm_overlap=stats.compute_s / (lam * run_s) if run_s > 0 else None,
+        bytes_pushed=bytes_pushed, bytes_pulled=bytes_pulled, pulls=stats.reads, pulls_skipped=stats.pulls_skipped,
+        message_bytes=model_bytes + m.HEADER * 8, model_bytes=model_bytes,
+        push_payload_bytes=model_bytes if push_payload_bytes is None else push_payload_bytes,
+        ps_timestamp=ps.root_ts, pushes_received=stats.pushes_received, pushes_applied=stats.pushes_applied,
+        parks=stats.parks, ssp_reads=stats.ssp_reads, ssp_violations=stats.ssp_violations,
+        ssp_max_lag=stats.ssp_max_lag, failed_learners=list(stats.failed_learners),
+        lost_gradients=stats.lost_gradients, calibration=calibration,
+        calib_ks_staleness=calibration and calibration["ks_staleness"],
+        calib_epoch_time_rel_error=calibration and calibration["epoch_time_rel_error"],
+        weights_sha256=weights_sha256, artifacts=list(artifacts or []),
+    )
+
+
+def simulated_time(schedule) -> float | None:
+    """The simulated time of a schedule's last update; ``None`` for a dist free run's measured event log."""
+    if schedule.meta.get("engine") == "dist" or not schedule.num_updates:
+        return None
+    return float(schedule.update_time[-1])

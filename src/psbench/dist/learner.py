@@ -1,6 +1,6 @@
 """A learner process (rank l + 1): pull weights, compute one gradient, push it, repeat until STOP.
 
-With a local-step protocol (``downpour``, ``agn``, ``aeasgd``, ``dynsgd``; spec key ``local``) a
+With a local-step protocol (``downpour``, ``agn``, ``aeasgd``, ``dynsgd``; spec key ``window``) a
 "gradient" is one window: H local optimizer steps on the learner's own model from the pulled
 weights (:func:`psbench.ps.local_window.local_window`, the simulator's code with k = 1), and the
 push carries the commit (Σ_h d_h, or the elastic −ρ(θ_l − θ̃)); the PS scales and applies it.
@@ -27,11 +27,11 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from psbench.compression.wire import GradientWire
 from psbench.dist import messages as m
 from psbench.ps.aggregate import learner_gradient
-from psbench.ps.samples import SampleStream
-from psbench.compression.wire import GradientWire
 from psbench.ps.local_window import LearnerOptimizer, elastic_commit, local_window
+from psbench.ps.samples import SampleStream
 
 
 def per_sample_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -47,13 +47,13 @@ def die_with_parent() -> None:
         pass
 
 
-class LocalWindow:
+class LocalLearner:
     """The learner's own model θ_l, optimizer buffers and step count across windows (k = 1 stacks)."""
 
-    def __init__(self, net: torch.nn.Module, local: dict) -> None:
-        self.net, self.H, self.mu = net, int(local["local_steps"]), int(local["batch_size"])
-        self.elastic, self.rho = bool(local["elastic"]), float(local.get("rho") or 0.0)
-        self.opt = LearnerOptimizer(local["optimizer"])
+    def __init__(self, net: torch.nn.Module, window: dict) -> None:
+        self.net, self.H, self.mu = net, int(window["local_steps"]), int(window["batch_size"])
+        self.elastic, self.rho = bool(window["elastic"]), float(window.get("rho") or 0.0)
+        self.opt = LearnerOptimizer(window["optimizer"])
         self.theta: dict[str, torch.Tensor] = {}
         self.state: dict[str, dict[str, torch.Tensor]] = {}
         self.steps = torch.zeros(1, dtype=torch.int64)
@@ -109,7 +109,7 @@ def run(spec: dict, rank: int) -> int:
     store.set(m.READY_KEY.format(rank=rank), str(os.getpid()))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=int(spec["world_size"]), timeout=timeout)
     dist.send(m.encode(m.HELLO), 0)
-    window = LocalWindow(net, spec["local"]) if spec.get("local") else None
+    local = LocalLearner(net, spec["window"]) if spec.get("window") else None
     wire = GradientWire(spec["compression"], dict(zip(names, shapes, strict=True)), int(spec["seed"])) \
         if spec.get("compression") else None
     header = m.empty_header()
@@ -123,13 +123,13 @@ def run(spec: dict, rank: int) -> int:
             dist.recv(flat, 0)
         t0 = time.time()
         idx = stream.indices(r.sample_start, spg)
-        if window is None:
+        if local is None:
             grads, per = learner_gradient(net, per_sample_loss, params, x[idx], y[idx],
                                           torch.tensor(r.weight, dtype=torch.float32))
             g = wire.encode(l, dict(zip(names, grads, strict=True))) if wire is not None else \
                 torch.cat([t.reshape(-1) for t in grads])
         else:
-            g, per = window.commit(params, x[idx], y[idx], r.lr)
+            g, per = local.commit(params, x[idx], y[idx], r.lr)
             if r.weight != 1.0:
                 g = g * r.weight
         if delay:

@@ -17,6 +17,11 @@ m̂/(√v̂ + ε) for Adam) and D = Σ_{h<H} d_h for the accumulated direction o
 
 The PS applies every commit additively, θ̃ ← θ̃ + w_l·s·Δ (AGN Eq 2) with s the protocol
 scale above and w_l the lr policy's per-gradient weight (1 for ``lr_policy=constant``).
+
+Words, one per idea: *local steps* H (``protocol.local_steps``); a *window* is one learner's H
+local steps from a pull of θ̃ to its *commit* (:func:`psbench.ps.local_window.local_window`); a
+*local-step protocol* is one of :data:`LOCAL_PROTOCOLS` (:func:`uses_local_steps`). In the
+schedule a commit takes a gradient's place (one row, μ·H samples).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The global sample stream: which training samples a gradient reads (DESIGN §3).
+"""The global sample stream: which training samples a gradient reads (Rudra §3.2's data server, one seeded stream).
 
 Position ``p`` of the stream is training sample ``perm_e[p mod N]`` of epoch ``e = p // N``, with
 ``perm_e`` a permutation seeded by (seed, e). A schedule row's ``sample_start`` addresses it, so the

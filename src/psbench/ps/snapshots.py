@@ -1,4 +1,4 @@
-"""Weight snapshots that a pending learner still needs (DESIGN §3, step 2).
+"""Weight snapshots that a pending learner still needs (its gradient is computed on θ_ts, Rudra §3.1).
 
 A gradient of update j computed on timestamp ts < j needs the weights as they were at ts.
 From the schedule we know, for every timestamp, the last update that reads it; a snapshot is

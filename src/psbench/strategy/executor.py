@@ -6,7 +6,7 @@
 3. ``schedule_only``: statistics only; otherwise a Trainer with
    :class:`~psbench.strategy.ParameterServerStrategy`, one step per PS update, evaluating
    test error every epoch's worth of updates;
-4. the summary dict (``summary.json``) and artifacts (schedule, staleness histogram).
+4. the :class:`~psbench.summary.RunSummary` (``summary.json``) and artifacts (schedule, staleness histogram).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +37,11 @@ from psbench.models.evaluate import evaluate, quick_evaluate, save_final_weights
 from psbench.ps import Schedule, Simulator
 from psbench.ps.local import uses_local_steps
 from psbench.ps.staleness import plot_staleness
+from psbench.summary import RunSummary
 
 
-def train_sim(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> dict[str, Any]:
-    """Simulate ``cfg``'s schedule and train on it; return the summary (see ``summary.json`` in the README).
+def train_sim(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> RunSummary:
+    """Simulate ``cfg``'s schedule and train on it; return its :class:`~psbench.summary.RunSummary`.
 
     ``plan`` (:class:`psbench.checkpoint.Plan`) turns on checkpoints and, with its ``state``, resumes
     from one; a requested stop raises :class:`psbench.checkpoint.RunStopped` after writing it.
@@ -59,26 +61,23 @@ def train_sim(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> dict[st
     artifacts = [str(schedule.save(run_dir / "schedule.npz")),
                  str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png"))]
     samples = schedule.num_gradients * sim.samples_per_gradient
-    summary: dict[str, Any] = {
-        "status": "finished", "diverged": False, "test_error": None, "test_loss": None, "train_loss": None,
-        **stats, "samples": samples, "epochs_done": samples / dm.num_train, "schedule_sha256": schedule.sha256(),
-        "weights_sha256": None, "protocol": protocol.label, "artifacts": artifacts,
-        "compression": str(setting(cfg.get("compression"), "name", "none")),
-    }
+    summary = RunSummary(
+        engine="sim", **stats, samples=samples, epochs_done=samples / dm.num_train,
+        schedule_sha256=schedule.sha256(), protocol=protocol.label, artifacts=artifacts,
+        compression=str(setting(cfg.get("compression"), "name", "none")),
+    )
     if cfg.schedule_only:
-        summary["wall_time_s"] = time.perf_counter() - t_start
-        return summary
+        return replace(summary, wall_time_s=time.perf_counter() - t_start)
 
     if plan is not None and plan.state is not None:
-        require(plan.state["schedule_sha256"] == summary["schedule_sha256"], "resume", str(plan.path),
+        require(plan.state["schedule_sha256"] == summary.schedule_sha256, "resume", str(plan.path),
                 "a checkpoint of this schedule (the recomputed schedule differs from the checkpoint's: "
                 "was psbench changed in between?)")
-    summary.update(_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger, compression,
-                        plan, t_start))
-    summary["weights_sha256"] = weights_sha256(net)
+    summary = replace(summary, **_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger,
+                                      compression, plan, t_start))
     save_final_weights(cfg, net, run_dir, artifacts)
-    summary["wall_time_s"] = time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0)
-    return summary
+    return replace(summary, weights_sha256=weights_sha256(net),
+                   wall_time_s=time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0))
 
 
 def _progress_callbacks(mode: str):

@@ -1,4 +1,4 @@
-"""Learner-local models and the local-step update of ``downpour``, ``agn``, ``aeasgd``, ``dynsgd`` (DESIGN §3.3).
+"""Learner-local models and the local-step update of ``downpour``, ``agn``, ``aeasgd``, ``dynsgd`` (AGN §3).
 
 Every schedule row of a local-step protocol is one *window*: learner l pulls the center θ̃ at
 timestamp ``ts``, takes H = ``protocol.local_steps`` optimizer steps on its own model with

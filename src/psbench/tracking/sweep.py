@@ -34,6 +34,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from psbench.errors import failure_reason
+from psbench.summary import RunSummary, write_json
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 SWEEP_FILE = "psbench_sweep.json"
@@ -64,12 +65,6 @@ def sweep_id(config: DictConfig) -> str:
         except ValueError:
             pass
     return str(sweep_dir)
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -120,7 +115,7 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
             run_id = ms.start_run(uri, exp_id, one_line(" ".join(["sweep", *overrides]), 200), tags=tags)
         info.update(parent_run_id=run_id, tracking_uri=uri, experiment_id=exp_id)
         _open.update(uri=uri, run_id=run_id)
-    _write(sweep_dir / SWEEP_FILE, info)
+    write_json(sweep_dir / SWEEP_FILE, info)
 
 
 def relocate(config: DictConfig) -> None:
@@ -178,11 +173,14 @@ def record_job(config: DictConfig, job_return: Any) -> None:
         entry.update(status="failed", reason=error_line(job_return._return_value))
     else:
         out = OmegaConf.select(config, "hydra.runtime.output_dir")
-        summary = _read(Path(str(out)) / "summary.json") if out else {}
-        status = summary.get("status", "finished")
-        if status == "killed" and "signal" not in summary:  # trainer.stop_after_updates: stopped as asked
+        try:
+            summary = RunSummary.read(Path(str(out)) / "summary.json")
+        except (OSError, ValueError, TypeError):  # none written (or not by this psbench): it ended normally
+            summary = RunSummary()
+        status = summary.status
+        if status == "killed" and summary.signal is None:  # trainer.stop_after_updates: stopped as asked
             status = "stopped"
-        entry.update(status=status, reason=summary.get("failure_reason"))
+        entry.update(status=status, reason=summary.failure_reason)
     line = json.dumps(entry) + "\n"
     fd = os.open(Path(str(config.hydra.sweep.dir)) / JOBS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -250,8 +248,8 @@ def fail_job(reason: str) -> None:
 
     from psbench.tracking.provenance import provenance
 
-    _write(Path(HydraConfig.get().runtime.output_dir) / "summary.json",
-           {"status": "failed", "failure_reason": reason, "mlflow_run_id": None, "provenance": provenance()})
+    write_json(Path(HydraConfig.get().runtime.output_dir) / "summary.json",
+               RunSummary(status="failed", failure_reason=reason, provenance=provenance()))
 
 
 @contextlib.contextmanager

@@ -1,0 +1,165 @@
+"""The import layout (issue 15): no circle, and the engines and ps/ keep to their side.
+
+Every module under ``src/psbench`` is read with :mod:`ast` — module-level imports, imports inside
+functions (they run later, but a circle through them is still a circle), and the modules a package
+names for :func:`psbench.lazy.lazy` — and an edge goes to the most specific module imported
+(``from psbench.ps import local`` → ``psbench.ps.local``; ``from psbench.ps import Schedule`` →
+``psbench.ps``). Imports under ``if TYPE_CHECKING:`` never run and are not edges.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted((SRC / "psbench").rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _target(name: str) -> str | None:
+    """The most specific module of ``name`` (``psbench.a.b.Name`` → ``psbench.a.b``)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _type_checking_only(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def imports(module: str) -> set[str]:
+    """The psbench modules ``module`` imports, at any level of its code."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _type_checking_only(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, one level up per extra dot
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names)
+        elif isinstance(node, ast.Dict):  # lazy(__name__, {"Name": "psbench.pkg.module"})
+            found.update(v.value for v in node.values
+                         if isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value in MODULES)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    targets = {_target(n) for n in found if n == "psbench" or n.startswith("psbench.")}
+    return {t for t in targets if t is not None and t != module}
+
+
+GRAPH = {m: imports(m) for m in MODULES}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def test_the_reader_sees_module_function_level_and_lazy_imports():
+    assert "psbench.assemble" in GRAPH["psbench.strategy.executor"]  # module level
+    assert "psbench.dist.launcher" in GRAPH["psbench.train"]  # inside train()
+    assert "psbench.optimizer.build" in GRAPH["psbench.optimizer"]  # lazy(__name__, {...})
+    assert "psbench.ps.local" in GRAPH["psbench.ps.protocols"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circle():
+    assert _cycles(GRAPH) == []
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+FORBIDDEN = [  # (importer, imported): the dist engine and the simulator's executor never meet; ps/ is theirs
+    ("psbench.strategy", "psbench.dist"),
+    ("psbench.dist", "psbench.strategy"),
+    ("psbench.dist", "psbench.train"),
+    ("psbench.ps", "psbench.strategy"),
+    ("psbench.ps", "psbench.dist"),
+    ("psbench.ps", "psbench.train"),
+    ("psbench.ps", "psbench.assemble"),
+]
+
+
+@pytest.mark.parametrize(("importer", "imported"), FORBIDDEN, ids=[f"{a}->{b}" for a, b in FORBIDDEN])
+def test_no_import_across_the_line(importer, imported):
+    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _inside(m, importer)
+                 for t in ts if _inside(t, imported))
+    assert bad == []
+
+
+def test_the_readme_layout_has_one_line_per_module():
+    """README "Layout": every module of src/psbench on its own line, under its package, and nothing else."""
+    text = (SRC.parent / "README.md").read_text()
+    block = text[text.index("\n## Layout\n"):]
+    block = block[block.index("```\n") + 4:]
+    block = block[:block.index("```")]
+    listed, package = [], None
+    for line in block.splitlines()[1:]:  # after "src/psbench/"
+        name = line.split()[0] if line.strip() else ""
+        if line.startswith("    "):
+            listed.append(f"{package}/{name}")
+        elif line.startswith("  "):
+            package = name.rstrip("/") if name.endswith("/") else None
+            if package is None:
+                listed.append(name)
+        else:
+            break
+    files = sorted(str(p.relative_to(SRC / "psbench")) for p in (SRC / "psbench").rglob("*.py")
+                   if p.name != "__init__.py" and "conf" not in p.parts)
+    assert sorted(listed) == files
