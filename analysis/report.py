@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from analysis import pages as pages_pkg
-from analysis.core import Context, Page, Shown, claims_md, load_runs, md_table, md_to_html, provenance_md, status
+from analysis.core import Claim, Context, Page, Shown, claims_md, load_runs, md_table, md_to_html, provenance_md, status
 
 
 def all_pages() -> list[Page]:
@@ -28,6 +28,9 @@ def render(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) -> tup
     """One page's (index status, Markdown): a link back to the index, the builder's Markdown, its claims and the
     provenance of its runs; the status is :func:`analysis.core.status` of what the builder shows."""
     shown, md = builder(ctx)
+    bad = [c for c in shown.claims if not isinstance(c, Claim)]
+    if bad:  # every verdict comes from the rule in analysis.core
+        raise TypeError(f"a page's claims must be analysis.core.Claim (made by the verdict rule), got {bad[0]!r}")
     md = (f"[← index: every table and figure](index.html)\n\n{md}"
           + (f"\n{claims_md(shown.claims)}" if shown.claims else "") + "\n" + provenance_md(shown.runs))
     return status(shown), md

@@ -17,7 +17,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import FAILS, HOLDS, NOT_MEASURED, Context, Shown, history, load_runs, status  # noqa: E402
+from analysis.core import (  # noqa: E402
+    FAILS,
+    HOLDS,
+    NOT_MEASURED,
+    NOT_RESOLVABLE,
+    Claim,
+    Context,
+    Shown,
+    history,
+    load_runs,
+    status,
+)
 from analysis.pages import rudra_paper, zhang  # noqa: E402
 from analysis.report import all_pages, build  # noqa: E402
 
@@ -92,10 +103,14 @@ def test_an_ad_hoc_preset_run_never_makes_a_page_reproduced(ad_hoc, key):
 
 
 def test_status_rule():
-    decided = [("a", HOLDS, ""), ("b", FAILS, "")]
+    decided = [Claim("a", HOLDS, ""), Claim("b", FAILS, "")]
     assert status(Shown({"ci": (3, 3)}, decided, command="c")) == "reproduced at scale ci: 1 of 2 claims hold"
-    assert status(Shown({"ci": (3, 3)}, [*decided, ("c", NOT_MEASURED, "")], command="c")) == \
+    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_MEASURED, "")], command="c")) == \
         "measured at scale ci, 1 of 3 claims not decided"
+    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_RESOLVABLE, "")], command="c")) == \
+        "measured at scale ci, 1 of 3 claims not decided"  # inside the noise is not a decision
+    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("ours", HOLDS, "", ours=True)], command="c")) == \
+        "reproduced at scale ci: 1 of 2 claims hold"  # a claim the paper did not make is not counted
     assert status(Shown({"ci": (3, 3)}, [], command="c")) == "measured at scale ci, no claims decided"
     assert status(Shown({"ci": (2, 3)}, decided, command="c")) == "partial (2 of 3 configurations at scale ci)"
     assert status(Shown({"ci": (0, 3)}, decided, command="python x.py")) == "no runs (python x.py)"
