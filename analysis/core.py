@@ -224,12 +224,12 @@ def figure(path: Path, nrows: int = 1, ncols: int = 1, **subplots: Any) -> Itera
         plt.close(fig)
 
 
-_SCALE_ORDER = {"ci": 0, "small": 1, "paper": 2}
+SCALE_ORDER = {"ci": 0, "small": 1, "paper": 2}
 
 
 def scales_of(runs: Iterable[Run]) -> list[str]:
     """The ``scale`` tags of ``runs``, ci → small → paper; a run without one (an ad-hoc run) has no scale."""
-    return sorted({r.tags["scale"] for r in runs if r.tags.get("scale")}, key=lambda s: (_SCALE_ORDER.get(s, 9), s))
+    return sorted({r.tags["scale"] for r in runs if r.tags.get("scale")}, key=lambda s: (SCALE_ORDER.get(s, 9), s))
 
 
 def preset_cases(experiment: str) -> list[str]:
@@ -299,7 +299,7 @@ def status(shown: Shown) -> str:
     if not shown.configs and not shown.command:
         return shown.note + (f": {verdicts}" if claims else "")
     seen = sorted(((s, kn) for s, kn in shown.configs.items() if kn[0] > 0),
-                  key=lambda x: (_SCALE_ORDER.get(x[0], 9), x[0]))
+                  key=lambda x: (SCALE_ORDER.get(x[0], 9), x[0]))
     if not seen:
         return f"no runs ({shown.command})" + note
     full = ", ".join(s for s, (k, n) in seen if k >= n)
@@ -396,6 +396,12 @@ class Claim(NamedTuple):
     verdict: str
     numbers: str
     ours: bool = False
+    #: "learning" (decided on trained runs, by the rule), "simulation" (schedule or cost model), "tail"
+    kind: str = "learning"
+    #: seeds per configuration of a learning claim ("3", "1–3"); "" where seeds do not enter
+    seeds: str = ""
+    #: the scale it was decided at ("" : the page's largest measured scale)
+    scale: str = ""
 
 
 @dataclass(frozen=True)
@@ -494,6 +500,16 @@ def _gate(groups: Sequence[Errors | None], must_learn: Sequence[Errors | None], 
     return "; ".join(why) or None
 
 
+def _span(ns: Iterable[int]) -> str:
+    ns = sorted(set(ns))
+    return "" if not ns else str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+
+
+def _seeds(groups: Iterable[Errors | None]) -> str:
+    """Seeds per configuration of ``groups`` ("3", "1–3")."""
+    return _span(g.n for g in groups if g is not None)
+
+
 def _two_se(*gs: Errors) -> float:
     return 2 * math.sqrt(sum(g.var for g in gs))
 
@@ -508,12 +524,12 @@ def lower(text: str, a: Errors | None, b: Errors | None, *, premise: Claim | Non
     configuration claimed better) must have learned."""
     why = _gate([a, b], [a], premise, labels)
     if why:
-        return Claim(text, NOT_MEASURED, f"{_shown([a, b])}; {why}".lstrip("; "), ours)
+        return Claim(text, NOT_MEASURED, f"{_shown([a, b])}; {why}".lstrip("; "), ours, seeds=_seeds([a, b]))
     assert a is not None and b is not None
     d, noise = b.mean - a.mean, _two_se(a, b)
     v = HOLDS if d > noise else FAILS if -d > noise else NOT_RESOLVABLE
     return Claim(text, v, f"{a}, {b}: difference {a.diff(d)}, 2 SE {a.diff(noise)}"
-                 + (" (inside the noise)" if v == NOT_RESOLVABLE else ""), ours)
+                 + (" (inside the noise)" if v == NOT_RESOLVABLE else ""), ours, seeds=_seeds([a, b]))
 
 
 def increasing(text: str, series: Sequence[Errors | None], *, ours: bool = False,
@@ -523,12 +539,12 @@ def increasing(text: str, series: Sequence[Errors | None], *, ours: bool = False
     labels = list(labels) or [f"#{i}" for i in range(len(series))]
     why = _gate(series, [min((g for g in series if g), key=lambda g: g.mean, default=None)], None, labels)
     if why:
-        return Claim(text, NOT_MEASURED, f"{_shown(series)}; {why}".lstrip("; "), ours)
+        return Claim(text, NOT_MEASURED, f"{_shown(series)}; {why}".lstrip("; "), ours, seeds=_seeds(series))
     pairs = [lower("", a, b) for a, b in itertools.pairwise(series)]
     vs = [p.verdict for p in pairs]
     v = FAILS if FAILS in vs else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else HOLDS
     steps = "; ".join(p.numbers.split(": ", 1)[1] for p in pairs)
-    return Claim(text, v, f"{_shown(series)}; steps: {steps}", ours)
+    return Claim(text, v, f"{_shown(series)}; steps: {steps}", ours, seeds=_seeds(series))
 
 
 def equal(text: str, groups: Sequence[Errors | None], tol: float, *, premise: Claim | None = None,
@@ -539,14 +555,15 @@ def equal(text: str, groups: Sequence[Errors | None], tol: float, *, premise: Cl
     labels = list(labels) or [g.label if g else f"#{i}" for i, g in enumerate(groups)]
     why = _gate(groups, groups, premise, labels)
     if why:
-        return Claim(text, NOT_MEASURED, f"{_shown(groups)}; {why}".lstrip("; "), ours)
+        return Claim(text, NOT_MEASURED, f"{_shown(groups)}; {why}".lstrip("; "), ours, seeds=_seeds(groups))
     gs = [g for g in groups if g is not None]
     hi, lo = max(gs, key=lambda g: g.mean), min(gs, key=lambda g: g.mean)
     spread, noise = hi.mean - lo.mean, _two_se(hi, lo)
     v = HOLDS if spread + noise <= tol else FAILS if spread - noise > tol else NOT_RESOLVABLE
     reason = (f"; not resolvable with this test set: 2 SE {hi.diff(noise)} vs the claim's {hi.diff(tol)}"
               if v == NOT_RESOLVABLE else "")
-    return Claim(text, v, f"{_shown(gs)}: spread {hi.diff(spread)}, 2 SE {hi.diff(noise)}{reason}", ours)
+    return Claim(text, v, f"{_shown(gs)}: spread {hi.diff(spread)}, 2 SE {hi.diff(noise)}{reason}", ours,
+                 seeds=_seeds(groups))
 
 
 def at_chance(text: str, a: Errors | None, reference: Sequence[Errors | None], *, ours: bool = False,
@@ -558,23 +575,23 @@ def at_chance(text: str, a: Errors | None, reference: Sequence[Errors | None], *
     if not why and not any(g.learned for g in refs):
         why = "no reference run learned (" + _shown(refs) + "): failing to learn says nothing"
     if why:
-        return Claim(text, NOT_MEASURED, f"{_shown([a])}; {why}".lstrip("; "), ours)
+        return Claim(text, NOT_MEASURED, f"{_shown([a])}; {why}".lstrip("; "), ours, seeds=_seeds([a, *refs]))
     assert a is not None
     bar, noise = a.learned_at, _two_se(a)
     v = HOLDS if a.mean >= bar else FAILS if a.mean + noise < bar else NOT_RESOLVABLE
     return Claim(text, v, f"{a} vs learned ≤ {a.fmt(bar)} (2 SE {a.diff(noise)}); reference "
-                 + _shown([g for g in refs if g.learned]), ours)
+                 + _shown([g for g in refs if g.learned]), ours, seeds=_seeds([a, *refs]))
 
 
 def near(text: str, a: Errors | None, target: float, tol: float, *, ours: bool = False) -> Claim:
     """``a``'s error is within ``tol`` of ``target`` (fractions), noise as in :func:`equal`."""
     why = _gate([a], [a], None, ["a"])
     if why:
-        return Claim(text, NOT_MEASURED, f"{_shown([a])}; {why}".lstrip("; "), ours)
+        return Claim(text, NOT_MEASURED, f"{_shown([a])}; {why}".lstrip("; "), ours, seeds=_seeds([a]))
     assert a is not None
     d, noise = abs(a.mean - target), _two_se(a)
     v = HOLDS if d + noise <= tol else FAILS if d - noise > tol else NOT_RESOLVABLE
-    return Claim(text, v, f"{a} vs {a.fmt(target)}: |Δ| {a.diff(d)}, 2 SE {a.diff(noise)}", ours)
+    return Claim(text, v, f"{a} vs {a.fmt(target)}: |Δ| {a.diff(d)}, 2 SE {a.diff(noise)}", ours, seeds=_seeds([a]))
 
 
 def no_worse(text: str, pairs: Sequence[tuple[Errors | None, Errors | None]], tol: float, *,
@@ -586,7 +603,7 @@ def no_worse(text: str, pairs: Sequence[tuple[Errors | None, Errors | None]], to
     labels = list(labels) or [g.label if g else f"#{i}" for i, g in enumerate(flat)]
     why = _gate(flat, flat, None, labels) if pairs else "no pairs measured"
     if why:
-        return Claim(text, NOT_MEASURED, f"{_shown(flat)}; {why}".lstrip("; "), ours)
+        return Claim(text, NOT_MEASURED, f"{_shown(flat)}; {why}".lstrip("; "), ours, seeds=_seeds(flat))
     out, vs = [], []
     for a, ref in pairs:
         assert a is not None and ref is not None
@@ -596,7 +613,7 @@ def no_worse(text: str, pairs: Sequence[tuple[Errors | None, Errors | None]], to
     v = FAILS if FAILS in vs else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else HOLDS
     reason = (f"; not resolvable with this test set: the claim's {flat[0].diff(tol)} is inside 2 SE"
               if v == NOT_RESOLVABLE else "")
-    return Claim(text, v, "; ".join(out) + reason, ours)
+    return Claim(text, v, "; ".join(out) + reason, ours, seeds=_seeds(flat))
 
 
 def gap_lower(text: str, small: tuple[Errors | None, Errors | None], large: tuple[Errors | None, Errors | None],
@@ -606,12 +623,12 @@ def gap_lower(text: str, small: tuple[Errors | None, Errors | None], large: tupl
     flat = [*small, *large]
     why = _gate(flat, flat, None, [g.label if g else "?" for g in flat])
     if why:
-        return Claim(text, NOT_MEASURED, f"{_shown(flat)}; {why}".lstrip("; "), ours)
+        return Claim(text, NOT_MEASURED, f"{_shown(flat)}; {why}".lstrip("; "), ours, seeds=_seeds(flat))
     (a1, b1), (a2, b2) = small, large
     assert a1 and b1 and a2 and b2
     g1, g2, noise = b1.mean - a1.mean, b2.mean - a2.mean, _two_se(a1, b1, a2, b2)
     v = HOLDS if g1 - g2 > noise else FAILS if g2 - g1 > noise else NOT_RESOLVABLE
-    return Claim(text, v, f"gap {a2.diff(g2)} vs {a1.diff(g1)}, 2 SE {a1.diff(noise)}", ours)
+    return Claim(text, v, f"gap {a2.diff(g2)} vs {a1.diff(g1)}, 2 SE {a1.diff(noise)}", ours, seeds=_seeds(flat))
 
 
 def majority(text: str, cells: Mapping[str, Sequence[float]], above: float, *, gate: Sequence[Errors | None] = (),
@@ -633,7 +650,8 @@ def majority(text: str, cells: Mapping[str, Sequence[float]], above: float, *, g
     scale = 100.0 if unit == "pp" else 1.0
     shown = ", ".join(f"{k} {statistics.fmean(v) * scale:.3g}{unit}" for k, v in cells.items() if v)
     if why:
-        return Claim(text, NOT_MEASURED, f"{shown}; {'; '.join(why)}".lstrip("; "), ours)
+        return Claim(text, NOT_MEASURED, f"{shown}; {'; '.join(why)}".lstrip("; "), ours,
+                     seeds=_span([len(v) for v in cells.values()]))
     wins = losses = 0
     parts = []
     for k, v in cells.items():
@@ -647,7 +665,8 @@ def majority(text: str, cells: Mapping[str, Sequence[float]], above: float, *, g
     else:
         v = HOLDS if wins > k / 2 else FAILS if losses >= k / 2 else NOT_RESOLVABLE
     return Claim(text, v, f"above {above * scale:g}{unit} (mean ± 2 SE): {wins} of {k} cells, below: {losses}; "
-                 + ", ".join(parts), ours)
+                 + ", ".join(parts), ours,
+                     seeds=_span([len(v) for v in cells.values()]))
 
 
 def by_means(text: str, groups: Sequence[Errors | None], ok: bool | None, numbers: str, resolution: float, *,
@@ -656,12 +675,12 @@ def by_means(text: str, groups: Sequence[Errors | None], ok: bool | None, number
     has ≥ MIN_SEEDS seeds, and when every group's 2 SE is below the rule's ``resolution`` (else not resolvable)."""
     why = _gate(groups, groups, None, [g.label if g else "?" for g in groups]) if groups else "no runs"
     if why:
-        return Claim(text, NOT_MEASURED, f"{numbers}; {why}", ours)
+        return Claim(text, NOT_MEASURED, f"{numbers}; {why}", ours, seeds=_seeds(groups))
     worst = max(_two_se(g) for g in groups if g is not None)
     if worst > resolution:
         return Claim(text, NOT_RESOLVABLE, f"{numbers}; not resolvable with this test set: 2 SE up to "
-                     f"{worst * 100:.2f} pp > the rule's {resolution * 100:.2f} pp", ours)
-    return Claim(text, NOT_MEASURED if ok is None else HOLDS if ok else FAILS, numbers, ours)
+                     f"{worst * 100:.2f} pp > the rule's {resolution * 100:.2f} pp", ours, seeds=_seeds(groups))
+    return Claim(text, NOT_MEASURED if ok is None else HOLDS if ok else FAILS, numbers, ours, seeds=_seeds(groups))
 
 
 def learned(label: str, a: Errors | None) -> Claim:
@@ -676,22 +695,24 @@ def all_of(text: str, parts: Sequence[Claim], *, ours: bool = False) -> Claim:
     vs = [c.verdict for c in parts]
     v = (NOT_MEASURED if not parts else FAILS if FAILS in vs else NOT_MEASURED if NOT_MEASURED in vs
          else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else HOLDS)
-    return Claim(text, v, "; ".join(c.numbers for c in parts) or "—", ours)
+    return Claim(text, v, "; ".join(c.numbers for c in parts) or "—", ours, parts[0].kind if parts else "learning",
+                 _span(int(n) for c in parts for n in c.seeds.split("–") if n))
 
 
 def simulated(text: str, ok: bool | None, numbers: str, *, premise: Claim | None = None, ours: bool = False) -> Claim:
     """A claim about the schedule or the cost model (deterministic): decided on ``ok`` as it is; None (or a
     premise that does not hold) is not measured."""
     if premise is not None and premise.verdict != HOLDS:
-        return Claim(text, NOT_MEASURED, f"{numbers}; its premise \"{premise.text}\" is {premise.verdict}", ours)
-    return Claim(text, NOT_MEASURED if ok is None else HOLDS if ok else FAILS, numbers or "—", ours)
+        return Claim(text, NOT_MEASURED, f"{numbers}; its premise \"{premise.text}\" is {premise.verdict}", ours,
+                     "simulation")
+    return Claim(text, NOT_MEASURED if ok is None else HOLDS if ok else FAILS, numbers or "—", ours, "simulation")
 
 
 def tail(text: str, events: int, total: int, bound: float, what: str = "samples", *, ours: bool = False) -> Claim:
     """"P(event) < ``bound``" from ``events`` of ``total``: held when the 95 % Clopper–Pearson upper bound is
     below ``bound``, failed when the lower bound is above it, otherwise not resolvable with so few."""
     if total <= 0:
-        return Claim(text, NOT_MEASURED, f"no {what}", ours)
+        return Claim(text, NOT_MEASURED, f"no {what}", ours, "tail")
     from scipy.stats import beta
 
     hi = 1.0 if events >= total else float(beta.ppf(0.975, events + 1, total - events))
@@ -700,17 +721,17 @@ def tail(text: str, events: int, total: int, bound: float, what: str = "samples"
     nums = f"{events} of {total} {what} = {events / total:.2e} (95 % CI {lo:.1e}–{hi:.1e})"
     if v == NOT_RESOLVABLE:
         nums += f"; not resolvable with {total} {what}: P < {bound:g} needs ≥ {math.ceil(3.7 / bound):,} with none"
-    return Claim(text, v, nums, ours)
+    return Claim(text, v, nums, ours, "tail")
 
 
-def not_measured(text: str, reason: str, *, ours: bool = False) -> Claim:
+def not_measured(text: str, reason: str, *, ours: bool = False, kind: str = "learning") -> Claim:
     """A claim no run here can decide (data not available, a scale not run), with the reason."""
-    return Claim(text, NOT_MEASURED, reason, ours)
+    return Claim(text, NOT_MEASURED, reason, ours, kind)
 
 
-def tagged(prefix: str, claims: Iterable[Claim]) -> list[Claim]:
-    """``claims`` with ``prefix`` before each text (e.g. the scale)."""
-    return [c._replace(text=f"{prefix}{c.text}") for c in claims]
+def at_scale(scale: str, claims: Iterable[Claim]) -> list[Claim]:
+    """``claims`` decided at ``scale``, which prefixes their text (``[ci] …``)."""
+    return [c._replace(text=f"[{scale}] {c.text}", scale=scale) for c in claims]
 
 
 def objective(label: str, values: Iterable[float | None], classes: int) -> Errors | None:

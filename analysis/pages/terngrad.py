@@ -23,6 +23,7 @@ from analysis.core import (
     Run,
     Shown,
     all_of,
+    at_scale,
     coverage,
     figure,
     fmt,
@@ -37,7 +38,6 @@ from analysis.core import (
     scales_of,
     select,
     simulated,
-    tagged,
 )
 from analysis.pages import terngrad_paper as paper
 
@@ -165,7 +165,7 @@ def terngrad_fig3(ctx: Context) -> tuple[str, str]:
         c3 = no_worse(f"no degradation even for N = 64 (TernGrad's error ≤ fp32's + {WITHIN_PP:g} pp)",
                       [(t, f) for f, t in n64.values()], WITHIN_PP / 100) if n64 else \
             not_measured("no degradation even for N = 64", "N = 64 not run")
-        claims += tagged(f"[{scale}] ", (c1, _noclip_claim(noclip), c3))
+        claims += at_scale(scale, (c1, _noclip_claim(noclip), c3))
     return Shown(coverage(runs, preset_cases("terngrad/fig3")), claims, runs, cmd), "".join(md)
 
 
@@ -229,7 +229,7 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
                              "" if grad == "fp32" else _bytes_ratio(cs, cells.get(("fp32", n), [])), _notes(cs)])
         md += [f"\n## Ours, scale = {scale}\n\n", md_table(header, rows)]
         err = {k: run_errors(f"{GRADIENTS[k[0]]} N={k[1]}", v) for k, v in cells.items()}
-        claims += tagged(f"[{scale}] ", _table1_claims(err))
+        claims += at_scale(scale, _table1_claims(err))
     return Shown(coverage(runs, preset_cases("terngrad/table1")), claims, runs, cmd), "".join(md)
 
 
