@@ -153,15 +153,17 @@ def test_pages_link_to_the_index_and_show_their_runs_provenance(psbench_root, tm
         assert "<h2>Provenance</h2>" in page, key
 
 
-@pytest.mark.parametrize("summary_step", [None, 0], ids=["summary_at_the_last_step", "summary_at_step_0"])
-def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root, tmp_path, summary_step):
-    """psbench logs the summary (train_loss = a run total, 3.08 here) under the per-update keys: at the last
-    update's step since the summary moved there, at step 0 before. Neither copy is a point of the curve."""
+@pytest.mark.parametrize(("summary_step", "legacy"), [(None, True), (0, True), (None, False)],
+                         ids=["legacy_summary_at_the_last_step", "legacy_summary_at_step_0", "summary_metrics"])
+def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root, tmp_path, summary_step, legacy):
+    """Older psbench logged the summary (train_loss = a run total, 3.08 here) under the per-update keys: at
+    step 0, later at the last update's step; psbench now logs it as summary/<key>. No copy is a point of the
+    curve."""
     s = ReportStore(psbench_root)
     loss = [(i, 3.0 / (1 + i)) for i in range(0, 110, 10)]  # ends at 0.27
     s.run({"paper": "zhang", "figure": "3", "case": "hardsync", "scale": "ci"},
           {"train_loss": 3.08, "test_error": 0.4, "sim_time_s": 999.0, "ps_updates": 100, "epochs_done": 2.0},
-          summary_step=summary_step,
+          summary_step=summary_step, legacy=legacy,
           histories={"train_loss": loss, "sim_time_s": [(i, 0.1 * i) for i, _ in loss],
                      "test_error": [(50, 0.5), (100, 0.4)]})
     run = load_runs(s.uri)[0]
@@ -171,3 +173,23 @@ def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root
     assert curves["train_loss"][-1] == (2.0, pytest.approx(3.0 / 101))  # epoch 2: the training value
     assert curves["train_loss"][0] == (0.0, 3.0)  # a genuine step-0 point stays
     assert curves["test_error"] == [(1.0, 0.5), (2.0, 0.4)]
+
+
+@pytest.mark.parametrize("legacy", [True, False], ids=["legacy_summary_copy", "summary_metrics"])
+def test_the_ssp_final_objective_and_its_claim_ignore_the_summary_copy(psbench_root, tmp_path, legacy):
+    """The SSP pages smooth the objective over its last 10 points; a summary copy of train_loss (3.08, a run
+    total) kept as the last point raised 6 machines' objective at the common time above 1 machine's and
+    flipped "more machines converge faster" (issue 17)."""
+    s = ReportStore(psbench_root)
+    for m in (1, 6):
+        for seed in (0, 1, 2):
+            steps = range(1, 201)
+            s.run({"paper": "ssp", "figure": "2,4", "case": f"m{m}", "scale": "ci", "dataset_stand_in": "timit"},
+                  {"train_loss": 3.08, "sim_time_s": 200.0 / m, "ps_updates": 200, "epochs_done": 1.0}, seed=seed,
+                  legacy=legacy, histories={"train_loss": [(i, 0.27 + 3 / (1 + i) + 1e-3 * seed) for i in steps],
+                                            "sim_time_s": [(i, i / m) for i in steps]})
+    build(psbench_root, tmp_path)
+    md = (tmp_path / "ssp_fig2_3.md").read_text()
+    # final objective = the last 10 training values, smoothed (with the copy: 0.5657, and the claim fails)
+    assert "| 6 | 0.2863 ± 0.0010 (n=3) | 33.3333 ± 0.0000 (n=3) | 0.2863 ± 0.0010 (n=3) |" in md
+    assert "strictly decreasing in machines) | holds | 6 machines 0.2863 (n=3), 1 machine 0.3737 (n=3)" in md
