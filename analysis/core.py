@@ -695,7 +695,8 @@ def all_of(text: str, parts: Sequence[Claim], *, ours: bool = False) -> Claim:
     vs = [c.verdict for c in parts]
     v = (NOT_MEASURED if not parts else FAILS if FAILS in vs else NOT_MEASURED if NOT_MEASURED in vs
          else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else HOLDS)
-    return Claim(text, v, "; ".join(c.numbers for c in parts) or "—", ours, parts[0].kind if parts else "learning",
+    numbers = "; ".join(f"{c.text}: {c.numbers}" if c.text else c.numbers for c in parts) or "—"
+    return Claim(text, v, numbers, ours, parts[0].kind if parts else "learning",
                  _span(int(n) for c in parts for n in c.seeds.split("–") if n))
 
 

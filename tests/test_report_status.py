@@ -8,6 +8,7 @@ every measured cell shows n; curves never end on the run summary's copy of a met
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -51,11 +52,17 @@ AD_HOC = {
     "terngrad_table1": ({"paper": "terngrad", "table": "1"}, "fp32_n2"),
     "agn_table1": ({"paper": "agn", "table": "1"}, "agn_n10_H10"),
     "agn_fig7": ({"paper": "agn", "figure": "7a"}, "agn"),
+    "agn_fig2": ({"paper": "agn", "figure": "2"}, "downpour_n10_H1"),
+    "agn_fig4": ({"paper": "agn", "figure": "4"}, "downpour_n10_H1"),
+    "agn_figs8_12": ({"paper": "agn", "table": "1"}, "aeasgd_n10_H10"),
     "ssp_fig2_3": ({"paper": "ssp", "figure": "2,4", "dataset_stand_in": "timit"}, "m1"),
     "ssp_fig4_5": ({"paper": "ssp", "figure": "3,5", "dataset_stand_in": "imagenet63k"}, "m1"),
 }
 #: pages with no runs to make: their status is what they are (analytic, data not available), never "reproduced"
-NO_RUNS_TO_MAKE = {"terngrad_tables2_3", "terngrad_fig5"}
+NO_RUNS_TO_MAKE = {"terngrad_tables2_3", "terngrad_fig5", "terngrad_fig2", "agn_fig6", "ssp_table1", "ssp_fig6"}
+#: the papers' files and the name the index gives each
+PAPERS = {"rudra-accuracy-runtime-tradeoff.md": "Rudra", "staleness-aware-async-sgd.md": "staleness-aware ASGD",
+          "terngrad.md": "TernGrad", "accumulated-gradient-normalization.md": "AGN", "ssp-dnn.md": "SSP"}
 BUILT = [p.key for p in all_pages() if p.build is not None]
 
 
@@ -193,3 +200,35 @@ def test_the_ssp_final_objective_and_its_claim_ignore_the_summary_copy(psbench_r
     # final objective = the last 10 training values, smoothed (with the copy: 0.5657, and the claim fails)
     assert "| 6 | 0.2863 ± 0.0010 (n=3) | 33.3333 ± 0.0000 (n=3) | 0.2863 ± 0.0010 (n=3) |" in md
     assert "strictly decreasing in machines) | holds | 6 machines 0.2863 (n=3), 1 machine 0.3737 (n=3)" in md
+
+
+def _items(item: str) -> set[tuple[str, int]]:
+    """("Figure"|"Table", number) of an index item: "Fig 4", "Figs 6–7", "Tables 2–3", "Figs 1, 3, 5"."""
+    kind = "Table" if item.startswith("Table") else "Figure"
+    out: set[tuple[str, int]] = set()
+    for part in item.split(" ", 1)[1].split(","):
+        a, _, b = part.strip().partition("–")
+        out |= {(kind, n) for n in range(int(a), int(b or a) + 1)}
+    return out
+
+
+def test_the_index_lists_every_table_and_figure_of_the_five_papers(tmp_path):
+    papers = REPO.parent / "shared" / "papers"
+    if not papers.is_dir():
+        papers = Path("/work/shared/papers")
+    build(tmp_path, tmp_path / "r")
+    index = (tmp_path / "r" / "index.md").read_text()
+    listed: dict[str, set] = {}
+    for page in all_pages():
+        listed.setdefault(page.paper, set()).update(_items(page.item))
+        assert f"| {page.paper} | " in index and page.item in index, page
+    for name, paper in PAPERS.items():
+        captions = set(re.findall(r"^(?:\*\*)?(Figure|Table) (\d+)[:.]", (papers / name).read_text(), re.M))
+        want = {(k, int(n)) for k, n in captions}
+        assert want and want <= listed[paper], (paper, sorted(want - listed[paper]))
+    # figures without runs say why, or what command would make them, and decide nothing
+    assert "| Rudra | Fig 9 | needs data not available here (ImageNet" in index
+    assert "| TernGrad | Fig 4 | needs data not available here (ImageNet" in index
+    for key in ("agn_fig2", "agn_fig4"):
+        md = (tmp_path / "r" / f"{key}.md").read_text()
+        assert "psbench -m experiment=agn/table1 protocol=downpour" in md and "| not measured | no runs (" in md

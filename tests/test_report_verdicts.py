@@ -30,7 +30,7 @@ from report_store import ReportStore  # noqa: E402
 SEEDS = (0, 1, 2)
 #: pages whose claims the stores below cover: every page with learning claims and runs to make
 LEARNING_PAGES = ("rudra_table2", "rudra_table3", "rudra_fig5", "rudra_fig6_7", "zhang_fig3", "terngrad_fig3",
-                  "terngrad_table1", "agn_table1", "agn_fig7", "ssp_fig2_3", "ssp_fig4_5")
+                  "terngrad_table1", "agn_table1", "agn_fig7", "agn_figs8_12", "ssp_fig2_3", "ssp_fig4_5")
 
 Err = Callable[[str, int], float]  # (case, seed) -> test error
 

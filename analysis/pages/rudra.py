@@ -360,6 +360,7 @@ def diverged(run: Run) -> bool:
 
 
 PAGES = [
+    Page("Rudra", "Figs 1–3", reason="architecture diagrams (Rudra-base, Rudra-adv, Rudra-adv*): no numbers"),
     Page("Rudra", "Table 1", "rudra_table1", rudra_table1),
     Page("Rudra", "Table 2", "rudra_table2", rudra_table2),
     Page("Rudra", "Table 3", "rudra_table3", rudra_table3),

@@ -397,4 +397,6 @@ PAGES = [
     Page("Rudra", "Fig 5", "rudra_fig5", rudra_fig5),
     Page("Rudra", "Figs 6–7", "rudra_fig6_7", rudra_fig6_7),
     Page("Rudra", "Fig 8", "rudra_fig8", rudra_fig8),
+    Page("Rudra", "Fig 9", reason="needs data not available here (ImageNet: validation error vs training time of "
+                                   "Table 4's configurations)"),
 ]

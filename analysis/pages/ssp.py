@@ -241,7 +241,32 @@ def _speedup_plot(sp: Mapping[int, tuple], name: str, fig_no: str, path: Path) -
     return path
 
 
+# --------------------------------------------------------------------------- Table 1, Fig 6
+def ssp_table1(ctx: Context) -> tuple[Shown, str]:
+    rows = [[ds["name"], str(ds["features"]), str(ds["classes"]), ds["samples"], ds["net"],
+             f"synthetic: {ds['features']} features, {ds['classes']} classes (dataset=synthetic, "
+             f"experiment=ssp/fig{ds['figures'][0]}_{ds['figures'][1]})"] for ds in P.DATASETS.values()]
+    md = ("# SSP Table 1 — statistics of the data sets\n\n"
+          "Paper: the data sets of Figs 2–5. Ours: neither is available here; synthetic data of the same shape "
+          "(seeded Gaussian class clusters, not speech or images) stand in, as every SSP page says.\n\n"
+          + md_table(["data set", "features", "classes", "samples", "paper's network", "ours"], rows))
+    return Shown(note="the paper's data sets (not available here) and our synthetic stand-ins"), md
+
+
+def ssp_fig6(ctx: Context) -> tuple[Shown, str]:
+    md = ("# SSP Fig 6 — convergence of the parameters on TIMIT, 6 machines\n\n"
+          "Paper: a plot of parameter values over time on TIMIT with 6 machines. Ours: not measured. psbench "
+          "logs the objective, staleness and timing per update, not parameter traces, and TIMIT is not available "
+          "here (the stand-in is synthetic); the Figs 2–3 runs (`python sweeps/ssp_fig2_4.py scale=ci`) have the "
+          "6-machine run, but not its parameters over time.\n")
+    claim = not_measured("with 6 machines the parameters converge", "psbench records no parameter traces")
+    return Shown(claims=[claim], note="not measured: psbench records no parameter traces"), md
+
+
 PAGES = [
+    Page("SSP", "Fig 1", reason="an illustration (single- and multi-layer DNN): no numbers"),
+    Page("SSP", "Table 1", "ssp_table1", ssp_table1),
     Page("SSP", "Figs 2–3", "ssp_fig2_3", ssp_fig2_3),
     Page("SSP", "Figs 4–5", "ssp_fig4_5", ssp_fig4_5),
+    Page("SSP", "Fig 6", "ssp_fig6", ssp_fig6),
 ]
