@@ -150,28 +150,51 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+_CODE = re.compile(r"`([^`]+)`")
+_STRONG = re.compile(r"\*\*(.+?)\*\*")
+_EM = re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])")
+_NUMBER = re.compile(r"^[−+\-–—≈≤≥<>~]?\s?[\d.,]+(\s|%|×|x|$)|^—$")
 
 
 def _inline(text: str) -> str:
-    """Escaped text with ``[label](href)`` links as anchors."""
-    return _LINK.sub(lambda m: f'<a href="{m.group(2)}">{m.group(1)}</a>', html.escape(text, quote=False))
+    """Escaped text with Markdown's inline forms rendered: ``code``, **strong**, *emphasis*, [label](href)."""
+    codes: list[str] = []
+
+    def keep(m: re.Match) -> str:  # code spans are literal: no emphasis or links inside
+        codes.append(f"<code>{m.group(1)}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    out = _CODE.sub(keep, html.escape(text, quote=False))
+    out = _LINK.sub(lambda m: f'<a href="{m.group(2)}">{m.group(1)}</a>', out)
+    out = _EM.sub(r"<em>\1</em>", _STRONG.sub(r"<strong>\1</strong>", out))
+    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], out)
+
+
+def _td(tag: str, text: str) -> str:
+    """A table cell: numbers right-aligned, text left-aligned."""
+    cls = ' class="num"' if tag == "td" and _NUMBER.match(text.strip()) else ""
+    return f"<{tag}{cls}>{_inline(text.strip())}</{tag}>"
 
 
 def md_to_html(title: str, md: str) -> str:
-    """Minimal Markdown (headings, pipe tables, bullet lists, images, links, paragraphs) → HTML."""
-    out, table, items = [], [], []
+    """Minimal Markdown (headings, pipe tables, bullet lists, indented code, images, links, ``code``, **strong**,
+    *emphasis*, paragraphs) → HTML; table cells with numbers are right-aligned, text left-aligned."""
+    out, table, items, pre = [], [], [], []
 
     def flush() -> None:
         if table:
             rows = [r for r in table if not set(r.replace("|", "").strip()) <= {"-"}]
-            cells = [[_inline(c.strip()) for c in r.strip().strip("|").split("|")] for r in rows]
+            cells = [r.strip().strip("|").split("|") for r in rows]
             out.append("<table>" + "".join(
-                "<tr>" + "".join(f"<{'th' if i == 0 else 'td'}>{c}</{'th' if i == 0 else 'td'}>" for c in row)
-                + "</tr>" for i, row in enumerate(cells)) + "</table>")
+                "<tr>" + "".join(_td("th" if i == 0 else "td", c) for c in row) + "</tr>"
+                for i, row in enumerate(cells)) + "</table>")
             table.clear()
         if items:
             out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
             items.clear()
+        if pre:
+            out.append("<pre>" + html.escape("\n".join(pre)) + "</pre>")
+            pre.clear()
 
     for line in md.splitlines():
         if line.startswith("|"):
@@ -180,10 +203,13 @@ def md_to_html(title: str, md: str) -> str:
         if line.startswith("- "):
             items.append(line[2:])
             continue
+        if line.startswith("    ") and line.strip():
+            pre.append(line[4:])
+            continue
         flush()
         if line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
-            out.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
+            out.append(f"<h{level}>{_inline(line[level:].strip())}</h{level}>")
         elif line.startswith("![") and "](" in line:
             alt, src = line[2:].split("](", 1)
             out.append(f'<img alt="{html.escape(alt)}" src="{html.escape(src.rstrip(")"))}">')
@@ -191,8 +217,11 @@ def md_to_html(title: str, md: str) -> str:
             out.append(f"<p>{_inline(line)}</p>")
     flush()
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
-            "td,th{border:1px solid #999;padding:2px 8px;text-align:right}</style></head><body>\n"
+            "<style>body{font-family:sans-serif;max-width:80em;margin:2em auto;line-height:1.4}"
+            "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #999;padding:2px 8px;"
+            "text-align:left;vertical-align:top}th{background:#eee}td.num{text-align:right;white-space:nowrap}"
+            "img{max-width:100%}code,pre{background:#f4f4f4}pre{padding:.5em;white-space:pre-wrap}"
+            "</style></head><body>\n"
             + "\n".join(out) + "\n</body></html>\n")
 
 
@@ -203,7 +232,7 @@ def claims_md(claims: Sequence[Claim]) -> str:
 
 
 def savefig(fig, path: Path) -> None:
-    fig.savefig(path, dpi=90, metadata={"Software": None})
+    fig.savefig(path, dpi=110, metadata={"Software": None})
 
 
 @contextmanager

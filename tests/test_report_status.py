@@ -232,3 +232,16 @@ def test_the_index_lists_every_table_and_figure_of_the_five_papers(tmp_path):
     for key in ("agn_fig2", "agn_fig4"):
         md = (tmp_path / "r" / f"{key}.md").read_text()
         assert "psbench -m experiment=agn/table1 protocol=downpour" in md and "| not measured | no runs (" in md
+
+
+def test_html_renders_emphasis_code_and_aligns_text_left_numbers_right():
+    from analysis.core import md_to_html
+
+    page = md_to_html("t", "**Ours: synthetic** and *ours* with `a*b*c` [i](index.html), Rudra-adv* vs adv*\n\n"
+                           "| claim | ours % |\n|---|---|\n| text | 18.10 ± 0.01 (n=3) |\n\n    psbench -m x=1,2\n")
+    assert "<strong>Ours: synthetic</strong> and <em>ours</em> with <code>a*b*c</code>" in page
+    assert '<a href="index.html">i</a>, Rudra-adv* vs adv*' in page  # a star inside a word is no emphasis
+    assert "**" not in page and "`" not in page
+    assert '<tr><td>text</td><td class="num">18.10 ± 0.01 (n=3)</td></tr>' in page
+    assert "td,th{border:1px solid #999;padding:2px 8px;text-align:left" in page
+    assert "<pre>psbench -m x=1,2</pre>" in page

@@ -142,20 +142,34 @@ def _t2_claims(measured: Mapping[tuple, tuple]) -> list[Claim]:
 
 
 def _t2_plot(measured: Mapping[tuple, tuple], path: Path) -> Path | None:
+    """Ours (left) beside the paper's Table 2 (right), same markers per μλ; each point is labelled by its σ
+    (the legend gives μλ; μ = μλ/λ), alternately above and below to keep the labels apart."""
     pts = {k: v for k, v in measured.items() if v[0] is not None and v[1] is not None}
     if not pts:
         return None
-    with figure(path, figsize=(6, 4)) as ax:
-        for g in P.TABLE2:
+    paper = {(g, s, mu, lam): (e, t) for g, rows in P.TABLE2.items() for s, mu, lam, e, t in rows}
+    with figure(path, 1, 2, figsize=(12, 4.8)) as (ax, bx):
+        for g, marker in zip(P.TABLE2, "osD^", strict=True):
             ks = sorted(k for k in pts if k[0] == g)
             if ks:
-                ax.scatter([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], label=f"μλ ≈ {g}")
-                for k in ks:
-                    ax.annotate(f"({k[1]},{k[2]},{k[3]})", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
+                ax.scatter([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], marker=marker,
+                           label=f"μλ ≈ {g}")
+                for i, k in enumerate(ks):
+                    ax.annotate(f"σ={k[1]},λ={k[3]}", (pts[k][1][0], pts[k][0][0] * 100), fontsize=7,
+                                xytext=(4, 6 if i % 2 else -10), textcoords="offset points")
+            pk = sorted(k for k in paper if k[0] == g)
+            bx.scatter([paper[k][1] for k in pk], [paper[k][0] for k in pk], marker=marker, label=f"μλ ≈ {g}")
+            for i, k in enumerate(pk):
+                bx.annotate(f"σ={k[1]},λ={k[3]}", (paper[k][1], paper[k][0]), fontsize=7,
+                            xytext=(4, 6 if i % 2 else -10), textcoords="offset points")
         ax.set_xlabel("simulated training time (s)")
         ax.set_ylabel("test error (%)")
-        ax.set_title("Rudra Table 2: (σ, μ, λ) tradeoff")
-        ax.legend(fontsize=7)
+        ax.set_title("ours")
+        bx.set_xlabel("training time (s), P775")
+        bx.set_title("paper (Rudra Table 2, 140 epochs)")
+        for a in (ax, bx):
+            a.set_xscale("log")
+            a.legend(fontsize=8)
     return path
 
 

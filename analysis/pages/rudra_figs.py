@@ -287,7 +287,9 @@ def _fig67_plot(configs: Mapping[tuple[int, int, int], tuple], path: Path) -> Pa
                 for k in ks:
                     ax.annotate(f"λ={k[1]}", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
             if base is not None and base[0] is not None:
-                ax.axhline(base[0][0] * 100, color="k", ls="--", lw=0.8)
+                ax.axhline(base[0][0] * 100, color="k", ls="--", lw=0.8, label="ours (0, 128, 1)")
+            ax.axhline(P.BASELINE["test_error"], color="grey", ls=":", lw=1,
+                       label=f"paper (0, 128, 1): {P.BASELINE['test_error']:g}%")
             ax.set_xscale("log")
             ax.set_title(f"{fam} (Rudra Fig {'6' if fam == 'hardsync' else '7'})")
             ax.set_xlabel("simulated training time (s)")
