@@ -102,11 +102,11 @@ def attach_summaries(tracking_uri: str, runs: Iterable[Run]) -> None:
 def history(tracking_uri: str, run: Run, key: str) -> list[tuple[int, float]]:
     """``(step, value)`` of a metric as training logged it, one value per step (the last), by step.
 
-    psbench logs the run summary under the same keys as the per-update values (``train_loss``,
-    ``sim_time_s``, ``test_error``, …): at step 0 in older stores, at the last update's step since. That copy
-    is a total, not a point of the curve (a final ``train_loss`` of 3.08 after 0.27), so the value logged at
-    the summary's (step, timestamp) — found from keys only the summary logs, :data:`SUMMARY_ONLY` — is left
-    out. A store whose summary uses keys of its own has no such copy, and nothing is left out.
+    psbench logs a run's summary as ``summary/<key>`` metrics, apart from the series. Older stores have it
+    under the per-update keys themselves (``train_loss``, ``sim_time_s``, ``test_error``, …), at step 0 or at
+    the last update's step. That copy is a total, not a point of the curve (a final ``train_loss`` of 3.08
+    after 0.27), so the value logged at the summary's (step, timestamp) — found from keys only the summary
+    logs, :data:`SUMMARY_ONLY` — is left out; a ``summary/<key>`` store has no copy and nothing is left out.
     """
     from mlflow import MlflowClient
 

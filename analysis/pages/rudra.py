@@ -202,9 +202,9 @@ def _sml(sigma: int) -> str:
 def final(r: Run, key: str) -> float | None:
     """A run's total from its ``summary.json`` (see :func:`attach_summaries`), else its MLflow metric.
 
-    Training runs also log ``sim_time_s`` per update (the update's time, at a step > 0) while the run's
-    summary is logged at step 0, so MLflow's latest value of that metric is the last logged update's time,
-    not the run's total; the summary is.
+    Training runs also log ``sim_time_s`` per update (the update's time); the run's total is the summary's
+    (``summary.json``, or the ``summary/sim_time_s`` metric that :func:`analysis.core.run_metrics` reads), never
+    the series' last point.
     """
     v = (r.summary or {}).get(key)
     if isinstance(v, int | float) and not isinstance(v, bool):
