@@ -10,6 +10,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -36,10 +37,18 @@ from analysis.core import (
 
 
 def all_pages() -> list[Page]:
-    """Every page of every paper module, in index order."""
+    """Every page of every paper module, in index order: papers by their modules' ``ORDER``, then each paper's
+    tables and its figures by number."""
     mods = [importlib.import_module(f"{pages_pkg.__name__}.{m.name}") for m in pkgutil.iter_modules(pages_pkg.__path__)]
     mods = sorted((m for m in mods if hasattr(m, "PAGES")), key=lambda m: (m.ORDER, m.__name__))
-    return [p for m in mods for p in m.PAGES]
+    pages = [(m.ORDER, p) for m in mods for p in m.PAGES]
+
+    def number(item: str) -> int:
+        digits = re.search(r"\d+", item)
+        return int(digits.group()) if digits else 0
+
+    pages.sort(key=lambda x: (x[0], not x[1].item.startswith("Table"), number(x[1].item)))
+    return [p for _, p in pages]
 
 
 def shown_page(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) -> tuple[Shown, str]:
