@@ -130,10 +130,14 @@ def _fig8_plot(cells: Mapping, path: Path) -> Path | None:
                 pts = sorted((k[1], 100 * np.mean([_final(c) for c in v])) for k, v in cells.items()
                              if k[0] == p and k[2] == h and v)
                 if pts:
-                    ax.plot([n for n, _ in pts], [a for _, a in pts], style, ms=4, label=f"{p.upper()} H={h}")
+                    line, = ax.plot([n for n, _ in pts], [a for _, a in pts], style, ms=4, label=f"{p.upper()} H={h}")
+                    paper = sorted((n, v[1 if p == "agn" else 3]) for (n, hh), v in TABLE1.items() if hh == h)
+                    if paper:  # the paper's Table 1 accuracies of the same H, hollow markers of the same colour
+                        ax.plot([n for n, _ in paper], [a for _, a in paper], style[-1], ms=6, mfc="none",
+                                color=line.get_color(), ls=":", lw=0.8, label=f"paper {p.upper()} H={h}")
         ax.set_xlabel("workers n")
         ax.set_ylabel("final training accuracy (%)")
-        ax.set_title("AGN Fig 8: training accuracy vs workers")
+        ax.set_title("AGN Fig 8: training accuracy vs workers (hollow: the paper's Table 1)")
         ax.legend(fontsize=7)
     return path
 
