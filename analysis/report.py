@@ -10,27 +10,105 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from analysis import pages as pages_pkg
-from analysis.core import Context, Page, Shown, claims_md, load_runs, md_table, md_to_html, provenance_md, status
+from analysis.core import (
+    FAILS,
+    HOLDS,
+    NOT_MEASURED,
+    NOT_RESOLVABLE,
+    RULE,
+    SCALE_ORDER,
+    Claim,
+    Context,
+    Page,
+    Shown,
+    claims_md,
+    load_runs,
+    md_table,
+    md_to_html,
+    provenance_md,
+    status,
+)
 
 
 def all_pages() -> list[Page]:
-    """Every page of every paper module, in index order."""
+    """Every page of every paper module, in index order: papers by their modules' ``ORDER``, then each paper's
+    tables and its figures by number."""
     mods = [importlib.import_module(f"{pages_pkg.__name__}.{m.name}") for m in pkgutil.iter_modules(pages_pkg.__path__)]
     mods = sorted((m for m in mods if hasattr(m, "PAGES")), key=lambda m: (m.ORDER, m.__name__))
-    return [p for m in mods for p in m.PAGES]
+    pages = [(m.ORDER, p) for m in mods for p in m.PAGES]
+
+    def number(item: str) -> int:
+        digits = re.search(r"\d+", item)
+        return int(digits.group()) if digits else 0
+
+    pages.sort(key=lambda x: (x[0], not x[1].item.startswith("Table"), number(x[1].item)))
+    return [p for _, p in pages]
+
+
+def shown_page(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) -> tuple[Shown, str]:
+    """One page's :class:`Shown` (each claim with the scale it was decided at) and Markdown: a link back to the
+    index, the builder's Markdown, its claims and the provenance of its runs."""
+    shown, md = builder(ctx)
+    bad = [c for c in shown.claims if not isinstance(c, Claim)]
+    if bad:  # every verdict comes from the rule in analysis.core
+        raise TypeError(f"a page's claims must be analysis.core.Claim (made by the verdict rule), got {bad[0]!r}")
+    measured = [s for s, (k, _) in shown.configs.items() if k > 0]
+    top = max(measured, key=lambda s: (SCALE_ORDER.get(s, 9), s), default="")
+    claims = [c if c.scale else c._replace(scale=top) for c in shown.claims]
+    shown = replace(shown, claims=claims)
+    md = (f"[← index: every table and figure](index.html)\n\n{md}"
+          + (f"\n{claims_md(claims)}" if claims else "") + "\n" + provenance_md(shown.runs))
+    return shown, md
 
 
 def render(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) -> tuple[str, str]:
-    """One page's (index status, Markdown): a link back to the index, the builder's Markdown, its claims and the
-    provenance of its runs; the status is :func:`analysis.core.status` of what the builder shows."""
-    shown, md = builder(ctx)
-    md = (f"[← index: every table and figure](index.html)\n\n{md}"
-          + (f"\n{claims_md(shown.claims)}" if shown.claims else "") + "\n" + provenance_md(shown.runs))
+    """One page's (index status, Markdown) (:func:`shown_page`); the status is :func:`analysis.core.status` of
+    what the builder shows."""
+    shown, md = shown_page(builder, ctx)
     return status(shown), md
+
+
+CLAIM_COLUMNS = ["paper", "table / figure", "claim", "ours", "kind", "verdict", "scale", "seeds", "deciding numbers"]
+
+
+def claim_rows(page: Page, claims: Sequence[Claim]) -> list[list[str]]:
+    return [[page.paper, page.item, c.text, "yes" if c.ours else "", c.kind, c.verdict, c.scale, c.seeds, c.numbers]
+            for c in claims]
+
+
+def counts_md(rows: Sequence[Sequence[str]], papers: Sequence[str]) -> str:
+    """Per paper: its claims by verdict (ours apart, never counted)."""
+    verdicts = [HOLDS, FAILS, NOT_RESOLVABLE, NOT_MEASURED]
+    out = []
+    for paper in papers:
+        mine = [r for r in rows if r[0] == paper]
+        theirs = [r for r in mine if not r[3]]
+        out.append([paper, str(len(theirs)), *(str(sum(r[5] == v for r in theirs)) for v in verdicts),
+                    str(len(mine) - len(theirs))])
+    return md_table(["paper", "claims", *verdicts, "ours (not counted)"], out)
+
+
+def write_claims(out: Path, rows: Sequence[Sequence[str]], papers: Sequence[str]) -> None:
+    """``claims.md`` and ``claims.csv``: every claim of every page with its verdict, scale, seeds and numbers."""
+    import csv
+    import io
+
+    body = [[*r[:2], ("*ours, not counted:* " if r[3] else "") + r[2], *r[4:]] for r in rows]
+    (out / "claims.md").write_text(
+        "# Every claim, with its verdict\n\n[← index](index.html)\n\n" + RULE + "\n\n## Counts per paper\n\n"
+        + counts_md(rows, papers) + "\n## Claims\n\n"
+        + md_table([c for c in CLAIM_COLUMNS if c != "ours"], [[c.replace("|", "/") for c in r] for r in body]))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CLAIM_COLUMNS)
+    w.writerows(rows)
+    (out / "claims.csv").write_text(buf.getvalue())
 
 
 def build(root: Path, out: Path, tracking_uri: str | None = None) -> dict[str, str]:
@@ -40,22 +118,28 @@ def build(root: Path, out: Path, tracking_uri: str | None = None) -> dict[str, s
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(runs, out, uri)
     statuses: dict[str, str] = {}
-    rows = []
-    for page in all_pages():
+    rows, claims = [], []
+    pages = all_pages()
+    for page in pages:
         if page.build is None:
             rows.append([page.paper, page.item, page.reason])
             continue
-        st, md = render(page.build, ctx)
-        statuses[page.key] = st
+        shown, md = shown_page(page.build, ctx)
+        st = statuses[page.key] = status(shown)
+        claims += claim_rows(page, shown.claims)
         (out / f"{page.key}.md").write_text(md)
         (out / f"{page.key}.html").write_text(md_to_html(page.key, md))
         rows.append([page.paper, f"[{page.item}]({page.key}.html)", st])
+    papers = list(dict.fromkeys(p.paper for p in pages))
+    write_claims(out, claims, papers)
+    (out / "claims.html").write_text(md_to_html("psbench claims", (out / "claims.md").read_text()))
     index_md = ("# psbench reproducibility report\n\nEvery table/figure of the five papers and its status, computed "
                 "from the page's rows and claims: \"reproduced at scale X\" when every configuration of scale X "
                 "has measured runs and every claim was decided (held or not); \"measured\" when some claims could "
                 "not be decided; \"partial (k of N …)\" when only k of the N configurations have runs; \"no runs\" "
                 "when none has (runs without a scale tag never count). Numbers come from the MLflow store only; "
-                "nothing is invented.\n\n"
+                "nothing is invented.\n\n## Verdicts per paper\n\n" + RULE + " Every claim: [claims](claims.html) "
+                "(also claims.csv).\n\n" + counts_md(claims, papers) + "\n## Tables and figures\n\n"
                 + md_table(["paper", "table / figure", "status"], rows))
     (out / "index.md").write_text(index_md)
     (out / "index.html").write_text(md_to_html("psbench report", index_md))

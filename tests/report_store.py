@@ -25,21 +25,24 @@ class ReportStore:
 
     def run(self, tags: Mapping, metrics: Mapping[str, float] | None = None, *, seed: int = 0,
             params: Mapping | None = None, histories: Mapping[str, Sequence[tuple[int, float]]] | None = None,
-            summary: Mapping | None = None, summary_step: int | None = None) -> str:
-        """One run: ``histories`` ({key: [(step, value), …]}) first, then the final ``metrics`` as
-        ``summary/<key>`` (as psbench.cli logs a run's summary; at ``summary_step``, default the last history
-        step), tags, params (``seed`` always) and, if given, the ``summary.json`` artifact. Returns the run id."""
+            summary: Mapping | None = None, summary_step: int | None = None, legacy: bool = False) -> str:
+        """One run: ``histories`` ({key: [(step, value), …]}) and the final ``metrics`` as ``summary/<key>`` (as
+        psbench.cli logs a run's summary; at ``summary_step``, default the last history step, and a later
+        timestamp), tags, params (``seed`` always) and, if given, the ``summary.json`` artifact. ``legacy``: the
+        summary under the per-update keys themselves, as psbench logged it before ``summary/<key>`` (a copy of
+        ``train_loss`` etc. at ``summary_step``). Returns the run id."""
         from mlflow.entities import Metric, Param, RunTag
 
         rid = self.c.create_run(self.exp, start_time=1_000 + seed).info.run_id
         hist = [Metric(k, float(v), 1_000, int(s)) for k, pts in (histories or {}).items() for s, v in pts]
-        for i in range(0, len(hist), 900):  # MLflow's batch limit is 1,000 metrics
-            self.c.log_batch(rid, metrics=hist[i:i + 900])
         step = summary_step if summary_step is not None else max((m.step for m in hist), default=0)
-        self.c.log_batch(rid, metrics=[Metric(f"summary/{k}", float(v), 2_000, step)
-                                                  for k, v in (metrics or {}).items()],
-                         params=[Param(k, str(v)) for k, v in {"seed": seed, **(params or {})}.items()],
-                         tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        prefix = "" if legacy else "summary/"
+        hist += [Metric(f"{prefix}{k}", float(v), 2_000, step) for k, v in (metrics or {}).items()]
+        for i in range(0, max(len(hist), 1), 900):  # MLflow's batch limit is 1,000 metrics
+            first = i == 0
+            self.c.log_batch(rid, metrics=hist[i:i + 900],
+                             params=[Param(k, str(v)) for k, v in {"seed": seed, **(params or {})}.items()] if first
+                             else [], tags=[RunTag(k, str(v)) for k, v in tags.items()] if first else [])
         if summary is not None:
             f = self.root / rid / "summary.json"
             f.parent.mkdir(parents=True)

@@ -8,6 +8,7 @@ every measured cell shows n; curves never end on the run summary's copy of a met
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -17,7 +18,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import FAILS, HOLDS, NOT_MEASURED, Context, Shown, history, load_runs, status  # noqa: E402
+from analysis.core import (  # noqa: E402
+    FAILS,
+    HOLDS,
+    NOT_MEASURED,
+    NOT_RESOLVABLE,
+    Claim,
+    Context,
+    Shown,
+    history,
+    load_runs,
+    status,
+)
 from analysis.pages import rudra_paper, zhang  # noqa: E402
 from analysis.report import all_pages, build  # noqa: E402
 
@@ -40,11 +52,17 @@ AD_HOC = {
     "terngrad_table1": ({"paper": "terngrad", "table": "1"}, "fp32_n2"),
     "agn_table1": ({"paper": "agn", "table": "1"}, "agn_n10_H10"),
     "agn_fig7": ({"paper": "agn", "figure": "7a"}, "agn"),
+    "agn_fig2": ({"paper": "agn", "figure": "2"}, "downpour_n10_H1"),
+    "agn_fig4": ({"paper": "agn", "figure": "4"}, "downpour_n10_H1"),
+    "agn_figs8_12": ({"paper": "agn", "table": "1"}, "aeasgd_n10_H10"),
     "ssp_fig2_3": ({"paper": "ssp", "figure": "2,4", "dataset_stand_in": "timit"}, "m1"),
     "ssp_fig4_5": ({"paper": "ssp", "figure": "3,5", "dataset_stand_in": "imagenet63k"}, "m1"),
 }
 #: pages with no runs to make: their status is what they are (analytic, data not available), never "reproduced"
-NO_RUNS_TO_MAKE = {"terngrad_tables2_3", "terngrad_fig5"}
+NO_RUNS_TO_MAKE = {"terngrad_tables2_3", "terngrad_fig5", "terngrad_fig2", "agn_fig6", "ssp_table1", "ssp_fig6"}
+#: the papers' files and the name the index gives each
+PAPERS = {"rudra-accuracy-runtime-tradeoff.md": "Rudra", "staleness-aware-async-sgd.md": "staleness-aware ASGD",
+          "terngrad.md": "TernGrad", "accumulated-gradient-normalization.md": "AGN", "ssp-dnn.md": "SSP"}
 BUILT = [p.key for p in all_pages() if p.build is not None]
 
 
@@ -92,10 +110,14 @@ def test_an_ad_hoc_preset_run_never_makes_a_page_reproduced(ad_hoc, key):
 
 
 def test_status_rule():
-    decided = [("a", HOLDS, ""), ("b", FAILS, "")]
+    decided = [Claim("a", HOLDS, ""), Claim("b", FAILS, "")]
     assert status(Shown({"ci": (3, 3)}, decided, command="c")) == "reproduced at scale ci: 1 of 2 claims hold"
-    assert status(Shown({"ci": (3, 3)}, [*decided, ("c", NOT_MEASURED, "")], command="c")) == \
+    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_MEASURED, "")], command="c")) == \
         "measured at scale ci, 1 of 3 claims not decided"
+    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_RESOLVABLE, "")], command="c")) == \
+        "measured at scale ci, 1 of 3 claims not decided"  # inside the noise is not a decision
+    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("ours", HOLDS, "", ours=True)], command="c")) == \
+        "reproduced at scale ci: 1 of 2 claims hold"  # a claim the paper did not make is not counted
     assert status(Shown({"ci": (3, 3)}, [], command="c")) == "measured at scale ci, no claims decided"
     assert status(Shown({"ci": (2, 3)}, decided, command="c")) == "partial (2 of 3 configurations at scale ci)"
     assert status(Shown({"ci": (0, 3)}, decided, command="python x.py")) == "no runs (python x.py)"
@@ -138,15 +160,17 @@ def test_pages_link_to_the_index_and_show_their_runs_provenance(psbench_root, tm
         assert "<h2>Provenance</h2>" in page, key
 
 
-@pytest.mark.parametrize("summary_step", [None, 0], ids=["summary_at_the_last_step", "summary_at_step_0"])
-def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root, tmp_path, summary_step):
-    """psbench logs the summary (train_loss = a run total, 3.08 here) under the per-update keys: at the last
-    update's step since the summary moved there, at step 0 before. Neither copy is a point of the curve."""
+@pytest.mark.parametrize(("summary_step", "legacy"), [(None, True), (0, True), (None, False)],
+                         ids=["legacy_summary_at_the_last_step", "legacy_summary_at_step_0", "summary_metrics"])
+def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root, tmp_path, summary_step, legacy):
+    """Older psbench logged the summary (train_loss = a run total, 3.08 here) under the per-update keys: at
+    step 0, later at the last update's step; psbench now logs it as summary/<key>. No copy is a point of the
+    curve."""
     s = ReportStore(psbench_root)
     loss = [(i, 3.0 / (1 + i)) for i in range(0, 110, 10)]  # ends at 0.27
     s.run({"paper": "zhang", "figure": "3", "case": "hardsync", "scale": "ci"},
           {"train_loss": 3.08, "test_error": 0.4, "sim_time_s": 999.0, "ps_updates": 100, "epochs_done": 2.0},
-          summary_step=summary_step,
+          summary_step=summary_step, legacy=legacy,
           histories={"train_loss": loss, "sim_time_s": [(i, 0.1 * i) for i, _ in loss],
                      "test_error": [(50, 0.5), (100, 0.4)]})
     run = load_runs(s.uri)[0]
@@ -156,3 +180,68 @@ def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root
     assert curves["train_loss"][-1] == (2.0, pytest.approx(3.0 / 101))  # epoch 2: the training value
     assert curves["train_loss"][0] == (0.0, 3.0)  # a genuine step-0 point stays
     assert curves["test_error"] == [(1.0, 0.5), (2.0, 0.4)]
+
+
+@pytest.mark.parametrize("legacy", [True, False], ids=["legacy_summary_copy", "summary_metrics"])
+def test_the_ssp_final_objective_and_its_claim_ignore_the_summary_copy(psbench_root, tmp_path, legacy):
+    """The SSP pages smooth the objective over its last 10 points; a summary copy of train_loss (3.08, a run
+    total) kept as the last point raised 6 machines' objective at the common time above 1 machine's and
+    flipped "more machines converge faster" (issue 17)."""
+    s = ReportStore(psbench_root)
+    for m in (1, 6):
+        for seed in (0, 1, 2):
+            steps = range(1, 201)
+            s.run({"paper": "ssp", "figure": "2,4", "case": f"m{m}", "scale": "ci", "dataset_stand_in": "timit"},
+                  {"train_loss": 3.08, "sim_time_s": 200.0 / m, "ps_updates": 200, "epochs_done": 1.0}, seed=seed,
+                  legacy=legacy, histories={"train_loss": [(i, 0.27 + 3 / (1 + i) + 1e-3 * seed) for i in steps],
+                                            "sim_time_s": [(i, i / m) for i in steps]})
+    build(psbench_root, tmp_path)
+    md = (tmp_path / "ssp_fig2_3.md").read_text()
+    # final objective = the last 10 training values, smoothed (with the copy: 0.5657, and the claim fails)
+    assert "| 6 | 0.2863 ± 0.0010 (n=3) | 33.3333 ± 0.0000 (n=3) | 0.2863 ± 0.0010 (n=3) |" in md
+    assert "strictly decreasing in machines) | holds | 6 machines 0.2863 (n=3), 1 machine 0.3737 (n=3)" in md
+
+
+def _items(item: str) -> set[tuple[str, int]]:
+    """("Figure"|"Table", number) of an index item: "Fig 4", "Figs 6–7", "Tables 2–3", "Figs 1, 3, 5"."""
+    kind = "Table" if item.startswith("Table") else "Figure"
+    out: set[tuple[str, int]] = set()
+    for part in item.split(" ", 1)[1].split(","):
+        a, _, b = part.strip().partition("–")
+        out |= {(kind, n) for n in range(int(a), int(b or a) + 1)}
+    return out
+
+
+def test_the_index_lists_every_table_and_figure_of_the_five_papers(tmp_path):
+    papers = REPO.parent / "shared" / "papers"
+    if not papers.is_dir():
+        papers = Path("/work/shared/papers")
+    build(tmp_path, tmp_path / "r")
+    index = (tmp_path / "r" / "index.md").read_text()
+    listed: dict[str, set] = {}
+    for page in all_pages():
+        listed.setdefault(page.paper, set()).update(_items(page.item))
+        assert f"| {page.paper} | " in index and page.item in index, page
+    for name, paper in PAPERS.items():
+        captions = set(re.findall(r"^(?:\*\*)?(Figure|Table) (\d+)[:.]", (papers / name).read_text(), re.M))
+        want = {(k, int(n)) for k, n in captions}
+        assert want and want <= listed[paper], (paper, sorted(want - listed[paper]))
+    # figures without runs say why, or what command would make them, and decide nothing
+    assert "| Rudra | Fig 9 | needs data not available here (ImageNet" in index
+    assert "| TernGrad | Fig 4 | needs data not available here (ImageNet" in index
+    for key in ("agn_fig2", "agn_fig4"):
+        md = (tmp_path / "r" / f"{key}.md").read_text()
+        assert "psbench -m experiment=agn/table1 protocol=downpour" in md and "| not measured | no runs (" in md
+
+
+def test_html_renders_emphasis_code_and_aligns_text_left_numbers_right():
+    from analysis.core import md_to_html
+
+    page = md_to_html("t", "**Ours: synthetic** and *ours* with `a*b*c` [i](index.html), Rudra-adv* vs adv*\n\n"
+                           "| claim | ours % |\n|---|---|\n| text | 18.10 ± 0.01 (n=3) |\n\n    psbench -m x=1,2\n")
+    assert "<strong>Ours: synthetic</strong> and <em>ours</em> with <code>a*b*c</code>" in page
+    assert '<a href="index.html">i</a>, Rudra-adv* vs adv*' in page  # a star inside a word is no emphasis
+    assert "**" not in page and "`" not in page
+    assert '<tr><td>text</td><td class="num">18.10 ± 0.01 (n=3)</td></tr>' in page
+    assert "td,th{border:1px solid #999;padding:2px 8px;text-align:left" in page
+    assert "<pre>psbench -m x=1,2</pre>" in page

@@ -13,6 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from analysis.core import learned, objective  # noqa: E402
 from analysis.pages import ssp, zhang, zhang_paper  # noqa: E402
 from analysis.report import build  # noqa: E402
 
@@ -40,23 +41,28 @@ def _fill(root: Path) -> None:
     # Fig 3: α0 15-softsync converges (so the "fail to converge" claim must not hold), α0 30-softsync diverges
     final = {"hardsync": 0.40, "s1_alpha0": 0.42, "s15_alpha0": 0.50, "s30_alpha0": 0.90,
              "s1_tau": 0.30, "s15_tau": 0.31, "s30_tau": 0.305}
-    for case, err in final.items():
-        steps = [100, 200, 300]
-        tags = {"paper": "zhang", "figure": "3", "case": case, "scale": "ci", "data_note": "cifar10_subset"}
-        if case == "s30_alpha0":
-            tags["diverged"] = "true"
-        s.run(tags, {"test_error": err, "train_loss": 2.0 * err, "ps_updates": 300, "epochs_done": 3,
-                     "staleness_mean": 1.0},
-              summary_step=0, histories={"test_error": [(st, err + 0.1 * (2 - i)) for i, st in enumerate(steps)],
-                         "train_loss": [(st, 2 * err + 0.1 * (2 - i)) for i, st in enumerate(steps)]})
-    # SSP TIMIT stand-in: the same loss per update for every n, n machines f(n) times faster
+    for case, e in final.items():
+        for seed in (0, 1, 2):  # three seeds: the verdict rule decides on ≥ 3
+            err = e + 0.001 * (seed - 1)
+            steps = [100, 200, 300]
+            tags = {"paper": "zhang", "figure": "3", "case": case, "scale": "ci", "data_note": "cifar10_subset"}
+            if case == "s30_alpha0":
+                tags["diverged"] = "true"
+            s.run(tags, {"test_error": err, "train_loss": 2.0 * err, "ps_updates": 300, "epochs_done": 3,
+                         "staleness_mean": 1.0}, seed=seed,
+                  summary_step=0,
+                  histories={"test_error": [(st, err + 0.1 * (2 - i)) for i, st in enumerate(steps)],
+                             "train_loss": [(st, 2 * err + 0.1 * (2 - i)) for i, st in enumerate(steps)]})
+    # SSP TIMIT stand-in: the same loss per update for every n, n machines f(n) times faster; three seeds
     for n, f in SPEED.items():
         steps = list(range(10, 510, 10))
-        s.run({"paper": "ssp", "figure": "2,4", "case": f"m{n}", "scale": "ci", "dataset_stand_in": "timit",
-               "data_note": "synthetic_360x2001_for_TIMIT", "model_note": "relu_mlp"},
-              {"train_loss": 0.1, "sim_time_s": 1.0, "staleness_mean": 1.0, "comm_overlap": 0.5, "ps_updates": 500},
-              summary_step=0, histories={"train_loss": [(st, 5.0 / (1 + st / 10)) for st in steps],
-                         "sim_time_s": [(st, st * 0.01 / f) for st in steps]})
+        for seed in (0, 1, 2):
+            s.run({"paper": "ssp", "figure": "2,4", "case": f"m{n}", "scale": "ci", "dataset_stand_in": "timit",
+                   "data_note": "synthetic_360x2001_for_TIMIT", "model_note": "relu_mlp"},
+                  {"train_loss": 0.1, "sim_time_s": 1.0, "staleness_mean": 1.0, "comm_overlap": 0.5,
+                   "ps_updates": 500}, seed=seed,
+                  summary_step=0, histories={"train_loss": [(st, 5.0 / (1 + st / 10)) for st in steps],
+                                             "sim_time_s": [(st, st * 0.01 / f) for st in steps]})
 
 
 def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
@@ -70,7 +76,11 @@ def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
     f1 = (a / "zhang_fig1.md").read_text()
     assert "| 1-softsync: τ takes values 0, 1 or 2 | holds | τ ∈ {0, 1, 2} over 100 gradients |" in f1
     assert "| 15-softsync: ⟨τ⟩ close to n (within 20 %) | holds | ⟨τ⟩ = 14.70, n = 15 |" in f1
-    assert "| 30-softsync: P(τ > 2n) < 0.0001 | does not hold | P(τ > 60) = 1.00e-01 over 100 gradients |" in f1
+    assert ("| 30-softsync: P(τ > 2n) < 0.0001 | does not hold | 10 of 100 gradients (τ > 60) = 1.00e-01 "
+            "(95 % CI 4.9e-02–1.8e-01) |") in f1
+    # no gradient above 2n among 100 cannot show P < 1e-4: not resolvable, with the count it needs
+    assert ("| 15-softsync: P(τ > 2n) < 0.0001 | not resolvable | 0 of 100 gradients (τ > 30) = 0.00e+00 (95 % CI "
+            "0.0e+00–3.6e-02); not resolvable with 100 gradients (τ > 30): P < 0.0001 needs ≥ 37,000 with none |") in f1
     assert "| 30-softsync | close to 30 | 32.60 |" in f1
 
     f2 = (a / "zhang_fig2.md").read_text()
@@ -85,14 +95,15 @@ def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
 
     f3 = (a / "zhang_fig3.md").read_text()
     assert status["zhang_fig3"] == "measured at scale ci, 1 of 6 claims not decided"  # ~18 % needs scale=paper
-    assert ("| 30-softsync = Downpour | α0 | stays at 90 % | 90.00 (n=1) | 1.8000 (n=1) | yes | 1.00 (n=1) "
-            "| cifar10_subset |") in f3
-    assert ("fail to converge (test error stays ≈ 90 %: ≥ 85 % or diverged) | does not hold | "
-            "s15_alpha0 50.0%, s30_alpha0 90.0% (diverged) |") in f3
-    assert "spread ≤ 2 pp) | holds | s1_tau 30.0%, s15_tau 31.0%, s30_tau 30.5%; spread 1.00 pp |" in f3
+    assert ("| 30-softsync = Downpour | α0 | stays at 90 % | 90.00 ± 0.10 (n=3) | 1.8000 ± 0.0020 (n=3) | yes | "
+            "1.00 ± 0.00 (n=3) | cifar10_subset |") in f3
+    assert ("| with α0, 15-softsync fails to converge too (test error stays ≈ 90 %) | does not hold | "
+            "15-softsync α0 50.00% (n=3) vs learned ≤ 85.00%") in f3
+    assert ("spread ≤ 2 pp) | holds | 1-softsync α0/τ 30.00% (n=3), 15-softsync α0/τ 31.00% (n=3), 30-softsync α0/τ "
+            "30.50% (n=3): spread 1.00 pp, 2 SE 0.16 pp |") in f3
     assert "irrespective of staleness | not measured | needs scale=paper" in f3
-    assert "lower final test error, no divergence | holds |" in f3
-    assert "low-staleness run learns) | holds | s30_alpha0 90.0% (diverged) |" in f3
+    assert "lower final test error | holds | 30-softsync α0/τ 30.50% (n=3), 30-softsync = Downpour α0 90.00%" in f3
+    assert "(stays at chance or diverges) | holds | 30-softsync = Downpour α0 90.00% (n=3) vs learned ≤ 85.00%" in f3
     assert "![test error and training loss vs epoch](zhang_fig3_ci.png)" in f3 and (a / "zhang_fig3_ci.png").exists()
 
     f45 = (a / "ssp_fig4_5.md").read_text()
@@ -100,7 +111,7 @@ def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
     assert "| 6 | 1.389 | 3.60 | 6 | 3.6 |" in f45
     assert "| TIMIT: with 6 machines 3.6x speed-up (within ±25%) | holds | ours 3.60x with 6 machines |" in f45
     assert "| TIMIT: speed-up grows with the number of machines (scales well) | holds |" in f45
-    assert "| ImageNet-63K: with 6 machines 4.3x speed-up | not measured | — |" in f45
+    assert "| ImageNet-63K: with 6 machines 4.3x speed-up | not measured | no runs |" in f45
     f23 = (a / "ssp_fig2_3.md").read_text()
     assert "strictly decreasing in machines) | holds |" in f23
     # no ImageNet-63K runs
@@ -111,22 +122,21 @@ def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
 
 def test_fig3_convergence_claims_are_not_measured_when_no_run_learned():
     """At chance (90 %) everywhere, "stays at 90 %" and "indistinguishable" would hold vacuously: not measured."""
-    from analysis.core import Run
+    from analysis.core import errors
 
-    err = dict.fromkeys(zhang_paper.FIG3, 0.9086)
-    runs = {c: Run(c, {"diverged": "true"} if c == "s30_alpha0" else {}, {}, {"test_error": e}, 0)
-            for c, e in err.items()}
+    err = {c: errors(c, [0.9086, 0.9076, 0.9096], "cifar10_subset") for c in zhang_paper.FIG3}
 
     def v(prefix: str) -> str:
-        return next(c[1] for c in zhang.fig3_claims(runs, "ci") if c[0].startswith(prefix))
+        return next(c.verdict for c in zhang.fig3_claims(err, "ci") if c.text.startswith(prefix))
 
-    assert v("with α0, 30-softsync (= Downpour) fails") == "holds"  # it diverged: that is decided
-    assert v("with α0, 15- and 30-softsync fail") == "not measured"
+    assert v("with α0, 30-softsync (= Downpour) fails") == "not measured"  # nothing learned: says nothing
+    assert v("with α0, 15-softsync fails") == "not measured"
     assert v("with α0/τ the n-softsync curves are virtually indistinguishable") == "not measured"
     assert v("at n = λ = 30, α0/τ trains where α0") == "not measured"
-    runs["hardsync"] = Run("h", {}, {}, {"test_error": 0.5}, 0)  # a reference learned: now they are decided
-    assert v("with α0, 15- and 30-softsync fail") == "holds"
-    assert v("at n = λ = 30, α0/τ trains where α0") == "does not hold"  # s30_tau stays at chance
+    err["hardsync"] = errors("hardsync", [0.50, 0.51, 0.49], "cifar10_subset")  # a reference learned: decided
+    assert v("with α0, 15-softsync fails") == "holds"
+    assert v("with α0, 30-softsync (= Downpour) fails") == "holds"
+    assert v("at n = λ = 30, α0/τ trains where α0") == "not measured"  # s30_tau itself did not learn
 
 
 def test_ssp_speedup_is_t1_over_tn_at_the_one_machine_final_objective():
@@ -135,8 +145,12 @@ def test_ssp_speedup_is_t1_over_tn_at_the_one_machine_final_objective():
     assert sp[1] == (3.0, 1.0)
     assert sp[2] == (1.5, 2.0)
     assert sp[3] == (None, None)  # never reaches p = 2.0: "not reached", not a number
-    vs = ssp.speedup_claims({"name": "X", "speedup6": 3.6}, sp)
-    assert vs[0][1] == "not measured" and vs[1][1] == "does not hold"
+    one_learned = learned("1 machine", objective("1 machine", [2.0], classes=2001))  # ln 2001 = 7.6
+    vs = ssp.speedup_claims({"name": "X", "speedup6": 3.6}, sp, one_learned)
+    assert vs[0].verdict == "not measured" and vs[1].verdict == "does not hold"
+    at_chance = learned("1 machine", objective("1 machine", [7.5], classes=2001))
+    assert [c.verdict for c in ssp.speedup_claims({"name": "X", "speedup6": 3.6}, sp, at_chance)] == \
+        ["not measured"] * 2  # p is a 1-machine objective that never fell: no speed-up is measured
     assert [round(v, 6) for v in ssp.smooth([1.0, 3.0, 5.0, 7.0], window=2)] == [1.0, 2.0, 4.0, 6.0]
     assert math.isclose(ssp.smooth([2.0] * 20)[-1], 2.0)
 
@@ -146,4 +160,5 @@ def test_empty_store_pages_say_not_run(tmp_path):
     assert status["zhang_fig1"] == "no runs (python sweeps/zhang_fig1.py scale=paper); simulation (schedule only)"
     assert status["zhang_fig3"] == "no runs (python sweeps/zhang_fig3.py scale=ci)"
     assert status["ssp_fig4_5"].startswith("no runs")
-    assert "| TIMIT: with 6 machines 3.6x speed-up | not measured | — |" in (tmp_path / "r/ssp_fig4_5.md").read_text()
+    f45 = (tmp_path / "r/ssp_fig4_5.md").read_text()
+    assert "| TIMIT: with 6 machines 3.6x speed-up | not measured | no runs |" in f45

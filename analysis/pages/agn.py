@@ -19,17 +19,21 @@ import numpy as np
 
 from analysis.core import (
     NO_RUNS,
+    Claim,
     Context,
+    Errors,
     Page,
     Run,
     Shown,
     coverage,
+    errors,
     figure,
     history,
+    majority,
     md_table,
     scales_of,
     select,
-    verdict,
+    simulated,
 )
 from analysis.pages.agn_paper import TABLE1
 
@@ -59,6 +63,17 @@ def _drop(f: np.ndarray, k: int = 5) -> float:
     return float(smooth.max() - smooth[-1])
 
 
+def _seeds(runs: list[Run]) -> dict[str, Run]:
+    return {r.params.get("seed", r.run_id): r for r in runs}
+
+
+def _train_errors(label: str, curves: list[tuple[np.ndarray, np.ndarray] | None], peak: bool = False) -> Errors | None:
+    """1 − the final (or the peak 5-sample mean) training accuracy over seeds: the verdict rule's "learned"."""
+    vals = [1 - (float(c[1].max() if len(c[1]) < 5 else np.convolve(c[1], np.ones(5) / 5, "valid").max()) if peak
+                 else _final(c)) for c in curves if c is not None]
+    return errors(label, vals, "mnist", images=0)
+
+
 def _pct(v: float | None) -> str:
     return "—" if v is None else f"{100 * v:.2f}"
 
@@ -83,19 +98,27 @@ def agn_table1(ctx: Context) -> tuple[str, str]:
     header = ["n", "H", "paper AGN acc %", "AGN acc %", "AGN test %", "paper AGN t s", "AGN t_sim s",
               "paper AEASGD acc %", "AEASGD acc %", "AEASGD test %", "paper AEASGD t s", "AEASGD t_sim s",
               "paper E", "E(AGN, AEASGD)", "data"]
-    claims: list[tuple[str, str, str]] = []
+    claims: list[Claim] = []
     for scale in scales_of(runs):
-        cells: dict[tuple[int, int], dict[str, Run]] = {}
+        cells: dict[tuple[int, int], dict[str, list[Run]]] = {}
         for r in select(runs, scale=scale):
             proto, n, h = CASE.match(r.tags["case"]).groups()  # type: ignore[union-attr]
-            cells.setdefault((int(n), int(h)), {})[proto] = r
+            cells.setdefault((int(n), int(h)), {}).setdefault(proto, []).append(r)
         rows, measured = [], {}
         for (n, h) in sorted(cells):
-            a, b = cells[(n, h)].get("agn"), cells[(n, h)].get("aeasgd")
+            sa, sb = (_seeds(cells[(n, h)].get(p, [])) for p in ("agn", "aeasgd"))
+            a, b = (max(x.values(), key=lambda r: r.start_time, default=None) for x in (sa, sb))
             ca, cb = (_curve(ctx.tracking_uri, r) if r else None for r in (a, b))
             e = temporal_efficiency(ca, cb) if ca is not None and cb is not None else None
             ta, tb = (r.metrics.get("sim_time_s") if r else None for r in (a, b))
-            measured[(n, h)] = {"E": e, "acc_agn": _final(ca), "acc_aeasgd": _final(cb), "t_agn": ta}
+            pa = {k: _curve(ctx.tracking_uri, r) for k, r in sa.items()}
+            pb = {k: _curve(ctx.tracking_uri, r) for k, r in sb.items()}
+            both = sorted(k for k in pa if k in pb and pa[k] is not None and pb[k] is not None)
+            measured[(n, h)] = {"E": e, "acc_agn": _final(ca), "acc_aeasgd": _final(cb), "t_agn": ta,
+                                "E_seeds": [temporal_efficiency(pa[k], pb[k]) for k in both],
+                                "gap_seeds": [_final(pa[k]) - _final(pb[k]) for k in both],  # type: ignore[operator]
+                                "agn": _train_errors(f"AGN n={n} H={h}", list(pa.values())),
+                                "aeasgd": _train_errors(f"AEASGD n={n} H={h}", list(pb.values()))}
             p = TABLE1.get((n, h))
             pv = [f"{v:.2f}" for v in p] if p else ["—"] * 4
             note = (a or b).tags.get("data_note", (a or b).tags.get("dataset", ""))  # type: ignore[union-attr]
@@ -109,14 +132,12 @@ def agn_table1(ctx: Context) -> tuple[str, str]:
     return Shown(coverage(runs, want), claims, runs, cmd), "".join(md)
 
 
-def _table1_claims(measured: Mapping[tuple[int, int], Mapping[str, float | None]]) -> list[tuple[str, str, str]]:
+def _table1_claims(measured: Mapping[tuple[int, int], Mapping]) -> list[Claim]:
     paper_wins = sum(v[4] > 1 for v in TABLE1.values())
-    es = {k: v["E"] for k, v in measured.items() if v["E"] is not None}
-    wins = sum(e > 1 for e in es.values())
-    out = [(f"AGN is more temporally efficient than AEASGD (E > 1) in most cells (paper: {paper_wins} of "
-            f"{len(TABLE1)})", verdict(wins > len(es) / 2 if es else None),
-            f"E > 1 in {wins} of {len(es)} cells" + (f"; E from {min(es.values()):.3f} to {max(es.values()):.3f}"
-                                                    if es else ""))]
+    gate = [g for v in measured.values() for g in (v["agn"], v["aeasgd"])]
+    out = [majority(f"AGN is more temporally efficient than AEASGD (E > 1) in most cells (paper: {paper_wins} of "
+                    f"{len(TABLE1)})", {f"n={n} H={h}": v["E_seeds"] for (n, h), v in sorted(measured.items())},
+                    1.0, gate=gate)]
     by_h: dict[int, list[tuple[int, float]]] = {}
     for (n, h), v in measured.items():
         if v["t_agn"] is not None:
@@ -124,16 +145,13 @@ def _table1_claims(measured: Mapping[tuple[int, int], Mapping[str, float | None]
     series = {h: sorted(v) for h, v in by_h.items() if len(v) > 1}
     falls = [all(b[1] < a[1] for a, b in itertools.pairwise(s)) for s in series.values()]
     text = "; ".join(f"H={h}: " + " → ".join(f"n={n} {t:.3g} s" for n, t in s) for h, s in sorted(series.items()))
-    out.append(("AGN's training time falls as n grows at fixed H (paper H=10: 1066 s → 840 s → 749 s for "
-                "n = 10, 20, 40)", verdict(all(falls) if falls else None), text or "—"))
+    out.append(simulated("AGN's training time falls as n grows at fixed H (paper H=10: 1066 s → 840 s → 749 s for "
+                         "n = 10, 20, 40)", all(falls) if falls else None, text or "—"))
     n_max = max((n for n, _ in measured), default=None)
-    pairs = [(h, v["acc_agn"], v["acc_aeasgd"]) for (n, h), v in sorted(measured.items())
-             if n == n_max and v["acc_agn"] is not None and v["acc_aeasgd"] is not None]
-    better = sum(a >= b for _, a, b in pairs)
-    out.append(("with the most workers, AGN's training accuracy ≥ AEASGD's in most cells (paper n=40: 5 of 7)",
-                verdict(better > len(pairs) / 2 if pairs else None),
-                f"n={n_max}: {better} of {len(pairs)} cells; " + ", ".join(
-                    f"H={h} {100 * a:.2f}% vs {100 * b:.2f}%" for h, a, b in pairs) if pairs else "—"))
+    top = {f"n={n} H={h}": v for (n, h), v in sorted(measured.items()) if n == n_max}
+    out.append(majority("with the most workers, AGN's final training accuracy is above AEASGD's in most cells "
+                        "(paper n=40: 5 of 7)", {k: v["gap_seeds"] for k, v in top.items()}, 0.0, unit="pp",
+                        gate=[g for v in top.values() for g in (v["agn"], v["aeasgd"])]))
     return out
 
 
@@ -150,12 +168,14 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
     cmd = "python sweeps/agn_fig7.py scale=ci --panel a; --panel b"
     if not scales_of(runs):
         return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
-    claims: list[tuple[str, str, str]] = []
-    drops: dict[str, float] = {}
+    claims: list[Claim] = []
+    per_seed: dict[str, dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]] = {}  # panel -> optimizer -> seed
     for panel in ("7a", "7b"):
         for scale in scales_of(select(runs, figure=panel)):
             rs = {r.tags.get("case"): r for r in select(runs, figure=panel, scale=scale)}
             curves = {o: _curve(ctx.tracking_uri, rs[o]) for o in OPTIMIZERS if o in rs}
+            per_seed[panel] = {o: {k: c for k, r in _seeds(select(runs, figure=panel, scale=scale, case=o)).items()
+                                   if (c := _curve(ctx.tracking_uri, r)) is not None} for o in OPTIMIZERS}
             rows = []
             for o in OPTIMIZERS:
                 r, c = rs.get(o), curves.get(o)
@@ -164,26 +184,27 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
                              _pct(_test_acc(r)), "—" if drop is None else f"{100 * drop:.2f}",
                              "—" if r is None or r.metrics.get("sim_time_s") is None
                              else f"{r.metrics['sim_time_s']:.3f}"])
-                if o == "dynsgd" and drop is not None:
-                    drops[panel] = drop
             md += [f"\n## Fig {panel}, scale = {scale}\n\n{ONE_RUN}\n\n",
                    md_table(["optimizer", "status", "final train acc %", "test acc %",
                              "drop from peak pp (5-sample mean)", "t_sim s"], rows)]
             png = _fig7_plot(curves, panel, ctx.out / f"agn_fig{panel}_{scale}.png")
             if png:
                 md.append(f"\n![training accuracy over simulated time]({png.name})\n")
-            if all(curves.get(o) is not None for o in OPTIMIZERS):
-                ea = temporal_efficiency(curves["agn"], curves["aeasgd"])
-                ed = temporal_efficiency(curves["agn"], curves["dynsgd"])
-                claims.append((f"Fig {panel}: AGN outperforms AEASGD and DynSGD (E(AGN, ·) > 1 on training accuracy)",
-                               verdict(ea > 1 and ed > 1), f"E(AGN, AEASGD) = {ea:.3f}, E(AGN, DynSGD) = {ed:.3f}"))
-    if "7a" in drops:
-        claims.append(("Fig 7a: DynSGD shows divergent behaviour with H = 10 (training accuracy falls ≥ 10 pp from "
-                       "its peak)", verdict(drops["7a"] >= 0.10), f"drop {100 * drops['7a']:.2f} pp"))
-    both = "7a" in drops and "7b" in drops
-    claims.append(("Fig 7b: with H = 3 DynSGD diverges less than with H = 10", verdict(
-        drops["7b"] < drops["7a"] if both else None),
-        f"drop 7b {100 * drops['7b']:.2f} pp vs 7a {100 * drops['7a']:.2f} pp" if both else "—"))
+    for panel, by in per_seed.items():
+        agn = by.get("agn", {})
+        cells = {f"E(AGN, {o})": [temporal_efficiency(agn[k], c) for k, c in by.get(o, {}).items() if k in agn]
+                 for o in ("aeasgd", "dynsgd")}
+        claims.append(majority(f"Fig {panel}: AGN outperforms AEASGD and DynSGD (E(AGN, ·) > 1 on training accuracy)",
+                               cells, 1.0, need="all", gate=[_train_errors("AGN", list(agn.values()))]))
+    dyn = {panel: by.get("dynsgd", {}) for panel, by in per_seed.items()}
+    a, b = dyn.get("7a", {}), dyn.get("7b", {})
+    diverges = majority("Fig 7a: DynSGD shows divergent behaviour with H = 10 (training accuracy falls ≥ 10 pp from "
+                        "its peak, 5-sample mean)", {"DynSGD H=10 drop": [_drop(c[1]) for c in a.values()]}, 0.10,
+                        need="all", unit="pp", gate=[_train_errors("DynSGD H=10 peak", list(a.values()), peak=True)])
+    claims.append(diverges)
+    claims.append(majority("Fig 7b: with H = 3 DynSGD diverges less than with H = 10 (drop H=10 − drop H=3 > 0)",
+                           {"drop H=10 − H=3": [_drop(a[k][1]) - _drop(b[k][1]) for k in a if k in b]}, 0.0,
+                           need="all", unit="pp", premise=diverges))
     want = [f"{panel} {o}" for panel in ("7a", "7b") for o in OPTIMIZERS]
     covered = coverage(runs, want, key=lambda r: f"{r.tags.get('figure')} {r.tags.get('case')}")
     return Shown(covered, claims, runs, cmd), "".join(md)

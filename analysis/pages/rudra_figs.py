@@ -9,34 +9,36 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from analysis.core import (
-    FAILS,
-    HOLDS,
     NO_RUNS,
-    NOT_MEASURED,
+    Claim,
     Context,
+    Errors,
     Page,
     Run,
     Shown,
+    at_chance,
     attach_summaries,
     cell,
     coverage,
     figure,
     history,
+    lower,
     md_table,
     mean_std,
+    no_worse,
     preset_cases,
+    run_errors,
     scales_of,
     select,
-    verdict,
+    simulated,
+)
+from analysis.core import (
+    tail as tail_claim,
 )
 from analysis.pages import rudra_paper as P
-from analysis.pages.rudra import LEARNED, by_config, diverged
+from analysis.pages.rudra import by_config, diverged
 
 ORDER = 0
-
-
-def _at_chance(*errors: float) -> str:
-    return " (all at chance: not measured)" if errors and min(errors) >= LEARNED else ""
 
 
 # --------------------------------------------------------------------------- Rudra Fig 4
@@ -70,11 +72,12 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
                          f"≤ {2 * n}", "—" if smax is None else f"{smax:g}",
                          "—" if tail is None else f"{tail:.2e}", str(len(rs)), note])
             if scale == scales[-1] and mean is not None:
-                claims.append((f"{n}-softsync: ⟨σ⟩ ≈ n (within 20 %)",
-                               HOLDS if abs(mean[0] - n) <= 0.2 * n else FAILS, f"⟨σ⟩ = {mean[0]:.2f}, n = {n}"))
+                claims.append(simulated(f"{n}-softsync: ⟨σ⟩ ≈ n (within 20 %)", abs(mean[0] - n) <= 0.2 * n,
+                                        f"⟨σ⟩ = {mean[0]:.2f}, n = {n}"))
                 if tail is not None:
-                    claims.append((f"{n}-softsync: P(σ > 2n) < 0.0001", HOLDS if tail < 1e-4 else FAILS,
-                                   f"P(σ > {2 * n}) = {tail:.2e} over {total} gradients"))
+                    claims.append(tail_claim(f"{n}-softsync: P(σ > 2n) < 0.0001",
+                                             sum(v for k, v in hist.items() if k > 2 * n), total, 1e-4,
+                                             f"gradients (σ > {2 * n})"))
         md += [f"\n## scale = {scale}\n\n", md_table(
             ["protocol", "paper ⟨σ⟩", "ours ⟨σ⟩", "paper σ max", "ours σ max", "ours P(σ > 2n)", "runs", "data"], rows)]
         png = _fig4_plot(hists, out / f"rudra_fig4_{scale}.png")
@@ -116,7 +119,7 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
     cmd = "python sweeps/rudra_fig5.py scale=ci"
     if not scales:
         return Shown(runs=f5, command=cmd), "".join(md) + NO_RUNS
-    claims: list[tuple[str, str, str]] = []
+    claims: list[Claim] = []
     for scale in scales:
         rows, curves, final = [], {}, {}
         for case, (n, rule) in P.FIG5.items():
@@ -126,8 +129,7 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
                 continue
             r = rs[0]  # one seed per curve: the plotted one and the claims'
             curves[case] = _history(ctx, r)
-            err = r.metrics.get("test_error")
-            final[case] = (None if err is None else err * 100, diverged(r))
+            final[case] = run_errors(f"{n}-softsync {rule}", rs)
             bests = [min((v for _, v in _history(ctx, x)), default=None) for x in rs]
             rows.append([f"{n}-softsync", rule, cell([x.metrics.get("test_error") for x in rs], 100),
                          cell(bests, 100), "yes" if diverged(r) else "no",
@@ -143,40 +145,20 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
     return Shown(covered, claims, f5, cmd), "".join(md)
 
 
-_FIG5_HIGH = 85.0  # "stays high": final test error ≥ 85 % (chance is 90 %)
+def _fig5_claims(final: Mapping[str, Errors | None]) -> list[Claim]:
+    """§5.1's three statements, by the verdict rule (a diverged run counts as chance)."""
+    def get(case: str) -> Errors | None:
+        return final.get(case)
 
-
-def _fig5_claims(final: Mapping[str, tuple[float | None, bool]]) -> list[tuple[str, str, str]]:
-    def text(case: str) -> str:
-        if case not in final:
-            return "—"
-        e, div = final[case]
-        return ("diverged" if div else "") + ("" if e is None else f"{' at ' if div else ''}{e:.2f}%")
-
-    def bad(case: str) -> bool:  # diverged or stays high
-        e, div = final[case]
-        return div or e is None or e >= _FIG5_HIGH
-
-    def better(a: str, b: str) -> bool | None:  # a ends lower than b (a diverged run is the worse one)
-        if a not in final or b not in final:
-            return None
-        (ea, da), (eb, db) = final[a], final[b]
-        if da or ea is None:
-            return False
-        return db or eb is None or ea < eb
-
-    out = []
-    c = "s30_alpha0"
-    out.append((f"30-softsync with α0 does not converge (diverges or stays ≥ {_FIG5_HIGH:g}% error)",
-                NOT_MEASURED if c not in final else verdict(bad(c)), text(c)))
-    c, o = "s30_alpha0_over_sigma", "s30_alpha0"
-    ok = None if c not in final or o not in final else (not bad(c) and bool(better(c, o)))
-    out.append((f"30-softsync with α0/30 converges (below {_FIG5_HIGH:g}% and below the α0 curve)",
-                NOT_MEASURED if ok is None else verdict(ok), f"α0/30: {text(c)}; α0: {text(o)}"))
-    ok = better("s4_alpha0_over_sigma", "s4_alpha0")
-    out.append(("4-softsync: α0/4 ends with a lower test error than α0", NOT_MEASURED if ok is None else verdict(ok),
-                f"α0/4: {text('s4_alpha0_over_sigma')}; α0: {text('s4_alpha0')}"))
-    return out
+    learned_refs = [get(c) for c in ("s30_alpha0_over_sigma", "s4_alpha0", "s4_alpha0_over_sigma")]
+    return [
+        at_chance("30-softsync with α0 does not converge (stays at chance or diverges)", get("s30_alpha0"),
+                  learned_refs, labels=["30-softsync α0"]),
+        lower("30-softsync with α0/30 converges: it learns and ends below the α0 curve",
+              get("s30_alpha0_over_sigma"), get("s30_alpha0"), labels=["30-softsync α0/30", "30-softsync α0"]),
+        lower("4-softsync: α0/4 ends with a lower test error than α0", get("s4_alpha0_over_sigma"), get("s4_alpha0"),
+              labels=["4-softsync α0/4", "4-softsync α0"]),
+    ]
 
 
 def _fig5_plot(curves: Mapping[str, list[tuple[float, float]]], path: Path) -> Path | None:
@@ -223,7 +205,7 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
     cmd = "python sweeps/rudra_fig6_7.py scale=ci"
     if not scales:
         return Shown(runs=f67, command=cmd), "".join(md) + NO_RUNS
-    claims: list[tuple[str, str, str]] = []
+    claims: list[Claim] = []
     for scale in scales:
         runs = select(f67, scale=scale)
         attach_summaries(ctx.tracking_uri, runs)  # the run totals (see final)
@@ -255,10 +237,10 @@ def _cell(v: tuple | None) -> str:
     return f"{e} / {t} (n={n})"
 
 
-def _fig67_claims(configs: Mapping[tuple[int, int, int], tuple]) -> list[tuple[str, str, str]]:
-    def err(k: tuple) -> float | None:
+def _fig67_claims(configs: Mapping[tuple[int, int, int], tuple]) -> list[Claim]:
+    def errs(k: tuple) -> Errors | None:
         v = configs.get(k)
-        return None if v is None or v[0] is None else v[0][0] * 100
+        return None if v is None else v[5]
 
     def tim(k: tuple) -> float | None:
         v = configs.get(k)
@@ -268,31 +250,26 @@ def _fig67_claims(configs: Mapping[tuple[int, int, int], tuple]) -> list[tuple[s
     # the paper's contour is μ = 128; a sub-grid (ci) uses its largest μ, named in the claim
     top = max((mu for s, mu, lam in configs if s == 0 and lam > 1), default=128)
     hs = sorted((lam, tim((0, top, lam))) for lam in P.LAMBDAS if tim((0, top, lam)) is not None)
-    ok = None if len(hs) < 2 else all(b[1] < a[1] for a, b in itertools.pairwise(hs))
-    out.append((f"Fig 6, hardsync μ = {top}: training time decreases monotonically with λ",
-                NOT_MEASURED if ok is None else verdict(ok), ", ".join(f"λ={lam}: {t:.3g} s" for lam, t in hs) or "—"))
-    a, b = err((0, 4, 30)), err((0, top, 30))
-    out.append((f"Fig 6, hardsync λ = 30: μ = 4 restores test error lost at μ = {top} (lower error)",
-                NOT_MEASURED if None in (a, b) or top == 4 or min(a, b) >= LEARNED else verdict(a < b),
-                "—" if None in (a, b) else f"(0,4,30) {a:.2f}%, (0,{top},30) {b:.2f}%" + _at_chance(a, b)))
+    out.append(simulated(f"Fig 6, hardsync μ = {top}: training time decreases monotonically with λ",
+                         None if len(hs) < 2 else all(b[1] < a[1] for a, b in itertools.pairwise(hs)),
+                         ", ".join(f"λ={lam}: {t:.3g} s" for lam, t in hs) or "—"))
+    out.append(lower(f"Fig 6, hardsync λ = 30: μ = 4 restores test error lost at μ = {top} (lower error)",
+                     errs((0, 4, 30)), None if top == 4 else errs((0, top, 30)),
+                     labels=["(0,4,30)", f"(0,{top},30)"]))
     top = max((mu for s, mu, lam in configs if s == lam == 30), default=128)
     a, b = tim((30, 4, 30)), tim((30, top, 30))
-    out.append((f"Fig 7a, λ-softsync λ = 30: μ = 4 takes longer than μ = {top}",
-                NOT_MEASURED if None in (a, b) or top == 4 else verdict(a > b),
-                "—" if None in (a, b) else f"(30,4,30) {a:.3g} s, (30,{top},30) {b:.3g} s"))
+    out.append(simulated(f"Fig 7a, λ-softsync λ = 30: μ = 4 takes longer than μ = {top}",
+                         None if None in (a, b) or top == 4 else a > b,
+                         "—" if None in (a, b) else f"(30,4,30) {a:.3g} s, (30,{top},30) {b:.3g} s"))
     a, b = tim((1, 4, 30)), tim((30, 4, 30))
-    out.append(("Fig 7b, μ = 4, λ = 30: 1-softsync avoids λ-softsync's runtime degradation (faster)",
-                NOT_MEASURED if None in (a, b) else verdict(a < b),
-                "—" if None in (a, b) else f"(1,4,30) {a:.3g} s, (30,4,30) {b:.3g} s"))
+    out.append(simulated("Fig 7b, μ = 4, λ = 30: 1-softsync avoids λ-softsync's runtime degradation (faster)",
+                         None if None in (a, b) else a < b,
+                         "—" if None in (a, b) else f"(1,4,30) {a:.3g} s, (30,4,30) {b:.3g} s"))
     top = max((mu for s, mu, lam in configs if s == 0 and lam == 1), default=128)  # the baseline's μ
-    base = err((0, top, 1))
-    mu4 = {lam: err((lam, 4, lam)) for lam in P.LAMBDAS[1:] if err((lam, 4, lam)) is not None}
-    ok = (None if base is None or not mu4 or top == 4 or min(base, *mu4.values()) >= LEARNED
-          else all(e <= base + 1.0 for e in mu4.values()))
-    nums = "—" if base is None or not mu4 else (f"baseline {base:.2f}%; " + ", ".join(
-        f"λ={k}: {e:.2f}%" for k, e in mu4.items()) + _at_chance(base, *mu4.values()))
-    out.append((f"Fig 7a, λ-softsync μ = 4: every λ's test error is similar to or below the baseline (0,{top},1) "
-                "(≤ baseline + 1 pp)", NOT_MEASURED if ok is None else verdict(ok), nums))
+    base = None if top == 4 else errs((0, top, 1))
+    pairs = [(errs((lam, 4, lam)), base) for lam in P.LAMBDAS[1:] if errs((lam, 4, lam)) is not None]
+    out.append(no_worse(f"Fig 7a, λ-softsync μ = 4: every λ's test error is similar to or below the baseline "
+                        f"(0,{top},1) (≤ baseline + 1 pp)", pairs, 0.01))
     return out
 
 
@@ -310,7 +287,9 @@ def _fig67_plot(configs: Mapping[tuple[int, int, int], tuple], path: Path) -> Pa
                 for k in ks:
                     ax.annotate(f"λ={k[1]}", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
             if base is not None and base[0] is not None:
-                ax.axhline(base[0][0] * 100, color="k", ls="--", lw=0.8)
+                ax.axhline(base[0][0] * 100, color="k", ls="--", lw=0.8, label="ours (0, 128, 1)")
+            ax.axhline(P.BASELINE["test_error"], color="grey", ls=":", lw=1,
+                       label=f"paper (0, 128, 1): {P.BASELINE['test_error']:g}%")
             ax.set_xscale("log")
             ax.set_title(f"{fam} (Rudra Fig {'6' if fam == 'hardsync' else '7'})")
             ax.set_xlabel("simulated training time (s)")
@@ -342,7 +321,7 @@ def rudra_fig8(ctx: Context) -> tuple[str, str]:
     cmd, note = "python sweeps/rudra_fig8.py scale=paper", "simulation (schedule only)"
     if not scales:
         return Shown(runs=f8, command=cmd, note=note), "".join(md) + NO_RUNS
-    claims: list[tuple[str, str, str]] = []
+    claims: list[Claim] = []
     for scale in scales:
         rs = select(f8, scale=scale)
         per_sample: dict[tuple[int, int, int], list[float]] = defaultdict(list)
@@ -371,33 +350,30 @@ def rudra_fig8(ctx: Context) -> tuple[str, str]:
     return Shown(covered, claims, f8, cmd, note), "".join(md)
 
 
-def _fig8_claims(ups: Mapping[int, Mapping[str, Mapping[int, float]]]) -> list[tuple[str, str, str]]:
+def _fig8_claims(ups: Mapping[int, Mapping[str, Mapping[int, float]]]) -> list[Claim]:
     def at(mu: int, fam: str, lam: int = 30) -> float | None:
         return ups.get(mu, {}).get(fam, {}).get(lam)
 
     out = []
     a, b = at(128, "1-softsync"), at(128, "λ-softsync")
-    out.append(("μ = 128: 1-softsync and λ-softsync give similar speed-ups up to λ = 30 (within 10 %)",
-                NOT_MEASURED if None in (a, b) else verdict(abs(a - b) <= 0.1 * max(a, b)),
-                "—" if None in (a, b) else f"λ=30: 1-softsync {a:.2f}, λ-softsync {b:.2f}"))
+    out.append(simulated("μ = 128: 1-softsync and λ-softsync give similar speed-ups up to λ = 30 (within 10 %)",
+                         None if None in (a, b) else abs(a - b) <= 0.1 * max(a, b),
+                         "—" if None in (a, b) else f"λ=30: 1-softsync {a:.2f}, λ-softsync {b:.2f}"))
     vals = {fam: at(4, fam) for fam in FAMILIES}
     ok = None if None in vals.values() else max(vals, key=lambda f: vals[f]) == "1-softsync"
-    out.append(("μ = 4: 1-softsync has the largest speed-up at λ = 30 (λ-softsync's is subdued)",
-                NOT_MEASURED if ok is None else verdict(ok),
-                "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items())))
+    out.append(simulated("μ = 4: 1-softsync has the largest speed-up at λ = 30 (λ-softsync's is subdued)", ok,
+                         "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items())))
     for mu in (128, 4):
         vals = {fam: at(mu, fam) for fam in FAMILIES}
         ok = None if None in vals.values() else min(vals, key=lambda f: vals[f]) == "hardsync"
-        out.append((f"μ = {mu}: hardsync fares the worst (smallest speed-up at λ = 30)",
-                    NOT_MEASURED if ok is None else verdict(ok),
-                    "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items())))
+        out.append(simulated(f"μ = {mu}: hardsync fares the worst (smallest speed-up at λ = 30)", ok,
+                             "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items())))
     for mu in (128, 4):
         h = ups.get(mu, {}).get("hardsync", {})
         eff = [(lam, s / lam) for lam, s in sorted(h.items())]
         ok = None if len(eff) < 3 else all(b[1] <= a[1] + 1e-9 for a, b in itertools.pairwise(eff))
-        out.append((f"μ = {mu}: hardsync speed-up saturates (parallel efficiency speed-up/λ falls as λ grows)",
-                    NOT_MEASURED if ok is None else verdict(ok),
-                    ", ".join(f"λ={lam}: {e:.2f}" for lam, e in eff) or "—"))
+        out.append(simulated(f"μ = {mu}: hardsync speed-up saturates (parallel efficiency speed-up/λ falls as λ "
+                             "grows)", ok, ", ".join(f"λ={lam}: {e:.2f}" for lam, e in eff) or "—"))
     return out
 
 
@@ -423,4 +399,6 @@ PAGES = [
     Page("Rudra", "Fig 5", "rudra_fig5", rudra_fig5),
     Page("Rudra", "Figs 6–7", "rudra_fig6_7", rudra_fig6_7),
     Page("Rudra", "Fig 8", "rudra_fig8", rudra_fig8),
+    Page("Rudra", "Fig 9", reason="needs data not available here (ImageNet: validation error vs training time of "
+                                   "Table 4's configurations)"),
 ]

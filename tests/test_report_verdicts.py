@@ -1,0 +1,207 @@
+"""The verdict rule of analysis/core.py, on every page at once (issue 17, item 2).
+
+Three stores of hand-made runs (three seeds each, tagged and logged as psbench logs them) fill every page
+that decides a claim about learning: one where no run learned (errors at chance), one where every run learned
+but every difference a claim asserts is inside the noise (the seeds' spread plus the test set's), one whose
+premise is vacuous (AGN Fig 7b needs Fig 7a's divergence). No page may decide a learning claim on them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from analysis.core import FAILS, HOLDS, NOT_MEASURED, NOT_RESOLVABLE, Claim, errors, lower, majority, tail  # noqa: E402
+from analysis.pages import rudra_paper as RP  # noqa: E402
+from analysis.pages import zhang_paper as ZP  # noqa: E402
+from analysis.report import all_pages, build  # noqa: E402
+
+from report_store import ReportStore  # noqa: E402
+
+SEEDS = (0, 1, 2)
+#: pages whose claims the stores below cover: every page with learning claims and runs to make
+LEARNING_PAGES = ("rudra_table2", "rudra_table3", "rudra_fig5", "rudra_fig6_7", "zhang_fig3", "terngrad_fig3",
+                  "terngrad_table1", "agn_table1", "agn_fig7", "agn_figs8_12", "ssp_fig2_3", "ssp_fig4_5")
+
+Err = Callable[[str, int], float]  # (case, seed) -> test error
+
+
+def _fill(root: Path, err: Err, acc: Callable[[str, int], list[float]], loss: Callable[[int], float]) -> None:
+    """Every learning page's configurations, three seeds each: test errors ``err``, AGN training-accuracy
+    curves ``acc`` (by optimizer and panel), SSP objective ``loss`` per seed."""
+    s = ReportStore(root)
+    sub = {"dataset": "cifar10_subset", "scale": "ci"}
+
+    def run(tags: dict, case: str, **metrics: float) -> None:
+        for seed in SEEDS:
+            s.run({**tags, "case": case}, {"test_error": err(case, seed), **metrics}, seed=seed, params={"epochs": 1})
+
+    for g, rows in RP.TABLE2.items():  # μλ ≈ 128's rows (the spread claim) and two of every other μλ
+        for sig, mu, lam, _, t in rows if g == 128 else rows[:2]:
+            run({"paper": "rudra", "table": "2", **sub}, RP.case_label(sig, mu, lam), sim_time_s=t)
+    for sig, mu, lam, _, _, t in RP.TABLE3:
+        if sig == 0:
+            run({"paper": "rudra", "table": "3", **sub}, RP.case_label(sig, mu, lam), sim_time_s=t)
+    for case in RP.FIG5:
+        run({"paper": "rudra", "figure": "5", **sub}, case, ps_updates=10, epochs_done=1)
+    f67 = [(0, 128, 1), (0, 4, 30), (0, 128, 30)] + [(lam, 4, lam) for lam in RP.LAMBDAS[1:]]
+    for sig, mu, lam in f67:
+        run({"paper": "rudra", "figure": "6-7", **sub}, RP.case_label(sig, mu, lam), sim_time_s=10.0 / lam,
+            epochs_done=1)
+    for case in ZP.FIG3:
+        run({"paper": "zhang", "figure": "3", **sub}, case, ps_updates=10, epochs_done=1)
+    for grad in ("fp32", "terngrad", "noclip"):
+        for n in (2, 64):
+            run({"paper": "terngrad", "figure": "3", "scale": "ci", "dataset": "mnist"}, f"momentum_{grad}_n{n}")
+        for n in (2, 16):
+            run({"paper": "terngrad", "table": "1", **sub}, f"{grad}_n{n}")
+
+    def curve(tags: dict, case: str, shape: str) -> None:
+        for seed in SEEDS:
+            a = acc(shape, seed)
+            s.run({**tags, "case": case, "scale": "ci", "dataset": "mnist"}, {"test_error": 0.5}, seed=seed,
+                  summary_step=len(a), histories={"train_accuracy": list(enumerate(a)),
+                                                  "sim_time_s": [(i, float(i)) for i in range(len(a))]})
+
+    for n in (10, 20):
+        for h in (10,):
+            for proto in ("agn", "aeasgd"):
+                curve({"paper": "agn", "table": "1"}, f"{proto}_n{n}_H{h}", proto)
+    for panel in ("7a", "7b"):
+        for proto in ("agn", "aeasgd", "dynsgd"):
+            curve({"paper": "agn", "figure": panel}, proto, f"{proto}_{panel}")
+    for m in (1, 3, 6):
+        for seed in SEEDS:
+            steps = range(10, 210, 10)
+            s.run({"paper": "ssp", "figure": "2,4", "case": f"m{m}", "scale": "ci", "dataset_stand_in": "timit"},
+                  {"train_loss": loss(seed), "ps_updates": 200}, seed=seed,
+                  histories={"train_loss": [(i, loss(seed)) for i in steps],
+                             "sim_time_s": [(i, i / (10.0 * m)) for i in steps]})
+
+
+def _claims(out: Path) -> dict[str, list[list[str]]]:
+    """page key -> its claims' rows (claim, verdict, numbers) from claims.csv."""
+    import csv
+
+    keys = {(p.paper, p.item): p.key for p in all_pages() if p.build is not None}
+    rows: dict[str, list[list[str]]] = {}
+    with open(out / "claims.csv") as fh:
+        for r in csv.DictReader(fh):
+            rows.setdefault(keys[(r["paper"], r["table / figure"])], []).append(r)
+    return rows
+
+
+class Report(dict):
+    """page key -> its claims (rows of claims.csv); ``out``: the report dir."""
+
+    out: Path
+
+
+def _report(root: Path, err: Err, acc, loss) -> Report:
+    _fill(root, err, acc, loss)
+    build(root, root / "reports")
+    rep = Report(_claims(root / "reports"))
+    rep.out = root / "reports"
+    return rep
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, mlflow_template_db):
+    def make(name: str) -> Path:
+        root = tmp_path_factory.mktemp(name)
+        shutil.copy(mlflow_template_db, root / "mlflow.db")
+        return root
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def at_chance(store):
+    """No run learned: 10-class errors of 89.8–90.2 %, training accuracy 10 %, SSP objective ln(2001)."""
+    return _report(store("at_chance"), lambda case, seed: 0.90 + 0.002 * (seed - 1),
+                   lambda case, seed: [0.10] * 8, lambda seed: math.log(2001))
+
+
+@pytest.fixture(scope="module")
+def within_noise(store):
+    """Every run learned, every configuration alike: errors 84 ± 0.2 % (1,017 or 10,000 test images), AGN curves
+    equal but DynSGD's drop 0, 10 or 20 pp by seed, the SSP objective the same for every number of machines."""
+    def acc(shape: str, seed: int) -> list[float]:
+        if shape.startswith("dynsgd"):
+            return [0.5, 0.6, 0.7, 0.8, 0.8, 0.8 - 0.1 * seed, 0.8 - 0.1 * seed, 0.8 - 0.1 * seed,
+                    0.8 - 0.1 * seed, 0.8 - 0.1 * seed]
+        return [0.5, 0.6, 0.7, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8]
+
+    return _report(store("within_noise"), lambda case, seed: 0.84 + 0.002 * (seed - 1), acc,
+                   lambda seed: 3.0 + 0.1 * (seed - 1))
+
+
+@pytest.mark.parametrize("key", LEARNING_PAGES)
+def test_no_page_decides_a_learning_claim_on_runs_at_chance(at_chance, key):
+    learning = [c for c in at_chance[key] if c["kind"] == "learning"]
+    assert learning, key
+    for c in learning:
+        assert c["verdict"] == NOT_MEASURED, (key, c)
+        assert re.search(r"did not learn|no reference run learned|premise|no runs|needs scale=paper",
+                         c["deciding numbers"]), (key, c)
+
+
+@pytest.mark.parametrize("key", LEARNING_PAGES)
+def test_no_page_decides_a_learning_claim_inside_the_noise(within_noise, key):
+    learning = [c for c in within_noise[key] if c["kind"] == "learning"]
+    assert learning, key
+    for c in learning:
+        assert c["verdict"] in (NOT_RESOLVABLE, NOT_MEASURED), (key, c)
+    # what makes them undecided here is the noise, not a missing run (SSP Figs 4–5's learning claims are its
+    # missing ImageNet-63K runs: its speed-ups are timing claims, their premise is that 1 machine learned)
+    assert key == "ssp_fig4_5" or any(c["verdict"] == NOT_RESOLVABLE for c in learning), key
+
+
+def test_a_vacuous_premise_leaves_the_conditional_claim_not_measured(within_noise):
+    """AGN Fig 7b "DynSGD diverges less with H = 3" needs divergence at H = 10; here 7a's is inside the noise."""
+    f7 = {c["claim"]: c for c in within_noise["agn_fig7"]}
+    a = next(c for k, c in f7.items() if k.startswith("Fig 7a: DynSGD shows divergent behaviour"))
+    b = next(c for k, c in f7.items() if k.startswith("Fig 7b: with H = 3 DynSGD diverges less"))
+    assert a["verdict"] == NOT_RESOLVABLE
+    assert b["verdict"] == NOT_MEASURED and "its premise" in b["deciding numbers"]
+
+
+def test_the_index_counts_claims_per_paper_and_ours_apart(within_noise):
+    index = (within_noise.out / "index.md").read_text()
+    assert "| paper | claims | holds | does not hold | not resolvable | not measured | ours (not counted) |" in index
+    # the decided TernGrad claims are Fig 5's (the performance model); noclip is ours, twice (Fig 3, Table 1)
+    assert re.search(r"\| TernGrad \| \d+ \| 2 \| 2 \| \d+ \| \d+ \| 2 \|", index), index
+    assert "| *ours, not counted:* [ci] TernGrad-noclip has a higher test error" in \
+        (within_noise.out / "claims.md").read_text()
+
+
+def test_the_rule_itself():
+    a, b = errors("a", [0.30, 0.31, 0.29], "cifar10_subset"), errors("b", [0.40, 0.41, 0.39], "cifar10_subset")
+    assert lower("", a, b).verdict == HOLDS and lower("", b, a).verdict == FAILS
+    one = errors("a", [0.30], "cifar10_subset")
+    assert lower("", one, b).verdict == NOT_MEASURED and "has 1 seed" in lower("", one, b).numbers
+    near_b = errors("c", [0.305, 0.315, 0.295], "cifar10_subset")  # 0.5 pp apart on 1,017 images
+    assert lower("", a, near_b).verdict == NOT_RESOLVABLE
+    assert tail("", 0, 1_000, 1e-4).verdict == NOT_RESOLVABLE  # 0 of 1,000 cannot show P < 1e-4
+    assert tail("", 0, 40_000, 1e-4).verdict == HOLDS
+    assert tail("", 10, 100, 1e-4).verdict == FAILS
+    assert majority("", {"x": [1.2, 1.3, 1.25]}, 1.0).verdict == HOLDS
+    assert majority("", {"x": [1.2]}, 1.0).verdict == NOT_MEASURED
+
+
+def test_no_page_writes_a_verdict_itself():
+    """Pages get verdicts only from analysis.core's rule: no page names a verdict or builds a Claim."""
+    for f in sorted((REPO / "analysis" / "pages").glob("*.py")):
+        src = f.read_text()
+        for word in ("HOLDS", "FAILS", "NOT_RESOLVABLE", "NOT_MEASURED", "Claim(", "\"holds\"", "\"does not hold\""):
+            assert word not in src, (f.name, word)
+    assert isinstance(lower("", None, None), Claim)
