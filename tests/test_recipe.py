@@ -251,6 +251,15 @@ def test_every_rudra_and_zhang_cifar_preset_uses_the_recipe(compose_preset) -> N
             assert got == SOLVER, preset
 
 
+@pytest.mark.parametrize(("preset", "layer"), [
+    ("terngrad/fig3", "symmetric"), ("terngrad/table1", "per_image"),
+    ("agn/table1", "minmax250"), ("agn/table1_ci", "minmax250"), ("agn/fig7a", "minmax250"),
+    ("ssp/fig2_4", "unit_mean"),
+])
+def test_the_other_papers_presets_use_their_codes_data_layer(compose_preset, preset: str, layer: str) -> None:
+    assert compose_preset(preset).dataset.preprocess == layer
+
+
 def test_the_plain_model_option_keeps_todays_defaults(compose_cfg) -> None:
     cfg = compose_cfg("model=cifar_cnn", "dataset=cifar10_subset")
     assert (cfg.model.lrn, cfg.model.init, cfg.model.multipliers) == (False, "torch", None)
