@@ -33,7 +33,7 @@ from psbench.errors import ConfigError
 from psbench.models import build_model
 from psbench.models.cifar_cnn import CAFFE_MULT, CAFFE_STD
 from psbench.models.layers import WithinChannelLRN
-from psbench.optimizer.build import configure, param_groups
+from psbench.optimizer.build import configure, param_groups, scale_weight_decay
 
 CONF = Path(__file__).resolve().parents[1] / "src" / "psbench" / "conf" / "experiment"
 #: prototxt values (module docstring): filler std and (lr_mult, decay_mult) of weight and bias per layer
@@ -220,6 +220,33 @@ def test_multipliers_must_name_the_models_parameters() -> None:
         param_groups(net)
     with pytest.raises(ConfigError, match=r"model\.multipliers"):
         build_model("cifar_cnn", (3, 32, 32), 10, multipliers="cuda-convnet")
+
+
+def test_the_lr_policy_scales_the_updates_weight_decay_like_caffes_lr() -> None:
+    """α = α0·w multiplies g + wd·θ in Caffe's solver: the decay of an update is wd·decay_mult·w̄."""
+    net = _recipe_net()
+    opt, _ = configure(param_groups(net), {"name": "sgd", **SOLVER}, 1)
+    for factor in (1 / 30, 0.5, 1.0):  # repeated calls do not compound
+        scale_weight_decay(opt, factor)
+        decays = sorted({g["weight_decay"] for g in opt.param_groups})
+        assert decays == pytest.approx([0.0, 0.004 * factor, 1.0 * factor])  # ip1 bias 0, others 1, ip1 250
+    plain = torch.optim.SGD(build_model("mlp", (1, 8, 8), 10).parameters(), lr=0.1)
+    scale_weight_decay(plain, 0.5)
+    assert plain.param_groups[0]["weight_decay"] == 0  # no decay configured: untouched
+
+
+@pytest.mark.slow
+def test_both_engines_apply_the_recipes_groups_and_scaled_decay_bit_for_bit(compose_cfg, run_psbench, tmp_path):
+    """engine=dist (replay) and the simulator: cifar10_full multipliers, decay 0.004 scaled by α0/τ (Zhang Eq 3)."""
+    from test_dist_engine import _replay_against_sim
+
+    sim, dist = _replay_against_sim(
+        compose_cfg, run_psbench, tmp_path, "model=cifar_cnn", "model.init=caffe", "model.multipliers=caffe",
+        "dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_train=48", "dataset.num_test=8",
+        "dataset.preprocess=mean", "learners=3", "batch_size=4", "epochs=1", "trainer.max_updates=9",
+        "protocol=softsync", "protocol.n=3", "lr_policy=per_gradient", "optimizer.lr=0.01",
+        "optimizer.weight_decay=0.004", "trainer.num_threads=1", "+trainer.batching=loop", "logger=none")
+    assert sim["ps_updates"] == 9 and dist["weights_sha256"] == sim["weights_sha256"]
 
 
 # --- the presets ---------------------------------------------------------------------------------------------

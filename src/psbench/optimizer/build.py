@@ -63,6 +63,21 @@ def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), weight_decay=wd)
 
 
+def scale_weight_decay(opt: torch.optim.Optimizer, factor: float) -> None:
+    """Set this update's weight decay: each group's configured decay × ``factor``.
+
+    ``factor`` is the mean lr-policy scale w of the update's gradients (1 for ``constant``). A policy
+    sets the step size α = α0·w (Rudra Eq 6: α0/⟨σ⟩, Zhang Eq 3: α0/τ); in Caffe's solver, which
+    ``cifar10_full`` is trained with, the step size multiplies the regularized gradient g + wd·θ, so
+    the decay scales with it — else an n-softsync run, with n× the PS updates of hardsync per epoch,
+    would decay n× harder per epoch. A no-op for groups without decay (bit-identical runs).
+    """
+    for g in opt.param_groups:
+        base = g.setdefault("decay_base", g["weight_decay"])
+        if base:
+            g["weight_decay"] = base * factor
+
+
 def step_decay(milestones: Sequence[float], gamma: float, updates_per_epoch: float):
     """lr factor after ``step`` updates: γ^(number of milestone epochs passed) — Rudra §4.2 (÷10 at 120, 130)."""
     bounds = sorted(m * updates_per_epoch for m in milestones)
