@@ -310,7 +310,8 @@ def test_single_learner_cifar10_full_learns_on_the_subset(run_psbench, psbench_r
     255× input scale is what made α0 = 0.001 a different step (issue 17).
     """
     common = ["learners=1", "batch_size=128", "epochs=6", "dataset=cifar10_subset", "model=cifar_cnn",
-              "optimizer.lr=0.001", "optimizer.momentum=0.9", "trainer.progress=plain", "logger=none"]
+              "optimizer.lr=0.001", "optimizer.momentum=0.9", "trainer.progress=plain", "logger=none",
+              "trainer.num_threads=1"]
     recipe = ["model.lrn=true", "model.init=caffe", "model.multipliers=caffe", "dataset.preprocess=mean",
               "optimizer.weight_decay=0.004"]
     errors = {}
