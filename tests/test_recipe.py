@@ -302,12 +302,12 @@ def test_single_learner_cifar10_full_learns_on_the_subset(run_psbench, psbench_r
     """One learner, the recipe, the papers' α0 = 0.001 on cifar10_subset (5,085 of CIFAR-10's 50,000 images).
 
     Published reference: Rudra §4.2's baseline (σ, μ, λ) = (0, 128, 1) reaches 17.9 % test error after
-    140 epochs of the full training set (Zhang §4.3.1: "~18 %"). Neither the data (10 % of it) nor the
-    budget (140 epochs) exists here, so this test cannot match that number; it checks what the subset
-    allows: after 6 epochs of μ = 128 (240 updates) the recipe is at most 70 % test error (chance: 90 %;
-    measured here 66.1 %, see the report), and the pre-recipe setting at the same α0 — inputs in [0, 1],
-    torch init, no LRN/multipliers/decay — is still within 5 points of chance (measured 88.9 %): the
-    255× input scale is what made α0 = 0.001 a different step (issue 17).
+    140 epochs of the full training set (Zhang §4.3.1: "~18 %"); Caffe's example states no accuracy for
+    cifar10_full. Neither the data (10 % of it) nor the budget (140 epochs) exists here, so this test does
+    NOT match that number; it checks what the subset allows. After 6 epochs of μ = 128 (240 updates) the
+    recipe must be at most 70 % test error (chance: 90 %; measured here 63.8 %), and the pre-recipe setting
+    at the same α0 — inputs in [0, 1], torch init, no LRN/multipliers/decay — must still be within 5 points
+    of chance (measured here 90.9 %): the 255× input scale is what made α0 = 0.001 a different step (issue 17).
     """
     common = ["learners=1", "batch_size=128", "epochs=6", "dataset=cifar10_subset", "model=cifar_cnn",
               "optimizer.lr=0.001", "optimizer.momentum=0.9", "trainer.progress=plain", "logger=none",
@@ -317,7 +317,8 @@ def test_single_learner_cifar10_full_learns_on_the_subset(run_psbench, psbench_r
     errors = {}
     for label, extra in (("recipe", recipe), ("unit", [])):
         out = psbench_root / label
-        proc = run_psbench(*common, *extra, f"paths.data_dir={REAL_DATA}", f"hydra.run.dir={out}", root=psbench_root)
+        proc = run_psbench(*common, *extra, f"paths.data_dir={REAL_DATA}", f"hydra.run.dir={out}", root=psbench_root,
+                           timeout=1800)
         assert proc.returncode == 0, proc.stderr[-2000:]
         errors[label] = json.loads((out / "summary.json").read_text())["test_error"]
     assert errors["recipe"] <= 0.70, errors
