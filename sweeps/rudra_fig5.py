@@ -6,7 +6,8 @@
   raised α0 to 0.1 (255× smaller inputs barely moved the CNN at 0.001); that raise is gone. At
   μλ = 3,840 an epoch of the subset is only 40 gradients, so ci needs 20 epochs (800 gradients) for
   α0/30 to move: measured here, 30-softsync α0 91.0 % (chance from epoch 8 on, as the paper says),
-  α0/30 76.3 % (6 epochs: 89.2 % and 84.5 %). Substitution labelled (``data_note``).
+  α0/30 76.3 % (6 epochs: 89.2 % and 84.5 %); 4-softsync α0 84.2 % (noisy, 75–87 % over the last
+  10 epochs), α0/4 78.0 %. One seed each. Substitution labelled (``data_note``).
 * ``small``: cifar10_subset, 30 epochs, α0 = 0.001, ÷10 at epochs 20 and 25.
 * ``paper``: full CIFAR-10 (``dataset=cifar10``), 140 epochs, §4.2 hyperparameters (α0 = 0.001):
   a cluster or GPU job.
