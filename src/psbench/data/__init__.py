@@ -1,8 +1,10 @@
 """Data sets as in-memory LightningDataModules: ``build_datamodule(name, data_dir, ...)``.
 
 Names: ``digits``, ``mnist``, ``fashion_mnist``, ``cifar10``, ``cifar10_subset``,
-``synthetic``. Inputs are scaled to [0, 1] and centred by the training set's per-pixel mean
-(Rudra §4.2); raw files are md5-checked and downloaded only with ``download=True``.
+``synthetic``. Inputs are preprocessed as ``preprocess`` says (default ``unit_mean``: scaled to
+[0, 1] and centred by the training set's per-pixel mean; ``mean``: Caffe's mean-only data layer of
+``cifar10_full``, see :mod:`psbench.data.preprocess`); raw files are md5-checked and downloaded
+only with ``download=True``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ __getattr__ = lazy(__name__, {
 })
 
 #: Options forwarded to :class:`ArrayDataModule` (the rest are the data set's own, :data:`DATASET_KEYS`).
-_COMMON = ("subset", "batch_size", "verify")
+_COMMON = ("subset", "batch_size", "verify", "preprocess")
 
 
 def _idx(paths: Mapping[str, Path]) -> ArraySplit:
@@ -62,7 +64,7 @@ def build_datamodule(
 
     ``seed`` fixes the digits split, the synthetic draw and the training-batch order.
     Common kwargs: ``subset`` (first k training samples), ``batch_size`` (training loader,
-    default 128), ``verify`` (md5 checks, default True). ``digits`` also takes
+    default 128), ``verify`` (md5 checks, default True), ``preprocess`` (default "unit_mean"). ``digits`` also takes
     ``test_size``; ``synthetic`` takes ``shape``, ``num_classes``, ``num_train``,
     ``num_test``, ``separation``, ``noise`` (see :func:`make_synthetic`).
     """

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler, SequentialSampler, TensorDataset
 
 from psbench.data.download import ensure_files
-from psbench.data.preprocess import ArraySplit, scale_and_center
+from psbench.data.preprocess import ArraySplit, preprocess
 from psbench.errors import ConfigError
 
 #: Builds the raw arrays from the verified raw-file paths (``{}`` for generated data sets).
@@ -30,7 +30,8 @@ def _batched_loader(dataset: TensorDataset, batch_size: int, generator: torch.Ge
 
 class ArrayDataModule(pl.LightningDataModule):
     """In-memory data set: ``prepare_data`` checks (and optionally downloads) raw files,
-    ``setup`` decodes them and applies the papers' preprocessing (Rudra §4.2)."""
+    ``setup`` decodes them and applies the paper's preprocessing ``preprocess``
+    (:data:`psbench.data.preprocess.PREPROCESS`)."""
 
     def __init__(
         self,
@@ -47,6 +48,7 @@ class ArrayDataModule(pl.LightningDataModule):
         subset: int | None = None,
         batch_size: int = 128,
         eval_batch_size: int = 1000,
+        preprocess: str = "unit_mean",
     ) -> None:
         super().__init__()
         for key, val in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
@@ -67,6 +69,7 @@ class ArrayDataModule(pl.LightningDataModule):
         self.subset = None if subset is None else int(subset)
         self.batch_size = int(batch_size)
         self.eval_batch_size = int(eval_batch_size)
+        self.preprocess = str(preprocess)
         self._verified = False
         self.x_train: torch.Tensor | None = None
         self.y_train: torch.Tensor | None = None
@@ -92,7 +95,7 @@ class ArrayDataModule(pl.LightningDataModule):
             verify=self.verify and not self._verified,
         )
         split = self.loader(paths).take_train(self.subset)
-        t = scale_and_center(split)
+        t = preprocess(split, self.preprocess)
         got = tuple(t.x_train.shape[1:])
         if got != self.input_shape:
             raise ConfigError(f"{self.name}.input_shape", got, f"{self.input_shape}")

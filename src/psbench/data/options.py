@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from psbench.schema import Group, Keys, boolean, integer, number, sequence
+from psbench.schema import Group, Keys, boolean, integer, number, one_of, sequence
+
+#: the data layers of the papers' code (:mod:`psbench.data.preprocess`; kept here torch-free)
+PREPROCESS = ("unit_mean", "mean", "symmetric", "per_image", "minmax250")
 
 _COMMON: Keys = {
     "download": boolean(),                                         # fetch the standard files if missing
     "eval_batch_size": integer(1),
     "subset": integer(1, null="all training samples", words="(the first N training samples)"),
     "verify": boolean().optional(),                            # md5 checks of the raw files
+    "preprocess": one_of(*PREPROCESS).optional(),                 # the paper's data layer
 }
 DATASET_KEYS: dict[str, Keys] = {
     "digits": {**_COMMON, "test_size": integer(1, 1796).optional()},

@@ -1,16 +1,32 @@
-"""Raw train/test arrays and the papers' preprocessing.
+"""Raw train/test arrays and the papers' preprocessing (``dataset.preprocess``).
 
-Rudra §4.2: "the per-pixel mean is computed over the entire training dataset and subtracted
-from the input". Pixels are first scaled to [0, 1] (Caffe's ``scale: 0.00390625``).
+Each paper's data layer, as its published code has it:
+
+* ``unit_mean`` (default) — pixels scaled to [0, 1] by the data set's range, then the training
+  set's per-pixel mean subtracted (Rudra §4.2's mean subtraction on unit-range pixels; psbench's
+  historical default).
+* ``mean`` — the per-pixel mean subtracted from the raw 0–255 pixels, no scaling: Caffe's
+  ``transform_param { mean_file }`` of ``cifar10_full_train_test.prototxt``, the network Rudra §4.2
+  and Zhang §4.1 train ("the per-pixel mean is computed over the entire training dataset and
+  subtracted from the input"); also Caffe's AlexNet data layer.
+* ``symmetric`` — x/255 · 2 − 1 ∈ [−1, 1], no mean: TernGrad's LeNet on MNIST
+  (``terngrad/inception/lenet_preprocessing.py`` after ``convert_image_dtype``).
+* ``per_image`` — TensorFlow's ``per_image_standardization`` of [0, 1] pixels: each image minus its
+  own mean, over max(std, 1/√N): TernGrad's CifarNet (``eval_cifar10_image`` of
+  ``terngrad/inception/image_processing.py``; its random crops and colour jitter are not reproduced).
+* ``minmax250`` — x/250, no mean: dist-keras' ``MinMaxTransformer(o_max=250)`` of its MNIST example,
+  the code AGN §4 ran.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from psbench.data.options import PREPROCESS
 from psbench.errors import ConfigError
 
 
@@ -36,7 +52,7 @@ class ArraySplit:
 
 @dataclass(frozen=True)
 class Tensors:
-    """Preprocessed float32 inputs, int64 labels and the subtracted per-pixel mean."""
+    """Preprocessed float32 inputs, int64 labels and the subtracted per-pixel mean (zeros if none)."""
 
     x_train: torch.Tensor
     y_train: torch.Tensor
@@ -45,16 +61,38 @@ class Tensors:
     pixel_mean: torch.Tensor
 
 
-def scale_and_center(split: ArraySplit) -> Tensors:
-    """Scale to [0, 1] by ``split.scale``, subtract the training set's per-pixel mean."""
-    x_train = torch.from_numpy(np.asarray(split.x_train).astype(np.float32))  # copies
-    x_test = torch.from_numpy(np.asarray(split.x_test).astype(np.float32))
-    if split.scale is not None:
-        x_train.mul_(1.0 / split.scale)
-        x_test.mul_(1.0 / split.scale)
-    mean = x_train.mean(dim=0, dtype=torch.float64).to(torch.float32)
-    x_train.sub_(mean)
-    x_test.sub_(mean)
+def _float(x: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(x).astype(np.float32))  # copies
+
+
+def _per_image(x: torch.Tensor) -> torch.Tensor:
+    """TF ``per_image_standardization``: (x − mean) / max(std, 1/√N) per image (population std)."""
+    flat = x.reshape(len(x), -1)
+    n = flat.shape[1]
+    mean = flat.mean(dim=1, keepdim=True)
+    std = flat.std(dim=1, correction=0, keepdim=True).clamp_min(1.0 / math.sqrt(n))
+    return ((flat - mean) / std).reshape(x.shape)
+
+
+def preprocess(split: ArraySplit, how: str = "unit_mean") -> Tensors:
+    """Float tensors of ``split`` preprocessed as ``how`` (:data:`PREPROCESS`, see the module doc)."""
+    if how not in PREPROCESS:
+        raise ConfigError("dataset.preprocess", how, "one of " + ", ".join(PREPROCESS))
+    x_train, x_test = _float(split.x_train), _float(split.x_test)
+    divisor = {"unit_mean": split.scale, "symmetric": split.scale, "per_image": split.scale,
+               "minmax250": 250.0}.get(how)
+    if divisor is not None:
+        x_train.mul_(1.0 / divisor)
+        x_test.mul_(1.0 / divisor)
+    mean = torch.zeros(x_train.shape[1:])
+    if how in ("unit_mean", "mean"):
+        mean = x_train.mean(dim=0, dtype=torch.float64).to(torch.float32)
+        x_train.sub_(mean)
+        x_test.sub_(mean)
+    elif how == "symmetric":
+        x_train, x_test = x_train.mul_(2.0).sub_(1.0), x_test.mul_(2.0).sub_(1.0)
+    elif how == "per_image":
+        x_train, x_test = _per_image(x_train), _per_image(x_test)
     return Tensors(
         x_train=x_train,
         y_train=torch.from_numpy(np.asarray(split.y_train, dtype=np.int64).copy()),
@@ -62,3 +100,4 @@ def scale_and_center(split: ArraySplit) -> Tensors:
         y_test=torch.from_numpy(np.asarray(split.y_test, dtype=np.int64).copy()),
         pixel_mean=mean,
     )
+

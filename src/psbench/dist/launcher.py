@@ -182,7 +182,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
     from psbench.dist.ps_server import ParameterServer
     from psbench.dist.transport import GlooTransport
     from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
-    from psbench.optimizer.build import configure, server_optimizer
+    from psbench.optimizer.build import configure, param_groups, server_optimizer
     from psbench.ps import Schedule, Simulator
     from psbench.ps.local import is_elastic, uses_local_steps
     from psbench.ps.staleness import plot_staleness
@@ -232,7 +232,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
         comp_opts = None
     wire = None if comp_opts is None else GradientWire(comp_opts, {k: p.shape for k, p in net.named_parameters()},
                                                        seed)
-    opt, sched = configure(net.parameters(), opt_cfg, updates_per_epoch)
+    opt, sched = configure(param_groups(net), opt_cfg, updates_per_epoch)
 
     addr = str(_e(cfg, "master_addr", "127.0.0.1"))
     timeout_s = float(_e(cfg, "timeout_s", 60))

@@ -37,6 +37,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from statistics import fmean
 
 import numpy as np
 import torch
@@ -45,6 +46,7 @@ from psbench import lifecycle
 from psbench.dist import messages as m
 from psbench.dist.transport import LearnerFailure
 from psbench.lr import LRPolicy
+from psbench.optimizer.build import scale_weight_decay
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
 from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
 from psbench.ps.gate import PARK, STOP, Gate
@@ -400,6 +402,7 @@ class ParameterServer:
         if self.replay is not None and self.remaining_reads[i] > 0:
             self.snapshots[i] = self._weights().clone()  # a pending read still needs timestamp i
         loss = sum(e.loss_sum for e in group) / max(1, sum(e.samples for e in group))
+        scale_weight_decay(self.opt, fmean(self.policy.scales([i - t for t in ts], self.mu, self.lam)))
         self._step(sum_in_order(grads, order), loss, i)
         for e in group:
             self.included[e.contrib.learner] += 1

@@ -53,7 +53,8 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int, **kwarg
     """Build model ``name`` for inputs ``input_shape`` (C, H, W; any shape for ``mlp``/``ssp_mlp``).
 
     Options: ``mlp``: ``hidden`` (default (128,)); ``lenet``: ``init`` ("torch" default or
-    "caffe" fillers); ``cifar_cnn``: ``lrn`` (default False), ``init``; ``cifarnet``: ``crop``
+    "caffe" fillers); ``cifar_cnn``: ``lrn`` (default False), ``init``, ``multipliers`` (None or
+    "caffe": the prototxt's lr_mult/decay_mult as ``net.param_mult``); ``cifarnet``: ``crop``
     (default 24, None = whole input); ``alexnet``: ``batchnorm`` (False), ``groups`` (2);
     ``googlenet``, ``vgg_a``: ``batchnorm`` (False); ``ssp_mlp``: ``variant`` ("timit" or
     "imagenet63k"), ``hidden`` (None = the variant's), ``activation`` (None = "sigmoid").

@@ -9,7 +9,12 @@ and the fc input size is computed from ``input_shape`` (e.g. 1×28×28 → 64·3
 ``lrn`` (default False) inserts Caffe's two WITHIN_CHANNEL LRN layers (local_size 3,
 alpha 5e-5, beta 0.75). They hold no parameters, so communication volume and the
 parameter-server dynamics studied here are unchanged, while they cost a noticeable share
-of CPU time; they are off unless asked for.
+of CPU time; they are off unless asked for. ``init="caffe"`` draws the prototxt's gaussian
+fillers (:data:`CAFFE_STD`, constant-zero biases) instead of torch's defaults, and
+``multipliers="caffe"`` sets :attr:`CifarCNN.param_mult` to the prototxt's per-parameter
+``lr_mult`` / ``decay_mult`` (:data:`CAFFE_MULT`), which :func:`psbench.optimizer.build.param_groups`
+turns into optimizer groups. The conf preset ``model=cifar_cnn`` keeps all three off; the Rudra
+and Zhang presets turn them on (the ``cifar10_full`` recipe).
 """
 
 from __future__ import annotations
@@ -23,6 +28,15 @@ from psbench.models.layers import WithinChannelLRN, flat_features
 
 #: Caffe ``cifar10_full`` gaussian filler std per learnable layer (biases are zero).
 CAFFE_STD = {"conv1": 1e-4, "conv2": 1e-2, "conv3": 1e-2, "fc": 1e-2}
+#: Caffe ``cifar10_full_train_test.prototxt`` (lr_mult, decay_mult) per parameter: conv1/conv2 biases
+#: ``lr_mult: 2``; conv3 has no ``param`` blocks (1, 1); ip1 weights ``decay_mult: 250``, its bias
+#: ``lr_mult: 2, decay_mult: 0``. Unlisted parameters are (1, 1), Caffe's defaults.
+CAFFE_MULT: dict[str, tuple[float, float]] = {
+    "features.conv1.bias": (2.0, 1.0),
+    "features.conv2.bias": (2.0, 1.0),
+    "fc.weight": (1.0, 250.0),
+    "fc.bias": (2.0, 0.0),
+}
 
 
 class CifarCNN(nn.Module):
@@ -34,9 +48,12 @@ class CifarCNN(nn.Module):
         num_classes: int = 10,
         lrn: bool = False,
         init: str = "torch",
+        multipliers: str | None = None,
     ) -> None:
         super().__init__()
         self.lrn = bool(lrn)
+        #: per-parameter (lr_mult, decay_mult) for the optimizer; empty = every parameter (1, 1)
+        self.param_mult: dict[str, tuple[float, float]] = dict(CAFFE_MULT) if multipliers == "caffe" else {}
         layers: list[tuple[str, nn.Module]] = [
             ("conv1", nn.Conv2d(input_shape[0], 32, kernel_size=5, padding=2)),
             ("pool1", nn.MaxPool2d(3, stride=2, ceil_mode=True)),

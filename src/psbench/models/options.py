@@ -22,7 +22,8 @@ _BATCHNORM = boolean()
 MODEL_KEYS: dict[str, Keys] = {
     "mlp": {"hidden": _WIDTHS},
     "lenet": {"init": _INIT},
-    "cifar_cnn": {"lrn": boolean(), "init": _INIT},
+    "cifar_cnn": {"lrn": boolean(), "init": _INIT,
+                  "multipliers": one_of("caffe", null="every parameter at the base lr and decay").optional()},
     "cifarnet": {"crop": integer(1, null="the whole input", words="(TernGrad/TF: 24)")},
     "alexnet": {"batchnorm": _BATCHNORM, "groups": one_of(1, 2)},
     "googlenet": {"batchnorm": _BATCHNORM},

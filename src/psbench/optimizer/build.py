@@ -3,6 +3,9 @@
 The simulator's Lightning module and the dist PS both call :func:`configure`: the ``optimizer``
 config group (SGD with momentum, AdaGrad, Adam; lr = α0) and the per-update lr factor of its step
 or polynomial decay. :func:`server_optimizer` is the PS side of a local-step protocol.
+:func:`param_groups` gives a network's per-parameter lr and decay multipliers (Caffe's ``lr_mult`` /
+``decay_mult``, e.g. ``cifar10_full``'s) to the optimizer as param groups; without multipliers it is the
+plain parameter list, so such runs are unchanged.
 """
 
 from __future__ import annotations
@@ -17,12 +20,40 @@ from psbench.errors import require
 from psbench.optimizer.options import OPTIMIZERS
 
 
+def param_groups(net: torch.nn.Module) -> list:
+    """``net``'s parameters, grouped by their (lr_mult, decay_mult) when ``net.param_mult`` names any.
+
+    ``param_mult`` maps parameter names (``named_parameters``) to (lr_mult, decay_mult), Caffe's
+    per-blob ``param { lr_mult decay_mult }``; unnamed parameters are (1, 1). Without it the result is
+    the plain parameter list (one group, as before multipliers existed). Groups come in the order of
+    their first parameter, so the first parameter's group leads (its lr is the one reported as "the" lr).
+    """
+    mult = getattr(net, "param_mult", None) or {}
+    names = {n for n, _ in net.named_parameters()}
+    unknown = sorted(set(mult) - names)
+    require(not unknown, "model.multipliers", unknown, f"names of the model's parameters ({sorted(names)})")
+    if not mult:
+        return list(net.parameters())
+    groups: dict[tuple[float, float], list[torch.nn.Parameter]] = {}
+    for n, p in net.named_parameters():
+        groups.setdefault(tuple(map(float, mult.get(n, (1.0, 1.0)))), []).append(p)
+    return [{"params": ps, "lr_mult": lm, "decay_mult": dm} for (lm, dm), ps in groups.items()]
+
+
 def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:
-    """SGD with momentum, AdaGrad or Adam from an ``optimizer`` config group (lr = α0)."""
+    """SGD with momentum, AdaGrad or Adam from an ``optimizer`` config group (lr = α0).
+
+    ``params``: parameters, or param groups with ``lr_mult`` / ``decay_mult`` (:func:`param_groups`):
+    such a group gets lr = α0·lr_mult and weight_decay = weight_decay·decay_mult (Caffe's rule).
+    """
     name = cfg.get("name", "sgd")
     require(name in OPTIMIZERS, "optimizer.name", name, f"one of {list(OPTIMIZERS)}")
     lr, wd = float(cfg.get("lr", 0.1)), float(cfg.get("weight_decay", 0.0))
     require(lr > 0, "optimizer.lr", lr, "> 0")
+    params = list(params)
+    if params and isinstance(params[0], dict):
+        params = [{**g, "lr": lr * g.get("lr_mult", 1.0), "weight_decay": wd * g.get("decay_mult", 1.0)}
+                  for g in params]
     if name == "sgd":
         m = float(cfg.get("momentum", 0.0))
         require(0 <= m < 1, "optimizer.momentum", m, "in [0, 1)")
@@ -30,6 +61,21 @@ def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:
     if name == "adagrad":
         return torch.optim.Adagrad(params, lr=lr, weight_decay=wd)
     return torch.optim.Adam(params, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), weight_decay=wd)
+
+
+def scale_weight_decay(opt: torch.optim.Optimizer, factor: float) -> None:
+    """Set this update's weight decay: each group's configured decay × ``factor``.
+
+    ``factor`` is the mean lr-policy scale w of the update's gradients (1 for ``constant``). A policy
+    sets the step size α = α0·w (Rudra Eq 6: α0/⟨σ⟩, Zhang Eq 3: α0/τ); in Caffe's solver, which
+    ``cifar10_full`` is trained with, the step size multiplies the regularized gradient g + wd·θ, so
+    the decay scales with it — else an n-softsync run, with n× the PS updates of hardsync per epoch,
+    would decay n× harder per epoch. A no-op for groups without decay (bit-identical runs).
+    """
+    for g in opt.param_groups:
+        base = g.setdefault("decay_base", g["weight_decay"])
+        if base:
+            g["weight_decay"] = base * factor
 
 
 def step_decay(milestones: Sequence[float], gamma: float, updates_per_epoch: float):

@@ -11,6 +11,7 @@ any schedule — and a single large-batch learner — reads the same sample orde
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import fmean
 
 import torch
 
@@ -38,6 +39,7 @@ class UpdateBatch:
     staleness_mean: float
     time: float
     samples: int
+    lr_scale: float = 1.0  # mean lr-policy scale of the update's gradients (scales the weight decay)
 
     def to(self, device, **_: object) -> UpdateBatch:  # Lightning moves batches with .to()
         for g in self.groups:
@@ -64,7 +66,8 @@ class UpdateBatches(torch.utils.data.Dataset):
         starts = s.sample_start[rows].tolist()
         sigma = [i - t for t in ts]
         c = len(ts)
-        w = update_weights(self.policy.scales(sigma, self.mu, self.lam), torch.float64).tolist()
+        scales = self.policy.scales(sigma, self.mu, self.lam)
+        w = update_weights(scales, torch.float64).tolist()
         order = contribution_order(ts)  # newest weights first: the live model
         groups: list[SnapshotGroup] = []
         for j in order:
@@ -80,4 +83,4 @@ class UpdateBatches(torch.utils.data.Dataset):
             idx = torch.cat(g.x)  # type: ignore[arg-type]
             g.x, g.y = self.x[idx], self.y[idx]
             g.weights = torch.tensor(g.weights, dtype=self.x.dtype)
-        return UpdateBatch(i, groups, sum(sigma) / c, float(s.update_time[i]), c * self.spg)
+        return UpdateBatch(i, groups, sum(sigma) / c, float(s.update_time[i]), c * self.spg, fmean(scales))

@@ -14,7 +14,7 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 
-from psbench.optimizer.build import configure
+from psbench.optimizer.build import configure, param_groups
 
 
 class ClassifierModule(pl.LightningModule):
@@ -46,7 +46,7 @@ class ClassifierModule(pl.LightningModule):
                  prog_bar=True)
 
     def configure_optimizers(self):
-        opt, sched = configure(self.net.parameters(), self.optimizer_cfg, self.updates_per_epoch)
+        opt, sched = configure(param_groups(self.net), self.optimizer_cfg, self.updates_per_epoch)
         if sched is None:
             return opt
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

@@ -28,6 +28,7 @@ from collections import deque
 import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
+from psbench.optimizer.build import scale_weight_decay
 from psbench.ps import Schedule
 from psbench.ps.snapshots import SnapshotStore
 from psbench.strategy.batches import UpdateBatch
@@ -128,6 +129,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self.updates_done += 1
         self.samples_done += batch.samples
         self.sim_time_s = batch.time
+        scale_weight_decay(module.trainer.optimizers[0], batch.lr_scale)  # the step Lightning takes next
         self._recent.append(self.last_loss)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
