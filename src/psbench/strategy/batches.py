@@ -57,6 +57,17 @@ class UpdateBatches(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return self.s.num_updates
 
+    def weights(self, i: int) -> list[float]:
+        """w_l/c of update ``i``'s gradients, in schedule row order (the learning-rate policy's scales)."""
+        sigma = [i - t for t in self.s.ts[self.s.rows(i)].tolist()]
+        return update_weights(self.policy.scales(sigma, self.mu, self.lam), torch.float64).tolist()
+
+    def samples(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y) of the given schedule rows' samples, row-major: [len(rows)·s, ...]."""
+        starts = self.s.sample_start[rows].tolist()
+        idx = torch.cat([self.stream.indices(p, self.spg) for p in starts])
+        return self.x[idx], self.y[idx]
+
     def __getitem__(self, i: int) -> UpdateBatch:
         s, rows = self.s, self.s.rows(i)
         ts = s.ts[rows].tolist()
@@ -64,7 +75,7 @@ class UpdateBatches(torch.utils.data.Dataset):
         starts = s.sample_start[rows].tolist()
         sigma = [i - t for t in ts]
         c = len(ts)
-        w = update_weights(self.policy.scales(sigma, self.mu, self.lam), torch.float64).tolist()
+        w = self.weights(i)
         order = contribution_order(ts)  # newest weights first: the live model
         groups: list[SnapshotGroup] = []
         for j in order:

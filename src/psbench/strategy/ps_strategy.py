@@ -29,10 +29,9 @@ import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench.ps import Schedule
-from psbench.ps.snapshots import SnapshotStore
 from psbench.strategy.batches import UpdateBatch
-from psbench.strategy.gradients import learner_gradients, update_gradient
 from psbench.strategy.local_steps import LocalSteps
+from psbench.strategy.lookahead import Lookahead
 
 
 class ParameterServerStrategy(SingleDeviceStrategy):
@@ -40,13 +39,16 @@ class ParameterServerStrategy(SingleDeviceStrategy):
 
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
                  log_every_n_updates: int = 10, local: LocalSteps | None = None, compression=None,
-                 num_train: int | None = None) -> None:
+                 num_train: int | None = None, memory_budget_bytes: int | None = None,
+                 ahead: int | None = None) -> None:
         super().__init__(device=torch.device("cpu"))
         self.schedule = schedule
         self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
         self.compression = compression  # per-learner codecs (psbench.compression.pipeline), or None
         self.bytes_pushed = 0
-        self.snapshots = SnapshotStore(schedule)
+        self.lookahead: Lookahead | None = None  # built at the first update (it reads the Trainer's data)
+        self._lookahead_state: dict | None = None
+        self.memory_budget_bytes, self.ahead = memory_budget_bytes, ahead
         self.batching, self.vmap_threshold = batching, vmap_threshold
         self.log_every = max(1, log_every_n_updates)
         self.diverged_at: int | None = None
@@ -84,14 +86,17 @@ class ParameterServerStrategy(SingleDeviceStrategy):
 
     def ps_state(self) -> dict:
         """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`)."""
-        return {"snapshots": self.snapshots.state_dict(), "updates_done": self.updates_done,
+        la = self.lookahead.state_dict() if self.lookahead is not None else self._lookahead_state
+        return {"snapshots": la["snapshots"] if la else {}, "lookahead": la, "updates_done": self.updates_done,
                 "samples_done": self.samples_done, "bytes_pushed": self.bytes_pushed, "last_loss": self.last_loss,
                 "recent": list(self._recent), "diverged_at": self.diverged_at,
                 "compression": self.compression.state_dict() if self.compression is not None else None,
                 "local": self.local.state_dict() if self.local is not None else None}
 
     def load_ps_state(self, s: dict) -> None:
-        self.snapshots.load_state_dict(s["snapshots"])
+        self._lookahead_state = s["lookahead"]
+        if self.lookahead is not None and s["lookahead"] is not None:
+            self.lookahead.load_state_dict(s["lookahead"])
         self.updates_done, self.samples_done = s["updates_done"], s["samples_done"]
         self.bytes_pushed = s["bytes_pushed"]
         self.last_loss, self.diverged_at = s["last_loss"], s["diverged_at"]
@@ -101,6 +106,24 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         if self.local is not None:
             self.local.load_state_dict(s["local"])
 
+    @property
+    def peak_snapshot_bytes(self) -> int:
+        """Most bytes of weight snapshots and gradients computed ahead held at once (0: none were needed)."""
+        return self.lookahead.peak_bytes if self.lookahead is not None else 0
+
+    def _ahead(self) -> Lookahead:
+        if self.lookahead is None:
+            module = self.lightning_module
+            data = module.trainer.train_dataloader.dataset
+            while isinstance(data, torch.utils.data.Subset):  # a resumed run's updates start…U−1
+                data = data.dataset
+            self.lookahead = Lookahead(self.schedule, data, module.net, module.loss, self.batching,
+                                       self.vmap_threshold, per_learner=self.compression is not None,
+                                       budget_bytes=self.memory_budget_bytes, ahead=self.ahead)
+            if self._lookahead_state is not None:
+                self.lookahead.load_state_dict(self._lookahead_state)
+        return self.lookahead
+
     def training_step(self, batch: UpdateBatch, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
         module = self.lightning_module
         params = dict(module.net.named_parameters())
@@ -109,15 +132,13 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             lr = module.trainer.optimizers[0].param_groups[0]["lr"]
             grads, loss = self.local.update_direction(module.net, module.loss, batch, params, lr)
         else:
-            self.snapshots.advance(live, params)
-            at = lambda ts: params if ts == live else self.snapshots[ts]  # noqa: E731
+            ahead = self._ahead()
             if self.compression is not None:
-                learners, weights, each, loss = learner_gradients(
-                    module.net, module.loss, batch, at, "loop" if self.batching == "loop" else "vmap")
+                learners, weights, each, loss = ahead.learner_gradients(live, params)
                 grads, pushed = self.compression.aggregate(learners, weights, each)
                 self.bytes_pushed += pushed
             else:
-                grads, loss = update_gradient(module.net, module.loss, batch, at, self.batching, self.vmap_threshold)
+                grads, loss = ahead.update_gradient(live, params)
         surrogate = sum((p * grads[k]).sum() for k, p in params.items())
         self.last_loss = float(loss)
         if not (math.isfinite(self.last_loss) and torch.isfinite(surrogate)):
