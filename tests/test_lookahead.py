@@ -98,3 +98,66 @@ def test_peak_count_is_what_update_by_update_execution_holds():
         store.advance(i, params)
         peak = max(peak, len(store))
     assert peak == SnapshotStore.peak_count(sched) > 1
+
+
+SYNTH_CIFAR = ("trainer.progress=none", "dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_test=100",
+               "model=cifar_cnn", "batch_size=4", "protocol=async", "trainer.eval_every_epochs=100",
+               "hardware=p775")
+
+
+def _train(compose_cfg, tmp_path, *overrides):
+    from psbench.train import train
+
+    out = tmp_path / "run"
+    out.mkdir(parents=True, exist_ok=True)
+    return train(compose_cfg(*overrides), out)
+
+
+def test_a_schedule_that_cannot_fit_the_budget_is_refused_up_front(compose_cfg, tmp_path):
+    from psbench.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        _train(compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=200", "dataset.num_train=8000",
+               "+trainer.memory_budget_mb=10")  # p775: up to 72 distinct snapshots in flight
+    line = str(err.value)
+    assert err.value.key == "trainer.memory_budget_mb" and "\n" not in line
+    assert line.startswith("trainer.memory_budget_mb=10 is invalid: allowed at least ")
+    assert "weight snapshots of 0.34 MiB" in line  # the CIFAR CNN's 89,578 float32 parameters
+    assert not (tmp_path / "run" / "weights.pt").exists()
+
+
+@pytest.mark.slow
+def test_async_with_1000_learners_on_the_cifar_cnn_runs_within_its_budget(compose_cfg, tmp_path):
+    """λ = 1,000: ~1,000 gradients of the CIFAR CNN in flight (0.34 MiB each); computing them all ahead would
+    hold ~340 MiB, the 100 MiB budget makes the look-ahead shrink."""
+    s = _train(compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=1000", "dataset.num_train=8000", "epochs=2",
+               "lr_policy=mean_staleness", "+trainer.memory_budget_mb=100")
+    assert s["status"] == "finished" and s["updates_done"] == s["ps_updates"] == 4000
+    assert s["staleness_max"] > 900
+    assert 20 * 2**20 < s["peak_snapshot_bytes"] <= 100 * 2**20
+
+
+DEVICE_RUN = ("trainer.progress=none", "epochs=1", "protocol=softsync", "protocol.n=4", "learners=8", "batch_size=8",
+              "lr_policy=mean_staleness")
+
+
+def test_accelerator_cpu_is_the_default_and_a_missing_device_is_refused(compose_cfg, tmp_path):
+    from psbench.errors import ConfigError
+
+    default = _train(compose_cfg, tmp_path, *DEVICE_RUN)
+    cpu = _train(compose_cfg, tmp_path, *DEVICE_RUN, "+trainer.accelerator=cpu")
+    assert cpu["weights_sha256"] == default["weights_sha256"] and default["peak_snapshot_bytes"] > 0
+    missing = "cuda" if not torch.cuda.is_available() else "mps" if not torch.backends.mps.is_available() else None
+    if missing is None:
+        pytest.skip("both CUDA and MPS are present: no missing device to refuse")
+    with pytest.raises(ConfigError, match=rf"trainer.accelerator='{missing}' is invalid: .*no {missing} device"):
+        _train(compose_cfg, tmp_path, *DEVICE_RUN, f"+trainer.accelerator={missing}")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: the CUDA run cannot be "
+                    "compared with the CPU run")
+def test_cuda_gives_the_cpu_weights_to_float_tolerance(compose_cfg, tmp_path):
+    cpu = _train(compose_cfg, tmp_path / "cpu", *DEVICE_RUN, "+trainer.accelerator=cpu")
+    cuda = _train(compose_cfg, tmp_path / "cuda", *DEVICE_RUN, "+trainer.accelerator=cuda")
+    assert cuda["status"] == "finished" and cuda["updates_done"] == cpu["updates_done"]
+    assert abs(cuda["test_loss"] - cpu["test_loss"]) < 1e-3 and abs(cuda["train_loss"] - cpu["train_loss"]) < 1e-3

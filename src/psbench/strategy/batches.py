@@ -49,8 +49,9 @@ class UpdateBatches(torch.utils.data.Dataset):
     """Map-style dataset over the updates of a schedule (use with ``DataLoader(batch_size=None)``)."""
 
     def __init__(self, schedule: Schedule, x: torch.Tensor, y: torch.Tensor, samples_per_gradient: int,
-                 policy: LRPolicy, batch_size: int, learners: int, seed: int) -> None:
+                 policy: LRPolicy, batch_size: int, learners: int, seed: int, with_samples: bool = True) -> None:
         self.s, self.x, self.y, self.spg = schedule, x, y, samples_per_gradient
+        self.with_samples = with_samples  # False: items carry no groups (the strategy reads samples itself)
         self.policy, self.mu, self.lam = policy, batch_size, learners
         self.stream = SampleStream(len(x), seed)
 
@@ -65,7 +66,7 @@ class UpdateBatches(torch.utils.data.Dataset):
     def samples(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) of the given schedule rows' samples, row-major: [len(rows)·s, ...]."""
         starts = self.s.sample_start[rows].tolist()
-        idx = torch.cat([self.stream.indices(p, self.spg) for p in starts])
+        idx = torch.cat([self.stream.indices(p, self.spg) for p in starts]).to(self.x.device)
         return self.x[idx], self.y[idx]
 
     def __getitem__(self, i: int) -> UpdateBatch:
@@ -75,6 +76,8 @@ class UpdateBatches(torch.utils.data.Dataset):
         starts = s.sample_start[rows].tolist()
         sigma = [i - t for t in ts]
         c = len(ts)
+        if not self.with_samples:
+            return UpdateBatch(i, [], sum(sigma) / c, float(s.update_time[i]), c * self.spg)
         w = self.weights(i)
         order = contribution_order(ts)  # newest weights first: the live model
         groups: list[SnapshotGroup] = []

@@ -40,6 +40,13 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Params = dict[str, torch.Tensor]
 
 
+def minimum_bytes(schedule: Schedule, param_bytes: int, by_row: bool = False) -> int:
+    """Bytes that executing ``schedule`` update by update needs at worst: the snapshots held at once, the
+    update's results (``by_row``: each of its c gradients) and one row's working copies."""
+    c_max = int(np.diff(schedule.offsets).max(initial=1))
+    return (SnapshotStore.peak_count(schedule) + (c_max if by_row else 1) + 2) * param_bytes
+
+
 class Lookahead:
     """Per-update gradients of a schedule, computed ahead in batches (see the module docstring).
 
@@ -75,9 +82,8 @@ class Lookahead:
 
     # -- sizes ---------------------------------------------------------------------------------
     def minimum_bytes(self, param_bytes: int) -> int:
-        """What executing update by update needs at worst: its snapshots, the update's results, one row's copies."""
-        c_max = int(np.diff(self.s.offsets).max(initial=1))
-        return (SnapshotStore.peak_count(self.s) + (c_max if self.by_row else 1) + 2) * param_bytes
+        """What executing update by update needs at worst (:func:`minimum_bytes`)."""
+        return minimum_bytes(self.s, param_bytes, self.by_row)
 
     def _held(self) -> int:
         return self.snapshots.bytes + self.result_bytes
@@ -134,7 +140,8 @@ class Lookahead:
     def _update_weights(self, u: int) -> torch.Tensor:
         w = self._weights.get(u)
         if w is None:
-            w = self._weights[u] = torch.tensor(self.data.weights(u), dtype=self.data.x.dtype)
+            w = self._weights[u] = torch.tensor(self.data.weights(u), dtype=self.data.x.dtype,
+                                                   device=self.data.x.device)
             for old in [k for k in self._weights if k < u - self.horizon]:
                 del self._weights[old]
         return w
@@ -190,7 +197,7 @@ class Lookahead:
             entry[1], entry[2] = entry[1] + per_sum, entry[2] + n
 
     def _loop(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
-        ones = torch.ones((), dtype=self.data.x.dtype)
+        ones = torch.ones((), dtype=self.data.x.dtype, device=self.data.x.device)
         for r in rows.tolist():
             x, y = self.data.samples([r])
             params = at(int(self.ts[r]))
@@ -218,7 +225,8 @@ class Lookahead:
         snaps = [at(int(self.ts[r])) for r in rows]
         stacked = {k: torch.stack([p[k].detach() for p in snaps]) for k in snaps[0]}
         x, y = self.data.samples(rows)
-        w = torch.ones(R, dtype=x.dtype) if self.per_learner else torch.stack([self._row_weight(int(r)) for r in rows])
+        w = torch.ones(R, dtype=x.dtype, device=x.device) if self.per_learner else \
+            torch.stack([self._row_weight(int(r)) for r in rows])
         ws = (w / s).unsqueeze(1).expand(R, s)
         grads, sums = vmap(grad(f, has_aux=True))(stacked, x.view(R, s, *x.shape[1:]), y.view(R, s), ws)
         self._track(2 * nbytes(stacked))
@@ -228,7 +236,7 @@ class Lookahead:
             return
         upd = self.upd[rows]
         for u in np.unique(upd).tolist():
-            idx = torch.from_numpy(np.flatnonzero(upd == u))
+            idx = torch.from_numpy(np.flatnonzero(upd == u)).to(x.device)
             self._add(u, {k: v.index_select(0, idx).sum(0) for k, v in grads.items()}, sums[idx].sum(), s * len(idx))
 
     # -- checkpoints ---------------------------------------------------------------------------

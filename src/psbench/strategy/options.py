@@ -7,6 +7,10 @@ from psbench.schema import Group, boolean, integer, number, one_of
 #: how the gradients of one update are computed (:func:`psbench.strategy.gradients.update_gradient`)
 BATCHING = ("auto", "grouped", "vmap", "loop")
 PROGRESS = ("auto", "rich", "plain", "none")
+#: where the simulator trains (``trainer.accelerator``; null = cpu): auto picks cuda, then mps, then cpu
+ACCELERATORS = ("auto", "cpu", "cuda", "mps")
+#: bound on weight snapshots + gradients computed ahead (``trainer.memory_budget_mb``) when the key is null
+DEFAULT_MEMORY_BUDGET_MB = 2048
 
 TRAINER = Group({"default": {
     "max_updates": integer(1, null="run all epochs"),
@@ -20,4 +24,6 @@ TRAINER = Group({"default": {
     "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)").optional(),
     "stop_after_updates": integer(1, null="run to the end").optional(),
     "save_weights": boolean().optional(),
+    "accelerator": one_of(*ACCELERATORS, null="cpu").optional(),
+    "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB", unit="MiB").optional(),
 }}, named=False)

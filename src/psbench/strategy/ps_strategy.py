@@ -1,18 +1,19 @@
 """Lightning strategy that executes a PS schedule: one Trainer step = one PS update (DESIGN §3).
 
-For update i the master weights are at timestamp i. The strategy keeps the snapshots that
-pending gradients still read (:class:`SnapshotStore`), computes the arriving learners'
-gradients on their snapshots (batched, :func:`update_gradient`), and hands the aggregated
-gradient g_i = Σ_l (w_l/c)·Δθ_l to Lightning's automatic optimization through the linear
-surrogate loss Σ⟨p, g_i⟩, whose gradient is g_i. The configured torch optimizer then applies
-θ_{i+1} = θ_i − α0·g_i (with momentum/AdaGrad/Adam state as usual), and clipping, precision,
-callbacks and loggers keep working.
+For update i the master weights are at timestamp i. The gradients an update applies are computed
+ahead, in batches across upcoming updates, on the weight snapshots they read
+(:class:`~psbench.strategy.lookahead.Lookahead`, bounded by ``memory_budget_bytes``). The strategy
+then applies the aggregated gradient g_i = Σ_l (w_l/c)·Δθ_l itself (manual optimization): p.grad = g_i,
+gradient clipping, the configured torch optimizer's step θ_{i+1} = θ_i − α0·g_i (with momentum/AdaGrad/
+Adam state as usual) and the lr schedule's step — the float operations of Lightning's automatic
+optimization of the linear surrogate Σ⟨p, g_i⟩ and of the dist engine's PS, without the surrogate's
+backward. Callbacks, loggers and Lightning's step counter keep working.
 
 With a local-step protocol (``local``), the aggregated gradient is replaced by the learners'
 commits (:mod:`psbench.strategy.local_steps`), applied by plain SGD at the learners' lr.
 
 With a codec (``compression``, :class:`~psbench.compression.pipeline.LearnerCompression`), each
-learner's gradient is computed on its own (:func:`learner_gradients`), compressed and decoded with
+learner's gradient is computed on its own (:meth:`Lookahead.learner_gradients`), compressed and decoded with
 that learner's codec state (error-feedback memory, RNG), and only then weighted and summed;
 ``bytes_pushed`` counts the measured payloads. Without one, the path above is unchanged.
 
@@ -40,8 +41,9 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
                  log_every_n_updates: int = 10, local: LocalSteps | None = None, compression=None,
                  num_train: int | None = None, memory_budget_bytes: int | None = None,
-                 ahead: int | None = None) -> None:
-        super().__init__(device=torch.device("cpu"))
+                 ahead: int | None = None, gradient_clip_val: float | None = None,
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(device=torch.device(device))
         self.schedule = schedule
         self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
         self.compression = compression  # per-learner codecs (psbench.compression.pipeline), or None
@@ -49,6 +51,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self.lookahead: Lookahead | None = None  # built at the first update (it reads the Trainer's data)
         self._lookahead_state: dict | None = None
         self.memory_budget_bytes, self.ahead = memory_budget_bytes, ahead
+        self.gradient_clip_val = gradient_clip_val  # clip_grad_norm_ per update (Trainer(gradient_clip_val)'s)
         self.batching, self.vmap_threshold = batching, vmap_threshold
         self.log_every = max(1, log_every_n_updates)
         self.diverged_at: int | None = None
@@ -64,6 +67,11 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """Epochs consumed by the updates applied so far (samples / N); logged as ``epoch``."""
         return self.samples_done / self.num_train if self.num_train else 0.0
 
+    def connect(self, model) -> None:
+        """The strategy applies every PS update itself (:meth:`_step`): manual optimization."""
+        super().connect(model)
+        model.automatic_optimization = False
+
     def validation_step(self, *args, **kwargs):
         out = super().validation_step(*args, **kwargs)
         if self.num_train:  # the evaluation's ``epoch`` too, not Lightning's 0
@@ -72,8 +80,8 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         return out
 
     def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
-        """Update batches are built on the CPU where the simulator runs; skip Lightning's recursive walk."""
-        return batch
+        """Update batches need no move (the look-ahead reads samples from data on the device); evaluation's do."""
+        return batch if isinstance(batch, UpdateBatch) else super().batch_to_device(batch, device, dataloader_idx)
 
     @property
     def recent_loss(self) -> float | None:
@@ -139,13 +147,15 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 self.bytes_pushed += pushed
             else:
                 grads, loss = ahead.update_gradient(live, params)
-        surrogate = sum((p * grads[k]).sum() for k, p in params.items())
         self.last_loss = float(loss)
+        with torch.no_grad():  # the value of the linear surrogate Σ⟨p, g⟩ whose gradient is g: finite?
+            surrogate = sum((p * grads[k]).sum() for k, p in params.items())
         if not (math.isfinite(self.last_loss) and torch.isfinite(surrogate)):
             self.diverged_at = batch.index
             module.log("diverged", 1.0)
             module.trainer.should_stop = True
-            return None  # skip the optimizer step
+            return None  # no optimizer step
+        self._step(module, params, grads)
         self.updates_done += 1
         self.samples_done += batch.samples
         self.sim_time_s = batch.time
@@ -157,5 +167,21 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             if self.local is not None:  # learners' mini-batch accuracy: AGN's f(t) for temporal efficiency (Eq 4)
                 metrics["train_accuracy"] = self.local.last_accuracy
             module.log_dict(metrics, batch_size=batch.samples)
-        module.log("loss", loss, prog_bar=True, logger=False, batch_size=batch.samples)
-        return surrogate
+            module.log("loss", loss, prog_bar=True, logger=False, batch_size=batch.samples)
+        return None
+
+    def _step(self, module, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor]) -> None:
+        """p.grad = g, clipping, the optimizer step and the lr schedule's step: one PS update (manual optimization).
+
+        The same float operations as Lightning's automatic optimization of the surrogate Σ⟨p, g⟩ (whose
+        gradient is exactly g) and as the dist engine's PS.
+        """
+        for k, p in params.items():
+            p.grad = grads[k]
+        if self.gradient_clip_val:
+            torch.nn.utils.clip_grad_norm_(list(params.values()), float(self.gradient_clip_val))
+        module.optimizers().step()  # Lightning's optimizer wrapper: counts the step (global_step)
+        for cfg in module.trainer.lr_scheduler_configs:
+            cfg.scheduler.step()
+        for p in params.values():
+            p.grad = None
