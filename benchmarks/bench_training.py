@@ -81,7 +81,8 @@ def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, warm:
     sim = Simulator(proto, cost, Topology(), mu, samples // mu, 0)
     sched = Schedule.collect(sim.run())
     data = torch.utils.data.DataLoader(
-        UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0), batch_size=None)
+        UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0, with_samples=False),
+        batch_size=None)  # as psbench runs it: the look-ahead reads the samples itself
     peak = 0
 
     def fit() -> float:
