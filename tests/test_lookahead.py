@@ -161,3 +161,32 @@ def test_cuda_gives_the_cpu_weights_to_float_tolerance(compose_cfg, tmp_path):
     cuda = _train(compose_cfg, tmp_path / "cuda", *DEVICE_RUN, "+trainer.accelerator=cuda")
     assert cuda["status"] == "finished" and cuda["updates_done"] == cpu["updates_done"]
     assert abs(cuda["test_loss"] - cpu["test_loss"]) < 1e-3 and abs(cuda["train_loss"] - cpu["train_loss"]) < 1e-3
+
+
+def test_a_checkpoint_written_without_look_ahead_resumes_to_the_same_weights(compose_cfg, tmp_path, monkeypatch):
+    """Its state holds only the snapshots; the resumed run continues update by update, then looks ahead."""
+    from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, load
+    from psbench.strategy.lookahead import Lookahead
+    from psbench.train import train
+
+    init = Lookahead.__init__
+
+    def update_by_update(self, *a, **kw):  # the execution that wrote such checkpoints
+        init(self, *a, **{**kw, "ahead": 0})
+
+    args = ("trainer.progress=none", "trainer.num_threads=1", "epochs=1", "batch_size=8", "protocol=softsync",
+            "protocol.n=4", "learners=8", "+trainer.batching=loop")
+    cfg = compose_cfg(*args)
+    (tmp_path / "full").mkdir()
+    full = train(cfg, tmp_path / "full", None, None)
+    d = tmp_path / "cut"
+    d.mkdir()
+    monkeypatch.setattr(Lookahead, "__init__", update_by_update)
+    with pytest.raises(RunStopped):
+        train(cfg, d, None, Plan(d / CHECKPOINT_FILE, stop_after=13))
+    monkeypatch.undo()
+    state = load(d / CHECKPOINT_FILE)
+    del state["strategy"]["lookahead"]  # as written before look-ahead execution
+    assert len(state["strategy"]["snapshots"]) > 0
+    resumed = train(cfg, d, None, Plan(d / CHECKPOINT_FILE, state=state))
+    assert resumed["weights_sha256"] == full["weights_sha256"]

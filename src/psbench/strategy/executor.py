@@ -117,10 +117,12 @@ def _memory_budget(cfg, schedule: Schedule, net, by_row: bool, local: bool) -> i
     budget = int(float(mb if mb is not None else DEFAULT_MEMORY_BUDGET_MB) * 2**20)
     p_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
     need = minimum_bytes(schedule, p_bytes, by_row)
+    if mb is None:  # the default never refuses: it grows to what update-by-update execution needs
+        return max(budget, need)
     if need > budget:
         from psbench.ps.snapshots import SnapshotStore
 
-        raise ConfigError("trainer.memory_budget_mb", mb if mb is not None else DEFAULT_MEMORY_BUDGET_MB,
+        raise ConfigError("trainer.memory_budget_mb", mb,
                           f"at least {need / 2**20:.1f} MiB for this schedule: it holds up to "
                           f"{SnapshotStore.peak_count(schedule)} weight snapshots of {p_bytes / 2**20:.2f} MiB "
                           f"at once (σ_max = {int(schedule.staleness.max(initial=0))})")

@@ -240,6 +240,14 @@ class Lookahead:
             self._add(u, {k: v.index_select(0, idx).sum(0) for k, v in grads.items()}, sums[idx].sum(), s * len(idx))
 
     # -- checkpoints ---------------------------------------------------------------------------
+    def resume_update_by_update(self, i: int, snapshots: dict[int, Params]) -> None:
+        """Continue at update i from a checkpoint written without look-ahead (its snapshots, nothing ahead)."""
+        applied = self.upd < i
+        self.computed[applied] = True
+        stale = applied & (self.upd > self.ts)
+        readers = self.snapshots.readers - np.bincount(self.ts[stale], minlength=len(self.snapshots.readers))
+        self.snapshots.load_state_dict(snapshots, readers)
+
     def state_dict(self) -> dict[str, Any]:
         return {"snapshots": self.snapshots.state_dict(), "readers": self.snapshots.readers.copy(),
                 "computed": self.computed.copy(), "results": {k: list(v) for k, v in self.results.items()},

@@ -9,7 +9,8 @@ BATCHING = ("auto", "grouped", "vmap", "loop")
 PROGRESS = ("auto", "rich", "plain", "none")
 #: where the simulator trains (``trainer.accelerator``; null = cpu): auto picks cuda, then mps, then cpu
 ACCELERATORS = ("auto", "cpu", "cuda", "mps")
-#: bound on weight snapshots + gradients computed ahead (``trainer.memory_budget_mb``) when the key is null
+#: bound on weight snapshots + gradients computed ahead when ``trainer.memory_budget_mb`` is null (raised to what
+#: the schedule needs update by update, if that is more; a configured budget is never raised: it refuses the run)
 DEFAULT_MEMORY_BUDGET_MB = 2048
 
 TRAINER = Group({"default": {
@@ -25,5 +26,6 @@ TRAINER = Group({"default": {
     "stop_after_updates": integer(1, null="run to the end").optional(),
     "save_weights": boolean().optional(),
     "accelerator": one_of(*ACCELERATORS, null="cpu").optional(),
-    "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB", unit="MiB").optional(),
+    "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB or what the schedule needs",
+                               unit="MiB").optional(),
 }}, named=False)

@@ -102,9 +102,9 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 "local": self.local.state_dict() if self.local is not None else None}
 
     def load_ps_state(self, s: dict) -> None:
-        self._lookahead_state = s["lookahead"]
-        if self.lookahead is not None and s["lookahead"] is not None:
-            self.lookahead.load_state_dict(s["lookahead"])
+        # a checkpoint from before look-ahead execution holds only the snapshots: resume update by update
+        self._lookahead_state = s.get("lookahead") or {"update": s["updates_done"], "snapshots": s["snapshots"]}
+        self.lookahead = None
         self.updates_done, self.samples_done = s["updates_done"], s["samples_done"]
         self.bytes_pushed = s["bytes_pushed"]
         self.last_loss, self.diverged_at = s["last_loss"], s["diverged_at"]
@@ -128,8 +128,11 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             self.lookahead = Lookahead(self.schedule, data, module.net, module.loss, self.batching,
                                        self.vmap_threshold, per_learner=self.compression is not None,
                                        budget_bytes=self.memory_budget_bytes, ahead=self.ahead)
-            if self._lookahead_state is not None:
-                self.lookahead.load_state_dict(self._lookahead_state)
+            st = self._lookahead_state
+            if st is not None and "computed" in st:
+                self.lookahead.load_state_dict(st)
+            elif st is not None:
+                self.lookahead.resume_update_by_update(st["update"], st["snapshots"])
         return self.lookahead
 
     def training_step(self, batch: UpdateBatch, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
