@@ -32,6 +32,7 @@ class SnapshotStore:
         self.readers = np.bincount(schedule.ts[stale], minlength=schedule.num_updates + 1)  # not yet computed
         self._snaps: dict[int, dict[str, torch.Tensor]] = {}
         self.bytes = 0
+        self._size = 0  # bytes of one snapshot
 
     @staticmethod
     def peak_count(schedule: Schedule) -> int:
@@ -52,7 +53,8 @@ class SnapshotStore:
             self._drop(old)
         if ts < len(self.last_reader) and self.last_reader[ts] > ts and self.readers[ts] > 0 and ts not in self._snaps:
             self._snaps[ts] = {k: v.detach().clone() for k, v in params.items()}
-            self.bytes += nbytes(self._snaps[ts])
+            self._size = self._size or nbytes(params)
+            self.bytes += self._size
 
     def release(self, ts: Iterable[int]) -> None:
         """Stale readers of these timestamps (one entry per reader) were computed: drop unread snapshots."""
@@ -62,14 +64,16 @@ class SnapshotStore:
                 self._drop(t)
 
     def _drop(self, t: int) -> None:
-        self.bytes -= nbytes(self._snaps.pop(t))
+        self.bytes -= self._size or nbytes(self._snaps[t])
+        del self._snaps[t]
 
     def state_dict(self) -> dict[int, dict[str, torch.Tensor]]:
         return self._snaps
 
     def load_state_dict(self, snaps: dict[int, dict[str, torch.Tensor]], readers: np.ndarray | None = None) -> None:
         self._snaps = {int(t): dict(p) for t, p in snaps.items()}
-        self.bytes = sum(nbytes(p) for p in self._snaps.values())
+        self._size = nbytes(next(iter(self._snaps.values()))) if self._snaps else self._size
+        self.bytes = len(self._snaps) * self._size
         if readers is not None:
             self.readers = np.array(readers)
 

@@ -14,7 +14,8 @@ bit the per-update loop — and codecs, which compress each learner's gradient a
 Rows are computed as in :func:`psbench.strategy.gradients.update_gradient`: ``grouped`` — one forward/backward
 per (update, snapshot) with per-sample losses weighted; ``vmap`` — every row on its own snapshot, vmapped over
 stacked snapshots; ``loop`` — one row at a time; ``auto`` — grouped when a batch has at most ``vmap_threshold``
-(update, snapshot) pairs, else vmap.
+(update, snapshot) pairs or the model has convolutions and runs on the CPU (vmap makes them grouped
+convolutions, slower there than one small forward/backward per snapshot), else vmap.
 
 Memory: snapshots + pending results + a batch's stacked snapshots and gradients stay within ``budget_bytes``:
 the look-ahead takes rows in update order while their results fit (update i's always: :meth:`minimum_bytes` is
@@ -79,6 +80,11 @@ class Lookahead:
         self.peak_bytes = 0
         self.batch_rows: list[int] = []  # rows computed by each batched call (a statistic; tests read it)
         self._weights: dict[int, torch.Tensor] = {}
+        self.p_bytes = nbytes(dict(net.named_parameters()))  # one copy of the weights (or of a gradient)
+        # vmap turns convolutions over stacked weights into grouped convolutions, slower on the CPU than
+        # one small forward/backward per snapshot; for linear layers it is a batched matmul and wins
+        convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in net.modules())
+        self.vmap_pays = not (convs and data.x.device.type == "cpu")
 
     # -- sizes ---------------------------------------------------------------------------------
     def minimum_bytes(self, param_bytes: int) -> int:
@@ -134,7 +140,7 @@ class Lookahead:
 
     def _pop(self, key: int) -> list:
         entry = self.results.pop(key)
-        self.result_bytes -= nbytes(entry[0])
+        self.result_bytes -= self.p_bytes
         return entry
 
     def _update_weights(self, u: int) -> torch.Tensor:
@@ -155,7 +161,7 @@ class Lookahead:
         """Compute every uncomputed row with ts ≤ i of updates i, i+1, … that fits the budget."""
         a, b = int(self.s.offsets[i]), int(self.s.offsets[min(self.s.num_updates, i + self.ahead)])
         rows = np.flatnonzero((self.ts[a:b] <= i) & ~self.computed[a:b]) + a
-        p_bytes = nbytes(params)
+        p_bytes = self.p_bytes
         chunk = self.max_rows
         if self.budget is not None:
             own = rows[self.upd[rows] == i]  # update i's rows: always computed now
@@ -182,7 +188,8 @@ class Lookahead:
         if mode == "loop":
             return self._loop(rows, at)
         units = sorted({(int(self.upd[r]), int(self.ts[r])) for r in rows})
-        if self.per_learner or mode == "vmap" or (mode == "auto" and len(units) > self.vmap_threshold):
+        if self.per_learner or mode == "vmap" or (mode == "auto" and self.vmap_pays
+                                                  and len(units) > self.vmap_threshold):
             return self._vmapped(rows, at)
         for u, t in units:
             self._grouped(u, t, rows[(self.upd[rows] == u) & (self.ts[rows] == t)], at)
@@ -191,7 +198,7 @@ class Lookahead:
         entry = self.results.get(u)
         if entry is None:
             self.results[u] = [grads, per_sum, n]
-            self.result_bytes += nbytes(grads)
+            self.result_bytes += self.p_bytes
         else:
             entry[0] = {k: entry[0][k] + v for k, v in grads.items()}
             entry[1], entry[2] = entry[1] + per_sum, entry[2] + n
@@ -214,7 +221,7 @@ class Lookahead:
         w = torch.stack([self._row_weight(int(r)) for r in rows]).repeat_interleave(s) / s
         gr = torch.autograd.grad((per * w).sum(), list(params.values()))
         self._add(u, dict(zip(params, gr, strict=True)), per.detach().sum(), len(per))
-        self._track(nbytes(params))
+        self._track(self.p_bytes)
 
     def _vmapped(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
         def f(params, x, y, w):
@@ -229,7 +236,7 @@ class Lookahead:
             torch.stack([self._row_weight(int(r)) for r in rows])
         ws = (w / s).unsqueeze(1).expand(R, s)
         grads, sums = vmap(grad(f, has_aux=True))(stacked, x.view(R, s, *x.shape[1:]), y.view(R, s), ws)
-        self._track(2 * nbytes(stacked))
+        self._track(2 * R * self.p_bytes)
         if self.by_row:
             for j, r in enumerate(rows.tolist()):
                 self._add(r, {k: v[j] for k, v in grads.items()}, sums[j], s)
@@ -257,5 +264,5 @@ class Lookahead:
         self.snapshots.load_state_dict(sd["snapshots"], sd["readers"])
         self.computed = np.array(sd["computed"], dtype=bool)
         self.results = {int(k): list(v) for k, v in sd["results"].items()}
-        self.result_bytes = sum(nbytes(v[0]) for v in self.results.values())
+        self.result_bytes = len(self.results) * self.p_bytes
         self.peak_bytes = int(sd["peak_bytes"])
