@@ -1,13 +1,18 @@
-"""Simulated-training throughput against the equivalent large-batch PyTorch loop, in one run.
+"""Simulated-training throughput against the equivalent large-batch PyTorch loop, in one run (issue 14).
 
-    python benchmarks/bench_training.py [--epochs 2] [--threads 2]
+    python benchmarks/bench_training.py [--epochs 1] [--threads 2] [--repeats 2] [--skip-scaling] [--skip-rss]
 
-Case (issue "The harness"): CIFAR CNN (Rudra §4.2) on ``cifar10_subset``, λ = 30, μ = 4,
-1-softsync, momentum SGD, executed by :class:`ParameterServerStrategy` inside a Lightning
-Trainer — against a plain loop of one learner with batch μλ = 120 over the same samples.
-Every batch shape is warmed up first (oneDNN is several times slower on a new shape's first
-calls): the plain loop runs one warm-up epoch, the strategy one warm-up pass of the schedule.
-Prints samples/s and the ratio (target ≥ 0.9); also 30-softsync and hardsync.
+Case: CIFAR CNN (Rudra §4.2) on ``cifar10_subset``, μ = 4, momentum SGD, executed by
+:class:`ParameterServerStrategy` inside a Lightning Trainer (look-ahead execution) — against a plain
+loop of one learner with batch μλ = 120 over the same samples, re-measured right before each case.
+Every batch shape is warmed up first (oneDNN is several times slower on a new shape's first calls):
+the plain loop runs one warm-up epoch, the strategy one warm-up pass of the schedule.
+
+1. samples/s of hardsync, 1-softsync, 30-softsync, async and SSP(s=3) at λ = 30 as a ratio of the plain
+   loop's (targets: ≥ 0.95 for hardsync and 1-softsync, ≥ 0.75 for the others);
+2. cost per sample of async as λ grows (8, 30, 128, 1000), relative to λ = 30 (target at 1,000: ≤ 1.5×),
+   with the peak bytes of snapshots and gradients computed ahead;
+3. peak RSS while training, plain loop vs 30-softsync (target ≤ 2×), each in its own process (sampled every 10 ms).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import subprocess
+import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -34,9 +42,13 @@ warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
 DATA = Path(os.environ.get("PSBENCH_DATA") or default_data_dir("."))  # where psbench itself looks
 OPT = {"name": "sgd", "lr": 0.001, "momentum": 0.9}
+LAM, MU = 30, 4
+CASES = {"hardsync": Protocol("hardsync", LAM), "1-softsync": Protocol("softsync", LAM, n=1),
+         "30-softsync": Protocol("softsync", LAM, n=LAM), "async": Protocol("async", LAM),
+         "ssp-s3": Protocol("ssp", LAM, staleness_bound=3)}
 
 
-def plain_loop(dm, samples: int, batch: int, repeats: int) -> float:
+def plain_loop(dm, samples: int, batch: int, repeats: int, warm: bool = True) -> float:
     """Best seconds of ``repeats`` passes of one learner with batch μλ over the same sample stream."""
     torch.manual_seed(0)
     net = build_model("cifar_cnn", dm.input_shape, dm.num_classes)
@@ -50,7 +62,8 @@ def plain_loop(dm, samples: int, batch: int, repeats: int) -> float:
             torch.nn.functional.cross_entropy(net(dm.x_train[idx]), dm.y_train[idx]).backward()
             opt.step()
 
-    epoch(0)  # warm-up
+    if warm:
+        epoch(0)
     best = float("inf")
     for r in range(repeats):
         t0 = time.perf_counter()
@@ -59,26 +72,62 @@ def plain_loop(dm, samples: int, batch: int, repeats: int) -> float:
     return best
 
 
-def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int) -> tuple[float, int, dict]:
+def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, warm: bool = True,
+                 ) -> tuple[float, int, dict, int]:
+    """(best seconds, samples, simulator stats, peak snapshot bytes) of the strategy on ``proto``'s schedule."""
     torch.manual_seed(0)
     net = build_model("cifar_cnn", dm.input_shape, dm.num_classes)
     cost = CostModel.from_profile("p775", model_bytes(net))
     sim = Simulator(proto, cost, Topology(), mu, samples // mu, 0)
     sched = Schedule.collect(sim.run())
     data = torch.utils.data.DataLoader(
-        UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0), batch_size=None)
+        UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0, with_samples=False),
+        batch_size=None)  # as psbench runs it: the look-ahead reads the samples itself
+    peak = 0
 
     def fit() -> float:
+        nonlocal peak
         module = ClassifierModule(net, OPT)
-        trainer = pl.Trainer(strategy=ParameterServerStrategy(sched), accelerator="cpu", max_epochs=1, logger=False,
+        strategy = ParameterServerStrategy(sched)
+        trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False,
                              enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                              limit_val_batches=0)
         t0 = time.perf_counter()
         trainer.fit(module, train_dataloaders=data)
+        peak = strategy.peak_snapshot_bytes
         return time.perf_counter() - t0
 
-    fit()  # warm-up: every group shape of this schedule
-    return min(fit() for _ in range(repeats)), sched.num_gradients * mu, sim.stats.as_dict()
+    if warm:
+        fit()  # every group shape of this schedule
+    return min(fit() for _ in range(repeats)), sched.num_gradients * mu, sim.stats.as_dict(), peak
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def rss_case(case: str, epochs: float) -> None:
+    """Run one case in this process; print its peak RSS while training and the RSS before (MiB, data loaded)."""
+    dm = build_datamodule("cifar10_subset", DATA, seed=0)
+    dm.setup("fit")
+    samples = int(epochs * dm.num_train) // (MU * LAM) * (MU * LAM)
+    before, peak, done = _rss_mib(), [0.0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss_mib())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    if case == "plain":
+        plain_loop(dm, samples, MU * LAM, 1, warm=False)
+    else:
+        strategy_run(dm, CASES[case], MU, samples, 1, warm=False)
+    done.set()
+    t.join()
+    print(max(peak[0], _rss_mib()), before)
 
 
 def main() -> None:
@@ -86,21 +135,48 @@ def main() -> None:
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=2, help="best of this many timed passes per case")
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
+    ap.add_argument("--skip-scaling", action="store_true")
+    ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument("--rss-case", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.rss_case:
+        return rss_case(args.rss_case, args.epochs)
     dm = build_datamodule("cifar10_subset", DATA, seed=0)
     dm.setup("fit")
-    lam, mu = 30, 4
-    samples = int(args.epochs * dm.num_train) // (mu * lam) * (mu * lam)
+    samples = int(args.epochs * dm.num_train) // (MU * LAM) * (MU * LAM)
     print(f"threads={torch.get_num_threads()} samples={samples} best of {args.repeats}")
     print(f"{'case':<28}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'⟨σ⟩':>8}")
-    for proto in (Protocol("softsync", lam, n=1), Protocol("softsync", lam, n=lam), Protocol("hardsync", lam)):
-        # the baseline is re-measured right before each case: the machine is shared and noisy
-        base = samples / plain_loop(dm, samples, mu * lam, args.repeats)
-        secs, n, st = strategy_run(dm, proto, mu, samples, args.repeats)
+    for name in args.cases.split(","):
+        proto = CASES[name]
+        base = samples / plain_loop(dm, samples, MU * LAM, args.repeats)  # re-measured: the machine is shared
+        secs, n, st, _ = strategy_run(dm, proto, MU, samples, args.repeats)
         print(f"{proto.label + ' λ=30 μ=4':<28}{n / secs:>12,.0f}{base:>10,.0f}{n / secs / base:>8.2f}"
-              f"{st['staleness_mean']:>8.2f}")
+              f"{st['staleness_mean']:>8.2f}", flush=True)
+    if not args.skip_scaling:
+        print(f"\n{'async μ=4':<16}{'ms/sample':>10}{'vs λ=30':>9}{'peak MiB':>10}{'⟨σ⟩':>8}")
+        rows = {}
+        for lam in (8, 30, 128, 1000):
+            n_samples = max(samples, 3 * lam * MU)  # several pushes per learner at every λ
+            secs, n, st, peak = strategy_run(dm, Protocol("async", lam), MU, n_samples, args.repeats)
+            rows[lam] = (secs / n, peak, st["staleness_mean"])
+        for lam, (cost, peak, sigma) in rows.items():
+            print(f"{'λ=' + str(lam):<16}{1e3 * cost:>10.3f}{cost / rows[30][0]:>9.2f}{peak / 2**20:>10.1f}"
+                  f"{sigma:>8.1f}")
+        print(f"λ=1000 / λ=30 cost per sample: {rows[1000][0] / rows[30][0]:.2f} (target ≤ 1.5)")
+    if not args.skip_rss:
+        rss = {}
+        for case in ("plain", "30-softsync"):
+            out = subprocess.run([sys.executable, __file__, "--rss-case", case, "--epochs", str(args.epochs),
+                                  "--threads", str(torch.get_num_threads())],
+                                 capture_output=True, text=True, check=True)
+            rss[case] = [float(v) for v in out.stdout.strip().splitlines()[-1].split()]
+        (p_peak, p0), (s_peak, s0) = rss["plain"], rss["30-softsync"]
+        print(f"\npeak RSS while training: plain loop {p_peak:.0f} MiB, 30-softsync {s_peak:.0f} MiB, ratio "
+              f"{s_peak / p_peak:.2f} (target ≤ 2); growth over the loaded data: {p_peak - p0:.0f} vs "
+              f"{s_peak - s0:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -148,8 +148,11 @@ class Checkpointer(pl.Callback):
         trainer.strategy.load_ps_state(s["strategy"])
         k = int(s["update"])
         loop = trainer.fit_loop.epoch_loop
-        for p in (loop.batch_progress.total, loop.automatic_optimization.optim_progress.optimizer.step.total):
-            p.ready = p.started = p.processed = p.completed = k
+        for p in (loop.batch_progress.total, loop.automatic_optimization.optim_progress.optimizer.step.total,
+                  loop.manual_optimization.optim_step_progress.total):  # global_step, whichever optimization
+            p.ready = p.completed = k
+            if hasattr(p, "started"):
+                p.started = p.processed = k
         loop._batches_that_stepped = k  # the logging step and the lr scheduler's step count
         self._rng = s["rng"]
 

@@ -92,6 +92,8 @@ class RunSummary:
     checkpoints_written: int | None = None  #: checkpoints saved
     checkpoint_time_s: float | None = None  #: seconds spent saving them
     checkpoint_bytes: int | None = None  #: size of the last one
+    # ---- memory (engine=sim)
+    peak_snapshot_bytes: int | None = None  #: most bytes of snapshots and look-ahead gradients held at once
     # ---- identity
     weights_sha256: str | None = None  #: hash of the final weights (determinism)
     artifacts: list[str] = field(default_factory=list)  #: files logged with the run (schedule, plots, weights)

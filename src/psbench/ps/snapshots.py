@@ -1,17 +1,25 @@
 """Weight snapshots that a pending learner still needs (its gradient is computed on θ_ts, Rudra §3.1).
 
 A gradient of update j computed on timestamp ts < j needs the weights as they were at ts.
-From the schedule we know, for every timestamp, the last update that reads it; a snapshot is
+From the schedule we know, for every timestamp, the stale gradients that read it; a snapshot is
 taken when the master weights reach that timestamp and dropped after its last reader, so the
-store holds at most σ_max + 1 copies (none for hardsync).
+store holds at most σ_max + 1 copies (none for hardsync). A reader computed ahead of its update
+(look-ahead, :mod:`psbench.strategy.lookahead`) is :meth:`released <SnapshotStore.release>` at
+once: a snapshot whose stale readers are all computed is dropped (or never taken).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 import numpy as np
 import torch
 
 from psbench.ps import Schedule
+
+
+def nbytes(params: dict[str, torch.Tensor]) -> int:
+    return sum(v.numel() * v.element_size() for v in params.values())
 
 
 class SnapshotStore:
@@ -21,20 +29,53 @@ class SnapshotStore:
         last = np.full(schedule.num_updates + 1, -1, dtype=np.int64)
         np.maximum.at(last, schedule.ts[stale], upd[stale])
         self.last_reader = last
+        self.readers = np.bincount(schedule.ts[stale], minlength=schedule.num_updates + 1)  # not yet computed
         self._snaps: dict[int, dict[str, torch.Tensor]] = {}
+        self.bytes = 0
+        self._size = 0  # bytes of one snapshot
+
+    @staticmethod
+    def peak_count(schedule: Schedule) -> int:
+        """Most snapshots held at once when every gradient is computed at its own update (no look-ahead)."""
+        upd = schedule.update_index
+        stale = upd > schedule.ts
+        last = np.full(schedule.num_updates + 1, -1, dtype=np.int64)
+        np.maximum.at(last, schedule.ts[stale], upd[stale])
+        held = np.zeros(schedule.num_updates + 2, dtype=np.int64)
+        ts = np.flatnonzero(last >= 0)
+        np.add.at(held, ts, 1)  # taken at update ts, held through its last reader's update
+        np.add.at(held, last[ts] + 1, -1)
+        return int(np.cumsum(held).max(initial=0))
 
     def advance(self, ts: int, params: dict[str, torch.Tensor]) -> None:
         """Called with the master weights at timestamp ``ts``, before update ``ts`` is computed."""
         for old in [t for t in self._snaps if self.last_reader[t] < ts]:
-            del self._snaps[old]
-        if ts < len(self.last_reader) and self.last_reader[ts] > ts:
+            self._drop(old)
+        if ts < len(self.last_reader) and self.last_reader[ts] > ts and self.readers[ts] > 0 and ts not in self._snaps:
             self._snaps[ts] = {k: v.detach().clone() for k, v in params.items()}
+            self._size = self._size or nbytes(params)
+            self.bytes += self._size
+
+    def release(self, ts: Iterable[int]) -> None:
+        """Stale readers of these timestamps (one entry per reader) were computed: drop unread snapshots."""
+        for t in ts:
+            self.readers[t] -= 1
+            if self.readers[t] == 0 and t in self._snaps:
+                self._drop(t)
+
+    def _drop(self, t: int) -> None:
+        self.bytes -= self._size or nbytes(self._snaps[t])
+        del self._snaps[t]
 
     def state_dict(self) -> dict[int, dict[str, torch.Tensor]]:
         return self._snaps
 
-    def load_state_dict(self, snaps: dict[int, dict[str, torch.Tensor]]) -> None:
+    def load_state_dict(self, snaps: dict[int, dict[str, torch.Tensor]], readers: np.ndarray | None = None) -> None:
         self._snaps = {int(t): dict(p) for t, p in snaps.items()}
+        self._size = nbytes(next(iter(self._snaps.values()))) if self._snaps else self._size
+        self.bytes = len(self._snaps) * self._size
+        if readers is not None:
+            self.readers = np.array(readers)
 
     def __getitem__(self, ts: int) -> dict[str, torch.Tensor]:
         return self._snaps[ts]

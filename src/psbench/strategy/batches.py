@@ -51,13 +51,25 @@ class UpdateBatches(torch.utils.data.Dataset):
     """Map-style dataset over the updates of a schedule (use with ``DataLoader(batch_size=None)``)."""
 
     def __init__(self, schedule: Schedule, x: torch.Tensor, y: torch.Tensor, samples_per_gradient: int,
-                 policy: LRPolicy, batch_size: int, learners: int, seed: int) -> None:
+                 policy: LRPolicy, batch_size: int, learners: int, seed: int, with_samples: bool = True) -> None:
         self.s, self.x, self.y, self.spg = schedule, x, y, samples_per_gradient
+        self.with_samples = with_samples  # False: items carry no groups (the strategy reads samples itself)
         self.policy, self.mu, self.lam = policy, batch_size, learners
         self.stream = SampleStream(len(x), seed)
 
     def __len__(self) -> int:
         return self.s.num_updates
+
+    def weights(self, i: int) -> list[float]:
+        """w_l/c of update ``i``'s gradients, in schedule row order (the learning-rate policy's scales)."""
+        sigma = [i - t for t in self.s.ts[self.s.rows(i)].tolist()]
+        return update_weights(self.policy.scales(sigma, self.mu, self.lam), torch.float64).tolist()
+
+    def samples(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x, y) of the given schedule rows' samples, row-major: [len(rows)·s, ...]."""
+        starts = self.s.sample_start[rows].tolist()
+        idx = torch.cat([self.stream.indices(p, self.spg) for p in starts]).to(self.x.device)
+        return self.x[idx], self.y[idx]
 
     def __getitem__(self, i: int) -> UpdateBatch:
         s, rows = self.s, self.s.rows(i)
@@ -67,6 +79,8 @@ class UpdateBatches(torch.utils.data.Dataset):
         sigma = [i - t for t in ts]
         c = len(ts)
         scales = self.policy.scales(sigma, self.mu, self.lam)
+        if not self.with_samples:
+            return UpdateBatch(i, [], sum(sigma) / c, float(s.update_time[i]), c * self.spg, fmean(scales))
         w = update_weights(scales, torch.float64).tolist()
         order = contribution_order(ts)  # newest weights first: the live model
         groups: list[SnapshotGroup] = []

@@ -32,7 +32,7 @@ from psbench.assemble import (
     setting,
     total_gradients,
 )
-from psbench.errors import require
+from psbench.errors import ConfigError, require
 from psbench.models.evaluate import evaluate, quick_evaluate, save_final_weights, weights_sha256
 from psbench.ps import Schedule, Simulator
 from psbench.ps.local import uses_local_steps
@@ -92,6 +92,42 @@ def _progress_callbacks(mode: str):
     return [PlainProgress()], False
 
 
+def _device(cfg, local: bool, compression) -> torch.device:
+    """``trainer.accelerator`` (null: cpu; auto: cuda, else mps, else cpu) as a torch device that exists here."""
+    name = str(setting(cfg.trainer, "accelerator", None) or "cpu")
+    have = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
+    if name == "auto":
+        name = next(d for d in ("cuda", "mps", "cpu") if have[d])
+    here = ", ".join(["auto", *(d for d in ("cpu", "cuda", "mps") if have[d])])
+    require(have[name], "trainer.accelerator", name, f"one of {here} (no {name} device on this machine)")
+    require(name == "cpu" or not (local or compression is not None), "trainer.accelerator", name,
+            "cpu with a local-step protocol or a codec (they run on the CPU)")
+    return torch.device(name)
+
+
+def _memory_budget(cfg, schedule: Schedule, net, by_row: bool, local: bool) -> int | None:
+    """``trainer.memory_budget_mb`` in bytes; a schedule that cannot run within it is refused here, up front."""
+    from psbench.strategy.lookahead import minimum_bytes
+    from psbench.strategy.options import DEFAULT_MEMORY_BUDGET_MB
+
+    if local:  # local-step protocols keep λ learner models, not snapshots (psbench.strategy.local_steps)
+        return None
+    mb = setting(cfg.trainer, "memory_budget_mb", None)
+    budget = int(float(mb if mb is not None else DEFAULT_MEMORY_BUDGET_MB) * 2**20)
+    p_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
+    need = minimum_bytes(schedule, p_bytes, by_row)
+    if mb is None:  # the default never refuses: it grows to what update-by-update execution needs
+        return max(budget, need)
+    if need > budget:
+        from psbench.ps.snapshots import SnapshotStore
+
+        raise ConfigError("trainer.memory_budget_mb", mb,
+                          f"at least {need / 2**20:.1f} MiB for this schedule: it holds up to "
+                          f"{SnapshotStore.peak_count(schedule)} weight snapshots of {p_bytes / 2**20:.2f} MiB "
+                          f"at once (σ_max = {int(schedule.staleness.max(initial=0))})")
+    return budget
+
+
 def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None, plan=None,
          t_start: float = 0.0) -> dict[str, Any]:
     import logging
@@ -119,10 +155,16 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         local = LocalSteps(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed), opt_cfg,
                            policy)
         opt_cfg = server_optimizer(opt_cfg)
+    device = _device(cfg, local is not None, compression)
     module = ClassifierModule(net, opt_cfg, updates_per_epoch)
-    strategy = ParameterServerStrategy(schedule, str(setting(cfg.trainer, "batching", "auto")),
+    batching = str(setting(cfg.trainer, "batching", "auto"))
+    budget = _memory_budget(cfg, schedule, net, by_row=compression is not None or batching == "loop",
+                            local=local is not None)
+    clip = cfg.trainer.get("gradient_clip_val")
+    strategy = ParameterServerStrategy(schedule, batching,
                                        log_every_n_updates=int(setting(cfg.trainer, "log_every_n_updates", 10)),
-                                       local=local, compression=compression, num_train=dm.num_train)
+                                       local=local, compression=compression, num_train=dm.num_train,
+                                       memory_budget_bytes=budget, gradient_clip_val=clip, device=device)
     from psbench.strategy.progress import EpochThroughput
 
     callbacks, rich = _progress_callbacks(str(setting(cfg.trainer, "progress", "auto")))
@@ -134,16 +176,15 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         checkpointer = Checkpointer(plan, schedule.sha256(), t_start)
         callbacks.append(checkpointer)
     trainer = pl.Trainer(
-        strategy=strategy, accelerator="cpu", max_epochs=1, logger=logger if logger is not None else False,
+        strategy=strategy, accelerator=device.type, max_epochs=1, logger=logger if logger is not None else False,
         val_check_interval=min(every, schedule.num_updates), check_val_every_n_epoch=None,
         num_sanity_val_steps=0, enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=rich, callbacks=callbacks, log_every_n_steps=strategy.log_every,
         deterministic=bool(setting(cfg.trainer, "deterministic", True)),
-        gradient_clip_val=cfg.trainer.get("gradient_clip_val"),
-    )
+    )  # gradient clipping is the strategy's (it applies every update itself: manual optimization)
     updates = LocalUpdateBatches(schedule, spg) if local is not None else \
-        UpdateBatches(schedule, dm.x_train, dm.y_train, spg, policy, int(cfg.batch_size), protocol.learners,
-                      int(cfg.seed))
+        UpdateBatches(schedule, dm.x_train.to(device), dm.y_train.to(device), spg, policy, int(cfg.batch_size),
+                      protocol.learners, int(cfg.seed), with_samples=False)  # the look-ahead reads the samples
     start = plan.start if plan is not None else 0  # a resumed run executes updates start…U−1
     if start:
         updates = torch.utils.data.Subset(updates, range(start, schedule.num_updates))
@@ -163,10 +204,12 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
                   file=sys.stderr, flush=True)
             lifecycle.check()
     except lifecycle.Killed as k:
+        net.cpu()
         k.progress.update(updates_done=strategy.updates_done, updates_total=schedule.num_updates,
                           samples=strategy.samples_done, sim_time_s=strategy.sim_time_s,
                           **quick_evaluate(net, dm.x_test, dm.y_test))
         raise
+    net.cpu()  # evaluation, hashing and saving on the CPU, whatever the accelerator
     fit_s = time.perf_counter() - t0 + (plan.prior("fit_time_s") if plan is not None else 0.0)
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
     diverged = strategy.diverged or not math.isfinite(test_loss)
@@ -180,6 +223,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
             "train_loss": strategy.recent_loss, "updates_done": done, "samples_trained": samples,
             "samples_per_s": samples / fit_s if fit_s > 0 else None, "fit_time_s": fit_s,
             "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None,
+            "peak_snapshot_bytes": strategy.peak_snapshot_bytes,
             "resumed_from_update": start if start else None,
             "checkpoints_written": len(checkpointer.saves) if checkpointer else 0,
             "checkpoint_time_s": sum(s for _, s, _ in checkpointer.saves) if checkpointer else 0.0,

@@ -11,8 +11,8 @@ Three ways to compute the same sum (a test holds them equal to float tolerance):
 
 ``auto`` picks ``grouped`` when an update reads at most ``vmap_threshold`` snapshots.
 
-:func:`learner_gradients` returns the c gradients ∇L_l(θ_{ts_l}) unweighted and stacked (``vmap`` or
-``loop``), for codecs that compress each learner's push on its own (:mod:`psbench.compression`).
+The strategy computes rows ahead of their updates with the same three ways
+(:mod:`psbench.strategy.lookahead`); this per-update form is the reference the tests hold it to.
 """
 
 from __future__ import annotations
@@ -44,32 +44,6 @@ def update_gradient(net: torch.nn.Module, loss: LossFn, batch: UpdateBatch,
     raise ValueError(f"batching={mode!r}: allowed one of {BATCHING}")
 
 
-def learner_gradients(net: torch.nn.Module, loss: LossFn, batch: UpdateBatch,
-                      params_at: Callable[[int], dict[str, torch.Tensor]], mode: str = "auto",
-                      ) -> tuple[list[int], torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
-    """(learners, weights w_l/c, {name: [c, *shape] per-learner gradients}, mean per-sample loss).
-
-    Row j is learner ``learners[j]``'s own ∇ mean loss, not yet weighted, in the update's order.
-    """
-    learners = [l for g in batch.groups for l in g.learners]
-    weights = torch.cat([g.weights for g in batch.groups])
-    if mode == "loop":
-        per_learner, seen, n = [], 0.0, 0
-        for g in batch.groups:
-            s = len(g.y) // len(g.learners)
-            for j in range(len(g.learners)):
-                params = params_at(g.ts)
-                gr, per = learner_gradient(net, loss, params, g.x[j * s:(j + 1) * s], g.y[j * s:(j + 1) * s],
-                                           torch.ones((), dtype=g.x.dtype))
-                per_learner.append(gr)
-                seen, n = seen + per.sum(), n + len(per)
-        names = list(params_at(batch.groups[0].ts))
-        return learners, weights, {k: torch.stack([gr[i] for gr in per_learner]) for i, k in enumerate(names)}, \
-            seen / n
-    grads, loss_mean = _vmapped(net, loss, batch, params_at, per_learner=True)
-    return learners, weights, grads, loss_mean
-
-
 def _per_sample_weights(g, samples: int) -> torch.Tensor:
     return g.weights.repeat_interleave(samples) / samples
 
@@ -91,7 +65,7 @@ def _grouped(net, loss, batch, params_at):
     return out, seen / n
 
 
-def _vmapped(net, loss, batch, params_at, per_learner: bool = False):
+def _vmapped(net, loss, batch, params_at):
     def f(params, x, y, w):
         per = loss(functional_call(net, params, (x,)), y)
         return (per * w).sum(), per.detach().sum()
@@ -103,12 +77,12 @@ def _vmapped(net, loss, batch, params_at, per_learner: bool = False):
         for j in range(len(g.learners)):
             xs.append(g.x[j * s:(j + 1) * s])
             ys.append(g.y[j * s:(j + 1) * s])
-            ws.append(torch.full((s,), (1.0 if per_learner else float(g.weights[j])) / s, dtype=g.x.dtype))
+            ws.append(torch.full((s,), float(g.weights[j]) / s, dtype=g.x.dtype))
             snaps.append(p)
     stacked = {k: torch.stack([p[k].detach() for p in snaps]) for k in snaps[0]}
     grads, sums = vmap(grad(f, has_aux=True))(stacked, torch.stack(xs), torch.stack(ys), torch.stack(ws))
     mean = sums.sum() / sum(len(y) for y in ys)
-    return (grads if per_learner else {k: v.sum(0) for k, v in grads.items()}), mean
+    return {k: v.sum(0) for k, v in grads.items()}, mean
 
 
 def _loop(net, loss, batch, params_at):

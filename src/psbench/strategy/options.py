@@ -7,6 +7,11 @@ from psbench.schema import Group, boolean, integer, number, one_of
 #: how the gradients of one update are computed (:func:`psbench.strategy.gradients.update_gradient`)
 BATCHING = ("auto", "grouped", "vmap", "loop")
 PROGRESS = ("auto", "rich", "plain", "none")
+#: where the simulator trains (``trainer.accelerator``; null = cpu): auto picks cuda, then mps, then cpu
+ACCELERATORS = ("auto", "cpu", "cuda", "mps")
+#: bound on weight snapshots + gradients computed ahead when ``trainer.memory_budget_mb`` is null (raised to what
+#: the schedule needs update by update, if that is more; a configured budget is never raised: it refuses the run)
+DEFAULT_MEMORY_BUDGET_MB = 2048
 
 TRAINER = Group({"default": {
     "max_updates": integer(1, null="run all epochs"),
@@ -20,4 +25,7 @@ TRAINER = Group({"default": {
     "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)").optional(),
     "stop_after_updates": integer(1, null="run to the end").optional(),
     "save_weights": boolean().optional(),
+    "accelerator": one_of(*ACCELERATORS, null="cpu").optional(),
+    "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB or what the schedule needs",
+                               unit="MiB").optional(),
 }}, named=False)

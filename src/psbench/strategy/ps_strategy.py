@@ -1,18 +1,19 @@
-"""Lightning strategy that executes a PS schedule: one Trainer step = one PS update (DESIGN §3).
+"""Lightning strategy that executes a PS schedule: one Trainer step = one PS update (Rudra §3.1).
 
-For update i the master weights are at timestamp i. The strategy keeps the snapshots that
-pending gradients still read (:class:`SnapshotStore`), computes the arriving learners'
-gradients on their snapshots (batched, :func:`update_gradient`), and hands the aggregated
-gradient g_i = Σ_l (w_l/c)·Δθ_l to Lightning's automatic optimization through the linear
-surrogate loss Σ⟨p, g_i⟩, whose gradient is g_i. The configured torch optimizer then applies
-θ_{i+1} = θ_i − α0·g_i (with momentum/AdaGrad/Adam state as usual), and clipping, precision,
-callbacks and loggers keep working.
+For update i the master weights are at timestamp i. The gradients an update applies are computed
+ahead, in batches across upcoming updates, on the weight snapshots they read
+(:class:`~psbench.strategy.lookahead.Lookahead`, bounded by ``memory_budget_bytes``). The strategy
+then applies the aggregated gradient g_i = Σ_l (w_l/c)·Δθ_l itself (manual optimization): p.grad = g_i,
+gradient clipping, the configured torch optimizer's step θ_{i+1} = θ_i − α0·g_i (with momentum/AdaGrad/
+Adam state as usual) and the lr schedule's step — the float operations of Lightning's automatic
+optimization of the linear surrogate Σ⟨p, g_i⟩ and of the dist engine's PS, without the surrogate's
+backward. Callbacks, loggers and Lightning's step counter keep working.
 
 With a local-step protocol (``local``), the aggregated gradient is replaced by the learners'
 commits (:mod:`psbench.strategy.local_steps`), applied by plain SGD at the learners' lr.
 
 With a codec (``compression``, :class:`~psbench.compression.pipeline.LearnerCompression`), each
-learner's gradient is computed on its own (:func:`learner_gradients`), compressed and decoded with
+learner's gradient is computed on its own (:meth:`Lookahead.learner_gradients`), compressed and decoded with
 that learner's codec state (error-feedback memory, RNG), and only then weighted and summed;
 ``bytes_pushed`` counts the measured payloads. Without one, the path above is unchanged.
 
@@ -30,10 +31,9 @@ from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench.optimizer.build import scale_weight_decay
 from psbench.ps import Schedule
-from psbench.ps.snapshots import SnapshotStore
 from psbench.strategy.batches import UpdateBatch
-from psbench.strategy.gradients import learner_gradients, update_gradient
 from psbench.strategy.local_steps import LocalSteps
+from psbench.strategy.lookahead import Lookahead
 
 
 class ParameterServerStrategy(SingleDeviceStrategy):
@@ -41,13 +41,18 @@ class ParameterServerStrategy(SingleDeviceStrategy):
 
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
                  log_every_n_updates: int = 10, local: LocalSteps | None = None, compression=None,
-                 num_train: int | None = None) -> None:
-        super().__init__(device=torch.device("cpu"))
+                 num_train: int | None = None, memory_budget_bytes: int | None = None,
+                 ahead: int | None = None, gradient_clip_val: float | None = None,
+                 device: torch.device | str = "cpu") -> None:
+        super().__init__(device=torch.device(device))
         self.schedule = schedule
         self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
         self.compression = compression  # per-learner codecs (psbench.compression.pipeline), or None
         self.bytes_pushed = 0
-        self.snapshots = SnapshotStore(schedule)
+        self.lookahead: Lookahead | None = None  # built at the first update (it reads the Trainer's data)
+        self._lookahead_state: dict | None = None
+        self.memory_budget_bytes, self.ahead = memory_budget_bytes, ahead
+        self.gradient_clip_val = gradient_clip_val  # clip_grad_norm_ per update (Trainer(gradient_clip_val)'s)
         self.batching, self.vmap_threshold = batching, vmap_threshold
         self.log_every = max(1, log_every_n_updates)
         self.diverged_at: int | None = None
@@ -63,6 +68,11 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """Epochs consumed by the updates applied so far (samples / N); logged as ``epoch``."""
         return self.samples_done / self.num_train if self.num_train else 0.0
 
+    def connect(self, model) -> None:
+        """The strategy applies every PS update itself (:meth:`_step`): manual optimization."""
+        super().connect(model)
+        model.automatic_optimization = False
+
     def validation_step(self, *args, **kwargs):
         out = super().validation_step(*args, **kwargs)
         if self.num_train:  # the evaluation's ``epoch`` too, not Lightning's 0
@@ -71,8 +81,8 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         return out
 
     def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
-        """Update batches are built on the CPU where the simulator runs; skip Lightning's recursive walk."""
-        return batch
+        """Update batches need no move (the look-ahead reads samples from data on the device); evaluation's do."""
+        return batch if isinstance(batch, UpdateBatch) else super().batch_to_device(batch, device, dataloader_idx)
 
     @property
     def recent_loss(self) -> float | None:
@@ -85,14 +95,17 @@ class ParameterServerStrategy(SingleDeviceStrategy):
 
     def ps_state(self) -> dict:
         """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`)."""
-        return {"snapshots": self.snapshots.state_dict(), "updates_done": self.updates_done,
+        la = self.lookahead.state_dict() if self.lookahead is not None else self._lookahead_state
+        return {"snapshots": la["snapshots"] if la else {}, "lookahead": la, "updates_done": self.updates_done,
                 "samples_done": self.samples_done, "bytes_pushed": self.bytes_pushed, "last_loss": self.last_loss,
                 "recent": list(self._recent), "diverged_at": self.diverged_at,
                 "compression": self.compression.state_dict() if self.compression is not None else None,
                 "local": self.local.state_dict() if self.local is not None else None}
 
     def load_ps_state(self, s: dict) -> None:
-        self.snapshots.load_state_dict(s["snapshots"])
+        # a checkpoint from before look-ahead execution holds only the snapshots: resume update by update
+        self._lookahead_state = s.get("lookahead") or {"update": s["updates_done"], "snapshots": s["snapshots"]}
+        self.lookahead = None
         self.updates_done, self.samples_done = s["updates_done"], s["samples_done"]
         self.bytes_pushed = s["bytes_pushed"]
         self.last_loss, self.diverged_at = s["last_loss"], s["diverged_at"]
@@ -102,6 +115,27 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         if self.local is not None:
             self.local.load_state_dict(s["local"])
 
+    @property
+    def peak_snapshot_bytes(self) -> int:
+        """Most bytes of weight snapshots and gradients computed ahead held at once (0: none were needed)."""
+        return self.lookahead.peak_bytes if self.lookahead is not None else 0
+
+    def _ahead(self) -> Lookahead:
+        if self.lookahead is None:
+            module = self.lightning_module
+            data = module.trainer.train_dataloader.dataset
+            while isinstance(data, torch.utils.data.Subset):  # a resumed run's updates start…U−1
+                data = data.dataset
+            self.lookahead = Lookahead(self.schedule, data, module.net, module.loss, self.batching,
+                                       self.vmap_threshold, per_learner=self.compression is not None,
+                                       budget_bytes=self.memory_budget_bytes, ahead=self.ahead)
+            st = self._lookahead_state
+            if st is not None and "computed" in st:
+                self.lookahead.load_state_dict(st)
+            elif st is not None:
+                self.lookahead.resume_update_by_update(st["update"], st["snapshots"])
+        return self.lookahead
+
     def training_step(self, batch: UpdateBatch, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
         module = self.lightning_module
         params = dict(module.net.named_parameters())
@@ -110,26 +144,26 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             lr = module.trainer.optimizers[0].param_groups[0]["lr"]
             grads, loss = self.local.update_direction(module.net, module.loss, batch, params, lr)
         else:
-            self.snapshots.advance(live, params)
-            at = lambda ts: params if ts == live else self.snapshots[ts]  # noqa: E731
+            ahead = self._ahead()
             if self.compression is not None:
-                learners, weights, each, loss = learner_gradients(
-                    module.net, module.loss, batch, at, "loop" if self.batching == "loop" else "vmap")
+                learners, weights, each, loss = ahead.learner_gradients(live, params)
                 grads, pushed = self.compression.aggregate(learners, weights, each)
                 self.bytes_pushed += pushed
             else:
-                grads, loss = update_gradient(module.net, module.loss, batch, at, self.batching, self.vmap_threshold)
-        surrogate = sum((p * grads[k]).sum() for k, p in params.items())
+                grads, loss = ahead.update_gradient(live, params)
         self.last_loss = float(loss)
+        with torch.no_grad():  # the value of the linear surrogate Σ⟨p, g⟩ whose gradient is g: finite?
+            surrogate = sum((p * grads[k]).sum() for k, p in params.items())
         if not (math.isfinite(self.last_loss) and torch.isfinite(surrogate)):
             self.diverged_at = batch.index
             module.log("diverged", 1.0)
             module.trainer.should_stop = True
-            return None  # skip the optimizer step
+            return None  # no optimizer step
+        scale_weight_decay(module.trainer.optimizers[0], batch.lr_scale)  # this update's decay (Caffe: lr·(g + wd·θ))
+        self._step(module, params, grads)
         self.updates_done += 1
         self.samples_done += batch.samples
         self.sim_time_s = batch.time
-        scale_weight_decay(module.trainer.optimizers[0], batch.lr_scale)  # the step Lightning takes next
         self._recent.append(self.last_loss)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
@@ -138,5 +172,21 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             if self.local is not None:  # learners' mini-batch accuracy: AGN's f(t) for temporal efficiency (Eq 4)
                 metrics["train_accuracy"] = self.local.last_accuracy
             module.log_dict(metrics, batch_size=batch.samples)
-        module.log("loss", loss, prog_bar=True, logger=False, batch_size=batch.samples)
-        return surrogate
+            module.log("loss", loss, prog_bar=True, logger=False, batch_size=batch.samples)
+        return None
+
+    def _step(self, module, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor]) -> None:
+        """p.grad = g, clipping, the optimizer step and the lr schedule's step: one PS update (manual optimization).
+
+        The same float operations as Lightning's automatic optimization of the surrogate Σ⟨p, g⟩ (whose
+        gradient is exactly g) and as the dist engine's PS.
+        """
+        for k, p in params.items():
+            p.grad = grads[k]
+        if self.gradient_clip_val:
+            torch.nn.utils.clip_grad_norm_(list(params.values()), float(self.gradient_clip_val))
+        module.optimizers().step()  # Lightning's optimizer wrapper: counts the step (global_step)
+        for cfg in module.trainer.lr_scheduler_configs:
+            cfg.scheduler.step()
+        for p in params.values():
+            p.grad = None

@@ -1,0 +1,268 @@
+"""Look-ahead execution: the gradients of upcoming updates computed together, before their updates.
+
+Schedule row r reads the weights of timestamp ts_r and is applied at update u_r ≥ ts_r. At the boundary of
+update i (master weights θ_i) every row with ts_r ≤ i can be computed: its snapshot exists. When update i
+needs a row that is not computed yet, :class:`Lookahead` computes *every* uncomputed row with ts_r ≤ i of the
+updates i, i+1, … in one batched call — for 30-softsync at λ = 30 that is ~λ rows of the next ~λ updates, each
+on its own snapshot — keeps what each update needs, drops the snapshots nobody reads any more, and the
+strategy applies the updates in order, as before.
+
+Kept per pending update: the partial sum Σ_l (w_l/c)·∇L_l(θ_{ts_l}) of its computed rows; or, per row, the
+row's gradient (``loop``, summed in :func:`~psbench.ps.aggregate.contribution_order` at the update — bit for
+bit the per-update loop — and codecs, which compress each learner's gradient at its update).
+
+Rows are computed as in :func:`psbench.strategy.gradients.update_gradient`: ``grouped`` — one forward/backward
+per (update, snapshot) with per-sample losses weighted; ``vmap`` — every row on its own snapshot, vmapped over
+stacked snapshots; ``loop`` — one row at a time; ``auto`` — grouped when a batch has at most ``vmap_threshold``
+(update, snapshot) pairs or the model has convolutions and runs on the CPU (vmap makes them grouped
+convolutions, slower there than one small forward/backward per snapshot), else vmap.
+
+Memory: snapshots + pending results + a batch's stacked snapshots and gradients stay within ``budget_bytes``:
+the look-ahead takes rows in update order while their results fit (update i's always: :meth:`minimum_bytes` is
+what that needs at worst, checked before training) and vmaps in chunks that fit. ``peak_bytes`` is the most
+held at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.func import functional_call, grad, vmap
+
+from psbench.ps import Schedule
+from psbench.ps.aggregate import contribution_order, learner_gradient
+from psbench.ps.snapshots import SnapshotStore, nbytes
+from psbench.strategy.batches import UpdateBatches
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Params = dict[str, torch.Tensor]
+
+
+def minimum_bytes(schedule: Schedule, param_bytes: int, by_row: bool = False) -> int:
+    """Bytes that executing ``schedule`` update by update needs at worst: the snapshots held at once, the
+    update's results (``by_row``: each of its c gradients) and one row's working copies."""
+    c_max = int(np.diff(schedule.offsets).max(initial=1))
+    return (SnapshotStore.peak_count(schedule) + (c_max if by_row else 1) + 2) * param_bytes
+
+
+class Lookahead:
+    """Per-update gradients of a schedule, computed ahead in batches (see the module docstring).
+
+    Args:
+        schedule: the run's schedule.
+        data: the update batches (samples of a row, weights w_l/c of an update).
+        net, loss: the model (called functionally on snapshots) and the per-sample loss.
+        mode: ``auto`` | ``grouped`` | ``vmap`` | ``loop``.
+        per_learner: keep each row's unweighted gradient (codecs) instead of weighted per-update sums.
+        budget_bytes: bound on snapshots + pending results + a batch's working copies (None: unbounded).
+        max_rows: most rows in one vmapped call.
+        ahead: compute rows of at most this many updates after the current one (None: all that can be;
+            0: update by update, the execution without look-ahead).
+    """
+
+    def __init__(self, schedule: Schedule, data: UpdateBatches, net: torch.nn.Module, loss: LossFn,
+                 mode: str = "auto", vmap_threshold: int = 4, per_learner: bool = False,
+                 budget_bytes: int | None = None, max_rows: int = 64, ahead: int | None = None) -> None:
+        self.s, self.data, self.net, self.loss = schedule, data, net, loss
+        self.mode, self.vmap_threshold, self.per_learner = mode, vmap_threshold, per_learner
+        self.by_row = per_learner or mode == "loop"  # results per row, else per update
+        self.budget, self.max_rows = budget_bytes, max(1, max_rows)
+        self.upd, self.ts = schedule.update_index, schedule.ts
+        self.horizon = int(schedule.staleness.max(initial=0)) + 1  # rows with ts ≤ i lie in updates < i + horizon
+        self.ahead = self.horizon if ahead is None else min(self.horizon, ahead + 1)
+        self.computed = np.zeros(schedule.num_gradients, dtype=bool)
+        self.snapshots = SnapshotStore(schedule)
+        self.results: dict[int, list] = {}  # update (or row) -> [grads, loss sum, samples]
+        self.result_bytes = 0
+        self.peak_bytes = 0
+        self.batch_rows: list[int] = []  # rows computed by each batched call (a statistic; tests read it)
+        self._weights: dict[int, torch.Tensor] = {}
+        self.p_bytes = nbytes(dict(net.named_parameters()))  # one copy of the weights (or of a gradient)
+        # vmap turns convolutions over stacked weights into grouped convolutions, slower on the CPU than
+        # one small forward/backward per snapshot; for linear layers it is a batched matmul and wins
+        convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in net.modules())
+        self.vmap_pays = not (convs and data.x.device.type == "cpu")
+
+    # -- sizes ---------------------------------------------------------------------------------
+    def minimum_bytes(self, param_bytes: int) -> int:
+        """What executing update by update needs at worst (:func:`minimum_bytes`)."""
+        return minimum_bytes(self.s, param_bytes, self.by_row)
+
+    def _held(self) -> int:
+        return self.snapshots.bytes + self.result_bytes
+
+    def _track(self, extra: int = 0) -> None:
+        self.peak_bytes = max(self.peak_bytes, self._held() + extra)
+
+    # -- the update ----------------------------------------------------------------------------
+    def update_gradient(self, i: int, params: Params) -> tuple[Params, torch.Tensor]:
+        """(Σ_l (w_l/c)·∇L_l(θ_{ts_l}) of update i, mean per-sample loss); ``params`` are θ_i."""
+        self._prepare(i, params)
+        if not self.by_row:
+            grads, seen, n = self._pop(i)
+            return grads, seen / n
+        order = self._order(i)
+        parts = [self._pop(r) for r in order]
+        names = list(params)
+        out = {k: parts[0][0][k] for k in names}
+        for g, _, _ in parts[1:]:
+            out = {k: out[k] + g[k] for k in names}
+        seen, n = 0.0, 0
+        for _, per_sum, m in parts:
+            seen, n = seen + per_sum, n + m
+        return out, seen / n
+
+    def learner_gradients(self, i: int, params: Params) -> tuple[list[int], torch.Tensor, Params, torch.Tensor]:
+        """(learners, weights w_l/c, {name: [c, ...] unweighted gradients}, mean loss) of update i, newest first."""
+        self._prepare(i, params)
+        order = self._order(i)
+        parts = [self._pop(r) for r in order]
+        w = self._update_weights(i)
+        first = int(self.s.offsets[i])
+        each = {k: torch.stack([g[k] for g, _, _ in parts]) for k in params}
+        seen, n = 0.0, 0
+        for _, per_sum, m in parts:
+            seen, n = seen + per_sum, n + m
+        return [int(self.s.learner[r]) for r in order], w[[r - first for r in order]], each, seen / n
+
+    def _order(self, i: int) -> list[int]:
+        first = int(self.s.offsets[i])
+        return [first + j for j in contribution_order(self.ts[self.s.rows(i)].tolist())]
+
+    def _prepare(self, i: int, params: Params) -> None:
+        if not self.computed[self.s.rows(i)].all():
+            self._flush(i, params)
+        self.snapshots.advance(i, params)  # θ_i, if a row not computed yet reads it
+        self._track()
+
+    def _pop(self, key: int) -> list:
+        entry = self.results.pop(key)
+        self.result_bytes -= self.p_bytes
+        return entry
+
+    def _update_weights(self, u: int) -> torch.Tensor:
+        w = self._weights.get(u)
+        if w is None:
+            w = self._weights[u] = torch.tensor(self.data.weights(u), dtype=self.data.x.dtype,
+                                                   device=self.data.x.device)
+            for old in [k for k in self._weights if k < u - self.horizon]:
+                del self._weights[old]
+        return w
+
+    def _row_weight(self, r: int) -> torch.Tensor:
+        u = int(self.upd[r])
+        return self._update_weights(u)[r - int(self.s.offsets[u])]
+
+    # -- computing rows ahead ------------------------------------------------------------------
+    def _flush(self, i: int, params: Params) -> None:
+        """Compute every uncomputed row with ts ≤ i of updates i, i+1, … that fits the budget."""
+        a, b = int(self.s.offsets[i]), int(self.s.offsets[min(self.s.num_updates, i + self.ahead)])
+        rows = np.flatnonzero((self.ts[a:b] <= i) & ~self.computed[a:b]) + a
+        p_bytes = self.p_bytes
+        chunk = self.max_rows
+        if self.budget is not None:
+            own = rows[self.upd[rows] == i]  # update i's rows: always computed now
+            later = rows[self.upd[rows] != i]
+            if self.by_row:
+                cost = np.arange(1, len(later) + 1)
+            else:
+                cost = np.cumsum(np.r_[True, np.diff(self.upd[later]) != 0]) if len(later) else later
+            free = self.budget - self._held() - (len(own) if self.by_row else 1) * p_bytes
+            fit = int(np.searchsorted(cost * p_bytes, free - 2 * p_bytes * min(self.max_rows, 8), side="right"))
+            rows = np.concatenate([own, later[:fit]])
+            held = self._held() + (len(own) if self.by_row else 1) * p_bytes + fit * p_bytes
+            chunk = max(1, min(self.max_rows, (self.budget - held) // (2 * p_bytes)))
+        at = lambda t: params if t == i else self.snapshots[t]  # noqa: E731
+        for k in range(0, len(rows), chunk):
+            part = rows[k:k + chunk]
+            self._compute(part, at)
+            self.computed[part] = True
+            self.snapshots.release(int(self.ts[r]) for r in part if self.upd[r] > self.ts[r])
+            self.batch_rows.append(len(part))
+
+    def _compute(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
+        mode = self.mode
+        if mode == "loop":
+            return self._loop(rows, at)
+        units = sorted({(int(self.upd[r]), int(self.ts[r])) for r in rows})
+        if self.per_learner or mode == "vmap" or (mode == "auto" and self.vmap_pays
+                                                  and len(units) > self.vmap_threshold):
+            return self._vmapped(rows, at)
+        for u, t in units:
+            self._grouped(u, t, rows[(self.upd[rows] == u) & (self.ts[rows] == t)], at)
+
+    def _add(self, u: int, grads: Params, per_sum: torch.Tensor, n: int) -> None:
+        entry = self.results.get(u)
+        if entry is None:
+            self.results[u] = [grads, per_sum, n]
+            self.result_bytes += self.p_bytes
+        else:
+            entry[0] = {k: entry[0][k] + v for k, v in grads.items()}
+            entry[1], entry[2] = entry[1] + per_sum, entry[2] + n
+
+    def _loop(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
+        ones = torch.ones((), dtype=self.data.x.dtype, device=self.data.x.device)
+        for r in rows.tolist():
+            x, y = self.data.samples([r])
+            params = at(int(self.ts[r]))
+            gr, per = learner_gradient(self.net, self.loss, params, x, y,
+                                       ones if self.per_learner else self._row_weight(r))
+            self._add(r, dict(zip(params, gr, strict=True)), per.sum(), len(per))
+            self._track()
+
+    def _grouped(self, u: int, t: int, rows: np.ndarray, at: Callable[[int], Params]) -> None:
+        params = {k: v.detach().requires_grad_() for k, v in at(t).items()}
+        x, y = self.data.samples(rows)
+        per = self.loss(functional_call(self.net, params, (x,)), y)
+        s = self.data.spg
+        w = torch.stack([self._row_weight(int(r)) for r in rows]).repeat_interleave(s) / s
+        gr = torch.autograd.grad((per * w).sum(), list(params.values()))
+        self._add(u, dict(zip(params, gr, strict=True)), per.detach().sum(), len(per))
+        self._track(self.p_bytes)
+
+    def _vmapped(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
+        def f(params, x, y, w):
+            per = self.loss(functional_call(self.net, params, (x,)), y)
+            return (per * w).sum(), per.detach().sum()
+
+        s, R = self.data.spg, len(rows)
+        snaps = [at(int(self.ts[r])) for r in rows]
+        stacked = {k: torch.stack([p[k].detach() for p in snaps]) for k in snaps[0]}
+        x, y = self.data.samples(rows)
+        w = torch.ones(R, dtype=x.dtype, device=x.device) if self.per_learner else \
+            torch.stack([self._row_weight(int(r)) for r in rows])
+        ws = (w / s).unsqueeze(1).expand(R, s)
+        grads, sums = vmap(grad(f, has_aux=True))(stacked, x.view(R, s, *x.shape[1:]), y.view(R, s), ws)
+        self._track(2 * R * self.p_bytes)
+        if self.by_row:
+            for j, r in enumerate(rows.tolist()):
+                self._add(r, {k: v[j] for k, v in grads.items()}, sums[j], s)
+            return
+        upd = self.upd[rows]
+        for u in np.unique(upd).tolist():
+            idx = torch.from_numpy(np.flatnonzero(upd == u)).to(x.device)
+            self._add(u, {k: v.index_select(0, idx).sum(0) for k, v in grads.items()}, sums[idx].sum(), s * len(idx))
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def resume_update_by_update(self, i: int, snapshots: dict[int, Params]) -> None:
+        """Continue at update i from a checkpoint written without look-ahead (its snapshots, nothing ahead)."""
+        applied = self.upd < i
+        self.computed[applied] = True
+        stale = applied & (self.upd > self.ts)
+        readers = self.snapshots.readers - np.bincount(self.ts[stale], minlength=len(self.snapshots.readers))
+        self.snapshots.load_state_dict(snapshots, readers)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"snapshots": self.snapshots.state_dict(), "readers": self.snapshots.readers.copy(),
+                "computed": self.computed.copy(), "results": {k: list(v) for k, v in self.results.items()},
+                "peak_bytes": self.peak_bytes}
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        self.snapshots.load_state_dict(sd["snapshots"], sd["readers"])
+        self.computed = np.array(sd["computed"], dtype=bool)
+        self.results = {int(k): list(v) for k, v in sd["results"].items()}
+        self.result_bytes = len(self.results) * self.p_bytes
+        self.peak_bytes = int(sd["peak_bytes"])

@@ -1,0 +1,192 @@
+"""Look-ahead execution (issue 14, item 1): gradients of upcoming updates computed in batches, same weights.
+
+Against the execution without look-ahead (``ahead=0``: every update's gradients when it is reached):
+bit-identical in the ``loop`` mode, equal to float tolerance otherwise, and the batches really span updates.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from psbench.cluster import ComputeModel, CostModel, Topology
+from psbench.lr import LRPolicy
+from psbench.models import build_model
+from psbench.ps import Protocol, Schedule, Simulator
+from psbench.ps.snapshots import SnapshotStore
+from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+
+warnings.filterwarnings("ignore", ".*does not have many workers.*")
+COST = CostModel(compute=ComputeModel(1e-3, 1e-4), message_bytes=40_000, jitter_cv=0.2)
+PROTOCOLS = {"30-softsync": Protocol("softsync", 30, n=30), "async": Protocol("async", 16),
+             "ssp-s3": Protocol("ssp", 16, staleness_bound=3), "1-softsync": Protocol("softsync", 8, n=1)}
+
+
+def fit(dm, proto: Protocol, gradients: int, mu: int = 4, batching: str = "auto", **kw):
+    sched = Schedule.collect(Simulator(proto, COST, Topology(), mu, gradients, 0).run())
+    torch.manual_seed(0)
+    net = build_model("mlp", dm.input_shape, dm.num_classes)
+    strategy = ParameterServerStrategy(sched, batching, **kw)
+    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         limit_val_batches=0, deterministic=True)
+    data = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy("per_gradient"), mu, proto.learners, 0)
+    trainer.fit(ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}),
+                train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
+    assert strategy.updates_done == sched.num_updates
+    return torch.cat([p.detach().reshape(-1) for p in net.parameters()]), strategy, sched
+
+
+@pytest.mark.parametrize("name", list(PROTOCOLS))
+def test_loop_mode_with_look_ahead_is_bit_identical_to_update_by_update(digits, name):
+    ahead, strat, sched = fit(digits, PROTOCOLS[name], 480, batching="loop")
+    plain, base, _ = fit(digits, PROTOCOLS[name], 480, batching="loop", ahead=0)
+    assert torch.equal(ahead, plain)
+    assert len(base.lookahead.batch_rows) == sched.num_updates  # ahead=0: one batch per update
+    assert max(strat.lookahead.batch_rows) > np.diff(sched.offsets).max()  # look-ahead: batches span updates
+    assert not strat.lookahead.results and strat.lookahead.computed.all()
+
+
+@pytest.mark.parametrize("name", ["30-softsync", "async", "ssp-s3"])
+def test_look_ahead_batches_many_gradients_of_the_asynchronous_protocols(digits, name):
+    got, strat, sched = fit(digits, PROTOCOLS[name], 480)
+    ref, _, _ = fit(digits, PROTOCOLS[name], 480, ahead=0)
+    assert torch.allclose(got, ref, atol=1e-5)
+    rows = np.asarray(strat.lookahead.batch_rows)
+    assert rows.sum() == sched.num_gradients
+    assert rows.mean() > 0.5 * sched.staleness.mean()  # ~σ gradients (one per update) per batched call
+
+
+def test_codec_path_looks_ahead_too(digits):
+    opts = {"name": "terngrad", "clip": 2.5, "error_feedback": True}
+
+    def codec(net_shapes):
+        from psbench.compression.pipeline import LearnerCompression
+
+        return LearnerCompression(opts, net_shapes, seed=0)
+
+    shapes = {k: v.shape for k, v in build_model("mlp", digits.input_shape, digits.num_classes).named_parameters()}
+    proto = Protocol("softsync", 8, n=4)
+    got, strat, _ = fit(digits, proto, 320, compression=codec(shapes))
+    ref, _, _ = fit(digits, proto, 320, compression=codec(shapes), ahead=0)
+    assert torch.allclose(got, ref, atol=1e-5)
+    assert max(strat.lookahead.batch_rows) > 2
+
+
+def test_memory_budget_bounds_what_is_held(digits):
+    proto = PROTOCOLS["async"]
+    free, unbounded, sched = fit(digits, proto, 640)
+    p_bytes = sum(p.numel() * 4 for p in build_model("mlp", digits.input_shape, digits.num_classes).parameters())
+    minimum = unbounded.lookahead.minimum_bytes(p_bytes)
+    assert minimum == (SnapshotStore.peak_count(sched) + 3) * p_bytes
+    budget = minimum + 4 * p_bytes
+    assert unbounded.peak_snapshot_bytes > budget  # the budget binds
+    got, bounded, _ = fit(digits, proto, 640, memory_budget_bytes=budget)
+    assert 0 < bounded.peak_snapshot_bytes <= budget
+    assert torch.allclose(got, free, atol=1e-5)
+    assert max(bounded.lookahead.batch_rows) < max(unbounded.lookahead.batch_rows)
+
+
+def test_peak_count_is_what_update_by_update_execution_holds():
+    sched = Schedule.collect(Simulator(Protocol("async", 10), COST, Topology(), 4, 600, 0).run())
+    store, peak, params = SnapshotStore(sched), 0, {"w": torch.zeros(3)}
+    for i in range(sched.num_updates):
+        store.advance(i, params)
+        peak = max(peak, len(store))
+    assert peak == SnapshotStore.peak_count(sched) > 1
+
+
+SYNTH_CIFAR = ("trainer.progress=none", "dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_test=100",
+               "model=cifar_cnn", "batch_size=4", "protocol=async", "trainer.eval_every_epochs=100",
+               "hardware=p775")
+
+
+def _train(compose_cfg, tmp_path, *overrides):
+    from psbench.train import train
+
+    out = tmp_path / "run"
+    out.mkdir(parents=True, exist_ok=True)
+    return train(compose_cfg(*overrides), out)
+
+
+def test_a_schedule_that_cannot_fit_the_budget_is_refused_up_front(compose_cfg, tmp_path):
+    from psbench.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        _train(compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=200", "dataset.num_train=8000",
+               "+trainer.memory_budget_mb=10")  # p775: up to 72 distinct snapshots in flight
+    line = str(err.value)
+    assert err.value.key == "trainer.memory_budget_mb" and "\n" not in line
+    assert line.startswith("trainer.memory_budget_mb=10 is invalid: allowed at least ")
+    assert "weight snapshots of 0.34 MiB" in line  # the CIFAR CNN's 89,578 float32 parameters
+    assert not (tmp_path / "run" / "weights.pt").exists()
+
+
+@pytest.mark.slow
+def test_async_with_1000_learners_on_the_cifar_cnn_runs_within_its_budget(compose_cfg, tmp_path):
+    """λ = 1,000: ~1,000 gradients of the CIFAR CNN in flight (0.34 MiB each); computing them all ahead would
+    hold ~340 MiB, the 100 MiB budget makes the look-ahead shrink."""
+    s = _train(compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=1000", "dataset.num_train=8000", "epochs=2",
+               "lr_policy=mean_staleness", "+trainer.memory_budget_mb=100")
+    assert s["status"] == "finished" and s["updates_done"] == s["ps_updates"] == 4000
+    assert s["staleness_max"] > 900
+    assert 20 * 2**20 < s["peak_snapshot_bytes"] <= 100 * 2**20
+
+
+DEVICE_RUN = ("trainer.progress=none", "epochs=1", "protocol=softsync", "protocol.n=4", "learners=8", "batch_size=8",
+              "lr_policy=mean_staleness")
+
+
+def test_accelerator_cpu_is_the_default_and_a_missing_device_is_refused(compose_cfg, tmp_path):
+    from psbench.errors import ConfigError
+
+    default = _train(compose_cfg, tmp_path, *DEVICE_RUN)
+    cpu = _train(compose_cfg, tmp_path, *DEVICE_RUN, "+trainer.accelerator=cpu")
+    assert cpu["weights_sha256"] == default["weights_sha256"] and default["peak_snapshot_bytes"] > 0
+    missing = "cuda" if not torch.cuda.is_available() else "mps" if not torch.backends.mps.is_available() else None
+    if missing is None:
+        pytest.skip("both CUDA and MPS are present: no missing device to refuse")
+    with pytest.raises(ConfigError, match=rf"trainer.accelerator='{missing}' is invalid: .*no {missing} device"):
+        _train(compose_cfg, tmp_path, *DEVICE_RUN, f"+trainer.accelerator={missing}")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: the CUDA run cannot be "
+                    "compared with the CPU run")
+def test_cuda_gives_the_cpu_weights_to_float_tolerance(compose_cfg, tmp_path):
+    cpu = _train(compose_cfg, tmp_path / "cpu", *DEVICE_RUN, "+trainer.accelerator=cpu")
+    cuda = _train(compose_cfg, tmp_path / "cuda", *DEVICE_RUN, "+trainer.accelerator=cuda")
+    assert cuda["status"] == "finished" and cuda["updates_done"] == cpu["updates_done"]
+    assert abs(cuda["test_loss"] - cpu["test_loss"]) < 1e-3 and abs(cuda["train_loss"] - cpu["train_loss"]) < 1e-3
+
+
+def test_a_checkpoint_written_without_look_ahead_resumes_to_the_same_weights(compose_cfg, tmp_path, monkeypatch):
+    """Its state holds only the snapshots; the resumed run continues update by update, then looks ahead."""
+    from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, load
+    from psbench.strategy.lookahead import Lookahead
+    from psbench.train import train
+
+    init = Lookahead.__init__
+
+    def update_by_update(self, *a, **kw):  # the execution that wrote such checkpoints
+        init(self, *a, **{**kw, "ahead": 0})
+
+    args = ("trainer.progress=none", "trainer.num_threads=1", "epochs=1", "batch_size=8", "protocol=softsync",
+            "protocol.n=4", "learners=8", "+trainer.batching=loop")
+    cfg = compose_cfg(*args)
+    (tmp_path / "full").mkdir()
+    full = train(cfg, tmp_path / "full", None, None)
+    d = tmp_path / "cut"
+    d.mkdir()
+    monkeypatch.setattr(Lookahead, "__init__", update_by_update)
+    with pytest.raises(RunStopped):
+        train(cfg, d, None, Plan(d / CHECKPOINT_FILE, stop_after=13))
+    monkeypatch.undo()
+    state = load(d / CHECKPOINT_FILE)
+    del state["strategy"]["lookahead"]  # as written before look-ahead execution
+    assert len(state["strategy"]["snapshots"]) > 0
+    resumed = train(cfg, d, None, Plan(d / CHECKPOINT_FILE, state=state))
+    assert resumed["weights_sha256"] == full["weights_sha256"]
