@@ -3,7 +3,7 @@
     python benchmarks/bench_local_steps.py [--epochs 2] [--threads 1] [--repeats 2]
 
 Case (issue 5): MNIST, MLP 784-128-10, ``agn`` with n = 20 learners, H = 10 local Adam steps of
-μ = 128 per commit, executed by :class:`ParameterServerStrategy` + :class:`LocalSteps` inside a
+μ = 128 per commit, executed by :class:`ParameterServerStrategy` + :class:`LocalLearners` inside a
 Lightning Trainer — against a plain PyTorch loop of one learner with batch μ = 128 (Adam) over
 the same number of samples. Both are warmed up first. Prints samples/s and the ratio (target
 ≥ 0.5), and how many windows each vmapped flush computed; also ``--loop`` compares flushes of one
@@ -29,7 +29,7 @@ from psbench.models import build_model, model_bytes
 from psbench.optimizer.build import server_optimizer
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, SampleStream
-from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches
+from psbench.strategy.local_steps import LocalLearners, WindowBatches
 
 warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
@@ -60,22 +60,22 @@ def plain_loop(dm, samples: int, mu: int, repeats: int) -> float:
     return best
 
 
-class _OneWindow(LocalSteps):
+class _OneWindow(LocalLearners):
     def _capture(self, i, params, net, loss, lr):
         super()._capture(i, params, net, loss, lr)
         if self.pending:
             self._flush(net, loss, lr)
 
 
-def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, cls=LocalSteps):
+def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, cls=LocalLearners):
     torch.manual_seed(0)
     net = build_model("mlp", dm.input_shape, dm.num_classes)
     cost = CostModel.from_profile("laptop", model_bytes(net))
     sim = Simulator(proto, cost, Topology(), mu, samples // (mu * proto.local_steps), 0)
     sched = Schedule.collect(sim.run())
-    data = torch.utils.data.DataLoader(LocalUpdateBatches(sched, mu * proto.local_steps), batch_size=None)
+    data = torch.utils.data.DataLoader(WindowBatches(sched, mu * proto.local_steps), batch_size=None)
 
-    def fit() -> tuple[float, LocalSteps]:
+    def fit() -> tuple[float, LocalLearners]:
         local = cls(proto, sched, dm.x_train, dm.y_train, mu, 0, OPT)
         module = ClassifierModule(net, server_optimizer(OPT))
         trainer = pl.Trainer(strategy=ParameterServerStrategy(sched, local=local), accelerator="cpu", max_epochs=1,
@@ -106,7 +106,7 @@ def main() -> None:
     samples = int(args.epochs * dm.num_train) // (mu * H) * (mu * H)
     print(f"threads={torch.get_num_threads()} samples={samples} best of {args.repeats}")
     print(f"{'case':<34}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'windows/flush':>15}{'⟨σ⟩':>8}")
-    cases = [("agn n=20 H=10 μ=128 (vmap)", LocalSteps)] + ([("agn ... one window per flush", _OneWindow)]
+    cases = [("agn n=20 H=10 μ=128 (vmap)", LocalLearners)] + ([("agn ... one window per flush", _OneWindow)]
                                                               if args.loop else [])
     for label, cls in cases:
         base = samples / plain_loop(dm, samples, mu, args.repeats)  # re-measured before each case

@@ -23,7 +23,7 @@ from psbench.models.evaluate import weights_sha256
 from psbench.optimizer.build import server_optimizer
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, SampleStream, UpdateBatch, UpdateBatches
-from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches
+from psbench.strategy.local_steps import LocalLearners, WindowBatches
 from psbench.tracking.temporal_efficiency import mlflow_curve, temporal_efficiency
 from psbench.validate import validate
 
@@ -53,14 +53,14 @@ def schedule(proto: Protocol, mu: int, gradients: int) -> Schedule:
 
 
 def run(dm, proto: Protocol, mu: int, gradients: int, optimizer: dict, batching: str = "auto"):
-    """Execute the schedule with the Trainer; local-step protocols get LocalSteps + the server SGD."""
+    """Execute the schedule with the Trainer; local-step protocols get LocalLearners + the server SGD."""
     sched = schedule(proto, mu, gradients)
     torch.manual_seed(0)
     net = build_model("mlp", dm.input_shape, dm.num_classes)
     if proto.name in LOCAL:
-        local = LocalSteps(proto, sched, dm.x_train, dm.y_train, mu, 0, optimizer)
+        local = LocalLearners(proto, sched, dm.x_train, dm.y_train, mu, 0, optimizer)
         module = ClassifierModule(net, server_optimizer(optimizer))
-        data = LocalUpdateBatches(sched, mu * proto.local_steps)
+        data = WindowBatches(sched, mu * proto.local_steps)
     else:
         local = None
         module = ClassifierModule(net, optimizer)
@@ -160,7 +160,7 @@ def test_one_learner_aeasgd_is_elastic_averaging(digits):
     assert float((local.local["net.0.weight"][0] - learner.net[0].weight.detach()).abs().max()) <= 1e-5
 
 
-def _drive(local: LocalSteps, net, steps: int, lr: float = 0.05, start: int = 0) -> list[dict]:
+def _drive(local: LocalLearners, net, steps: int, lr: float = 0.05, start: int = 0) -> list[dict]:
     """Call update_direction on a fixed master trajectory θ_i = θ_0 + noise(i) (independent of the commits)."""
     base = {k: v.detach().clone() for k, v in net.named_parameters()}
     out = []
@@ -174,7 +174,7 @@ def _drive(local: LocalSteps, net, steps: int, lr: float = 0.05, start: int = 0)
 
 
 def _local(dm, proto, sched, opt):
-    return LocalSteps(proto, sched, dm.x_train, dm.y_train, 8, 0, opt)
+    return LocalLearners(proto, sched, dm.x_train, dm.y_train, 8, 0, opt)
 
 
 def test_commit_scales_agn_over_h_and_dynsgd_over_staleness(digits):
@@ -204,7 +204,7 @@ def test_vmapped_windows_equal_one_window_at_a_time(digits, name, opt):
     torch.manual_seed(0)
     net = build_model("mlp", digits.input_shape, digits.num_classes)
 
-    class OneAtATime(LocalSteps):
+    class OneAtATime(LocalLearners):
         def _capture(self, i, params, net, loss, lr):
             super()._capture(i, params, net, loss, lr)
             if self.pending:

@@ -122,7 +122,7 @@ def server_optimizer(learner_cfg: Mapping) -> dict[str, Any]:
     """The PS optimizer of a local-step protocol: SGD at the learners' η, no momentum (θ̃ ← θ̃ + Δ, AGN Eq 2).
 
     ``milestones``/``gamma`` and the polynomial decay are kept, so an lr schedule scales the server and (through
-    :meth:`LocalSteps.update_direction`, which reads the current lr) the learners alike.
+    :meth:`LocalLearners.update_direction`, which reads the current lr) the learners alike.
     """
     cfg = dict(learner_cfg)
     return {"name": "sgd", "lr": float(cfg.get("lr", 0.1)), "momentum": 0.0, "weight_decay": 0.0,

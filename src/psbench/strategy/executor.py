@@ -150,9 +150,9 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     local = None
     if uses_local_steps(protocol.name):  # learners run opt_cfg locally; the PS adds their commits
         from psbench.optimizer.build import server_optimizer
-        from psbench.strategy.local_steps import LocalSteps, LocalUpdateBatches
+        from psbench.strategy.local_steps import LocalLearners, WindowBatches
 
-        local = LocalSteps(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed), opt_cfg,
+        local = LocalLearners(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed), opt_cfg,
                            policy)
         opt_cfg = server_optimizer(opt_cfg)
     device = _device(cfg, local is not None, compression)
@@ -182,7 +182,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         enable_progress_bar=rich, callbacks=callbacks, log_every_n_steps=strategy.log_every,
         deterministic=bool(setting(cfg.trainer, "deterministic", True)),
     )  # gradient clipping is the strategy's (it applies every update itself: manual optimization)
-    updates = LocalUpdateBatches(schedule, spg) if local is not None else \
+    updates = WindowBatches(schedule, spg) if local is not None else \
         UpdateBatches(schedule, dm.x_train.to(device), dm.y_train.to(device), spg, policy, int(cfg.batch_size),
                       protocol.learners, int(cfg.seed), with_samples=False)  # the look-ahead reads the samples
     start = plan.start if plan is not None else 0  # a resumed run executes updates start…U−1

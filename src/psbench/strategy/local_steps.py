@@ -22,7 +22,7 @@ G = −ρ(θ_l − θ̃_ts) for the elastic commit), and the PS applies θ̃ ←
 without momentum, G is the gradient itself and the update is bit-for-bit the async one.
 
 All learner state (local models, optimizer buffers, step counts, captured and finished
-windows) is in :meth:`LocalSteps.state_dict`, which :mod:`psbench.checkpoint` saves with the run.
+windows) is in :meth:`LocalLearners.state_dict`, which :mod:`psbench.checkpoint` saves with the run.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Params = dict[str, torch.Tensor]
 
 
-class LocalSteps:
+class LocalLearners:
     """Learner-local state and the local-step update of one local-step protocol run.
 
     Args:
@@ -181,10 +181,10 @@ class LocalSteps:
         self.windows_computed += k
 
 
-class LocalUpdateBatches(torch.utils.data.Dataset):
+class WindowBatches(torch.utils.data.Dataset):
     """The Trainer's data for a local-step protocol: update i's index, staleness and time, no samples.
 
-    :class:`LocalSteps` reads the samples of whole batches of windows itself (it computes them
+    :class:`LocalLearners` reads the samples of whole batches of windows itself (it computes them
     ahead of their updates), so the per-update item carries only what the strategy logs.
     """
 

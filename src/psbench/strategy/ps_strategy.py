@@ -32,7 +32,7 @@ from pytorch_lightning.strategies import SingleDeviceStrategy
 from psbench.optimizer.build import scale_weight_decay
 from psbench.ps import Schedule
 from psbench.strategy.batches import UpdateBatch
-from psbench.strategy.local_steps import LocalSteps
+from psbench.strategy.local_steps import LocalLearners
 from psbench.strategy.lookahead import Lookahead
 
 
@@ -40,7 +40,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     strategy_name = "parameter_server"
 
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
-                 log_every_n_updates: int = 10, local: LocalSteps | None = None, compression=None,
+                 log_every_n_updates: int = 10, local: LocalLearners | None = None, compression=None,
                  num_train: int | None = None, memory_budget_bytes: int | None = None,
                  ahead: int | None = None, gradient_clip_val: float | None = None,
                  device: torch.device | str = "cpu") -> None:
