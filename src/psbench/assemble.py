@@ -90,6 +90,21 @@ def total_gradients(cfg: DictConfig, num_train: int, protocol: Protocol) -> int:
     return g
 
 
+def updates_per_epoch(updates: int, gradients: int, samples_per_gradient: int, num_train: int) -> float:
+    """PS updates per epoch of N samples: where the lr schedule's epoch milestones and evaluations fall."""
+    return updates * num_train / max(1, gradients * samples_per_gradient)
+
+
+def optimizers(cfg: DictConfig, protocol: Protocol) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the PS's optimizer config, the learners'): the same for every protocol but the local-step ones, whose
+    learners run ``cfg.optimizer`` for H steps and whose PS adds their commits (:func:`server_optimizer`)."""
+    from psbench.optimizer.build import server_optimizer
+    from psbench.ps.local import uses_local_steps
+
+    learner = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    return (server_optimizer(learner) if uses_local_steps(protocol.name) else learner), learner  # type: ignore[arg-type,return-value]
+
+
 def build_run_cost(cfg: DictConfig, net: torch.nn.Module, dm, protocol: Protocol, compression=None) -> CostModel:
     """The run's cost model: the hardware profile for this model, with the codec's exact push/pull payloads."""
     from psbench.models import model_bytes

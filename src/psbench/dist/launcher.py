@@ -176,13 +176,15 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
         build_protocol,
         build_run_cost,
         build_topology,
+        optimizers,
         total_gradients,
+        updates_per_epoch,
     )
     from psbench.compression.wire import GradientWire
     from psbench.dist.ps_server import ParameterServer
     from psbench.dist.transport import GlooTransport
     from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
-    from psbench.optimizer.build import configure, param_groups, server_optimizer
+    from psbench.optimizer.build import configure, param_groups
     from psbench.ps import Schedule, Simulator
     from psbench.ps.local import is_elastic, uses_local_steps
     from psbench.ps.staleness import plot_staleness
@@ -220,19 +222,17 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
         G = total_gradients(cfg, dm.num_train, protocol)
         G -= G % protocol.gradients_per_update
         updates = G // protocol.gradients_per_update
-    updates_per_epoch = updates * dm.num_train / max(1, G * spg)
-    opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    window = None  # a local-step protocol's window: H steps of opt_cfg in the learner, then a commit
-    if uses_local_steps(protocol.name):  # learners run opt_cfg for H local steps; the PS adds their commits
+    opt_cfg, learner_cfg = optimizers(cfg, protocol)
+    window = None  # a local-step protocol's window: H steps of learner_cfg in the learner, then a commit
+    if uses_local_steps(protocol.name):  # learners run learner_cfg for H local steps; the PS adds their commits
         window = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
-                 "rho": protocol.rho, "optimizer": opt_cfg}
-        opt_cfg = server_optimizer(opt_cfg)
+                  "rho": protocol.rho, "optimizer": learner_cfg}
     comp_opts = OmegaConf.to_container(cfg.compression, resolve=True) if cfg.get("compression") else None
     if comp_opts is not None and comp_opts.get("name", "none") == "none":  # type: ignore[union-attr]
         comp_opts = None
     wire = None if comp_opts is None else GradientWire(comp_opts, {k: p.shape for k, p in net.named_parameters()},
                                                        seed)
-    opt, sched = configure(param_groups(net), opt_cfg, updates_per_epoch)
+    opt, sched = configure(param_groups(net), opt_cfg, updates_per_epoch(updates, G, spg, dm.num_train))
 
     addr = str(_e(cfg, "master_addr", "127.0.0.1"))
     timeout_s = float(_e(cfg, "timeout_s", 60))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from psbench import lifecycle
 from psbench.assemble import (
@@ -29,8 +29,10 @@ from psbench.assemble import (
     build_protocol,
     build_run_cost,
     build_topology,
+    optimizers,
     setting,
     total_gradients,
+    updates_per_epoch,
 )
 from psbench.errors import ConfigError, require
 from psbench.models.evaluate import evaluate, quick_evaluate, save_final_weights, weights_sha256
@@ -144,19 +146,17 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     warnings.filterwarnings("ignore", ".*returned `None`.*")
     warnings.filterwarnings("ignore", ".*LeafSpec.*")
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
-    updates_per_epoch = schedule.num_updates * dm.num_train / max(1, schedule.num_gradients * spg)
-    every = max(1, round(updates_per_epoch * float(setting(cfg.trainer, "eval_every_epochs", 1))))
-    opt_cfg = OmegaConf.to_container(cfg.optimizer, resolve=True)
+    per_epoch = updates_per_epoch(schedule.num_updates, schedule.num_gradients, spg, dm.num_train)
+    every = max(1, round(per_epoch * float(setting(cfg.trainer, "eval_every_epochs", 1))))
+    opt_cfg, learner_cfg = optimizers(cfg, protocol)
     local = None
-    if uses_local_steps(protocol.name):  # learners run opt_cfg locally; the PS adds their commits
-        from psbench.optimizer.build import server_optimizer
+    if uses_local_steps(protocol.name):  # learners run learner_cfg locally; the PS adds their commits
         from psbench.strategy.local_steps import LocalLearners, WindowBatches
 
-        local = LocalLearners(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed), opt_cfg,
-                           policy)
-        opt_cfg = server_optimizer(opt_cfg)
+        local = LocalLearners(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed),
+                              learner_cfg, policy)
     device = _device(cfg, local is not None, compression)
-    module = ClassifierModule(net, opt_cfg, updates_per_epoch)
+    module = ClassifierModule(net, opt_cfg, per_epoch)
     batching = str(setting(cfg.trainer, "batching", "auto"))
     budget = _memory_budget(cfg, schedule, net, by_row=compression is not None or batching == "loop",
                             local=local is not None)
