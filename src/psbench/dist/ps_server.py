@@ -46,7 +46,7 @@ from psbench import lifecycle
 from psbench.dist import messages as m
 from psbench.dist.transport import LearnerFailure
 from psbench.lr import LRPolicy
-from psbench.optimizer.build import scale_weight_decay
+from psbench.optimizer.build import finite_update, scale_weight_decay
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
 from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
 from psbench.ps.gate import PARK, STOP, Gate
@@ -428,8 +428,7 @@ class ParameterServer:
         for p in self.params:
             views.append(g[o:o + p.numel()].view_as(p))
             o += p.numel()
-        surrogate = sum((p.detach() * v).sum() for p, v in zip(self.params, views, strict=True))
-        if not (math.isfinite(loss) and torch.isfinite(surrogate)):
+        if not finite_update(loss, self.params, views):
             self.diverged_at = i
             self.gate.halt()  # no more gradients are handed out
             return

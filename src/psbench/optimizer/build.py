@@ -63,6 +63,14 @@ def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), weight_decay=wd)
 
 
+def finite_update(loss: float, params: Iterable[torch.Tensor], grads: Iterable[torch.Tensor]) -> bool:
+    """May the PS apply this update? Its loss and the surrogate Σ⟨p, g⟩ (whose gradient is g) are finite;
+    NaN/inf anywhere in the weights or the aggregate shows in the surrogate. False: the run diverged."""
+    with torch.no_grad():
+        surrogate = sum((p * g).sum() for p, g in zip(params, grads, strict=True))
+    return math.isfinite(loss) and bool(torch.isfinite(surrogate))
+
+
 def scale_weight_decay(opt: torch.optim.Optimizer, factor: float) -> None:
     """Set this update's weight decay: each group's configured decay × ``factor``.
 

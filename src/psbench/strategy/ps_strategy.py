@@ -29,7 +29,7 @@ from collections import deque
 import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
-from psbench.optimizer.build import scale_weight_decay
+from psbench.optimizer.build import finite_update, scale_weight_decay
 from psbench.ps import Schedule
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.local_steps import LocalLearners
@@ -152,9 +152,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             else:
                 grads, loss = ahead.update_gradient(live, params)
         self.last_loss = float(loss)
-        with torch.no_grad():  # the value of the linear surrogate Σ⟨p, g⟩ whose gradient is g: finite?
-            surrogate = sum((p * grads[k]).sum() for k, p in params.items())
-        if not (math.isfinite(self.last_loss) and torch.isfinite(surrogate)):
+        if not finite_update(self.last_loss, params.values(), (grads[k] for k in params)):
             self.diverged_at = batch.index
             module.log("diverged", 1.0)
             module.trainer.should_stop = True
