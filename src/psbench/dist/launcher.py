@@ -45,17 +45,13 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from psbench import lifecycle
+from psbench.assemble import setting
 from psbench.dist import messages as m
 from psbench.dist.options import ENGINE, check_dist
 from psbench.dist.transport import LearnerFailure
 from psbench.errors import ConfigError, RunFailure, require
 from psbench.schema import check_group
 from psbench.summary import RunSummary
-
-
-def _e(cfg: DictConfig, key: str, default: Any = None) -> Any:
-    v = cfg.engine.get(key, default)
-    return default if v is None else v
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -198,17 +194,17 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
     model_name = mcfg.pop("name")  # type: ignore[union-attr]  # learners rebuild the same model from these
     protocol, policy = build_protocol(cfg), build_lr_policy(cfg)
     lam, mu, spg = protocol.learners, int(cfg.batch_size), int(cfg.batch_size) * protocol.local_steps
-    mode = _e(cfg, "mode", "free_run")
+    mode = setting(cfg.engine, "mode", "free_run")
     meta = {"protocol": protocol.label, "learners": lam, "batch_size": mu, "topology": cfg.topology.name,
             "seed": seed}
     artifacts: list[str] = []
     replay = None
     sim_time_s = None  # simulated time: a replayed schedule's; a free run has measured time only (run_time_s)
     if mode == "replay":
-        if _e(cfg, "schedule") is not None:
-            replay = Schedule.load(str(_e(cfg, "schedule")))
+        if setting(cfg.engine, "schedule") is not None:
+            replay = Schedule.load(str(setting(cfg.engine, "schedule")))
             got = replay.meta.get("learners")
-            require(got in (None, lam), "engine.schedule", str(_e(cfg, "schedule")),
+            require(got in (None, lam), "engine.schedule", str(setting(cfg.engine, "schedule")),
                     f"a schedule for learners={lam} (it has {got})")
         else:
             cost = build_run_cost(cfg, net, dm, protocol, build_compression(cfg, net))
@@ -234,11 +230,11 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
                                                        seed)
     opt, sched = configure(param_groups(net), opt_cfg, updates_per_epoch(updates, G, spg, dm.num_train))
 
-    addr = str(_e(cfg, "master_addr", "127.0.0.1"))
-    timeout_s = float(_e(cfg, "timeout_s", 60))
-    connect_s = float(_e(cfg, "connect_timeout_s", 120))
+    addr = str(setting(cfg.engine, "master_addr", "127.0.0.1"))
+    timeout_s = float(setting(cfg.engine, "timeout_s", 60))
+    connect_s = float(setting(cfg.engine, "connect_timeout_s", 120))
     world = lam + 1
-    store = _store(addr, int(_e(cfg, "port", 0)), world, connect_s)
+    store = _store(addr, int(setting(cfg.engine, "port", 0)), world, connect_s)
     data_file = run_dir / "learner_data.pt"
     spec_file = run_dir / "dist_spec.json"
     procs = Learners()
@@ -249,12 +245,12 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
             "addr": addr, "port": store.port, "world_size": world, "timeout_s": max(timeout_s, 3600.0),
             "connect_timeout_s": connect_s, "model": model_name, "model_kwargs": mcfg,
             "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
-            "seed": seed, "samples_per_gradient": spg, "threads": int(_e(cfg, "learner_threads", 1)),
-            "delay_s": {str(k): float(v) for k, v in dict(_e(cfg, "learner_delay_s", {})).items()},
+            "seed": seed, "samples_per_gradient": spg, "threads": int(setting(cfg.engine, "learner_threads", 1)),
+            "delay_s": {str(k): float(v) for k, v in dict(setting(cfg.engine, "learner_delay_s", {})).items()},
             "rank_offset": 1, "window": window, "compression": comp_opts,
         }
         spec_file.write_text(json.dumps(spec, indent=1))
-        if _e(cfg, "launch", "spawn") == "spawn":
+        if setting(cfg.engine, "launch", "spawn") == "spawn":
             procs.spawn(spec_file, lam, run_dir, spec["threads"])
         print(f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting up to {connect_s:g} s "
               f"(engine.connect_timeout_s) for {lam} learners (spec {spec_file})", file=sys.stderr, flush=True)
@@ -273,7 +269,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
             numel = sum(p.numel() for p in net.parameters())
             transport = GlooTransport(lam, numel, procs.alive, push_bytes=None if wire is None else wire.push_bytes)
             ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
-                                 timeout_s=timeout_s, tolerate_failures=bool(_e(cfg, "tolerate_failures", False)),
+                                 timeout_s=timeout_s, tolerate_failures=bool(setting(cfg.engine, "tolerate_failures", False)),
                                  gradient_clip_val=cfg.trainer.get("gradient_clip_val"), logger=logger,
                                  log_every=int(cfg.trainer.get("log_every_n_updates") or 10), wire=wire,
                                  num_train=dm.num_train)
