@@ -130,7 +130,7 @@ def test_hardware_files_equal_the_cost_model_profiles(profile):
         (["hardware.stragglers.fraction=1.5"], "hardware.stragglers.fraction"),
         (["hardware.stragglers.slowdown=0.5"], "hardware.stragglers.slowdown"),
         (["hardware.heavy_tail=1.0"], "hardware.heavy_tail"),
-        (["dataset.name=imagenet"], "dataset.name"),
+        (["dataset.name=svhn"], "dataset.name"),
         (["dataset=synthetic", "dataset.num_classes=1"], "dataset.num_classes"),
         (["model.name=resnet"], "model.name"),
         (["engine.name=ray"], "engine.name"),
