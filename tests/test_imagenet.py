@@ -15,6 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
+from data_files import WNIDS, make_imagenet
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.data import build_datamodule
 from psbench.data.imagenet import INDEX_FILE, MEAN_BGR, build_index, load_resized
@@ -24,35 +25,6 @@ from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.ps.samples import SampleStream
 from psbench.strategy import UpdateBatches
-
-WNIDS = ("n01440764", "n01443537", "n01484850")
-
-
-def make_imagenet(data_dir: Path, per_class: int = 6, val_per_class: int = 2, flat_val: bool = False,
-                  wnids: tuple[str, ...] = WNIDS, size: tuple[int, int] = (34, 70), seed: int = 0) -> Path:
-    """``data_dir/imagenet`` in the ILSVRC-2012 layout: random-size JPEGs, each class a different colour."""
-    rng = np.random.default_rng(seed)
-    root = data_dir / "imagenet"
-
-    def image(path: Path, label: int) -> None:
-        h, w = (int(v) for v in rng.integers(*size, size=2))
-        base = np.zeros((h, w, 3), np.uint8)
-        base[..., label % 3] = 200
-        noise = rng.integers(0, 55, size=(h, w, 3), dtype=np.uint8)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(base + noise).save(path, quality=95)
-
-    rows = ["ImageId,PredictionString"]
-    for label, w in enumerate(wnids):
-        for k in range(per_class):
-            image(root / "train" / w / f"{w}_{k}.JPEG", label)
-        for k in range(val_per_class):
-            stem = f"ILSVRC2012_val_{label * val_per_class + k + 1:08d}"
-            image(root / "val" / ("" if flat_val else w) / f"{stem}.JPEG", label)
-            rows.append(f"{stem},{w} 1 2 30 40 {w} 3 4 20 20")
-    if flat_val:
-        (root / "LOC_val_solution.csv").write_text("\n".join(rows) + "\n")
-    return root
 
 
 def schedule(proto: Protocol, mu: int, gradients: int, seed: int = 0) -> Schedule:
@@ -259,3 +231,18 @@ def test_the_dist_engine_and_local_steps_are_refused_with_imagenet(tmp_path, com
         validate(compose_cfg(*base, "protocol=downpour"))
     with pytest.raises(ConfigError, match=r"dataset.crop=300.*dataset.resize"):
         validate(compose_cfg(*base, "dataset.crop=300"))
+
+
+# ----------------------------------------------------------------------------- the papers' presets
+@pytest.mark.parametrize(("preset", "mu", "lam", "epochs"),
+                         [("rudra/table4_error", 16, 18, 30), ("zhang/fig4", 16, 18, 35)])
+def test_imagenet_presets_train_alexnet_on_227_crops_or_say_what_is_missing(compose_preset, tmp_path, preset, mu, lam,
+                                                                             epochs):
+    with pytest.raises(ConfigError, match=r"paths.data_dir=.*missing .*imagenet/train/<wnid>/\*.JPEG"):
+        compose_preset(preset, f"paths.data_dir={tmp_path}")
+    make_imagenet(tmp_path, per_class=1, val_per_class=1)
+    cfg = compose_preset(preset, f"paths.data_dir={tmp_path}")
+    assert (cfg.dataset.name, cfg.model.name, cfg.batch_size, cfg.learners, cfg.epochs) == \
+        ("imagenet", "alexnet", mu, lam, epochs)
+    assert imagenet_crop(cfg.dataset.crop, cfg.model.name) == 227 and cfg.dataset.resize == 256
+    assert list(cfg.dataset.mean) == list(MEAN_BGR) and (cfg.optimizer.lr, cfg.optimizer.momentum) == (0.01, 0.9)
