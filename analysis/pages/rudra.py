@@ -328,7 +328,9 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
     im = P.IMAGENET
     md = ["# Rudra Table 4 — ImageNet: validation error after 30 epochs and training time per epoch\n\n",
           "Validation error: **needs data not available here** (ImageNet / ILSVRC 2012 and the AlexNet-style "
-          f"network of §4.2, {im['params_m']} M parameters, {im['model_mb']} MB). Training time per epoch: simulated "
+          f"network of §4.2, {im['params_m']} M parameters, {im['model_mb']} MB); where ILSVRC-2012 is present, "
+          "`psbench -m experiment=rudra/table4_error paths.data_dir=<dir holding imagenet/>` trains the four "
+          "configurations on it (`dataset=imagenet`). Training time per epoch: simulated "
           "from the cost model (schedule only) when `python sweeps/rudra_table4.py` has run; its substitutions are "
           "in the data column.\n"]
     scales = scales_of(t4) if t4 else []
