@@ -1,7 +1,8 @@
 """Tiny data files in the standard formats, and where the real offline copies are.
 
 Format tests write a few samples of MNIST/Fashion-MNIST (IDX gzip), CIFAR-10 (``cifar-10-batches-py``
-pickles) and the CIFAR-10 subset (``cifar10-subset/cifar10-prefix-subset.npz``) under a temporary dir,
+pickles), the CIFAR-10 subset (``cifar10-subset/cifar10-prefix-subset.npz``) and ImageNet's folders of JPEGs
+(``imagenet/train/<wnid>/*.JPEG``, :func:`make_imagenet`) under a temporary dir,
 in the layout of ``shared/datasets``, and register their md5s in :data:`psbench.data.checksum.KNOWN_MD5`
 (the table every loader checks), so the real readers and checks run on any clone. Tests that need the
 real files (their sizes, class balance, canonical md5s, learning on them) read them where they are —
@@ -110,3 +111,35 @@ def build_tiny_data(root: Path) -> TinyData:
     }
     keys = [k for files in sources.DATASET_FILES.values() for k in files]
     return TinyData(root, arrays, {k: md5_file(root / k) for k in keys})
+
+
+WNIDS = ("n01440764", "n01443537", "n01484850")
+
+
+def make_imagenet(data_dir: Path, per_class: int = 6, val_per_class: int = 2, flat_val: bool = False,
+                  wnids: tuple[str, ...] = WNIDS, size: tuple[int, int] = (34, 70), seed: int = 0) -> Path:
+    """``data_dir/imagenet`` in the ILSVRC-2012 layout: random-size JPEGs, each class a different colour."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    root = data_dir / "imagenet"
+
+    def image(path: Path, label: int) -> None:
+        h, w = (int(v) for v in rng.integers(*size, size=2))
+        base = np.zeros((h, w, 3), np.uint8)
+        base[..., label % 3] = 200
+        noise = rng.integers(0, 55, size=(h, w, 3), dtype=np.uint8)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(base + noise).save(path, quality=95)
+
+    rows = ["ImageId,PredictionString"]
+    for label, w in enumerate(wnids):
+        for k in range(per_class):
+            image(root / "train" / w / f"{w}_{k}.JPEG", label)
+        for k in range(val_per_class):
+            stem = f"ILSVRC2012_val_{label * val_per_class + k + 1:08d}"
+            image(root / "val" / ("" if flat_val else w) / f"{stem}.JPEG", label)
+            rows.append(f"{stem},{w} 1 2 30 40 {w} 3 4 20 20")
+    if flat_val:
+        (root / "LOC_val_solution.csv").write_text("\n".join(rows) + "\n")
+    return root

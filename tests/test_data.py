@@ -391,8 +391,8 @@ def test_cifar10_pickle_reader_rejects_malformed(tmp_path: Path) -> None:
 
 def test_unknown_name_and_option() -> None:
     with pytest.raises(ConfigError) as err:
-        build_datamodule("imagenet", "unused")
-    assert err.value.key == "dataset.name" and err.value.value == "imagenet"
+        build_datamodule("svhn", "unused")
+    assert err.value.key == "dataset.name" and err.value.value == "svhn"
     assert all(n in err.value.allowed for n in DATASET_NAMES)
     with pytest.raises(ConfigError, match=r"dataset\.shape"):
         build_datamodule("mnist", "unused", shape=(1, 2))

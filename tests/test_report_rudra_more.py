@@ -208,6 +208,16 @@ def test_table4_shows_the_paper_and_simulated_minutes_per_epoch(psbench_root, tm
     assert "| training speed: adv*-softsync > adv-softsync > base-softsync > base-hardsync | holds |" in md
 
 
+def test_table4_shows_our_imagenet_error_from_the_training_preset(psbench_root, tmp_path):
+    """Runs of experiment=rudra/table4_error (dataset=imagenet) fill the error column; time per epoch ignores them."""
+    s = ReportStore(psbench_root)
+    s.run({"paper": "rudra", "table": "4", "case": "base-hardsync", "experiment": "rudra/table4_error"},
+          {"test_error": 0.4512, "sim_time_s": 1.0, "samples": 1.0})
+    _, md = page(psbench_root, tmp_path / "r", "rudra_table4")
+    assert "| base-hardsync | rudra_base | 16 | 18 | Hardsync | 44.35 | 20.85 | 45.12 (n=1) top-1 | 330 |" in md
+    assert "| base-softsync | rudra_base | 16 | 18 | 1-softsync | 45.63 | 22.08 | needs data not available here" in md
+
+
 def test_empty_store_shows_paper_numbers_and_how_to_run(tmp_path):
     status = build(tmp_path, tmp_path / "r")
     assert status["rudra_table3"].startswith("no runs (python sweeps/rudra_table3.py scale=ci")

@@ -325,10 +325,14 @@ def _t3_claims(ranked: list[tuple], front: list[tuple], points: Mapping[tuple, t
 # --------------------------------------------------------------------------- Rudra Table 4
 def rudra_table4(ctx: Context) -> tuple[str, str]:
     t4 = select(ctx.runs, paper="rudra", table="4")
+    trained = [r for r in t4 if r.tags.get("experiment") == "rudra/table4_error"]  # on ImageNet (dataset=imagenet)
+    t4 = [r for r in t4 if r.tags.get("experiment") != "rudra/table4_error"]  # schedule-only time per epoch
     im = P.IMAGENET
     md = ["# Rudra Table 4 — ImageNet: validation error after 30 epochs and training time per epoch\n\n",
           "Validation error: **needs data not available here** (ImageNet / ILSVRC 2012 and the AlexNet-style "
-          f"network of §4.2, {im['params_m']} M parameters, {im['model_mb']} MB). Training time per epoch: simulated "
+          f"network of §4.2, {im['params_m']} M parameters, {im['model_mb']} MB); where ILSVRC-2012 is present, "
+          "`psbench -m experiment=rudra/table4_error paths.data_dir=<dir holding imagenet/>` trains the four "
+          "configurations on it (`dataset=imagenet`). Training time per epoch: simulated "
           "from the cost model (schedule only) when `python sweeps/rudra_table4.py` has run; its substitutions are "
           "in the data column.\n"]
     scales = scales_of(t4) if t4 else []
@@ -336,8 +340,10 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
               "ours error", "paper min/epoch"] + [f"ours sim min/epoch ({s})" for s in scales] + ["data"]
     rows, per_epoch = [], {}
     for name, arch, mu, lam, proto, top1, top5, minutes in P.TABLE4:
-        row = [name, arch, str(mu), str(lam), proto, f"{top1:.2f}", f"{top5:.2f}", "needs data not available here",
-               f"{minutes:g}"]
+        errors = [100 * r.metrics["test_error"] for r in select(trained, case=name.replace("*", "_star"))
+                  if r.metrics.get("test_error") is not None]
+        ours = cell(errors, 1, 2) + " top-1" if errors else "needs data not available here"
+        row = [name, arch, str(mu), str(lam), proto, f"{top1:.2f}", f"{top5:.2f}", ours, f"{minutes:g}"]
         notes: list[str] = []
         for scale in scales:
             rs = select(t4, scale=scale, case=name.replace("*", "_star"))  # the preset's case label

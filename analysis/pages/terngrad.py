@@ -258,8 +258,10 @@ def terngrad_tables2_3(ctx: Context) -> tuple[str, str]:
     t3 = [[f"{lr:g}", str(b), str(n), it, g, f"{wd:g}", f"{dr:g}", f"{t5:.2f}"]
           for lr, b, n, it, g, wd, dr, t5 in paper.TABLE3]
     md = ["# TernGrad Tables 2 and 3 — AlexNet and GoogLeNet on ImageNet\n\n",
-          "**Needs data not available here**: ImageNet (ILSVRC-2012) is not on this machine and psbench has no "
-          "ImageNet data set option, so no run can fill the measured columns; the paper's numbers are shown alone. "
+          "**Needs data not available here**: ImageNet (ILSVRC-2012) is not on this machine, so no run can fill the "
+          "measured columns; the paper's numbers are shown alone. `dataset=imagenet` streams it where it is present, "
+          "but TernGrad trains both networks with batch normalization, which psbench trains only as "
+          "`schedule_only=true`, so there is no preset for these tables. "
           "The networks exist (`model=alexnet`, `model=googlenet`; their batch-normalized forms only with "
           "`schedule_only=true`), the codec options too (`compression=terngrad compression.clip=null` is "
           "TernGrad-noclip, `compression.float_last_layer=true` §4.2's float classifier).\n",

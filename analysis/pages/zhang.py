@@ -360,5 +360,6 @@ PAGES = [
     Page("staleness-aware ASGD", "Fig 3", "zhang_fig3", zhang_fig3),
     Page("staleness-aware ASGD", "Fig 4",
          reason="needs data not available here (ImageNet ILSVRC 2012, AlexNet; λ = 18, μ = 16, 35 epochs; paper's "
-                f"single learner: top-1 {P.FIG4_SINGLE_LEARNER['top1']} %, top-5 {P.FIG4_SINGLE_LEARNER['top5']} %)"),
+                f"single learner: top-1 {P.FIG4_SINGLE_LEARNER['top1']} %, top-5 {P.FIG4_SINGLE_LEARNER['top5']} %; "
+                "`psbench -m experiment=zhang/fig4 paths.data_dir=…` trains it where ILSVRC-2012 is present)"),
 ]

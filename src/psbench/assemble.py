@@ -65,6 +65,10 @@ def build_data_and_model(cfg: DictConfig):
         torch.set_num_threads(int(cfg.trainer.num_threads))
     torch.manual_seed(seed)
     ds = OmegaConf.to_container(cfg.dataset, resolve=True)
+    if ds["name"] == "imagenet":  # type: ignore[index, call-overload]
+        from psbench.data.options import imagenet_crop
+
+        ds["crop"] = imagenet_crop(ds["crop"], cfg.model.name)  # type: ignore[index, call-overload]
     dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, **ds)  # type: ignore[union-attr, arg-type]
     dm.prepare_data()
     dm.setup("fit")

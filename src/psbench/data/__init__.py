@@ -1,8 +1,10 @@
-"""Data sets as in-memory LightningDataModules: ``build_datamodule(name, data_dir, ...)``.
+"""Data sets as LightningDataModules: ``build_datamodule(name, data_dir, ...)``.
 
-Names: ``digits``, ``mnist``, ``fashion_mnist``, ``cifar10``, ``cifar10_subset``,
-``synthetic``. Inputs are preprocessed as ``preprocess`` says (default ``unit_mean``: scaled to
-[0, 1] and centred by the training set's per-pixel mean; ``mean``: Caffe's mean-only data layer of
+In memory: ``digits``, ``mnist``, ``fashion_mnist``, ``cifar10``, ``cifar10_subset``, ``synthetic``;
+streamed from its JPEG folders, never held whole in memory: ``imagenet``
+(:class:`~psbench.data.imagenet.ImageNetDataModule`, Caffe's ImageNet data layer). The in-memory
+sets' inputs are preprocessed as ``preprocess`` says (default ``unit_mean``: scaled to [0, 1] and
+centred by the training set's per-pixel mean; ``mean``: Caffe's mean-only data layer of
 ``cifar10_full``, see :mod:`psbench.data.preprocess`); raw files are md5-checked and downloaded
 only with ``download=True``.
 """
@@ -20,6 +22,7 @@ from psbench.schema import check_keys
 
 if TYPE_CHECKING:
     from psbench.data.datamodule import ArrayDataModule
+    from psbench.data.imagenet import ImageNetDataModule
     from psbench.data.preprocess import ArraySplit
 
 # imported on first use (torch, Lightning): the torch-free psbench.data.options imports without them
@@ -27,7 +30,7 @@ __getattr__ = lazy(__name__, {
     "ArrayDataModule": "psbench.data.datamodule", "ArraySplit": "psbench.data.preprocess",
     "load_cifar10_folder": "psbench.data.cifar", "load_cifar10_subset": "psbench.data.cifar",
     "load_digits_split": "psbench.data.digits", "load_idx_folder": "psbench.data.mnist",
-    "make_synthetic": "psbench.data.synthetic",
+    "make_synthetic": "psbench.data.synthetic", "ImageNetDataModule": "psbench.data.imagenet",
 })
 
 #: Options forwarded to :class:`ArrayDataModule` (the rest are the data set's own, :data:`DATASET_KEYS`).
@@ -59,7 +62,7 @@ def build_datamodule(
     download: bool = False,
     eval_batch_size: int = 1000,
     **kwargs: Any,
-) -> ArrayDataModule:
+) -> ArrayDataModule | ImageNetDataModule:
     """Build the data module ``name`` reading raw files under ``data_dir``.
 
     ``seed`` fixes the digits split, the synthetic draw and the training-batch order.
@@ -70,6 +73,12 @@ def build_datamodule(
     """
     if name not in DATASET_NAMES:
         raise ConfigError("dataset.name", name, "one of " + ", ".join(DATASET_NAMES))
+    if name == "imagenet":  # ``crop`` is required here: the CLI fills it from the model (IMAGENET_CROPS)
+        from psbench.data.imagenet import ImageNetDataModule
+
+        check_keys("dataset", kwargs, DATASET_KEYS[name], "dataset=imagenet", partial=True)
+        kwargs.pop("download", None)
+        return ImageNetDataModule(data_dir, seed=seed, eval_batch_size=eval_batch_size, **kwargs)
     batch = {"batch_size": kwargs.pop("batch_size")} if "batch_size" in kwargs else {}  # the Python API's loader
     check_keys("dataset", kwargs, DATASET_KEYS[name], f"dataset={name}", partial=True)
     kwargs.update(batch)
@@ -115,6 +124,7 @@ __all__ = [
     "DATASET_NAMES",
     "ArrayDataModule",
     "ArraySplit",
+    "ImageNetDataModule",
     "build_datamodule",
     "load_cifar10_folder",
     "load_cifar10_subset",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from psbench.schema import Group, Keys, boolean, integer, number, one_of, sequence
+from collections.abc import Mapping
+from typing import Any
+
+from psbench.errors import ConfigError, require
+from psbench.schema import Group, Keys, boolean, get, integer, number, one_of, sequence
 
 #: the data layers of the papers' code (:mod:`psbench.data.preprocess`; kept here torch-free)
 PREPROCESS = ("unit_mean", "mean", "symmetric", "per_image", "minmax250")
@@ -29,6 +33,58 @@ DATASET_KEYS: dict[str, Keys] = {
         "separation": number(0).optional(),
         "noise": number(0).optional(),
     },
+    "imagenet": {
+        "download": boolean(),
+        "eval_batch_size": integer(1),
+        "subset": _COMMON["subset"],
+        "classes": integer(1, null="all classes", words="(the first N wnids in sorted order)"),
+        "crop": integer(1, null="the model's crop (alexnet 227, googlenet and vgg_a 224)"),
+        "resize": integer(1, words="(the shorter side before cropping, Caffe's 256)"),
+        "mean": sequence(number(), length=3, what="three per-channel means, BGR (Caffe's [104, 117, 123])"),
+        "prefetch": integer(0, words="(training crops decoded ahead of the stream)"),
+        "threads": integer(1, words="(decoding threads)"),
+    },
 }
 DATASET_NAMES = tuple(DATASET_KEYS)
-DATASET = Group(DATASET_KEYS)
+
+#: the papers' ImageNet crops per model: Caffe's bvlc_alexnet ``crop_size: 227`` (Rudra §4.2, Zhang §4.3.2 and
+#: TernGrad §4.2 train Caffe's AlexNet), bvlc_googlenet's 224 (TernGrad §4.2), VGG's 224 (TernGrad §5)
+IMAGENET_CROPS = {"alexnet": 227, "googlenet": 224, "vgg_a": 224}
+
+
+def imagenet_crop(crop: int | None, model: str) -> int:
+    """``dataset.crop``, or the model's paper crop when null."""
+    if crop is not None:
+        return int(crop)
+    if model not in IMAGENET_CROPS:
+        raise ConfigError("dataset.crop", None, f"an integer >= 1 with model={model} (only "
+                          + ", ".join(f"{m} ({c})" for m, c in IMAGENET_CROPS.items()) + " have a paper crop)")
+    return IMAGENET_CROPS[model]
+
+
+def _check(cfg: Mapping[str, Any]) -> None:
+    """ImageNet: a crop for the model within the resized image, the sim engine without local steps, and the
+    folders present under ``paths.data_dir`` (checked here, before any run exists; no file is opened)."""
+    ds = cfg["dataset"]
+    if ds["name"] != "imagenet":
+        return
+    from psbench.data.sources import missing
+    from psbench.ps.local import LOCAL_PROTOCOLS
+
+    crop = imagenet_crop(ds["crop"], get(cfg, "model.name", ""))
+    require(crop <= ds["resize"], "dataset.crop", crop, f"an integer <= dataset.resize ({ds['resize']})")
+    require(not ds["download"], "dataset.download", ds["download"],
+            "false (ImageNet is not downloaded: place ILSVRC-2012 under paths.data_dir/imagenet)")
+    engine = get(cfg, "engine.name", "sim")
+    require(engine == "sim", "engine.name", engine, "sim with dataset=imagenet (the dist engine's learners "
+            "hold their data in memory; ImageNet is streamed by the sim engine only)")
+    protocol = get(cfg, "protocol.name")
+    require(protocol not in LOCAL_PROTOCOLS, "protocol.name", protocol,
+            "a protocol without local steps with dataset=imagenet (local-step learners index in-memory data)")
+    data_dir = cfg["paths"]["data_dir"]
+    gap = missing(data_dir)
+    require(gap is None, "paths.data_dir", data_dir,
+            f"a folder with ImageNet (ILSVRC-2012) in imagenet/: missing {gap}")
+
+
+DATASET = Group(DATASET_KEYS, check=_check)

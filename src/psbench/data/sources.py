@@ -1,10 +1,14 @@
 """Where each data set's raw files live: folder layout under ``data_dir`` and canonical URLs.
 
 The layout matches ``shared/datasets`` (``mnist/``, ``fashion-mnist/``, ``cifar10-subset/``)
-plus torchvision's ``cifar-10-batches-py/`` for the full CIFAR-10.
+plus torchvision's ``cifar-10-batches-py/`` for the full CIFAR-10, and ImageNet's ILSVRC-2012 folders
+(``imagenet/train/<wnid>/*.JPEG``, :mod:`psbench.data.imagenet`), which are never downloaded.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 #: Base URLs of the IDX mirrors; a file's URL is ``base + file name``.
 MIRRORS: dict[str, str] = {
@@ -44,4 +48,42 @@ def source_url(key: str) -> str | None:
         return MIRRORS[folder] + name
     if folder == CIFAR10_DIR or key == CIFAR10_ARCHIVE:
         return CIFAR10_URL
+    return None
+
+
+#: labels of a flat ``val/*.JPEG`` (Kaggle's ILSVRC-2012 files): ``ImageId,PredictionString``
+SOLUTION_CSV = "LOC_val_solution.csv"
+
+
+def images_root(data_dir: str | Path) -> Path | None:
+    """The folder holding ``train/``: ``<data_dir>/imagenet`` or its Kaggle form; None if neither has one."""
+    base = Path(data_dir).expanduser() / "imagenet"
+    for root in (base, base / "ILSVRC" / "Data" / "CLS-LOC"):
+        if (root / "train").is_dir():
+            return root
+    return None
+
+
+def solution_csv(root: Path, base: Path) -> Path | None:
+    return next((p for p in (root / SOLUTION_CSV, base / SOLUTION_CSV) if p.is_file()), None)
+
+
+def _has_folder(folder: Path) -> bool:
+    with os.scandir(folder) as it:
+        return any(e.is_dir() for e in it)
+
+
+def missing(data_dir: str | Path) -> str | None:
+    """What the ImageNet layout under ``data_dir`` lacks, in a few words; None when it is complete (no file read)."""
+    base = Path(data_dir).expanduser() / "imagenet"
+    root = images_root(data_dir)
+    if root is None:
+        return f"{base}/train/<wnid>/*.JPEG (no train/ folder)"
+    if not _has_folder(root / "train"):
+        return f"{root}/train/<wnid>/ class folders (train/ has none)"
+    val = root / "val"
+    if not val.is_dir():
+        return f"{val}/ (validation: val/<wnid>/*.JPEG or flat val/*.JPEG with {SOLUTION_CSV})"
+    if not _has_folder(val) and solution_csv(root, base) is None:
+        return f"{SOLUTION_CSV} beside {val} (flat val/*.JPEG needs its labels)"
     return None

@@ -29,9 +29,11 @@ def save_final_weights(cfg: DictConfig, net: torch.nn.Module, run_dir: Path, art
 
 @torch.no_grad()
 def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 1000) -> tuple[float, float]:
-    """(test error, test loss) over a whole tensor data set."""
+    """(test error, test loss) over a whole data set: a tensor, or streamed images (at most their
+    ``eval_batch_size`` per batch, :class:`psbench.data.imagenet.StreamedImages`)."""
     net.eval()
     wrong, loss = 0, 0.0
+    batch = min(batch, getattr(x, "eval_batch_size", batch))
     for i in range(0, len(x), batch):
         logits = net(x[i:i + batch])
         wrong += int((logits.argmax(1) != y[i:i + batch]).sum())

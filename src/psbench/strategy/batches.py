@@ -5,7 +5,8 @@ is update ``i`` — for each distinct weight timestamp among its c gradients, th
 those gradients and the per-gradient weights w_l/c of the learning-rate policy (Zhang Eq 2).
 Samples are addressed on a global stream: position ``p`` is training sample
 ``perm_e[p mod N]`` with ``e = p // N`` and ``perm_e`` a permutation seeded by (seed, e), so
-any schedule — and a single large-batch learner — reads the same sample order.
+any schedule — and a single large-batch learner — reads the same sample order. ``x`` is a tensor or a
+streamed source (:class:`psbench.data.imagenet.StreamedImages`): :func:`gather` reads either.
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ from psbench.lr import LRPolicy
 from psbench.ps import Schedule
 from psbench.ps.aggregate import contribution_order, update_weights
 from psbench.ps.samples import SampleStream
+
+
+def gather(x, y: torch.Tensor, idx: torch.Tensor, starts: list[int], spg: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x[idx], y[idx]) of the samples at stream positions ``starts[j]`` … ``starts[j] + spg − 1``; a streamed
+    ``x`` decodes them with ``take(idx, positions)`` (its augmentation is seeded by the positions)."""
+    if isinstance(x, torch.Tensor):
+        idx = idx.to(x.device)
+        return x[idx], y[idx]
+    positions = (torch.tensor(starts, dtype=torch.int64).unsqueeze(1) + torch.arange(spg)).reshape(-1)
+    return x.take(idx, positions), y[idx.to(y.device)]
 
 
 @dataclass
@@ -68,8 +79,8 @@ class UpdateBatches(torch.utils.data.Dataset):
     def samples(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) of the given schedule rows' samples, row-major: [len(rows)·s, ...]."""
         starts = self.s.sample_start[rows].tolist()
-        idx = torch.cat([self.stream.indices(p, self.spg) for p in starts]).to(self.x.device)
-        return self.x[idx], self.y[idx]
+        idx = torch.cat([self.stream.indices(p, self.spg) for p in starts])
+        return gather(self.x, self.y, idx, starts, self.spg)
 
     def __getitem__(self, i: int) -> UpdateBatch:
         s, rows = self.s, self.s.rows(i)
@@ -84,17 +95,20 @@ class UpdateBatches(torch.utils.data.Dataset):
         w = update_weights(scales, torch.float64).tolist()
         order = contribution_order(ts)  # newest weights first: the live model
         groups: list[SnapshotGroup] = []
+        group_starts: list[list[int]] = []  # each group's rows' stream positions
         for j in order:
             if groups and groups[-1].ts == ts[j]:
                 g = groups[-1]
             else:
                 g = SnapshotGroup(ts[j], [], [], [], [])  # type: ignore[arg-type]
                 groups.append(g)
+                group_starts.append([])
+            group_starts[-1].append(starts[j])
             g.learners.append(learners[j])
             g.x.append(self.stream.indices(starts[j], self.spg))  # type: ignore[attr-defined]
             g.weights.append(w[j])  # type: ignore[attr-defined]
-        for g in groups:
+        for g, g_starts in zip(groups, group_starts, strict=True):
             idx = torch.cat(g.x)  # type: ignore[arg-type]
-            g.x, g.y = self.x[idx], self.y[idx]
+            g.x, g.y = gather(self.x, self.y, idx, g_starts, self.spg)
             g.weights = torch.tensor(g.weights, dtype=self.x.dtype)
         return UpdateBatch(i, groups, sum(sigma) / c, float(s.update_time[i]), c * self.spg, fmean(scales))
