@@ -35,6 +35,14 @@ PROFILES: dict[str, dict] = {
         overhead_s=1.46e-2, per_sample_s=3.09e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
         latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0,
     ),
+    # p775 plus the cluster terms, each fitted on ONE published number (conf/hardware/p775_cluster.yaml):
+    # node_share on Rudra Table 2 (σ, μ, λ) = (1, 128, 10) 2,551 s; compute on (128, 1) 22,392 s (§5.4) and
+    # (1, 4, 30) 1,573 s given node_share; jitter_cv on Table 4 base-hardsync 330 min/epoch given both.
+    "p775_cluster": dict(
+        overhead_s=1.055e-2, per_sample_s=3.1217e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
+        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=9e-4,
+        node_share=0.0518,
+    ),
 }
 
 
@@ -95,6 +103,18 @@ class CostModel:
             network stack, does not take the same time twice. Seeded, one stream for the PS tier.
         straggler_fraction, straggler_slowdown: a seeded subset of learners k× slower.
         heavy_tail: Pareto shape α > 1 of an extra multiplicative, mean-one delay, or None.
+        contended_bandwidth_Bps: link contention at the PS root (off when None). A message that reaches the
+            root while it is still busy with another one moves at this rate instead of ``bandwidth_Bps``:
+            Rudra §3.3, "if 16 tasks are sending 300 MB to the same receiver and there is link contention,
+            it would take over a second" — 16 · 300 MB / 1 s = 4.8 GB/s where one sender gets 30 GB/s.
+        ps_shards: k server shards (Zhang §4.1 "parameter servers are sharded"; the SSP paper's Petuum server
+            runs a shard on every machine): each holds 1/k of the parameters, so a message's bytes and an
+            update's apply time are split over k shards working in parallel; the per-message service time
+            ``ps_service_s`` is not (every shard handles its piece of every message). 1 = one PS (default).
+        node_share: compute slowdown of learners that share a node (off at 0): a learner on a node holding k
+            learners (``topology.learners_per_node`` per node) computes ``1 + node_share·(k − 1)`` times slower
+            than one alone — the λ = 1 baselines run alone on a node, λ ≥ 2 learners share its memory bandwidth
+            (Rudra §4.1 P775 nodes; Zhang §4.1 "we pack either 4 or 6 learners on each computing node").
     """
 
     compute: ComputeModel = field(default_factory=ComputeModel)
@@ -112,6 +132,9 @@ class CostModel:
     straggler_fraction: float = 0.0
     straggler_slowdown: float = 1.0
     heavy_tail: float | None = None
+    contended_bandwidth_Bps: float | None = None
+    ps_shards: int = 1
+    node_share: float = 0.0
 
     TIMESTAMP_BYTES = 8
 
@@ -133,6 +156,11 @@ class CostModel:
                 self.straggler_slowdown, ">= 1")
         require(self.heavy_tail is None or self.heavy_tail > 1.0, "hardware.heavy_tail",
                 self.heavy_tail, "null or a Pareto shape > 1")
+        require(self.contended_bandwidth_Bps is None or self.contended_bandwidth_Bps > 0,
+                "hardware.contended_bandwidth_Bps", self.contended_bandwidth_Bps, "null or > 0")
+        require(self.node_share >= 0, "hardware.node_share", self.node_share, ">= 0")
+        require(isinstance(self.ps_shards, int) and self.ps_shards >= 1, "hardware.ps_shards", self.ps_shards,
+                "an integer >= 1")
 
     @classmethod
     def from_profile(cls, name: str, message_bytes: int, **overrides) -> CostModel:
@@ -165,8 +193,22 @@ class CostModel:
 
     @property
     def apply_s(self) -> float:
-        """PS time to apply one update to the weights (read + write the model once)."""
-        return self.message_bytes / self.ps_apply_Bps
+        """PS time to apply one update to the weights (read + write the model once; k shards in parallel)."""
+        return self.message_bytes / self.ps_apply_Bps / self.ps_shards
+
+    def node_factors(self, learners: int, learners_per_node: int) -> list[float]:
+        """Compute-time multiplier of each learner from how many learners share its node (``node_share``)."""
+        out = []
+        for l in range(learners):
+            first = l - l % learners_per_node
+            k = min(learners, first + learners_per_node) - first
+            out.append(1.0 + self.node_share * (k - 1))
+        return out
+
+    def root_rate(self, busy: bool) -> float:
+        """Bytes/s of a message at the PS root: the link split over k shards' links, contended when ``busy``."""
+        bw = self.contended_bandwidth_Bps if busy and self.contended_bandwidth_Bps is not None else self.bandwidth_Bps
+        return bw * self.ps_shards
 
 
 class JitterStreams:

@@ -120,12 +120,16 @@ class Simulator:
         psj = cost.ps_jitter_cv > 0  # PS busy periods × a seeded mean-one factor (off: exactly as before)
         psf = PSJitter(cost.ps_jitter_cv, self.seed).factor if psj else None
         compute_s = cost.compute.seconds(self.batch_size) * p.local_steps
+        shared = cost.node_share > 0  # learners sharing a node compute slower (off: exactly as before)
+        node_f = cost.node_factors(lam, topo.learners_per_node) if shared else None
         lat, svc = cost.latency_s, cost.ps_service_s
         wire = cost.push_wire_bytes  # a push (codec payload; the fp32 model without compression)
-        xfer = wire / cost.bandwidth_Bps  # root link, one full message
+        rate, rate_busy = cost.root_rate(False), cost.root_rate(True)  # root link (k shards; contended if busy)
+        xfer, xfer_busy = wire / rate, wire / rate_busy  # root link, one full message
         xfer_in = wire / cost.intra_node_bandwidth_Bps  # learner <-> leaf PS
         wire_pull = cost.pull_wire_bytes()  # a pull of the newest weights (or of one update's delta)
         xfer_pull, xfer_pull_in = wire_pull / cost.bandwidth_Bps, wire_pull / cost.intra_node_bandwidth_Bps
+        root_pull, root_pull_busy = wire_pull / rate, wire_pull / rate_busy
         delta = cost.pull_delta and cost.pull_bytes is not None  # pull size depends on updates missed
         pull_wire = cost.pull_wire_bytes
         tsb = CostModel.TIMESTAMP_BYTES
@@ -221,7 +225,7 @@ class Simulator:
             if s0 < 0:
                 return
             ts_of[l] = ts
-            d = compute_s * factor(l)
+            d = compute_s * factor(l) * node_f[l] if shared else compute_s * factor(l)
             compute_total += d
             grad = (ts, pushed[l], s0, t)  # (ts, clock, sample_start, t_start)
             end = t + d
@@ -244,7 +248,8 @@ class Simulator:
 
         def on_pull_root(t: float, l: int, _) -> None:  # the root reads its timestamp for l
             nonlocal root_free
-            start = root_free if root_free > t else t
+            busy = root_free > t
+            start = root_free if busy else t
             if g_read(l):  # parked at the barrier
                 root_free = start + (svc * psf() if psj else svc)
                 return
@@ -254,7 +259,8 @@ class Simulator:
             if tree:
                 nd = node_of[l]
                 if root_ts > leaf_ts[nd]:
-                    x = pull_wire(root_ts - leaf_ts[nd]) / cost.bandwidth_Bps if delta else xfer_pull
+                    x = (pull_wire(root_ts - leaf_ts[nd]) / (rate_busy if busy else rate) if delta
+                         else root_pull_busy if busy else root_pull)
                     root_free = start + ((svc + x) * psf() if psj else svc + x)
                     leaf_ts[nd] = root_ts
                 else:
@@ -269,11 +275,12 @@ class Simulator:
             elif delta:
                 w = pull_wire(root_ts - ts_of[l])
                 st.bytes_pulled += w
-                x = svc + w / cost.bandwidth_Bps
+                x = svc + w / (rate_busy if busy else rate)
                 root_free = start + (x * psf() if psj else x)
             else:
                 st.bytes_pulled += wire_pull
-                root_free = start + ((svc + xfer_pull) * psf() if psj else svc + xfer_pull)
+                x = svc + (root_pull_busy if busy else root_pull)
+                root_free = start + (x * psf() if psj else x)
             hpush(heap, (root_free + lat, next(seq), _START, l, root_ts))
 
         def on_serve_leaf(t: float, l: int, _) -> None:  # the leaf PS serves l's pull
@@ -297,8 +304,10 @@ class Simulator:
 
         def on_push_root(t: float, l: int, grad: tuple) -> Update | None:  # a push reaches the root
             nonlocal root_free
-            start = root_free if root_free > t else t
-            root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
+            busy = root_free > t
+            start = root_free if busy else t
+            x = svc + (xfer_busy if busy else xfer)
+            root_free = start + (x * psf() if psj else x)
             st.bytes_pushed += wire
             ts, clock, s0, t0 = grad
             done = root_free
@@ -346,8 +355,10 @@ class Simulator:
 
         def on_relay_done(t: float, nd: int, batch: list) -> Update | None:  # a relay reaches the root
             nonlocal root_free
-            start = root_free if root_free > t else t
-            root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
+            busy = root_free > t
+            start = root_free if busy else t
+            x = svc + (xfer_busy if busy else xfer)
+            root_free = start + (x * psf() if psj else x)
             done = root_free
             group = g_arrive([g._replace(t_push=done) for g in batch])
             u = None if group is None else update(group)
