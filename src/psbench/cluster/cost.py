@@ -35,13 +35,14 @@ PROFILES: dict[str, dict] = {
         overhead_s=1.46e-2, per_sample_s=3.09e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
         latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0,
     ),
-    # p775 plus the cluster terms, each fitted on ONE published number (conf/hardware/p775_cluster.yaml):
-    # node_share on Rudra Table 2 (σ, μ, λ) = (1, 128, 10) 2,551 s; compute on (128, 1) 22,392 s (§5.4) and
-    # (1, 4, 30) 1,573 s given node_share; jitter_cv on Table 4 base-hardsync 330 min/epoch given both.
+    # p775 plus the cluster terms, each fitted on ONE published number (psbench.cluster.fit.fit_p775_cluster,
+    # conf/hardware/p775_cluster.yaml): node_share on Rudra Table 2 (σ, μ, λ) = (1, 128, 10) 2,551 s; compute
+    # t(4) on (1, 4, 30) 1,573 s given node_share (t(128) from (128, 1) 22,392 s, §5.4); jitter_cv, the
+    # barrier's straggler cost, on Table 4's base-hardsync / base-softsync ratio 330 / 270.
     "p775_cluster": dict(
-        overhead_s=1.055e-2, per_sample_s=3.1217e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
-        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=9e-4,
-        node_share=0.0518,
+        overhead_s=1.0492e-2, per_sample_s=3.1221e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
+        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=0.0591,
+        node_share=0.0495,
     ),
 }
 
