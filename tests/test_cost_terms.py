@@ -4,7 +4,9 @@ against the papers' published timings (psbench.cluster.fit)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from psbench.errors import ConfigError
 from psbench.ps import Protocol, Schedule, Simulator
 
 MB = 1_000_000
+REPO = Path(__file__).resolve().parents[1]
 
 
 def quiet(**kw) -> CostModel:
@@ -121,3 +124,17 @@ def test_p775_cluster_yaml_equals_its_profile():
     flat = {**hw.pop("compute"), **hw}
     for key, value in PROFILES["p775_cluster"].items():
         assert flat[key] == pytest.approx(value), key
+
+
+def test_timing_pages_say_which_number_each_term_was_fitted_to(tmp_path):
+    sys.path.insert(0, str(REPO))
+    from analysis.report import build
+
+    build(tmp_path, tmp_path / "reports")
+    for page, here in (("rudra_table1", "No term is fitted on Table 1"), ("zhang_fig2", "No term is fitted on Fig 2"),
+                       ("rudra_fig8", "No term is fitted on Fig 8"),
+                       ("rudra_table4", "the base-hardsync / base-softsync ratio (330 / 270")):
+        md = (tmp_path / "reports" / f"{page}.md").read_text()
+        assert here in md, page
+        assert "| (1, 128, 10) | Rudra Table 2, s for 140 epochs; node_share fitted | 2551 s | 2551 s |" in md, page
+        assert "| adv-softsync | Rudra Table 4, min/epoch | 212 min |" in md and "prediction (±20%)" in md, page
