@@ -59,6 +59,24 @@ def test_sharded_ps_gives_k_times_the_ps_bandwidth_and_apply_rate():
     assert times[1] / times[4] == pytest.approx(4, rel=0.04)
 
 
+def test_colocated_shards_keep_each_machines_slice_local():
+    """SSP's Petuum server: one shard per machine. One machine moves its messages at the intra-node rate; n
+    machines' messages cross n − 1 links in parallel, so the PS-bound throughput scales with n."""
+    cost = quiet(ps_colocated=True, intra_node_bandwidth_Bps=1.2e11)
+    assert cost.root_rate(False) == 1.2e11 and replace(cost, ps_shards=6).root_rate(False) == 6 * 3e10
+    ssp = quiet(compute=ComputeModel(0.0, 1.549e-3), message_bytes=4 * 25_821_137, bandwidth_Bps=1.25e9,
+                ps_apply_Bps=4e9)  # the SSP preset's TIMIT net: 10 Gbit/s, 6·P/1e11 s per sample
+    rate = {}
+    for k, colocated in ((1, False), (6, False), (6, True)):
+        shards = k if colocated else 1
+        _, sim = schedule(Protocol("ssp", k, staleness_bound=10),
+                          replace(ssp, ps_shards=shards, ps_colocated=colocated), k * 60, mu=100)
+        rate[(k, colocated)] = sim.total_gradients / sim.stats.sim_time_s
+    one = rate[(1, False)]
+    assert rate[(6, False)] / one < 2  # one 10 Gbit/s link for six machines: communication-bound
+    assert rate[(6, True)] / one > 5  # six shards
+
+
 def test_node_share_slows_learners_by_how_many_share_their_node():
     cost = quiet(node_share=0.05)
     assert cost.node_factors(10, 4) == pytest.approx([1.15] * 8 + [1.05] * 2)

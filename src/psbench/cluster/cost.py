@@ -112,6 +112,10 @@ class CostModel:
             runs a shard on every machine): each holds 1/k of the parameters, so a message's bytes and an
             update's apply time are split over k shards working in parallel; the per-message service time
             ``ps_service_s`` is not (every shard handles its piece of every message). 1 = one PS (default).
+        ps_colocated: the shards run on the learners' machines, one each (Petuum, the SSP paper §6.1 and §7:
+            "allocate a copy of the model parameters to each machine"), so a learner's own shard's slice never
+            leaves its machine: with k = 1 (one machine) messages move at the intra-node rate; with k ≥ 2 the
+            other slices, 1/k of the bytes each, cross k − 1 links in parallel — k× the link rate as above.
         node_share: compute slowdown of learners that share a node (off at 0): a learner on a node holding k
             learners (``topology.learners_per_node`` per node) computes ``1 + node_share·(k − 1)`` times slower
             than one alone — the λ = 1 baselines run alone on a node, λ ≥ 2 learners share its memory bandwidth
@@ -135,6 +139,7 @@ class CostModel:
     heavy_tail: float | None = None
     contended_bandwidth_Bps: float | None = None
     ps_shards: int = 1
+    ps_colocated: bool = False
     node_share: float = 0.0
 
     TIMESTAMP_BYTES = 8
@@ -207,7 +212,10 @@ class CostModel:
         return out
 
     def root_rate(self, busy: bool) -> float:
-        """Bytes/s of a message at the PS root: the link split over k shards' links, contended when ``busy``."""
+        """Bytes/s of a message at the PS root: the link split over k shards' links, contended when ``busy``
+        (a single co-located shard: the intra-node rate)."""
+        if self.ps_colocated and self.ps_shards == 1:
+            return self.intra_node_bandwidth_Bps
         bw = self.contended_bandwidth_Bps if busy and self.contended_bandwidth_Bps is not None else self.bandwidth_Bps
         return bw * self.ps_shards
 

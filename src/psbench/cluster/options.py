@@ -23,6 +23,7 @@ _HARDWARE: Keys = {
     "heavy_tail": number(1, lo_open=True, null=True, unit="a Pareto shape"),
     "contended_bandwidth_Bps": number(0, lo_open=True, null=True, unit=_RATE),
     "ps_shards": integer(1),
+    "ps_colocated": boolean(),
     "node_share": number(0),
 }
 #: one option per cost-model profile; every key may be overridden
