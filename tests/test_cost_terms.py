@@ -36,21 +36,33 @@ def schedule(proto: Protocol, cost: CostModel, gradients: int, topology: str = "
     return Schedule.collect(sim.run()), sim
 
 
-def test_contention_slows_the_pushes_that_queue_behind_another():
+def test_contention_queues_concurrent_pushes_each_slower_behind_more():
     wire = 30 * MB + CostModel.TIMESTAMP_BYTES
-    for contended in (None, 4.8e9):
-        sched, _ = schedule(Protocol("hardsync", 3), quiet(contended_bandwidth_Bps=contended), 3)
-        pushes = np.sort(sched.t_push)
-        gaps = np.diff(pushes)  # three pushes arrive together: the 2nd and 3rd wait for the root
-        rate = 3e10 if contended is None else contended
-        assert pushes[0] == pytest.approx(1e-2 + 1e-4 + wire / 3e10)  # the first finds the root idle
-        assert gaps == pytest.approx([1e-4 + wire / rate] * 2)
+    x = wire / 3e10
+    for beta in (0.0, 0.7):
+        sched, _ = schedule(Protocol("hardsync", 4), quiet(contention=beta), 4)
+        pushes = np.sort(sched.t_push)  # four pushes arrive together: the q-th waits behind q − 1 others
+        assert pushes[0] == pytest.approx(1e-2 + 1e-4 + x)  # the first finds the root idle
+        assert np.diff(pushes) == pytest.approx([1e-4 + x * (1 + beta * q) for q in (1, 2, 3)])
+
+
+def test_contention_fitted_on_rudra_s_16_tasks_sending_300_mb():
+    """§3.3: 16 × 300 MB to one receiver take over a second (alone: 10 ms) → β = 0.7; off in p775_cluster,
+    because it then predicts Table 4's adv and adv* far off (it is shown on the pages, not used)."""
+    from psbench.cluster.fit import contention_predictions, fit_contention
+
+    beta = fit_contention()
+    assert beta == pytest.approx(0.7, abs=0.01)
+    assert CostModel.from_profile("p775_cluster", MB).contention == 0.0
+    pred = contention_predictions(beta)
+    assert abs(pred["Table 1 rudra_base overlap %"] - 11.52) <= 15  # Rudra-base: right
+    assert pred["Table 4 adv-softsync min/epoch"] > 2 * 212  # adv: refuted
 
 
 def test_sharded_ps_gives_k_times_the_ps_bandwidth_and_apply_rate():
     cost = quiet(compute=ComputeModel(1e-5, 0.0, ((1, 1e-5),)), ps_service_s=0.0, ps_apply_Bps=3e9)
     assert replace(cost, ps_shards=4).apply_s == pytest.approx(cost.apply_s / 4)
-    assert replace(cost, ps_shards=4).root_rate(False) == 4 * cost.root_rate(False)
+    assert replace(cost, ps_shards=4).root_rate() == 4 * cost.root_rate()
     times = {}
     for k in (1, 2, 4):  # PS-bound: 8 learners, a 30 MB model, 10 µs of compute
         _, sim = schedule(Protocol("async", 8), replace(cost, ps_shards=k), 800)
@@ -63,7 +75,7 @@ def test_colocated_shards_keep_each_machines_slice_local():
     """SSP's Petuum server: one shard per machine. One machine moves its messages at the intra-node rate; n
     machines' messages cross n − 1 links in parallel, so the PS-bound throughput scales with n."""
     cost = quiet(ps_colocated=True, intra_node_bandwidth_Bps=1.2e11)
-    assert cost.root_rate(False) == 1.2e11 and replace(cost, ps_shards=6).root_rate(False) == 6 * 3e10
+    assert cost.root_rate() == 1.2e11 and replace(cost, ps_shards=6).root_rate() == 6 * 3e10
     ssp = quiet(compute=ComputeModel(0.0, 1.549e-3), message_bytes=4 * 25_821_137, bandwidth_Bps=1.25e9,
                 ps_apply_Bps=4e9)  # the SSP preset's TIMIT net: 10 Gbit/s, 6·P/1e11 s per sample
     rate = {}
@@ -87,7 +99,7 @@ def test_node_share_slows_learners_by_how_many_share_their_node():
     assert sched1.t_push[0] == pytest.approx(1e-2 + 1e-4 + (30 * MB + 8) / 3e10)
 
 
-@pytest.mark.parametrize("bad", [{"ps_shards": 0}, {"node_share": -0.1}, {"contended_bandwidth_Bps": 0.0}])
+@pytest.mark.parametrize("bad", [{"ps_shards": 0}, {"node_share": -0.1}, {"contention": -0.5}])
 def test_cluster_terms_reject_bad_values(bad):
     with pytest.raises(ConfigError):
         quiet(**bad)
@@ -132,7 +144,7 @@ def test_p775_cluster_reproduces_its_fitted_numbers_and_predicts_the_others():
 def test_new_terms_are_off_in_the_existing_profiles():
     for name in ("laptop", "p775"):
         cost = CostModel.from_profile(name, MB)
-        assert (cost.ps_shards, cost.node_share, cost.contended_bandwidth_Bps) == (1, 0.0, None)
+        assert (cost.ps_shards, cost.ps_colocated, cost.node_share, cost.contention) == (1, False, 0.0, 0.0)
 
 
 def test_p775_cluster_yaml_equals_its_profile():

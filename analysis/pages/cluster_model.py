@@ -23,9 +23,10 @@ TERMS = (
     "- **jitter_cv** (the barrier/straggler term: hardsync waits for the slowest of λ log-normal compute times): "
     "fitted on Table 4's base-hardsync / base-softsync ratio 330 / 270 → 0.0591.\n"
     "- **PS service and apply** (0.14 ms/message, 0.4 GB/s): p775's, fitted on Table 2 (30, 4, 30) 2,073 s.\n"
-    "- **link contention** (Rudra §3.3: 16 × 300 MB to one receiver take over a second → 4.8 GB/s) is "
-    "implemented but off: it brings Table 1's Rudra-base to 19 % (paper 11.52 %) but predicts Table 4's adv "
-    "and adv* at 461 and 379 min/epoch (paper 212 and 125) — refuted by Table 4.\n"
+    "- **link contention** (a push reaching the PS root behind q others moves 1 + β·q times slower; β = 0.7 "
+    "fitted on Rudra §3.3's \"16 tasks sending 300 MB to the same receiver ... would take over a second\") is "
+    "implemented but off: it predicts Table 1's Rudra-base at 12.7 % (paper 11.52 %) but Rudra-adv at 6.6 % "
+    "(56.75 %) and Table 4's adv / adv* at 1,827 / 87,250 min/epoch (212 / 125) — refuted by Tables 1 and 4.\n"
 )
 
 

@@ -40,7 +40,7 @@ def build_cost(cfg: DictConfig, message_bytes: int, net: torch.nn.Module | None 
     h = cfg.hardware
     overrides = {k: h.get(k) for k in ("bandwidth_Bps", "intra_node_bandwidth_Bps", "latency_s", "ps_service_s",
                                        "ps_apply_Bps", "jitter_cv", "ps_jitter_cv", "heavy_tail",
-                                       "contended_bandwidth_Bps", "ps_shards", "ps_colocated", "node_share")}
+                                       "contention", "ps_shards", "ps_colocated", "node_share")}
     compute = h.get("compute") or {}
     overrides.update(overhead_s=compute.get("overhead_s"), per_sample_s=compute.get("per_sample_s"))
     strag = h.get("stragglers") or {}

@@ -104,10 +104,10 @@ class CostModel:
             network stack, does not take the same time twice. Seeded, one stream for the PS tier.
         straggler_fraction, straggler_slowdown: a seeded subset of learners k× slower.
         heavy_tail: Pareto shape α > 1 of an extra multiplicative, mean-one delay, or None.
-        contended_bandwidth_Bps: link contention at the PS root (off when None). A message that reaches the
-            root while it is still busy with another one moves at this rate instead of ``bandwidth_Bps``:
-            Rudra §3.3, "if 16 tasks are sending 300 MB to the same receiver and there is link contention,
-            it would take over a second" — 16 · 300 MB / 1 s = 4.8 GB/s where one sender gets 30 GB/s.
+        contention: link contention at the PS root (off at 0): a push (or a leaf's relay) reaching the root
+            while q others are queued or in transfer there moves ``1 + contention·q`` times slower. Rudra §3.3:
+            "if 16 tasks are sending 300 MB to the same receiver and there is link contention, it would take
+            over a second" where one takes 10 ms: 10 ms · Σ_{q<16} (1 + β q) = 1 s gives β = 0.7.
         ps_shards: k server shards (Zhang §4.1 "parameter servers are sharded"; the SSP paper's Petuum server
             runs a shard on every machine): each holds 1/k of the parameters, so a message's bytes and an
             update's apply time are split over k shards working in parallel; the per-message service time
@@ -137,7 +137,7 @@ class CostModel:
     straggler_fraction: float = 0.0
     straggler_slowdown: float = 1.0
     heavy_tail: float | None = None
-    contended_bandwidth_Bps: float | None = None
+    contention: float = 0.0
     ps_shards: int = 1
     ps_colocated: bool = False
     node_share: float = 0.0
@@ -162,8 +162,7 @@ class CostModel:
                 self.straggler_slowdown, ">= 1")
         require(self.heavy_tail is None or self.heavy_tail > 1.0, "hardware.heavy_tail",
                 self.heavy_tail, "null or a Pareto shape > 1")
-        require(self.contended_bandwidth_Bps is None or self.contended_bandwidth_Bps > 0,
-                "hardware.contended_bandwidth_Bps", self.contended_bandwidth_Bps, "null or > 0")
+        require(self.contention >= 0, "hardware.contention", self.contention, ">= 0")
         require(self.node_share >= 0, "hardware.node_share", self.node_share, ">= 0")
         require(isinstance(self.ps_shards, int) and self.ps_shards >= 1, "hardware.ps_shards", self.ps_shards,
                 "an integer >= 1")
@@ -211,13 +210,12 @@ class CostModel:
             out.append(1.0 + self.node_share * (k - 1))
         return out
 
-    def root_rate(self, busy: bool) -> float:
-        """Bytes/s of a message at the PS root: the link split over k shards' links, contended when ``busy``
-        (a single co-located shard: the intra-node rate)."""
+    def root_rate(self) -> float:
+        """Bytes/s of a message at the PS root: the link split over k shards' links (a single co-located
+        shard: the intra-node rate)."""
         if self.ps_colocated and self.ps_shards == 1:
             return self.intra_node_bandwidth_Bps
-        bw = self.contended_bandwidth_Bps if busy and self.contended_bandwidth_Bps is not None else self.bandwidth_Bps
-        return bw * self.ps_shards
+        return self.bandwidth_Bps * self.ps_shards
 
 
 class JitterStreams:

@@ -153,6 +153,38 @@ def fit_p775_cluster(rounds: int = 2, per_learner: int = 100) -> dict[str, float
     return fitted
 
 
+def fit_contention() -> float:
+    """β of ``contention`` fitted on Rudra §3.3: 16 tasks sending 300 MB to the same receiver at once take
+    one second (the paper: "over a second"; alone, 10 ms on the 30 GB/s link)."""
+    def last_push(beta: float) -> float:
+        cost = CostModel.from_profile("p775", 300_000_000, overhead_s=0.0, per_sample_s=1e-9, jitter_cv=0.0,
+                                      ps_service_s=0.0, contention=beta)
+        sim = Simulator(Protocol("hardsync", 16), cost, Topology("rudra_base"), 1, 16)
+        return max(c.t_push for u in sim.run() for c in u.contributions)
+
+    return _bisect(last_push, 0.0, 5.0, 1.0)
+
+
+def contention_predictions(beta: float) -> dict[str, float]:
+    """What ``p775_cluster`` + ``contention = beta`` predicts for Rudra Table 1 (overlap %) and Table 4 (min/epoch)."""
+    out = {}
+    c1 = CostModel.from_profile("p775_cluster", 297_600_000, contention=beta, **ALEXNET_COMPUTE)
+    for topo in ("rudra_base", "rudra_adv", "rudra_adv_star"):
+        sim = Simulator(_proto(1, 60), c1, Topology(topo), 4, 60 * 100)
+        for _ in sim.run():
+            pass
+        out[f"Table 1 {topo} overlap %"] = 100 * sim.stats.comm_overlap
+    c4 = CostModel.from_profile("p775_cluster", ALEXNET_BYTES, contention=beta, **ALEXNET_COMPUTE)
+    for config, (topo, sigma, mu, lam, _) in TABLE4.items():
+        out[f"Table 4 {config} min/epoch"] = (seconds_per_sample(_proto(sigma, lam), c4, topo, mu, 100)
+                                              * IMAGENET_EPOCH / 60)
+    return out
+
+
 if __name__ == "__main__":  # python -m psbench.cluster.fit: refit, then check the profile as it stands
     print(fit_p775_cluster())
     print(checks_markdown(checks()))
+    beta = fit_contention()
+    print(f"contention β = {beta:.3f} (Rudra §3.3), off in p775_cluster; it would predict:")
+    for k, v in contention_predictions(beta).items():
+        print(f"  {k}: {v:.1f}")

@@ -21,7 +21,7 @@ _HARDWARE: Keys = {
     "ps_jitter_cv": number(0),
     "stragglers": {"fraction": number(0, 1), "slowdown": number(1)},
     "heavy_tail": number(1, lo_open=True, null=True, unit="a Pareto shape"),
-    "contended_bandwidth_Bps": number(0, lo_open=True, null=True, unit=_RATE),
+    "contention": number(0),
     "ps_shards": integer(1),
     "ps_colocated": boolean(),
     "node_share": number(0),
