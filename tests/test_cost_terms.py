@@ -166,5 +166,5 @@ def test_timing_pages_say_which_number_each_term_was_fitted_to(tmp_path):
                        ("rudra_table4", "the base-hardsync / base-softsync ratio (330 / 270")):
         md = (tmp_path / "reports" / f"{page}.md").read_text()
         assert here in md, page
-        assert "| (1, 128, 10) | Rudra Table 2, s for 140 epochs; node_share fitted | 2551 s | 2551 s |" in md, page
+        assert "| (1, 128, 10) | Rudra Table 2, s for 140 epochs; node_share fitted | 2,551 s | 2,551 s |" in md, page
         assert "| adv-softsync | Rudra Table 4, min/epoch | 212 min |" in md and "prediction (±20%)" in md, page

@@ -96,12 +96,16 @@ def checks(profile: str = "p775_cluster", per_learner: int = 100) -> list[Check]
     return out
 
 
+def _num(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.4g}"
+
+
 def checks_markdown(rows: list[Check]) -> str:
     """The checks as a markdown table (fitted rows first)."""
     lines = ["| published timing | source | paper | model | error | role |", "|---|---|---|---|---|---|"]
     for c in sorted(rows, key=lambda c: not c.fitted):
         role = f"{'fitted' if c.fitted else 'prediction'} (±{c.tol:.0%})"
-        lines.append(f"| {c.what} | {c.source} | {c.paper:.4g} {c.unit} | {c.model:.4g} {c.unit} | "
+        lines.append(f"| {c.what} | {c.source} | {_num(c.paper)} {c.unit} | {_num(c.model)} {c.unit} | "
                      f"{c.rel_err:+.1%} {'✓' if c.holds else '✗'} | {role} |")
     return "\n".join(lines) + "\n"
 
