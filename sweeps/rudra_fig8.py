@@ -1,7 +1,7 @@
 """Rudra Fig 8: speed-up of the training time vs λ for μ = 128 and μ = 4, three protocols (simulation only).
 
 Every scale is a schedule (``schedule_only=true``, no training) of the 32 cases of
-``src/psbench/conf/experiment/rudra/fig8.yaml`` on the P775 cost model; the scales differ in the number of
+``src/psbench/conf/experiment/rudra/fig8.yaml`` on the p775_cluster cost model; the scales differ in the number of
 epochs of cifar10_subset (5,085 images) they simulate — a speed-up is a ratio of times per sample (the
 report divides by the samples each schedule holds: hardsync runs whole updates only), so it does
 not depend on the data set's size once the pipeline is in steady state (tags ``data_note``).

@@ -4,6 +4,9 @@ Runs each entry point of ``sweeps/`` in turn (a failing one is reported and the 
 resumes, since every study is persistent), then ``python -m analysis`` over the same store
 (``$PSBENCH_ROOT`` or the current dir) and prints one line per entry point with its exit code and wall
 time. At ``scale=ci`` the whole set takes about 1.5–2 hours on a 2-core machine (README, "Paper sweeps").
+The simulation-only entry points (:data:`SIMULATION_ONLY`: schedules, no training) always run their
+``paper`` scale, whatever ``scale`` says: each takes a few minutes, and their claims are about the
+papers' clusters in steady state, which smaller scales do not reach (issue 17 item 3).
 ``--dry-run`` prints the commands only.
 """
 
@@ -25,6 +28,9 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "agn_table1": ("ci", "paper"),
     "agn_fig7": ("ci", "paper"),
 }
+#: schedule-only entry points: run at ``paper`` at every scale
+SIMULATION_ONLY = ("rudra_table1", "rudra_fig4", "rudra_fig8", "rudra_table4", "zhang_fig1", "zhang_fig2",
+                   "terngrad_fig5")
 
 
 def commands(scale: str, only: list[str] | None = None) -> list[tuple[str, list[str]]]:
@@ -33,7 +39,8 @@ def commands(scale: str, only: list[str] | None = None) -> list[tuple[str, list[
     for name, scales in ENTRY_POINTS.items():
         if scale not in scales or (only and not any(name.startswith(o) for o in only)):
             continue
-        script = [sys.executable, str(HERE / f"{name}.py"), f"scale={scale}"]
+        run_at = "paper" if name in SIMULATION_ONLY else scale
+        script = [sys.executable, str(HERE / f"{name}.py"), f"scale={run_at}"]
         out += [(f"{name} 7{p}", [*script, f"--panel={p}"]) for p in "ab"] if name == "agn_fig7" else [(name, script)]
     return out
 

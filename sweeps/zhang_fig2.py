@@ -1,7 +1,7 @@
 """Zhang et al. Fig 2: speed-up in training time per epoch vs λ, CIFAR10 (~350 kB) and ImageNet (~300 MB), simulated.
 
 48 schedule-only runs (see src/psbench/conf/experiment/zhang/fig2.yaml): hardsync, 1-softsync and async for
-λ ∈ {1, 2, 4, 8, 16, 30}, CIFAR μ ∈ {4, 128}, ImageNet μ = 16, on the P775 cost model. Each
+λ ∈ {1, 2, 4, 8, 16, 30}, CIFAR μ ∈ {4, 128}, ImageNet μ = 16, on the p775_cluster cost model. Each
 run simulates G gradients per learner; time per epoch is extrapolated from the steady rate.
 
 Cost here: ``ci`` G = 50 (about 3–5 min, mostly building the 297.6 MB stand-in model 16 times);

@@ -134,7 +134,7 @@ def test_a_complete_scale_with_decided_claims_is_reproduced_and_cells_show_n(psb
             s.run({"paper": "rudra", "table": "1", "case": case, "scale": "ci"},
                   {"comm_overlap": overlap + seed / 1000}, seed=seed)
     st = build(psbench_root, tmp_path)["rudra_table1"]
-    assert st == "reproduced at scale ci: 3 of 3 claims hold; simulation (schedule only)"
+    assert st == "reproduced at scale ci: 4 of 4 claims hold; simulation (schedule only)"
     assert "| rudra_adv_star | 99.56 | 99.60 ± 0.10 (n=3) | 3 |" in (tmp_path / "rudra_table1.md").read_text()
 
 

@@ -24,6 +24,9 @@ def test_commands_per_scale_and_filter(capsys):
     ci = dict(run_all.commands("ci"))
     assert ci["agn_fig7 7a"][-2:] == ["scale=ci", "--panel=a"] and "agn_fig7 7b" in ci
     assert ci["rudra_table2"][-1] == "scale=ci"
+    for name in run_all.SIMULATION_ONLY:  # schedules run their paper scale whatever run_all's scale (issue 17)
+        assert ci[name][-1] == "scale=paper", name
+        assert dict(run_all.commands("small"))[name][-1] == "scale=paper", name
     assert not [n for n, _ in run_all.commands("small") if n.startswith("agn")]  # AGN has ci and paper only
     assert [n for n, _ in run_all.commands("ci", ["terngrad"])] == ["terngrad_fig3", "terngrad_table1",
                                                                     "terngrad_fig5"]

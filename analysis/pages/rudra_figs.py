@@ -35,6 +35,7 @@ from analysis.core import (
 from analysis.core import (
     tail as tail_claim,
 )
+from analysis.pages import cluster_model
 from analysis.pages import rudra_paper as P
 from analysis.pages.rudra import by_config, diverged
 
@@ -314,9 +315,10 @@ def speedups(times: Mapping[tuple[int, int, int], float], mu: int) -> dict[str, 
 def rudra_fig8(ctx: Context) -> tuple[str, str]:
     f8 = select(ctx.runs, paper="rudra", figure="8")
     md = ["# Rudra Fig 8 — speed-up of the training time vs λ, μ = 128 and μ = 4\n\n",
-          "Simulated (schedule only), CIFAR10 network of §4.2, Rudra-base, P775 cost model. Speed-up = simulated "
-          "time per sample of (0, 128, 1) or (0, 4, 1) over that of (σ, μ, λ). The figure is a plot (no numbers); "
-          "the paper's statements are the claims.\n"]
+          "Simulated (schedule only), CIFAR10 network of §4.2, Rudra-base, p775_cluster cost model. Speed-up = "
+          "simulated time per sample of (0, 128, 1) or (0, 4, 1) over that of (σ, μ, λ). The figure is a plot (no "
+          "numbers); the paper's statements are the claims, each with the tolerance it states.\n",
+          cluster_model.section("Fig 8")]
     scales = scales_of(f8)
     cmd, note = "python sweeps/rudra_fig8.py scale=paper", "simulation (schedule only)"
     if not scales:

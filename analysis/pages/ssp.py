@@ -89,8 +89,36 @@ def _header(ds: Mapping, runs: Sequence[Run]) -> str:
             f"{ds['net']}, SGD, mini-batch {ds['batch']}, learning rate {ds['lr']:g}, staleness {ds['staleness']}. "
             f"**Ours: synthetic data of the same shape stand in for {ds['name']} (not available here)**; "
             f"notes: {', '.join(n for n in notes if n) or '—'}. Time is simulated: the paper's 10 Gbit/s links, "
-            "one PS, compute 6 FLOP per parameter per sample at an assumed 100 GFLOP/s per machine; the paper gives no "
-            "timings, so the speed-up depends on this assumed compute/communication ratio.\n")
+            "the Petuum server sharded over the n machines (k = n shards, one per machine, each machine's slice "
+            "local: `hardware.ps_colocated`; k follows from the design, nothing is fitted on an SSP number; runs "
+            "made before this term had one PS on one link), compute 6 FLOP per parameter per sample at an assumed "
+            "100 GFLOP/s per machine; the paper gives no timings, so the speed-up depends on this assumed "
+            "compute/communication ratio.\n" + _throughput(ds))
+
+
+def _throughput(ds: Mapping) -> str:
+    """The cost model's own ceiling: samples/s of n machines over 1 for the paper's net (no staleness cost)."""
+    from psbench.cluster import CostModel, Topology
+    from psbench.ps import Protocol, Simulator
+
+    params, per_sample = (25_821_137, 1.549e-3) if ds["name"] == "TIMIT" else (130_531_000, 7.832e-3)
+    rows = []
+    for colocated in (False, True):
+        rate = {}
+        for n in P.MACHINES:
+            cost = CostModel.from_profile("laptop", 4 * params, bandwidth_Bps=1.25e9, overhead_s=0.0,
+                                          per_sample_s=per_sample, ps_shards=n if colocated else 1,
+                                          ps_colocated=colocated)
+            sim = Simulator(Protocol("ssp", n, staleness_bound=ds["staleness"]), cost, Topology("rudra_base"),
+                            ds["batch"], n * 60)
+            for _ in sim.run():
+                pass
+            rate[n] = sim.total_gradients / sim.stats.sim_time_s
+        rows.append(["k = n co-located shards" if colocated else "one PS, one link"]
+                    + [f"{rate[n] / rate[1]:.2f}" for n in P.MACHINES])
+    return ("\nThroughput ceiling of the cost model alone (samples/s of n machines over 1, the paper-size net, "
+            "no staleness cost; the speed-up t_1/t_n below also pays for staleness):\n\n"
+            + md_table(["server", *[f"n = {n}" for n in P.MACHINES]], rows))
 
 
 def _curves(ctx: Context, rs: Sequence[Run]) -> dict[int, list[tuple[float, float]]]:

@@ -39,7 +39,8 @@ def build_cost(cfg: DictConfig, message_bytes: int, net: torch.nn.Module | None 
                input_shape: tuple = (), num_classes: int = 10) -> CostModel:
     h = cfg.hardware
     overrides = {k: h.get(k) for k in ("bandwidth_Bps", "intra_node_bandwidth_Bps", "latency_s", "ps_service_s",
-                                       "ps_apply_Bps", "jitter_cv", "ps_jitter_cv", "heavy_tail")}
+                                       "ps_apply_Bps", "jitter_cv", "ps_jitter_cv", "heavy_tail",
+                                       "contention", "ps_shards", "ps_colocated", "node_share")}
     compute = h.get("compute") or {}
     overrides.update(overhead_s=compute.get("overhead_s"), per_sample_s=compute.get("per_sample_s"))
     strag = h.get("stragglers") or {}

@@ -35,6 +35,15 @@ PROFILES: dict[str, dict] = {
         overhead_s=1.46e-2, per_sample_s=3.09e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
         latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0,
     ),
+    # p775 plus the cluster terms, each fitted on ONE published number (psbench.cluster.fit.fit_p775_cluster,
+    # conf/hardware/p775_cluster.yaml): node_share on Rudra Table 2 (σ, μ, λ) = (1, 128, 10) 2,551 s; compute
+    # t(4) on (1, 4, 30) 1,573 s given node_share (t(128) from (128, 1) 22,392 s, §5.4); jitter_cv, the
+    # barrier's straggler cost, on Table 4's base-hardsync / base-softsync ratio 330 / 270.
+    "p775_cluster": dict(
+        overhead_s=1.0492e-2, per_sample_s=3.1221e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
+        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=0.0591,
+        node_share=0.0495,
+    ),
 }
 
 
@@ -95,6 +104,22 @@ class CostModel:
             network stack, does not take the same time twice. Seeded, one stream for the PS tier.
         straggler_fraction, straggler_slowdown: a seeded subset of learners k× slower.
         heavy_tail: Pareto shape α > 1 of an extra multiplicative, mean-one delay, or None.
+        contention: link contention at the PS root (off at 0): a push (or a leaf's relay) reaching the root
+            while q others are queued or in transfer there moves ``1 + contention·q`` times slower. Rudra §3.3:
+            "if 16 tasks are sending 300 MB to the same receiver and there is link contention, it would take
+            over a second" where one takes 10 ms: 10 ms · Σ_{q<16} (1 + β q) = 1 s gives β = 0.7.
+        ps_shards: k server shards (Zhang §4.1 "parameter servers are sharded"; the SSP paper's Petuum server
+            runs a shard on every machine): each holds 1/k of the parameters, so a message's bytes and an
+            update's apply time are split over k shards working in parallel; the per-message service time
+            ``ps_service_s`` is not (every shard handles its piece of every message). 1 = one PS (default).
+        ps_colocated: the shards run on the learners' machines, one each (Petuum, the SSP paper §6.1 and §7:
+            "allocate a copy of the model parameters to each machine"), so a learner's own shard's slice never
+            leaves its machine: with k = 1 (one machine) messages move at the intra-node rate; with k ≥ 2 the
+            other slices, 1/k of the bytes each, cross k − 1 links in parallel — k× the link rate as above.
+        node_share: compute slowdown of learners that share a node (off at 0): a learner on a node holding k
+            learners (``topology.learners_per_node`` per node) computes ``1 + node_share·(k − 1)`` times slower
+            than one alone — the λ = 1 baselines run alone on a node, λ ≥ 2 learners share its memory bandwidth
+            (Rudra §4.1 P775 nodes; Zhang §4.1 "we pack either 4 or 6 learners on each computing node").
     """
 
     compute: ComputeModel = field(default_factory=ComputeModel)
@@ -112,6 +137,10 @@ class CostModel:
     straggler_fraction: float = 0.0
     straggler_slowdown: float = 1.0
     heavy_tail: float | None = None
+    contention: float = 0.0
+    ps_shards: int = 1
+    ps_colocated: bool = False
+    node_share: float = 0.0
 
     TIMESTAMP_BYTES = 8
 
@@ -133,6 +162,10 @@ class CostModel:
                 self.straggler_slowdown, ">= 1")
         require(self.heavy_tail is None or self.heavy_tail > 1.0, "hardware.heavy_tail",
                 self.heavy_tail, "null or a Pareto shape > 1")
+        require(self.contention >= 0, "hardware.contention", self.contention, ">= 0")
+        require(self.node_share >= 0, "hardware.node_share", self.node_share, ">= 0")
+        require(isinstance(self.ps_shards, int) and self.ps_shards >= 1, "hardware.ps_shards", self.ps_shards,
+                "an integer >= 1")
 
     @classmethod
     def from_profile(cls, name: str, message_bytes: int, **overrides) -> CostModel:
@@ -165,8 +198,24 @@ class CostModel:
 
     @property
     def apply_s(self) -> float:
-        """PS time to apply one update to the weights (read + write the model once)."""
-        return self.message_bytes / self.ps_apply_Bps
+        """PS time to apply one update to the weights (read + write the model once; k shards in parallel)."""
+        return self.message_bytes / self.ps_apply_Bps / self.ps_shards
+
+    def node_factors(self, learners: int, learners_per_node: int) -> list[float]:
+        """Compute-time multiplier of each learner from how many learners share its node (``node_share``)."""
+        out = []
+        for l in range(learners):
+            first = l - l % learners_per_node
+            k = min(learners, first + learners_per_node) - first
+            out.append(1.0 + self.node_share * (k - 1))
+        return out
+
+    def root_rate(self) -> float:
+        """Bytes/s of a message at the PS root: the link split over k shards' links (a single co-located
+        shard: the intra-node rate)."""
+        if self.ps_colocated and self.ps_shards == 1:
+            return self.intra_node_bandwidth_Bps
+        return self.bandwidth_Bps * self.ps_shards
 
 
 class JitterStreams:

@@ -21,6 +21,10 @@ _HARDWARE: Keys = {
     "ps_jitter_cv": number(0),
     "stragglers": {"fraction": number(0, 1), "slowdown": number(1)},
     "heavy_tail": number(1, lo_open=True, null=True, unit="a Pareto shape"),
+    "contention": number(0),
+    "ps_shards": integer(1),
+    "ps_colocated": boolean(),
+    "node_share": number(0),
 }
 #: one option per cost-model profile; every key may be overridden
 HARDWARE = Group({name: _HARDWARE for name in PROFILES})

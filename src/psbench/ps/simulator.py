@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -120,12 +121,18 @@ class Simulator:
         psj = cost.ps_jitter_cv > 0  # PS busy periods × a seeded mean-one factor (off: exactly as before)
         psf = PSJitter(cost.ps_jitter_cv, self.seed).factor if psj else None
         compute_s = cost.compute.seconds(self.batch_size) * p.local_steps
+        shared = cost.node_share > 0  # learners sharing a node compute slower (off: exactly as before)
+        node_f = cost.node_factors(lam, topo.learners_per_node) if shared else None
         lat, svc = cost.latency_s, cost.ps_service_s
         wire = cost.push_wire_bytes  # a push (codec payload; the fp32 model without compression)
-        xfer = wire / cost.bandwidth_Bps  # root link, one full message
+        rate = cost.root_rate()  # root link (k shards)
+        xfer = wire / rate  # root link, one full message
+        beta = cost.contention  # incoming link contention at the root (off: exactly as before)
+        incoming: deque[float] = deque()  # completion times of the pushes/relays the root has accepted
         xfer_in = wire / cost.intra_node_bandwidth_Bps  # learner <-> leaf PS
         wire_pull = cost.pull_wire_bytes()  # a pull of the newest weights (or of one update's delta)
         xfer_pull, xfer_pull_in = wire_pull / cost.bandwidth_Bps, wire_pull / cost.intra_node_bandwidth_Bps
+        root_pull = wire_pull / rate
         delta = cost.pull_delta and cost.pull_bytes is not None  # pull size depends on updates missed
         pull_wire = cost.pull_wire_bytes
         tsb = CostModel.TIMESTAMP_BYTES
@@ -214,6 +221,15 @@ class Simulator:
                     return
             parked_bcast.append(l)
 
+        def contended(t: float) -> float:
+            """Transfer time of a push/relay reaching the root at t: slowed by β per incoming message still
+            queued or in transfer there (Rudra §3.3: "16 tasks sending 300 MB to the same receiver")."""
+            while incoming and incoming[0] <= t:
+                incoming.popleft()
+            x = xfer * (1.0 + beta * len(incoming))
+            incoming.append((root_free if root_free > t else t) + svc + x)
+            return x
+
         # ---------------------------------------------------------------- one handler per event kind
         def on_start(t: float, l: int, ts: int) -> None:  # weights of ts arrived: compute (or stop)
             nonlocal compute_total
@@ -221,7 +237,7 @@ class Simulator:
             if s0 < 0:
                 return
             ts_of[l] = ts
-            d = compute_s * factor(l)
+            d = compute_s * factor(l) * node_f[l] if shared else compute_s * factor(l)
             compute_total += d
             grad = (ts, pushed[l], s0, t)  # (ts, clock, sample_start, t_start)
             end = t + d
@@ -254,7 +270,7 @@ class Simulator:
             if tree:
                 nd = node_of[l]
                 if root_ts > leaf_ts[nd]:
-                    x = pull_wire(root_ts - leaf_ts[nd]) / cost.bandwidth_Bps if delta else xfer_pull
+                    x = pull_wire(root_ts - leaf_ts[nd]) / rate if delta else root_pull
                     root_free = start + ((svc + x) * psf() if psj else svc + x)
                     leaf_ts[nd] = root_ts
                 else:
@@ -269,11 +285,12 @@ class Simulator:
             elif delta:
                 w = pull_wire(root_ts - ts_of[l])
                 st.bytes_pulled += w
-                x = svc + w / cost.bandwidth_Bps
+                x = svc + w / rate
                 root_free = start + (x * psf() if psj else x)
             else:
                 st.bytes_pulled += wire_pull
-                root_free = start + ((svc + xfer_pull) * psf() if psj else svc + xfer_pull)
+                x = svc + root_pull
+                root_free = start + (x * psf() if psj else x)
             hpush(heap, (root_free + lat, next(seq), _START, l, root_ts))
 
         def on_serve_leaf(t: float, l: int, _) -> None:  # the leaf PS serves l's pull
@@ -298,7 +315,8 @@ class Simulator:
         def on_push_root(t: float, l: int, grad: tuple) -> Update | None:  # a push reaches the root
             nonlocal root_free
             start = root_free if root_free > t else t
-            root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
+            x = svc + (contended(t) if beta else xfer)
+            root_free = start + (x * psf() if psj else x)
             st.bytes_pushed += wire
             ts, clock, s0, t0 = grad
             done = root_free
@@ -347,7 +365,8 @@ class Simulator:
         def on_relay_done(t: float, nd: int, batch: list) -> Update | None:  # a relay reaches the root
             nonlocal root_free
             start = root_free if root_free > t else t
-            root_free = start + ((svc + xfer) * psf() if psj else svc + xfer)
+            x = svc + (contended(t) if beta else xfer)
+            root_free = start + (x * psf() if psj else x)
             done = root_free
             group = g_arrive([g._replace(t_push=done) for g in batch])
             u = None if group is None else update(group)
