@@ -445,6 +445,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     except (ConfigError, DataError, OmegaConfBaseException) as err:
         from psbench.tracking import sweep
 
+        if sweep.in_worker() and not sweep.in_basic_sweep():  # the launcher hands the error to the sweeper
+            print(f"psbench: error: {error_message(err)}", file=sys.stderr, flush=True)
+            raise err if isinstance(err, ConfigError | DataError) else ValueError(error_message(err)) from None
         if not sweep.in_basic_sweep() or _show_traceback:
             report(err)  # exiting from inside the job keeps Hydra from adding its own report lines
         print(f"psbench: error: {error_message(err)}", file=sys.stderr, flush=True)
