@@ -417,12 +417,21 @@ def execute(cfg: DictConfig) -> float | None:
         raise
     except BaseException as err:
         if run is not None:
-            run.abort("FAILED", failure_reason(err))
+            run.abort(*_ended_by(err))
         raise
     clock = "sim_time_s" if summary.run_time_s is None else "run_time_s"  # simulated, or measured (dist)
     log.info("%s: test_error=%s staleness_mean=%s %s=%s -> %s", summary.status, summary.test_error,
              summary.staleness_mean, clock, getattr(summary, clock), summary_file)
     return None if summary.test_error is None else float(summary.test_error)
+
+
+def _ended_by(err: BaseException) -> tuple[str, str]:
+    """MLflow status and ``failure_reason`` of a job ended by ``err``: KILLED when submitit requeues it
+    (:mod:`hydra_plugins.psbench_launchers.requeue`: pre-empted or timed out, it resumes), else FAILED."""
+    requeue = sys.modules.get("hydra_plugins.psbench_launchers.requeue")
+    if isinstance(err, SystemExit) and requeue is not None and requeue.requeued:
+        return "KILLED", requeue.requeued[-1]
+    return "FAILED", failure_reason(err)
 
 
 def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path],
@@ -459,6 +468,17 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         raise
 
 
+def check_launcher(overrides: list[str]) -> None:
+    """``hydra/launcher=<name>`` whose Hydra plugin is not installed: one line naming the extra, exit 2."""
+    from hydra.core.plugins import Plugins
+
+    from psbench import launchers
+
+    launchers.check(overrides)
+    Plugins.instance()  # the plugin scan (Hydra's first step anyway), then psbench's launcher configs over the plugins'
+    launchers.register_configs()
+
+
 def main() -> None:
     """Console entry point (``psbench``).
 
@@ -474,6 +494,7 @@ def main() -> None:
 
     lifecycle.install()
     try:
+        check_launcher(sys.argv[1:])
         with sweep.closing_parent():  # a sweep cut short: its parent run says why
             _hydra_main()
     except lifecycle.Killed as k:
