@@ -28,12 +28,13 @@ PLUGINS: dict[str, tuple[str, str]] = {
 }
 
 #: ``resources``: what one job of a sweep asks the SLURM / Ray launcher for (``conf/resources/<scale>.yaml``)
-RESOURCES = Group({"default": {
+_PER_JOB = {
     "gpus": integer(0),          # GPUs per job (SLURM gpus_per_node, Ray num_gpus)
     "cpus": integer(1),          # CPU cores per job (SLURM cpus_per_task, Ray num_cpus)
     "mem_gb": integer(1),        # memory per job, GB (SLURM mem_gb)
     "timeout_min": integer(1),   # wall-clock limit per job, minutes (SLURM timeout_min; then requeued)
-}}, named=False)
+}
+RESOURCES = Group({scale: _PER_JOB for scale in ("ci", "small", "paper")})
 
 _OPTION = re.compile(r"^hydra/launcher=(\w+)$")
 
