@@ -69,7 +69,7 @@ def check(overrides: Sequence[str]) -> None:
 #: what each launcher's config takes from ``resources`` (interpolations into its own keys)
 SUBMITIT = {"timeout_min": "${resources.timeout_min}", "cpus_per_task": "${resources.cpus}",
             "gpus_per_node": "${resources.gpus}", "mem_gb": "${resources.mem_gb}"}
-RAY = {"ray": {"init": {"include_dashboard": False},
+RAY = {"ray": {"init": {"num_cpus": None, "include_dashboard": False},  # num_cpus: a local instance's (null: all)
                "remote": {"num_cpus": "${resources.cpus}", "num_gpus": "${resources.gpus}"}}}
 
 
