@@ -108,6 +108,24 @@ def test_each_scale_s_resources_reach_the_slurm_and_ray_launchers(scale, tmp_pat
     assert ray.hydra.launcher.ray.init.include_dashboard is False
 
 
+def test_run_all_passes_launcher_overrides_to_every_entry_point_and_sweeper_keys_to_optuna_ones():
+    from sweeps import run_all
+
+    extra = ["hydra/launcher=submitit_slurm", "hydra.launcher.partition=gpu", "hydra.sweeper.n_jobs=8"]
+    cmds = dict(run_all.commands("ci", None, extra))
+    assert cmds["rudra_table2"][-3:] == extra
+    assert "hydra/launcher=submitit_slurm" in cmds["agn_table1"] and "hydra.sweeper.n_jobs=8" not in cmds["agn_table1"]
+
+
+def test_a_run_resumes_under_other_resources():
+    from psbench.checkpoint import config_diff
+
+    ci = {"protocol": {"n": 4}, "resources": {"name": "ci", "cpus": 1, "gpus": 0}}
+    paper = {"protocol": {"n": 4}, "resources": {"name": "paper", "cpus": 8, "gpus": 1}}
+    assert config_diff(ci, paper) == []
+    assert config_diff(ci, {**paper, "protocol": {"n": 2}}) == ["protocol.n (4 → 2)"]
+
+
 def test_the_resources_of_a_study_are_not_part_of_its_identity():
     from hydra_plugins.psbench_optuna_sweeper._identity import identity
 
