@@ -7,7 +7,8 @@ this machine: ``basic`` (one trial at a time, ``hydra.sweeper.n_jobs=1``), and `
 (``pip install -e '.[cluster]'``); one that is not installed is skipped with a note. Prints the wall time,
 trials and trials/hour of each and its ratio against ``basic``. ``--trials N`` runs only the first N grid
 trials (the whole table is 23); ``--logger mlflow`` tracks the runs (default none: the launchers, not the
-store, are measured).
+store, are measured); ``--threads`` is every job's ``trainer.num_threads`` (default 1: the jobs compute alike
+under every launcher, which otherwise differ in the threads they give torch — joblib's workers get one each).
 
     python benchmarks/bench_sweep.py --trials 4 --jobs 2
     python benchmarks/bench_sweep.py --trials 4 --jobs 2 --launchers basic,joblib,submitit_local,ray
@@ -52,11 +53,13 @@ def main() -> None:
     ap.add_argument("--launchers", default="basic,joblib,submitit_local",
                     help="comma-separated: basic, joblib, submitit_local, ray (basic is the reference)")
     ap.add_argument("--logger", default="none", choices=("none", "mlflow"))
+    ap.add_argument("--threads", default="1", help="trainer.num_threads of every job (null: torch's default), "
+                    "so that every launcher's jobs compute alike and only their parallelism differs")
     a = ap.parse_args()
     chosen = [n.strip() for n in a.launchers.split(",") if n.strip()]
     if "basic" not in chosen:
         chosen.insert(0, "basic")
-    common = [f"hydra.sweeper.n_trials={a.trials}", f"logger={a.logger}"]
+    common = [f"hydra.sweeper.n_trials={a.trials}", f"logger={a.logger}", f"trainer.num_threads={a.threads}"]
     results: dict[str, float] = {}
     for name in chosen:
         if not launchers.installed(name):

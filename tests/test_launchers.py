@@ -170,6 +170,14 @@ def test_a_bad_trial_under_submitit_fails_alone_and_its_batch_mate_completes(run
 
 
 # --------------------------------------------------------------------------- acceptance (slow)
+def _submitit_task(p: psutil.Process) -> bool:
+    """Whether ``p`` is a live submitit job process (``python -m submitit.core._submit``)."""
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE and "submitit.core._submit" in " ".join(p.cmdline())
+    except psutil.Error:  # exited meanwhile
+        return False
+
+
 STUDY = ("-m", "hydra/sweeper=psbench_optuna", "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=4",
          "hydra.sweeper.n_jobs=2", "hydra.sweeper.params={learners: 'choice(1,2,3,4)'}", "epochs=1",
          "trainer.max_updates=5", "trainer.progress=none", "trainer.num_threads=1")
@@ -219,8 +227,7 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes_from_its_checkpoint(ps
     while not ckpt.exists():
         assert proc.poll() is None and time.time() < deadline, "no checkpoint before the job ended"
         time.sleep(0.05)
-    [task] = [c for c in psutil.Process(proc.pid).children(recursive=True)
-              if "submitit.core._submit" in " ".join(c.cmdline())]
+    [task] = [c for c in psutil.Process(proc.pid).children(recursive=True) if _submitit_task(c)]
     task.send_signal(signal.SIGUSR2)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
@@ -234,3 +241,32 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes_from_its_checkpoint(ps
     assert "failure_reason" not in run["tags"]
     logs = "".join(p.read_text() for p in (psbench_root / "S" / ".submitit").rglob("*_log.*"))
     assert "this job is preempted" in logs and "Requeued job" in logs
+
+
+@pytest.mark.slow
+def test_a_trial_whose_job_process_dies_fails_alone_though_the_launcher_loses_the_batch(psbench_root):
+    """SIGKILL (an OOM kill, a lost node) of one submitit job of a batch of two: submitit raises for the whole
+    batch; the sweeper still records the other trial from the summary.json its job wrote."""
+    cases = "{short: {learners: 2, trainer.max_updates: 3}, long: {learners: 2, epochs: 1000}}"
+    cmd = [sys.executable, "-m", "psbench.cli", "-m", "hydra/sweeper=psbench_optuna", "hydra/launcher=submitit_local",
+           "hydra.sweep.dir=s", "hydra.sweeper.study_name=lost", "hydra.sweeper.sampler.name=grid",
+           "hydra.sweeper.n_trials=null", "hydra.sweeper.n_jobs=2", f"hydra.sweeper.cases={cases}",
+           "trainer.progress=none", "trainer.num_threads=1", "logger=none"]
+    env = {**{k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}, "PSBENCH_ROOT": str(psbench_root)}
+    proc = subprocess.Popen(cmd, cwd=psbench_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not list((psbench_root / "s").glob("*/summary.json")):  # the short trial finished
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.1)
+    while True:  # until the short one's process has exited: the one left runs the long trial
+        tasks = [c for c in psutil.Process(proc.pid).children(recursive=True) if _submitit_task(c)]
+        if len(tasks) == 1:
+            break
+        assert time.time() < deadline
+        time.sleep(0.1)
+    tasks[0].kill()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    trials = {t.params["case"]: t for t in _study(psbench_root / "s", "lost").get_trials()}
+    assert trials["short"].state == TrialState.COMPLETE and trials["short"].values[0] is not None
+    assert trials["long"].state == TrialState.FAIL and "crashed" in trials["long"].user_attrs
