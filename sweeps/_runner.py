@@ -14,10 +14,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def command(name: str, experiment: str, overrides: Sequence[str], scale: str, extra: Sequence[str] = ()) -> list[str]:
-    """The ``psbench -m`` command line of one entry point at one scale."""
+    """The ``psbench -m`` command line of one entry point at one scale.
+
+    ``resources=<scale>`` is what each job asks a cluster launcher for; ``extra`` (the user's overrides, e.g.
+    ``hydra/launcher=submitit_slurm hydra.sweeper.n_jobs=8``) comes last, so it wins.
+    """
     study = f"{name}_{scale}"
     return [sys.executable, "-m", "psbench.cli", "-m", f"experiment={experiment}", *overrides,
-            f"hydra.sweeper.study_name={study}", f"++tags.scale={scale}", "trainer.progress=none", *extra]
+            f"hydra.sweeper.study_name={study}", f"++tags.scale={scale}", f"resources={scale}",
+            "trainer.progress=none", *extra]
 
 
 def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str] | None = None) -> int:

@@ -39,7 +39,7 @@ def multirun(root: Path, scale: str, preset: str, protocol: str, n: int, hs: tup
     sweep = sweep_dir(root, scale, protocol, n)
     args = [sys.executable, "-m", "psbench.cli", "-m", f"experiment={preset}", f"protocol={protocol}", f"learners={n}",
             f"protocol.local_steps={','.join(map(str, hs))}", f"optimizer.lr={LR}", "trainer.progress=none",
-            f"hydra.sweep.dir={sweep}", f"++tags.scale={scale}", *extra]
+            f"hydra.sweep.dir={sweep}", f"++tags.scale={scale}", f"resources={scale}", *extra]
     if protocol == "aeasgd":
         args.append(f"protocol.rho={0.9 / (n * LR):g}")
     env = {**os.environ, "PSBENCH_ROOT": str(root)}

@@ -1,4 +1,4 @@
-"""Every paper sweep at one scale, then the report: ``python sweeps/run_all.py scale=ci [only=rudra,agn]``.
+"""Every paper sweep at one scale, then the report: ``python sweeps/run_all.py scale=ci [only=rudra,agn] [override …]``.
 
 Runs each entry point of ``sweeps/`` in turn (a failing one is reported and the rest go on; re-running
 resumes, since every study is persistent), then ``python -m analysis`` over the same store
@@ -33,26 +33,32 @@ SIMULATION_ONLY = ("rudra_table1", "rudra_fig4", "rudra_fig8", "rudra_table4", "
                    "terngrad_fig5")
 
 
-def commands(scale: str, only: list[str] | None = None) -> list[tuple[str, list[str]]]:
-    """(name, argv) of every entry point that has ``scale`` (and whose name starts with one of ``only``)."""
+def commands(scale: str, only: list[str] | None = None, extra: list[str] | None = None) -> list[tuple[str, list[str]]]:
+    """(name, argv) of every entry point that has ``scale`` (and whose name starts with one of ``only``).
+
+    ``extra`` overrides (``hydra/launcher=submitit_slurm``, ``hydra.launcher.partition=gpu``) go to every entry
+    point; ``hydra.sweeper.*`` ones only to those that run the psbench_optuna sweeper (not the AGN ones).
+    """
     out = []
     for name, scales in ENTRY_POINTS.items():
         if scale not in scales or (only and not any(name.startswith(o) for o in only)):
             continue
         run_at = "paper" if name in SIMULATION_ONLY else scale
-        script = [sys.executable, str(HERE / f"{name}.py"), f"scale={run_at}"]
+        own = [e for e in extra or [] if not (name.startswith("agn_") and e.startswith("hydra.sweeper."))]
+        script = [sys.executable, str(HERE / f"{name}.py"), f"scale={run_at}", *own]
         out += [(f"{name} 7{p}", [*script, f"--panel={p}"]) for p in "ab"] if name == "agn_fig7" else [(name, script)]
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    opts = dict(a.split("=", 1) for a in args if "=" in a)
+    opts = dict(a.split("=", 1) for a in args if a.startswith(("scale=", "only=")))
     scale, only = opts.get("scale", "ci"), [o for o in opts.get("only", "").split(",") if o]
+    extra = [a for a in args if not a.startswith(("scale=", "only=", "--dry-run"))]  # psbench overrides
     if scale not in ("ci", "small", "paper"):
         print(f"run_all: error: scale={scale!r} is invalid: allowed one of ci, small, paper", file=sys.stderr)
         return 2
-    todo = commands(scale, only)
+    todo = commands(scale, only, extra)
     root = os.environ.get("PSBENCH_ROOT") or os.getcwd()
     report = [sys.executable, "-m", "analysis", "--root", root]
     if "--dry-run" in args:

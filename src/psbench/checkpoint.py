@@ -51,13 +51,15 @@ class RunStopped(Exception):
 
 
 def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """``key (saved → current)`` for every key that differs, except :data:`RESUME_FREE_KEYS` and ``tags.*``.
+    """``key (saved → current)`` for every key that differs, except :data:`RESUME_FREE_KEYS`, ``tags.*`` and
+    ``resources.*``.
 
-    Tags label a run (a sweep's retried trial carries its new trial number) without changing what it computes.
+    Tags label a run (a sweep's retried trial carries its new trial number) and resources say what a cluster
+    launcher gave its job (a requeue may ask for more), without changing what it computes.
     """
     a, b = leaves(saved), leaves(current)
-    keys = sorted(k for k in a.keys() | b.keys() if k not in RESUME_FREE_KEYS and not k.startswith("tags.")
-                  and a.get(k, "<unset>") != b.get(k, "<unset>"))
+    keys = sorted(k for k in a.keys() | b.keys() if k not in RESUME_FREE_KEYS
+                  and not k.startswith(("tags.", "resources.")) and a.get(k, "<unset>") != b.get(k, "<unset>"))
     return [f"{k} ({a.get(k, '<unset>')!r} → {b.get(k, '<unset>')!r})" for k in keys]
 
 

@@ -417,12 +417,21 @@ def execute(cfg: DictConfig) -> float | None:
         raise
     except BaseException as err:
         if run is not None:
-            run.abort("FAILED", failure_reason(err))
+            run.abort(*_ended_by(err))
         raise
     clock = "sim_time_s" if summary.run_time_s is None else "run_time_s"  # simulated, or measured (dist)
     log.info("%s: test_error=%s staleness_mean=%s %s=%s -> %s", summary.status, summary.test_error,
              summary.staleness_mean, clock, getattr(summary, clock), summary_file)
     return None if summary.test_error is None else float(summary.test_error)
+
+
+def _ended_by(err: BaseException) -> tuple[str, str]:
+    """MLflow status and ``failure_reason`` of a job ended by ``err``: KILLED when submitit requeues it
+    (:mod:`hydra_plugins.psbench_launchers.requeue`: pre-empted or timed out, it resumes), else FAILED."""
+    requeue = sys.modules.get("hydra_plugins.psbench_launchers.requeue")
+    if isinstance(err, SystemExit) and requeue is not None and requeue.requeued:
+        return "KILLED", requeue.requeued[-1]
+    return "FAILED", failure_reason(err)
 
 
 def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path],
@@ -445,6 +454,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     except (ConfigError, DataError, OmegaConfBaseException) as err:
         from psbench.tracking import sweep
 
+        if sweep.in_worker() and not sweep.in_basic_sweep():  # the launcher hands the error to the sweeper
+            print(f"psbench: error: {error_message(err)}", file=sys.stderr, flush=True)
+            raise err if isinstance(err, ConfigError | DataError) else ValueError(error_message(err)) from None
         if not sweep.in_basic_sweep() or _show_traceback:
             report(err)  # exiting from inside the job keeps Hydra from adding its own report lines
         print(f"psbench: error: {error_message(err)}", file=sys.stderr, flush=True)
@@ -454,6 +466,17 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         if HydraConfig.get().mode != RunMode.MULTIRUN:  # in a sweep the other jobs go on; main() reports it
             run_failure(err)
         raise
+
+
+def check_launcher(overrides: list[str]) -> None:
+    """``hydra/launcher=<name>`` whose Hydra plugin is not installed: one line naming the extra, exit 2."""
+    from hydra.core.plugins import Plugins
+
+    from psbench import launchers
+
+    launchers.check(overrides)
+    Plugins.instance()  # the plugin scan (Hydra's first step anyway), then psbench's launcher configs over the plugins'
+    launchers.register_configs()
 
 
 def main() -> None:
@@ -471,6 +494,7 @@ def main() -> None:
 
     lifecycle.install()
     try:
+        check_launcher(sys.argv[1:])
         with sweep.closing_parent():  # a sweep cut short: its parent run says why
             _hydra_main()
     except lifecycle.Killed as k:

@@ -14,6 +14,10 @@ class ConfigError(ValueError):
         self.key, self.value, self.allowed = key, value, allowed
         super().__init__(f"{key}={value!r} is invalid: allowed {allowed}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, object, str]]:
+        # a launcher's worker (joblib, submitit, Ray) pickles the job's error back to the sweep
+        return type(self), (self.key, self.value, self.allowed)
+
 
 class DataError(RuntimeError):
     """A data file is missing, unreadable or fails its checksum; the message names the file."""

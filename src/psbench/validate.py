@@ -21,6 +21,7 @@ from psbench.compression.options import COMPRESSION
 from psbench.data.options import DATASET
 from psbench.dist.options import ENGINE
 from psbench.errors import ConfigError, require
+from psbench.launchers import RESOURCES
 from psbench.lr.options import LR_POLICY
 from psbench.models.options import MODEL
 from psbench.optimizer.options import OPTIMIZER
@@ -65,7 +66,7 @@ PATHS = Group({"default": {"root_dir": text(what="a directory"), "data_dir": tex
 GROUPS: dict[str, Group] = {
     "model": MODEL, "dataset": DATASET, "protocol": PROTOCOL, "lr_policy": LR_POLICY, "optimizer": OPTIMIZER,
     "compression": COMPRESSION, "topology": TOPOLOGY, "hardware": HARDWARE, "engine": ENGINE,
-    "trainer": TRAINER, "logger": LOGGER, "paths": PATHS,
+    "trainer": TRAINER, "logger": LOGGER, "paths": PATHS, "resources": RESOURCES,
 }
 
 

@@ -546,8 +546,10 @@ class OptunaSweeperImpl:
                 self._tell(study, trial, None, f"job exited with status {exc.code}")
             return []
         except Exception as exc:  # a launcher that raises instead of returning a FAILED JobReturn
+            # (submitit, joblib, Ray when a job's process died): a job that finished still counts
             for trial, _ in batch:
-                self._tell(study, trial, None, f"{type(exc).__name__}: {exc}")
+                done = self._finished_job(trial)
+                self._tell(study, trial, done, None if done else f"{type(exc).__name__}: {str(exc)[:500]}")
             return []
         stop: StudyStop | None = None
         for (trial, _), ret in zip(batch, results, strict=True):
@@ -558,6 +560,20 @@ class OptunaSweeperImpl:
         if stop is not None:
             raise stop
         return results
+
+    def _finished_job(self, trial: optuna.Trial) -> JobReturn | None:
+        """The result of a trial whose job wrote ``summary.json`` as finished (or diverged) in this launch
+        (:meth:`_loop` removes an earlier one), for when the launcher lost its batch's return values."""
+        assert self.sweep_dir is not None
+        job_dir = self.sweep_dir / str(trial.user_attrs["subdir"])
+        try:
+            status = json.loads((job_dir / "summary.json").read_text()).get("status")
+        except (OSError, ValueError):
+            return None
+        if status not in ("finished", "diverged"):
+            return None
+        return JobReturn(hydra_cfg=OmegaConf.create({"hydra": {"runtime": {"output_dir": str(job_dir)}}}),
+                         status=JobStatus.COMPLETED)
 
     @staticmethod
     def _interrupted(study: optuna.Study, batch: list[tuple[optuna.Trial, list[str]]]) -> None:

@@ -346,6 +346,8 @@ def reopen_run(tracking_uri: str, run_id: str, update: int) -> dict[str, int]:
         run = c.get_run(run_id)
         last = {k: max(m.step for m in c.get_metric_history(run_id, k)) for k in run.data.metrics}
         c.update_run(run_id, status=RUNNING)
+        if "failure_reason" in run.data.tags:  # why it stopped (killed, pre-empted) no longer holds
+            c.delete_tag(run_id, "failure_reason")
     except MlflowException:
         raise ConfigError("resume", run_id, f"a run dir whose MLflow run exists (active) in {tracking_uri}") from None
     resumed = run.data.tags.get("psbench.resumed_from_update")

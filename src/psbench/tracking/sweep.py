@@ -37,6 +37,7 @@ from psbench.errors import failure_reason
 from psbench.summary import RunSummary, write_json
 
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 SWEEP_FILE = "psbench_sweep.json"
 JOBS_FILE = "psbench_jobs.jsonl"
 PARENT_TAG = "psbench.sweep_parent"
@@ -147,6 +148,20 @@ def in_basic_sweep() -> bool:
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return False
     return OmegaConf.select(HydraConfig.get(), "sweeper._target_") == BASIC_SWEEPER
+
+
+def in_worker() -> bool:
+    """Whether this job of a multirun runs in a launcher's worker (joblib, submitit, Ray), not in the sweep's process.
+
+    There the job's error goes back to the sweeper as its result (Hydra's ``JobReturn``, pickled), so
+    the sweeper records that trial and the others of its batch stand; exiting would take the worker down.
+    """
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return False
+    return OmegaConf.select(HydraConfig.get(), "launcher._target_") not in (None, BASIC_LAUNCHER)
 
 
 def job_tags(tracking_uri: str) -> dict[str, str]:
