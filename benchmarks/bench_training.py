@@ -37,6 +37,7 @@ from psbench.lr import LRPolicy
 from psbench.models import build_model, model_bytes
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, SampleStream, UpdateBatches
+from psbench.strategy.chunks import UpdateChunks, auto_updates_per_step
 
 warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
@@ -73,16 +74,17 @@ def plain_loop(dm, samples: int, batch: int, repeats: int, warm: bool = True) ->
 
 
 def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, warm: bool = True,
-                 ) -> tuple[float, int, dict, int]:
+                 updates_per_step: int | None = None) -> tuple[float, int, dict, int]:
     """(best seconds, samples, simulator stats, peak snapshot bytes) of the strategy on ``proto``'s schedule."""
     torch.manual_seed(0)
     net = build_model("cifar_cnn", dm.input_shape, dm.num_classes)
     cost = CostModel.from_profile("p775", model_bytes(net))
     sim = Simulator(proto, cost, Topology(), mu, samples // mu, 0)
     sched = Schedule.collect(sim.run())
-    data = torch.utils.data.DataLoader(
-        UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0, with_samples=False),
-        batch_size=None)  # as psbench runs it: the look-ahead reads the samples itself
+    updates = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0, with_samples=False)
+    k = updates_per_step if updates_per_step is not None else auto_updates_per_step(sched, mu)
+    data = torch.utils.data.DataLoader(UpdateChunks(updates, 0, sched.num_updates, k, sched.num_updates),
+                                       batch_size=None)  # as psbench runs it: K updates per Trainer step
     peak = 0
 
     def fit() -> float:
