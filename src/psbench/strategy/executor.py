@@ -131,6 +131,13 @@ def _memory_budget(cfg, schedule: Schedule, net, by_row: bool, local: bool) -> i
     return budget
 
 
+def _layout(net, x: torch.Tensor) -> torch.Tensor:
+    """``x`` in the memory layout the net runs fastest on here (channels_last for 2-d conv nets on the CPU)."""
+    from psbench.strategy.module import prefers_channels_last
+
+    return x.contiguous(memory_format=torch.channels_last) if prefers_channels_last(net, x) else x
+
+
 def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None, plan=None,
          t_start: float = 0.0) -> dict[str, Any]:
     import logging
@@ -212,11 +219,11 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         net.cpu()
         k.progress.update(updates_done=strategy.updates_done, updates_total=schedule.num_updates,
                           samples=strategy.samples_done, sim_time_s=strategy.sim_time_s,
-                          **quick_evaluate(net, dm.x_test, dm.y_test))
+                          **quick_evaluate(net, _layout(net, dm.x_test), dm.y_test))
         raise
     net.cpu()  # evaluation, hashing and saving on the CPU, whatever the accelerator
     fit_s = time.perf_counter() - t0 + (plan.prior("fit_time_s") if plan is not None else 0.0)
-    test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
+    test_error, test_loss = evaluate(net, _layout(net, dm.x_test), dm.y_test)
     diverged = strategy.diverged or not math.isfinite(test_loss)
     done = strategy.updates_done
     samples = int(schedule.offsets[done]) * spg if done else 0

@@ -36,6 +36,7 @@ from psbench.ps import Schedule
 from psbench.ps.aggregate import contribution_order, learner_gradient
 from psbench.ps.snapshots import SnapshotStore, nbytes
 from psbench.strategy.batches import UpdateBatches
+from psbench.strategy.module import prefers_channels_last
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Params = dict[str, torch.Tensor]
@@ -88,8 +89,7 @@ class Lookahead:
         # 2-d conv nets on the CPU: ``grouped`` feeds the samples in channels_last (NHWC), where the CPU's
         # convolutions and pooling run 1.5–2× faster than on NCHW (max pooling over 30× at 4 samples); the
         # float results differ from ``loop``'s (NCHW, the dist engine's) within float tolerance
-        conv2d = any(isinstance(m, torch.nn.Conv2d) for m in net.modules())
-        self.channels_last = conv2d and data.x.device.type == "cpu" and data.x.dim() == 4
+        self.channels_last = prefers_channels_last(net, data.x)
 
     # -- sizes ---------------------------------------------------------------------------------
     def minimum_bytes(self, param_bytes: int) -> int:
