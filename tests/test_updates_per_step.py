@@ -11,7 +11,7 @@ import pytest
 from pytorch_lightning.loggers.logger import Logger
 
 from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, load
-from psbench.strategy.chunks import bounds
+from psbench.strategy.chunks import MAX_UPDATES, auto_updates_per_step, bounds
 from psbench.train import train
 
 BASE = ("trainer.progress=none", "trainer.num_threads=1", "batch_size=8", "trainer.log_every_n_updates=3")
@@ -50,6 +50,15 @@ def test_bounds_are_runs_of_at_most_k_updates_that_never_cross_an_evaluation():
     assert bounds(0, 10, 4, 6) == [0, 4, 6, 10]
     assert bounds(7, 20, 5, 6) == [7, 12, 17, 18, 20]  # a resumed run starts mid-period
     assert bounds(0, 3, 1, 6) == [0, 1, 2, 3]
+
+
+def test_auto_k_gives_a_trainer_step_about_128_samples():
+    from types import SimpleNamespace as S
+
+    assert auto_updates_per_step(S(num_updates=100, num_gradients=100), 4) == 32  # 30-softsync / async, μ = 4
+    assert auto_updates_per_step(S(num_updates=100, num_gradients=3000), 4) == 1  # hardsync, μλ = 120
+    assert auto_updates_per_step(S(num_updates=100, num_gradients=100), 1) == MAX_UPDATES
+    assert auto_updates_per_step(S(num_updates=0, num_gradients=0), 4) == 1
 
 
 @pytest.mark.parametrize("case", [
