@@ -3,13 +3,16 @@
     python benchmarks/bench_training.py [--epochs 1] [--threads 2] [--repeats 2] [--skip-scaling] [--skip-rss]
 
 Case: CIFAR CNN (Rudra §4.2) on ``cifar10_subset``, μ = 4, momentum SGD, executed by
-:class:`ParameterServerStrategy` inside a Lightning Trainer (look-ahead execution) — against a plain
+:class:`ParameterServerStrategy` inside a Lightning Trainer (look-ahead execution, K updates per Trainer
+step as psbench chooses them) — against a plain
 loop of one learner with batch μλ = 120 over the same samples, re-measured right before each case.
 Every batch shape is warmed up first (oneDNN is several times slower on a new shape's first calls):
 the plain loop runs one warm-up epoch, the strategy one warm-up pass of the schedule.
 
 1. samples/s of hardsync, 1-softsync, 30-softsync, async and SSP(s=3) at λ = 30 as a ratio of the plain
-   loop's (targets: ≥ 0.95 for hardsync and 1-softsync, ≥ 0.75 for the others);
+   loop's (targets: ≥ 0.95 for hardsync and 1-softsync, ≥ 0.75 for the others), and as a ratio of the
+   same plain loop fed channels_last samples (the strategy computes conv nets on the CPU in that layout,
+   so this column is the one that shows what the execution itself costs);
 2. cost per sample of async as λ grows (8, 30, 128, 1000), relative to λ = 30 (target at 1,000: ≤ 1.5×),
    with the peak bytes of snapshots and gradients computed ahead;
 3. peak RSS while training, plain loop vs 30-softsync (target ≤ 2×), each in its own process (sampled every 10 ms).
@@ -37,6 +40,7 @@ from psbench.lr import LRPolicy
 from psbench.models import build_model, model_bytes
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, SampleStream, UpdateBatches
+from psbench.strategy.chunks import UpdateChunks, auto_updates_per_step
 
 warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
@@ -48,8 +52,9 @@ CASES = {"hardsync": Protocol("hardsync", LAM), "1-softsync": Protocol("softsync
          "ssp-s3": Protocol("ssp", LAM, staleness_bound=3)}
 
 
-def plain_loop(dm, samples: int, batch: int, repeats: int, warm: bool = True) -> float:
-    """Best seconds of ``repeats`` passes of one learner with batch μλ over the same sample stream."""
+def plain_loop(dm, samples: int, batch: int, repeats: int, warm: bool = True, nhwc: bool = False) -> float:
+    """Best seconds of ``repeats`` passes of one learner with batch μλ over the same sample stream (``nhwc``:
+    samples in channels_last, the layout psbench's look-ahead computes conv nets in on the CPU)."""
     torch.manual_seed(0)
     net = build_model("cifar_cnn", dm.input_shape, dm.num_classes)
     opt = torch.optim.SGD(net.parameters(), lr=0.001, momentum=0.9)
@@ -59,7 +64,8 @@ def plain_loop(dm, samples: int, batch: int, repeats: int, warm: bool = True) ->
         for p in range(offset, offset + samples - batch + 1, batch):
             idx = stream.indices(p, batch)
             opt.zero_grad()
-            torch.nn.functional.cross_entropy(net(dm.x_train[idx]), dm.y_train[idx]).backward()
+            x = dm.x_train[idx].contiguous(memory_format=torch.channels_last) if nhwc else dm.x_train[idx]
+            torch.nn.functional.cross_entropy(net(x), dm.y_train[idx]).backward()
             opt.step()
 
     if warm:
@@ -73,16 +79,17 @@ def plain_loop(dm, samples: int, batch: int, repeats: int, warm: bool = True) ->
 
 
 def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, warm: bool = True,
-                 ) -> tuple[float, int, dict, int]:
+                 updates_per_step: int | None = None) -> tuple[float, int, dict, int]:
     """(best seconds, samples, simulator stats, peak snapshot bytes) of the strategy on ``proto``'s schedule."""
     torch.manual_seed(0)
     net = build_model("cifar_cnn", dm.input_shape, dm.num_classes)
     cost = CostModel.from_profile("p775", model_bytes(net))
     sim = Simulator(proto, cost, Topology(), mu, samples // mu, 0)
     sched = Schedule.collect(sim.run())
-    data = torch.utils.data.DataLoader(
-        UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0, with_samples=False),
-        batch_size=None)  # as psbench runs it: the look-ahead reads the samples itself
+    updates = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0, with_samples=False)
+    k = updates_per_step if updates_per_step is not None else auto_updates_per_step(sched, mu)
+    data = torch.utils.data.DataLoader(UpdateChunks(updates, 0, sched.num_updates, k, sched.num_updates),
+                                       batch_size=None)  # as psbench runs it: K updates per Trainer step
     peak = 0
 
     def fit() -> float:
@@ -148,13 +155,14 @@ def main() -> None:
     dm.setup("fit")
     samples = int(args.epochs * dm.num_train) // (MU * LAM) * (MU * LAM)
     print(f"threads={torch.get_num_threads()} samples={samples} best of {args.repeats}")
-    print(f"{'case':<28}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'⟨σ⟩':>8}")
+    print(f"{'case':<28}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'NHWC loop':>11}{'ratio':>8}{'⟨σ⟩':>8}")
     for name in args.cases.split(","):
         proto = CASES[name]
         base = samples / plain_loop(dm, samples, MU * LAM, args.repeats)  # re-measured: the machine is shared
         secs, n, st, _ = strategy_run(dm, proto, MU, samples, args.repeats)
+        nhwc = samples / plain_loop(dm, samples, MU * LAM, args.repeats, nhwc=True)
         print(f"{proto.label + ' λ=30 μ=4':<28}{n / secs:>12,.0f}{base:>10,.0f}{n / secs / base:>8.2f}"
-              f"{st['staleness_mean']:>8.2f}", flush=True)
+              f"{nhwc:>11,.0f}{n / secs / nhwc:>8.2f}{st['staleness_mean']:>8.2f}", flush=True)
     if not args.skip_scaling:
         print(f"\n{'async μ=4':<16}{'ms/sample':>10}{'vs λ=30':>9}{'peak MiB':>10}{'⟨σ⟩':>8}")
         rows = {}

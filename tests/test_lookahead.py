@@ -26,10 +26,10 @@ PROTOCOLS = {"30-softsync": Protocol("softsync", 30, n=30), "async": Protocol("a
              "ssp-s3": Protocol("ssp", 16, staleness_bound=3), "1-softsync": Protocol("softsync", 8, n=1)}
 
 
-def fit(dm, proto: Protocol, gradients: int, mu: int = 4, batching: str = "auto", **kw):
+def fit(dm, proto: Protocol, gradients: int, mu: int = 4, batching: str = "auto", model: str = "mlp", **kw):
     sched = Schedule.collect(Simulator(proto, COST, Topology(), mu, gradients, 0).run())
     torch.manual_seed(0)
-    net = build_model("mlp", dm.input_shape, dm.num_classes)
+    net = build_model(model, dm.input_shape, dm.num_classes)
     strategy = ParameterServerStrategy(sched, batching, **kw)
     trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
@@ -59,6 +59,15 @@ def test_look_ahead_batches_many_gradients_of_the_asynchronous_protocols(digits,
     rows = np.asarray(strat.lookahead.batch_rows)
     assert rows.sum() == sched.num_gradients
     assert rows.mean() > 0.5 * sched.staleness.mean()  # ~σ gradients (one per update) per batched call
+
+
+def test_conv_net_on_the_cpu_computes_grouped_in_channels_last_to_the_loops_weights(digits):
+    """auto on a conv net on the CPU: one forward/backward per (update, snapshot), samples in NHWC."""
+    proto = PROTOCOLS["30-softsync"]
+    got, strat, _ = fit(digits, proto, 240, model="cifar_cnn")
+    ref, _, _ = fit(digits, proto, 240, model="cifar_cnn", batching="loop", ahead=0)
+    assert strat.lookahead.channels_last and not strat.lookahead.vmap_pays
+    assert torch.allclose(got, ref, atol=1e-5)
 
 
 def test_codec_path_looks_ahead_too(digits):

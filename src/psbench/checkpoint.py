@@ -39,7 +39,7 @@ CHECKPOINT_FILE = "checkpoint.pt"
 FORMAT = 1
 # Keys that may differ between a run and its resume: they do not change what the run computes.
 RESUME_FREE_KEYS = ("resume", "trainer.checkpoint_every", "trainer.stop_after_updates", "trainer.progress",
-                    "trainer.save_weights", "paths.output_dir", "paths.data_dir")
+                    "trainer.save_weights", "trainer.updates_per_step", "paths.output_dir", "paths.data_dir")
 
 
 class RunStopped(Exception):
@@ -160,10 +160,13 @@ class Checkpointer(pl.Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
-        i = int(batch.index)
         if self._rng is not None:
             set_rng_state(self._rng)
             self._rng = None
+        self.on_ps_update_start(trainer, int(batch.index))
+
+    def on_ps_update_start(self, trainer: pl.Trainer, i: int) -> None:
+        """Before update i (also between the updates of one Trainer step): the requested or periodic checkpoint."""
         stop_at = self.plan.stop_after
         if stop_at is not None and i >= stop_at and i > self.plan.start and self._stop is None:
             self._stop = f"trainer.stop_after_updates={self.plan.stop_after}"

@@ -4,8 +4,9 @@
 2. cost model (hardware profile, or a calibration of the real model) → simulator →
    schedule of ⌊epochs·N/μ⌋ gradients (capped by ``trainer.max_updates``);
 3. ``schedule_only``: statistics only; otherwise a Trainer with
-   :class:`~psbench.strategy.ParameterServerStrategy`, one step per PS update, evaluating
-   test error every epoch's worth of updates;
+   :class:`~psbench.strategy.ParameterServerStrategy`, K PS updates per Trainer step
+   (``trainer.updates_per_step``; null: :func:`~psbench.strategy.chunks.auto_updates_per_step`),
+   evaluating test error every epoch's worth of updates;
 4. the :class:`~psbench.summary.RunSummary` (``summary.json``) and artifacts (schedule, staleness histogram).
 """
 
@@ -130,6 +131,13 @@ def _memory_budget(cfg, schedule: Schedule, net, by_row: bool, local: bool) -> i
     return budget
 
 
+def _layout(net, x: torch.Tensor) -> torch.Tensor:
+    """``x`` in the memory layout the net runs fastest on here (channels_last for 2-d conv nets on the CPU)."""
+    from psbench.strategy.module import prefers_channels_last
+
+    return x.contiguous(memory_format=torch.channels_last) if prefers_channels_last(net, x) else x
+
+
 def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None, plan=None,
          t_start: float = 0.0) -> dict[str, Any]:
     import logging
@@ -140,6 +148,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
 
     from psbench.checkpoint import RunStopped
     from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+    from psbench.strategy.chunks import UpdateChunks, auto_updates_per_step
     from psbench.strategy.interrupt import StopOnSignal
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")
@@ -164,7 +173,8 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     strategy = ParameterServerStrategy(schedule, batching,
                                        log_every_n_updates=int(setting(cfg.trainer, "log_every_n_updates", 10)),
                                        local=local, compression=compression, num_train=dm.num_train,
-                                       memory_budget_bytes=budget, gradient_clip_val=clip, device=device)
+                                       memory_budget_bytes=budget, gradient_clip_val=clip, device=device,
+                                       eval_every=min(every, schedule.num_updates))
     from psbench.strategy.progress import EpochThroughput
 
     callbacks, rich = _progress_callbacks(str(setting(cfg.trainer, "progress", "auto")))
@@ -177,18 +187,20 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         callbacks.append(checkpointer)
     trainer = pl.Trainer(
         strategy=strategy, accelerator=device.type, max_epochs=1, logger=logger if logger is not None else False,
-        val_check_interval=min(every, schedule.num_updates), check_val_every_n_epoch=None,
+        val_check_interval=1, check_val_every_n_epoch=None,  # the strategy decides, in updates (eval_every)
         num_sanity_val_steps=0, enable_checkpointing=False, enable_model_summary=False,
-        enable_progress_bar=rich, callbacks=callbacks, log_every_n_steps=strategy.log_every,
+        enable_progress_bar=rich, callbacks=callbacks,
+        log_every_n_steps=1,  # the strategy logs each update's metrics itself
         deterministic=bool(setting(cfg.trainer, "deterministic", True)),
     )  # gradient clipping is the strategy's (it applies every update itself: manual optimization)
     updates = WindowBatches(schedule, spg) if local is not None else \
         UpdateBatches(schedule, dm.x_train.to(device), dm.y_train.to(device), spg, policy, int(cfg.batch_size),
                       protocol.learners, int(cfg.seed), with_samples=False)  # the look-ahead reads the samples
     start = plan.start if plan is not None else 0  # a resumed run executes updates start…U−1
-    if start:
-        updates = torch.utils.data.Subset(updates, range(start, schedule.num_updates))
-    data = torch.utils.data.DataLoader(updates, batch_size=None, shuffle=False, num_workers=0)
+    k = setting(cfg.trainer, "updates_per_step", None)
+    k = int(k) if k is not None else auto_updates_per_step(schedule, spg)
+    chunks = UpdateChunks(updates, start, schedule.num_updates, k, min(every, schedule.num_updates))
+    data = torch.utils.data.DataLoader(chunks, batch_size=None, shuffle=False, num_workers=0)
     t0 = time.perf_counter()
     try:
         try:
@@ -207,11 +219,11 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         net.cpu()
         k.progress.update(updates_done=strategy.updates_done, updates_total=schedule.num_updates,
                           samples=strategy.samples_done, sim_time_s=strategy.sim_time_s,
-                          **quick_evaluate(net, dm.x_test, dm.y_test))
+                          **quick_evaluate(net, _layout(net, dm.x_test), dm.y_test))
         raise
     net.cpu()  # evaluation, hashing and saving on the CPU, whatever the accelerator
     fit_s = time.perf_counter() - t0 + (plan.prior("fit_time_s") if plan is not None else 0.0)
-    test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
+    test_error, test_loss = evaluate(net, _layout(net, dm.x_test), dm.y_test)
     diverged = strategy.diverged or not math.isfinite(test_loss)
     done = strategy.updates_done
     samples = int(schedule.offsets[done]) * spg if done else 0

@@ -27,6 +27,10 @@ class StopOnSignal(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._stop()
 
+    def on_ps_update_start(self, trainer, update: int) -> None:
+        """An update boundary inside a Trainer step of several updates (:mod:`psbench.strategy.chunks`)."""
+        self._stop()
+
     def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
         self._stop()
 

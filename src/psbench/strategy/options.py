@@ -26,6 +26,7 @@ TRAINER = Group({"default": {
     "stop_after_updates": integer(1, null="run to the end").optional(),
     "save_weights": boolean().optional(),
     "accelerator": one_of(*ACCELERATORS, null="cpu").optional(),
+    "updates_per_step": integer(1, null="auto: the updates of ~128 samples, at most 64").optional(),
     "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB or what the schedule needs",
                                unit="MiB").optional(),
 }}, named=False)

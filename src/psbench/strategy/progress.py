@@ -31,6 +31,7 @@ class PlainProgress(pl.Callback):
     def on_validation_end(self, trainer, pl_module) -> None:
         m = trainer.callback_metrics
         err = m.get("test_error")
-        total = trainer.num_training_batches
+        schedule = getattr(trainer.strategy, "schedule", None)  # Trainer steps may carry several updates
+        total = schedule.num_updates if schedule is not None else trainer.num_training_batches
         print(f"update {trainer.global_step}/{total}  test_error {float(err) if err is not None else float('nan'):.4f}"
               f"  wall {time.perf_counter() - self._t0:.1f}s", flush=True)

@@ -1,4 +1,4 @@
-"""Lightning strategy that executes a PS schedule: one Trainer step = one PS update (Rudra §3.1).
+"""Lightning strategy that executes a PS schedule: one Trainer step = one or several PS updates (Rudra §3.1).
 
 For update i the master weights are at timestamp i. The gradients an update applies are computed
 ahead, in batches across upcoming updates, on the weight snapshots they read
@@ -8,6 +8,11 @@ gradient clipping, the configured torch optimizer's step θ_{i+1} = θ_i − α0
 Adam state as usual) and the lr schedule's step — the float operations of Lightning's automatic
 optimization of the linear surrogate Σ⟨p, g_i⟩ and of the dist engine's PS, without the surrogate's
 backward. Callbacks, loggers and Lightning's step counter keep working.
+
+A Trainer step may carry K consecutive updates (:class:`~psbench.strategy.chunks.UpdateChunk`, when updates
+are small): they are applied one by one, exactly as K steps would; per-update metrics go to the loggers at the
+update's own step, the callbacks' ``on_ps_update_start(trainer, i)`` (checkpoints, signals) runs between them,
+a divergence ends the step at its update, and evaluations follow the updates (every ``eval_every`` updates).
 
 With a local-step protocol (``local``), the aggregated gradient is replaced by the learners'
 commits (:mod:`psbench.strategy.local_steps`), applied by plain SGD at the learners' lr.
@@ -32,6 +37,7 @@ from pytorch_lightning.strategies import SingleDeviceStrategy
 from psbench.optimizer.build import finite_update, scale_weight_decay
 from psbench.ps import Schedule
 from psbench.strategy.batches import UpdateBatch
+from psbench.strategy.chunks import UpdateChunk
 from psbench.strategy.local_steps import LocalLearners
 from psbench.strategy.lookahead import Lookahead
 
@@ -43,7 +49,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                  log_every_n_updates: int = 10, local: LocalLearners | None = None, compression=None,
                  num_train: int | None = None, memory_budget_bytes: int | None = None,
                  ahead: int | None = None, gradient_clip_val: float | None = None,
-                 device: torch.device | str = "cpu") -> None:
+                 device: torch.device | str = "cpu", eval_every: int | None = None) -> None:
         super().__init__(device=torch.device(device))
         self.schedule = schedule
         self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
@@ -62,6 +68,8 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self.samples_done = 0
         self.sim_time_s = 0.0  # simulated time of the last update applied
         self.num_train = num_train  # N: ``epoch`` = samples the PS has consumed / N
+        self.eval_every = eval_every  # evaluate after every eval_every-th update (None: Lightning's val_check_interval)
+        self._last_update: int | None = None  # the last update a Trainer step applied
 
     @property
     def epoch(self) -> float:
@@ -72,6 +80,19 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """The strategy applies every PS update itself (:meth:`_step`): manual optimization."""
         super().connect(model)
         model.automatic_optimization = False
+
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        if self.eval_every:  # evaluations counted in updates, whatever the updates per Trainer step
+            self.lightning_module.trainer.fit_loop.epoch_loop._should_check_val_fx = self._evaluate_now
+
+    def _evaluate_now(self, data_fetcher=None) -> bool:
+        """Evaluate after this Trainer step? After updates eval_every−1, 2·eval_every−1, …, and after a stop
+        (Lightning's rule for ``should_stop``)."""
+        trainer = self.lightning_module.trainer
+        if trainer.should_stop and trainer.fit_loop._can_stop_early:
+            return True
+        return self._last_update is not None and (self._last_update + 1) % self.eval_every == 0
 
     def validation_step(self, *args, **kwargs):
         out = super().validation_step(*args, **kwargs)
@@ -124,6 +145,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         if self.lookahead is None:
             module = self.lightning_module
             data = module.trainer.train_dataloader.dataset
+            data = getattr(data, "updates", data)  # UpdateChunks: several updates per Trainer step
             while isinstance(data, torch.utils.data.Subset):  # a resumed run's updates start…U−1
                 data = data.dataset
             self.lookahead = Lookahead(self.schedule, data, module.net, module.loss, self.batching,
@@ -136,8 +158,25 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 self.lookahead.resume_update_by_update(st["update"], st["snapshots"])
         return self.lookahead
 
-    def training_step(self, batch: UpdateBatch, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
+    def training_step(self, batch: UpdateBatch | UpdateChunk, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
+        """Apply one PS update, or each update of a chunk in order (see the module docstring)."""
+        if isinstance(batch, UpdateChunk):
+            trainer = self.lightning_module.trainer
+            for j, update in enumerate(batch.updates):
+                if j:  # an update boundary inside the Trainer step: checkpoints, signals
+                    for cb in trainer.callbacks:
+                        hook = getattr(cb, "on_ps_update_start", None)
+                        if hook is not None:
+                            hook(trainer, update.index)
+                self.training_step(update)  # through self: one call per update, as with one update per step
+                if trainer.should_stop:  # diverged
+                    break
+            if trainer.progress_bar_callback is not None:
+                self.lightning_module.log("loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
+            return None
         module = self.lightning_module
+        module.trainer.fit_loop.epoch_loop._batches_that_stepped = batch.index  # the step evaluations log at
+        self._last_update = batch.index
         params = dict(module.net.named_parameters())
         live = batch.index
         if self.local is not None:  # the commits of H local steps per learner, in gradient units
@@ -154,7 +193,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self.last_loss = float(loss)
         if not finite_update(self.last_loss, params.values(), (grads[k] for k in params)):
             self.diverged_at = batch.index
-            module.log("diverged", 1.0)
+            self._log({"diverged": 1.0}, batch.index)
             module.trainer.should_stop = True
             return None  # no optimizer step
         scale_weight_decay(module.trainer.optimizers[0], batch.lr_scale)  # this update's decay (Caffe: lr·(g + wd·θ))
@@ -169,9 +208,18 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 metrics["epoch"] = self.epoch
             if self.local is not None:  # learners' mini-batch accuracy: AGN's f(t) for temporal efficiency (Eq 4)
                 metrics["train_accuracy"] = self.local.last_accuracy
-            module.log_dict(metrics, batch_size=batch.samples)
-            module.log("loss", loss, prog_bar=True, logger=False, batch_size=batch.samples)
+            self._log(metrics, batch.index)
         return None
+
+    def _log(self, metrics: dict, step: int) -> None:
+        """``metrics`` of update ``step``, to every logger at that step (numbers in torch's default dtype, as
+        ``LightningModule.log`` would store them: an evaluation's ``epoch`` equals its update's)."""
+        loggers = self.lightning_module.trainer.loggers
+        if loggers:
+            values = {k: float(v if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=torch.get_default_dtype()))
+                      for k, v in metrics.items()}
+            for lg in loggers:
+                lg.log_metrics(values, step=step)
 
     def _step(self, module, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor]) -> None:
         """p.grad = g, clipping, the optimizer step and the lr schedule's step: one PS update (manual optimization).

@@ -1,0 +1,106 @@
+"""Several PS updates per Trainer step (issue 14, item 2): the same run, whatever K.
+
+``+trainer.updates_per_step=K`` (null: auto) hands the Trainer K consecutive updates per step. Against K = 1:
+bit-identical weights, the same per-update metrics at the same steps, evaluations after the same updates,
+checkpoints and stops at the exact update (also inside a step), divergence at the same update.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pytorch_lightning.loggers.logger import Logger
+
+from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, load
+from psbench.strategy.chunks import MAX_UPDATES, auto_updates_per_step, bounds
+from psbench.train import train
+
+BASE = ("trainer.progress=none", "trainer.num_threads=1", "batch_size=8", "trainer.log_every_n_updates=3")
+TIMING = {"samples_per_s", "wall_time_s"}  # wall-clock metrics: never equal between two runs
+
+
+class History(Logger):
+    """Every (step, metric, value) a run logs, wall-clock metrics left out; values as float.hex (exact, nan == nan)."""
+
+    name, version = "history", "0"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[int | None, str, str]] = []
+
+    @property
+    def experiment(self):
+        return None
+
+    def log_metrics(self, metrics, step=None) -> None:
+        self.rows += [(step, k, float(v).hex()) for k, v in sorted(metrics.items()) if k not in TIMING]
+
+    def log_hyperparams(self, *args, **kwargs) -> None:
+        pass
+
+
+def _run(compose_cfg, tmp_path, name, *overrides, plan=None):
+    cfg = compose_cfg(*BASE, *overrides)
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    log = History()
+    return train(cfg, d, log, plan), log.rows
+
+
+def test_bounds_are_runs_of_at_most_k_updates_that_never_cross_an_evaluation():
+    assert bounds(0, 10, 4, 6) == [0, 4, 6, 10]
+    assert bounds(7, 20, 5, 6) == [7, 12, 17, 18, 20]  # a resumed run starts mid-period
+    assert bounds(0, 3, 1, 6) == [0, 1, 2, 3]
+
+
+def test_auto_k_gives_a_trainer_step_about_128_samples():
+    from types import SimpleNamespace as S
+
+    assert auto_updates_per_step(S(num_updates=100, num_gradients=100), 4) == 32  # 30-softsync / async, μ = 4
+    assert auto_updates_per_step(S(num_updates=100, num_gradients=3000), 4) == 1  # hardsync, μλ = 120
+    assert auto_updates_per_step(S(num_updates=100, num_gradients=100), 1) == MAX_UPDATES
+    assert auto_updates_per_step(S(num_updates=0, num_gradients=0), 4) == 1
+
+
+@pytest.mark.parametrize("case", [
+    ("protocol=async", "learners=4", "epochs=2", "optimizer=adam"),
+    ("protocol=softsync", "protocol.n=2", "learners=8", "epochs=2", "lr_policy=mean_staleness",
+     "trainer.eval_every_epochs=1"),
+])
+def test_k_updates_per_step_equal_one_update_per_step(compose_cfg, tmp_path, case):
+    one, hist_one = _run(compose_cfg, tmp_path, "k1", *case, "+trainer.updates_per_step=1")
+    many, hist_many = _run(compose_cfg, tmp_path, "k7", *case, "+trainer.updates_per_step=7")
+    auto, hist_auto = _run(compose_cfg, tmp_path, "auto", *case)
+    for got, hist in ((many, hist_many), (auto, hist_auto)):
+        for key in ("weights_sha256", "test_error", "test_loss", "train_loss", "updates_done", "samples_trained"):
+            assert got[key] == one[key], key
+        assert hist == hist_one
+    loss_steps = [s for s, k, _ in hist_one if k == "train_loss"]
+    assert loss_steps == list(range(0, one["updates_done"], 3))  # each update's metrics at its own step
+    evals = [s for s, k, _ in hist_one if k == "test_error"]
+    assert len(evals) == 2 and 0 < evals[0] < evals[1] == one["updates_done"]  # after epoch 1, and the final one
+
+
+def test_checkpoint_inside_a_trainer_step_resumes_to_the_same_run(compose_cfg, tmp_path):
+    case = ("protocol=softsync", "protocol.n=4", "learners=8", "epochs=1", "+trainer.updates_per_step=4")
+    full, hist_full = _run(compose_cfg, tmp_path, "full", *case[:-1], "+trainer.updates_per_step=1")
+    d = tmp_path / "cut"
+    with pytest.raises(RunStopped) as stop:  # 13 and the periodic 5, 10 lie inside steps of 4 updates
+        _run(compose_cfg, tmp_path, "cut", *case, plan=Plan(d / CHECKPOINT_FILE, every=5, stop_after=13))
+    state = load(d / CHECKPOINT_FILE)
+    assert stop.value.update == 13 and state["update"] == 13 and state["strategy"]["updates_done"] == 13
+    resumed, hist = _run(compose_cfg, tmp_path, "cut", *case, plan=Plan(d / CHECKPOINT_FILE, every=5, state=state))
+    assert resumed["resumed_from_update"] == 13
+    assert resumed["weights_sha256"] == full["weights_sha256"] and resumed["test_error"] == full["test_error"]
+    assert hist == [r for r in hist_full if r[0] is None or r[0] >= 13]  # the rest of the history, same steps
+
+
+def test_divergence_stops_at_the_same_update(compose_cfg, tmp_path):
+    case = ("protocol=async", "learners=8", "epochs=1", "optimizer.lr=1000")
+    one, hist_one = _run(compose_cfg, tmp_path, "k1", *case, "+trainer.updates_per_step=1")
+    many, hist_many = _run(compose_cfg, tmp_path, "k16", *case, "+trainer.updates_per_step=16")
+    assert one["status"] == many["status"] == "diverged"
+    assert one["diverged_at_update"] not in (None, 0) and one["diverged_at_update"] % 16  # inside a step of 16
+    for key in ("diverged_at_update", "updates_done", "weights_sha256"):
+        assert many[key] == one[key], key
+    assert hist_many == hist_one
+    assert ("diverged" in {k for _, k, _ in hist_one})
