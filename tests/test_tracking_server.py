@@ -1,0 +1,217 @@
+"""psbench against a real tracking server and a real study database (issue 16, item 2; README "On a cluster").
+
+A real PostgreSQL 16 (``pgserver``) holds both the store of a real ``mlflow server`` on loopback and the Optuna
+studies (``hydra.sweeper.storage=postgresql+psycopg://…``); psbench runs as the real command in subprocesses
+(fixtures in ``pg_fixtures.py``). Each test keeps to its own MLflow experiment on the shared server and its own
+database for studies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from test_cli import last_line
+from test_sweeper import FAST, KILL_DRIVER, PARETO
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def client(server):
+    from mlflow import MlflowClient
+
+    return MlflowClient(server.uri)
+
+
+def experiment(server, name: str):
+    exp = client(server).get_experiment_by_name(name)
+    assert exp is not None, f"no experiment {name!r} on the server"
+    return exp
+
+
+def runs_of(server, name: str, parents: bool = False) -> list:
+    c = client(server)
+    return [r for r in c.search_runs([experiment(server, name).experiment_id], max_results=1000)
+            if parents or r.data.tags.get("psbench.sweep_parent") != "true"]
+
+
+def on_server(server, exp_name: str) -> tuple[str, ...]:
+    return (f"logger.tracking_uri={server.uri}", f"logger.experiment_name={exp_name}")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def db_status(backend_uri: str, run_id: str) -> str:
+    """The run's status as PostgreSQL holds it (MLflow's ``runs`` table), not as the server answers."""
+    import psycopg
+
+    conninfo = backend_uri.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(conninfo) as con:
+        return con.execute("SELECT status FROM runs WHERE run_uuid = %s", (run_id,)).fetchone()[0]
+
+
+# --------------------------------------------------------------------------- cheap: default suite
+def test_uris_of_a_server_or_a_database_are_valid_and_a_server_keeps_the_artifacts(compose_cfg, tmp_path):
+    """http(s):// and postgresql[+driver]:// are valid stores; with a server, artifacts default to its own root."""
+    from psbench.errors import ConfigError
+    from psbench.validate import validate
+
+    cfg = compose_cfg()
+    assert cfg.logger.artifact_location == f"{tmp_path}/mlartifacts"  # beside the sqlite store
+    for uri in ("http://127.0.0.1:5000", "https://mlflow.example.org"):
+        cfg = compose_cfg(f"logger.tracking_uri={uri}")
+        validate(cfg)
+        assert cfg.logger.artifact_location is None  # the server's --artifacts-destination
+    cfg = compose_cfg("logger.tracking_uri='postgresql+psycopg://u:p@db:5432/mlflow'")
+    validate(cfg)
+    assert cfg.logger.artifact_location == f"{tmp_path}/mlartifacts"  # a database store has no artifact root
+    cfg = compose_cfg("logger.tracking_uri=http://127.0.0.1:5000", "logger.artifact_location=s3://bucket/psbench")
+    validate(cfg)
+    with pytest.raises(ConfigError) as info:
+        validate(compose_cfg("logger.tracking_uri='mysqlx://db/mlflow'"))
+    assert "postgresql[+driver]://" in str(info.value)
+
+
+def test_a_server_that_does_not_answer_is_one_line_exit_2_and_no_run(run_psbench, tmp_path):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    proc = run_psbench(f"logger.tracking_uri={uri}", "logger.lock_timeout_s=2", root=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = last_line(proc.stderr)
+    assert line.startswith(f"psbench: error: logger.tracking_uri='{uri}' is invalid: allowed an MLflow tracking "
+                           "server that answers (")
+    assert not list(tmp_path.glob("outputs/*/*/summary.json"))  # nothing ran
+
+
+def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow_server, run_psbench, tmp_path):
+    """One psbench run with ``logger.tracking_uri=http://…``: FINISHED in PostgreSQL, its params, summary metrics,
+    provenance tags, and its artifacts in the server's artifact root; nothing tracked in the run's root dir. The
+    report reads it back from the server (``python -m analysis --tracking-uri``)."""
+    name = unique("one_run")
+    root = tmp_path / "root"
+    root.mkdir()
+    proc = run_psbench("epochs=1", "trainer.progress=none", "trainer.num_threads=1", f"hydra.run.dir={root / 'run'}",
+                       *on_server(mlflow_server, name), root=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((root / "run" / "summary.json").read_text())
+    [run] = runs_of(mlflow_server, name)
+    assert run.info.run_id == summary["mlflow_run_id"] and run.info.status == "FINISHED"
+    assert db_status(mlflow_server.backend_uri, run.info.run_id) == "FINISHED"
+    assert run.data.params["learners"] == "4" and run.data.params["logger.tracking_uri"] == mlflow_server.uri
+    assert run.data.metrics["summary/test_error"] == pytest.approx(summary["test_error"], rel=1e-12)
+    assert run.data.metrics["summary/ps_updates"] == summary["ps_updates"] > 0
+    prov = summary["provenance"]
+    assert prov["host"] == socket.gethostname()
+    assert {k: run.data.tags[f"psbench.{k}"] for k in prov} == {
+        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items()}
+
+    # artifacts went through the server into its --artifacts-destination, not into <root>/mlartifacts
+    assert run.info.artifact_uri.startswith("mlflow-artifacts:/")
+    stored = mlflow_server.artifacts / run.info.experiment_id / run.info.run_id / "artifacts"
+    assert {"resolved_config.yaml", "summary.json"} <= {p.name for p in stored.iterdir()}
+    assert json.loads((stored / "summary.json").read_text())["mlflow_run_id"] == run.info.run_id
+    assert not (root / "mlartifacts").exists() and not (root / "mlflow.db").exists()
+
+    # the report reads runs and their artifacts from the server
+    from analysis.core import attach_summaries, load_runs
+
+    [loaded] = load_runs(mlflow_server.uri, name)
+    attach_summaries(mlflow_server.uri, [loaded])
+    assert loaded.summary["staleness_hist"] == summary["staleness_hist"]
+    out = tmp_path / "reports"
+    rep = subprocess.run([sys.executable, "-m", "analysis", "--tracking-uri", mlflow_server.uri, "--experiment", name,
+                          "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    assert (out / "index.html").is_file() and not (root / "reports").exists()
+
+
+# --------------------------------------------------------------------------- acceptance (slow)
+def study(storage: str, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+@pytest.mark.slow
+def test_a_study_in_postgresql_killed_mid_sweep_resumes_only_the_remaining_trials(
+        postgres, mlflow_server, run_psbench, tmp_path):
+    """As the sqlite study of ``test_sweeper``: SIGKILL while the 4th trial starts, the same command again; the
+    study lives in PostgreSQL, the runs on the server (each trial FINISHED once, under one sweep parent)."""
+    storage, name = postgres.database(unique("study")), unique("killed")
+    args = (*PARETO, *FAST[:2], *on_server(mlflow_server, name), f"hydra.sweeper.storage={storage}")
+    first = run_psbench(*args, root=tmp_path, driver=KILL_DRIVER, env={"KILL_AT": "4"})
+    assert first.returncode == -9, first.stderr[-2000:]
+    trials = study(storage, "rudra_pareto").get_trials()
+    done_first = {t.number for t in trials if t.state == TrialState.COMPLETE}
+    [killed] = [t for t in trials if t.state == TrialState.RUNNING]
+    assert len(done_first) == 3
+    assert not list(tmp_path.rglob("optuna.db"))  # the study is not in a sqlite file
+
+    second = run_psbench(*args, root=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    trials = study(storage, "rudra_pareto").get_trials()
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 5 and done_first < {t.number for t in complete}  # kept, and only the rest ran
+    assert len({tuple(sorted(t.params.items())) for t in complete}) == 5  # no replayed proposal
+    [retry] = [t for t in trials if t.user_attrs.get("retry_of") == killed.number]
+    assert retry.params == killed.params and retry.state == TrialState.COMPLETE
+    assert study(storage, "rudra_pareto").user_attrs["identity_hash"]  # the identity is stored with the study
+
+    jobs = runs_of(mlflow_server, name)
+    assert len(jobs) == 5 and {r.info.status for r in jobs} == {"FINISHED"}  # the killed job had not started one
+    assert sorted(int(r.data.tags["optuna_trial"]) for r in jobs) == sorted(t.number for t in complete)
+    [parent] = [r for r in runs_of(mlflow_server, name, parents=True) if r.data.tags.get("psbench.sweep_parent")]
+    assert parent.info.status == "FINISHED" and {r.data.tags["mlflow.parentRunId"] for r in jobs} == {
+        parent.info.run_id}
+
+
+@pytest.mark.slow
+def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(
+        postgres, mlflow_server, tmp_path):
+    """Two Optuna sweeps started at once, each 4 trials handed to joblib × 4: 8 psbench runs in parallel, writing
+    to one mlflow server and two studies in one PostgreSQL database."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    storage, name = postgres.database(unique("studies")), unique("eight")
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    procs = []
+    for study_name in ("left", "right"):
+        root = tmp_path / study_name
+        root.mkdir()
+        cmd = [sys.executable, "-m", "psbench.cli", "-m", "hparams_search=rudra_pareto",
+               "hydra.sweeper.objectives=[staleness_mean,sim_time_s]", f"hydra.sweeper.study_name={study_name}",
+               "hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=4", "hydra.sweeper.sampler.population_size=4",
+               "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", f"hydra.sweeper.storage={storage}",
+               "epochs=1", "trainer.progress=none", "trainer.num_threads=1", *on_server(mlflow_server, name)]
+        procs.append(subprocess.Popen(cmd, cwd=root, env={**env, "PSBENCH_ROOT": str(root)}, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
+    for p in procs:
+        _, err = p.communicate(timeout=900)
+        assert p.returncode == 0, err[-3000:]
+
+    jobs = runs_of(mlflow_server, name)
+    assert len(jobs) == len({r.info.run_id for r in jobs}) == 8
+    assert {r.info.status for r in jobs} == {"FINISHED"}
+    assert {db_status(mlflow_server.backend_uri, r.info.run_id) for r in jobs} == {"FINISHED"}
+    for study_name in ("left", "right"):
+        trials = study(storage, study_name).get_trials()
+        assert [t.state for t in trials].count(TrialState.COMPLETE) == 4
+        mine = [r for r in jobs if r.data.tags["optuna_study"] == study_name]
+        assert sorted(int(r.data.tags["optuna_trial"]) for r in mine) == sorted(
+            t.number for t in trials if t.state == TrialState.COMPLETE)
+    # they ran in parallel: more at once than two sequential sweeps could have open
+    edges = sorted([(r.info.start_time, 1) for r in jobs] + [(r.info.end_time, -1) for r in jobs])
+    at_once = max(itertools.accumulate(d for _, d in edges))
+    print(f"{at_once} of 8 runs open at once")
+    assert at_once > 2
