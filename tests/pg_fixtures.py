@@ -1,7 +1,10 @@
 """A real PostgreSQL server and a real ``mlflow server`` on loopback: the cluster set-up of README "On a cluster".
 
-* ``postgres`` (session) — PostgreSQL 16 from the ``pgserver`` wheel, its data dir in the session's tmp dir (each
-  pytest-xdist worker has its own session, so its own server), stopped at teardown. ``postgres.database(name)``
+* ``postgres`` (session) — PostgreSQL 16 from the ``pgserver`` wheel in a fresh temporary data dir (each
+  pytest-xdist worker has its own session, so its own server), stopped and deleted at teardown. Not under pytest's
+  basetemp: as root, pgserver runs PostgreSQL as its own system user, and another pytest session resets
+  ``/tmp/pytest-of-root`` to mode 0700 at its start, which would lock that user out of its data dir. Durability
+  is off (``fsync``, ``synchronous_commit``): a test server, started and stopped faster. ``postgres.database(name)``
   creates a fresh database and returns its SQLAlchemy URL, ``postgresql+psycopg://postgres@/<name>?host=<socket
   dir>`` (the server listens on a Unix socket in its data dir, no TCP port to collide on).
 * ``mlflow_server`` (session) — ``mlflow server`` with its backend store in a database of that server and its
@@ -16,9 +19,11 @@ Both are skipped, saying why, only where ``pgserver`` or ``psycopg`` cannot be i
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -59,19 +64,28 @@ def _need_postgres() -> None:
 
 
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory):
+def postgres():
     _need_postgres()
     from urllib.parse import parse_qs, urlparse
 
     import pgserver
 
-    data = tmp_path_factory.mktemp("pg")
-    server = pgserver.get_server(data, cleanup_mode="stop")
-    [socket_dir] = parse_qs(urlparse(server.get_uri()).query)["host"]
+    data = Path(tempfile.mkdtemp(prefix="psbench-pg-"))
     try:
-        yield Postgres(server, socket_dir)
+        server = pgserver.get_server(data, cleanup_mode="stop")
+        [socket_dir] = parse_qs(urlparse(server.get_uri()).query)["host"]
+        import psycopg
+
+        with psycopg.connect(server.get_uri(), autocommit=True) as con:
+            for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+                con.execute(f"ALTER SYSTEM SET {setting} = off")
+            con.execute("SELECT pg_reload_conf()")
+        try:
+            yield Postgres(server, socket_dir)
+        finally:
+            server.cleanup()
     finally:
-        server.cleanup()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def free_port() -> int:
@@ -110,9 +124,9 @@ def mlflow_server(postgres, tmp_path_factory):
             time.sleep(0.2)
         yield MlflowServer(uri, artifacts, backend, time.perf_counter() - t0)
     finally:
-        os.killpg(proc.pid, 15)
+        os.killpg(proc.pid, 15)  # uvicorn waits for open keep-alive connections: not long
         try:
-            proc.wait(20)
+            proc.wait(5)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
             proc.wait()

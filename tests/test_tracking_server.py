@@ -8,6 +8,7 @@ database for studies.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -132,10 +133,10 @@ def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow
     [loaded] = load_runs(mlflow_server.uri, name)
     attach_summaries(mlflow_server.uri, [loaded])
     assert loaded.summary["staleness_hist"] == summary["staleness_hist"]
+    from analysis.report import main
+
     out = tmp_path / "reports"
-    rep = subprocess.run([sys.executable, "-m", "analysis", "--tracking-uri", mlflow_server.uri, "--experiment", name,
-                          "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert rep.returncode == 0, rep.stderr[-3000:]
+    assert main(["--tracking-uri", mlflow_server.uri, "--experiment", name, "--out", str(out)]) == 0
     assert (out / "index.html").is_file() and not (root / "reports").exists()
 
 
@@ -150,7 +151,7 @@ def test_a_study_in_postgresql_killed_mid_sweep_resumes_only_the_remaining_trial
     """As the sqlite study of ``test_sweeper``: SIGKILL while the 4th trial starts, the same command again; the
     study lives in PostgreSQL, the runs on the server (each trial FINISHED once, under one sweep parent)."""
     storage, name = postgres.database(unique("study")), unique("killed")
-    args = (*PARETO, *FAST[:2], *on_server(mlflow_server, name), f"hydra.sweeper.storage={storage}")
+    args = (*PARETO, *FAST[:2], *on_server(mlflow_server, name), f"hydra.sweeper.storage='{storage}'")
     first = run_psbench(*args, root=tmp_path, driver=KILL_DRIVER, env={"KILL_AT": "4"})
     assert first.returncode == -9, first.stderr[-2000:]
     trials = study(storage, "rudra_pareto").get_trials()
@@ -180,8 +181,8 @@ def test_a_study_in_postgresql_killed_mid_sweep_resumes_only_the_remaining_trial
 @pytest.mark.slow
 def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(
         postgres, mlflow_server, tmp_path):
-    """Two Optuna sweeps started at once, each 4 trials handed to joblib × 4: 8 psbench runs in parallel, writing
-    to one mlflow server and two studies in one PostgreSQL database."""
+    """Two Optuna sweeps started at once, each a grid of 4 seeds handed to joblib × 4 in one batch: 8 psbench runs
+    in parallel, writing to one mlflow server and two studies in one PostgreSQL database."""
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     storage, name = postgres.database(unique("studies")), unique("eight")
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
@@ -189,11 +190,11 @@ def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(
     for study_name in ("left", "right"):
         root = tmp_path / study_name
         root.mkdir()
-        cmd = [sys.executable, "-m", "psbench.cli", "-m", "hparams_search=rudra_pareto",
-               "hydra.sweeper.objectives=[staleness_mean,sim_time_s]", f"hydra.sweeper.study_name={study_name}",
-               "hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=4", "hydra.sweeper.sampler.population_size=4",
-               "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", f"hydra.sweeper.storage={storage}",
-               "epochs=1", "trainer.progress=none", "trainer.num_threads=1", *on_server(mlflow_server, name)]
+        cmd = [sys.executable, "-m", "psbench.cli", "-m", "hydra/sweeper=psbench_optuna", "seed=choice(0,1,2,3)",
+               "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=null", "hydra.sweeper.n_jobs=4",
+               f"hydra.sweeper.study_name={study_name}", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4",
+               f"hydra.sweeper.storage='{storage}'", "epochs=1", "trainer.progress=none", "trainer.num_threads=1",
+               *on_server(mlflow_server, name)]
         procs.append(subprocess.Popen(cmd, cwd=root, env={**env, "PSBENCH_ROOT": str(root)}, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
     for p in procs:
@@ -204,14 +205,17 @@ def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(
     assert len(jobs) == len({r.info.run_id for r in jobs}) == 8
     assert {r.info.status for r in jobs} == {"FINISHED"}
     assert {db_status(mlflow_server.backend_uri, r.info.run_id) for r in jobs} == {"FINISHED"}
+    parents = [r for r in runs_of(mlflow_server, name, parents=True) if r.data.tags.get("psbench.sweep_parent")]
+    assert len(parents) == 2 and {r.info.status for r in parents} == {"FINISHED"}
+    assert sorted(collections.Counter(r.data.tags["mlflow.parentRunId"] for r in jobs).values()) == [4, 4]
     for study_name in ("left", "right"):
         trials = study(storage, study_name).get_trials()
         assert [t.state for t in trials].count(TrialState.COMPLETE) == 4
         mine = [r for r in jobs if r.data.tags["optuna_study"] == study_name]
         assert sorted(int(r.data.tags["optuna_trial"]) for r in mine) == sorted(
             t.number for t in trials if t.state == TrialState.COMPLETE)
-    # they ran in parallel: more at once than two sequential sweeps could have open
+    # they ran in parallel, and both sweeps at once: more runs open at one time than either sweep has
     edges = sorted([(r.info.start_time, 1) for r in jobs] + [(r.info.end_time, -1) for r in jobs])
     at_once = max(itertools.accumulate(d for _, d in edges))
     print(f"{at_once} of 8 runs open at once")
-    assert at_once > 2
+    assert at_once > 4
