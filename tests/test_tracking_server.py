@@ -123,7 +123,9 @@ def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow
     # artifacts went through the server into its --artifacts-destination, not into <root>/mlartifacts
     assert run.info.artifact_uri.startswith("mlflow-artifacts:/")
     stored = mlflow_server.artifacts / run.info.experiment_id / run.info.run_id / "artifacts"
-    assert {"resolved_config.yaml", "summary.json"} <= {p.name for p in stored.iterdir()}
+    logged = {"resolved_config.yaml", "summary.json", *(Path(a).name for a in summary["artifacts"])}
+    assert any(n.endswith(".png") for n in logged) and "weights.pt" in logged  # plots and weights too
+    assert logged <= {p.name for p in stored.iterdir()}
     assert json.loads((stored / "summary.json").read_text())["mlflow_run_id"] == run.info.run_id
     assert not (root / "mlartifacts").exists() and not (root / "mlflow.db").exists()
 
