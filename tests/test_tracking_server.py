@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -140,6 +141,44 @@ def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow
     out = tmp_path / "reports"
     assert main(["--tracking-uri", mlflow_server.uri, "--experiment", name, "--out", str(out)]) == 0
     assert (out / "index.html").is_file() and not (root / "reports").exists()
+
+
+def test_a_postgresql_tracking_uri_is_a_store_without_a_server(postgres, tmp_path):
+    """``logger.tracking_uri=postgresql+psycopg://…``: MLflow talks to the database itself (schema created on first
+    use, under the same idempotent ensure_experiment), artifacts in the local artifact location."""
+    from psbench import tracking
+
+    uri = postgres.database(unique("direct"))
+    art = tmp_path / "mlartifacts"
+    exp_id = tracking.ensure_experiment(uri, "psbench", str(art))
+    assert tracking.ensure_experiment(uri, "psbench", str(art)) == exp_id
+    run_id = tracking.start_run(uri, exp_id, "hardsync", {"learners": "4"}, {"protocol": "hardsync"})
+    (tmp_path / "summary.json").write_text("{}")
+    tracking.log_artifacts(uri, run_id, [tmp_path / "summary.json"])
+    tracking.end_run(uri, run_id, tracking.FINISHED)
+    assert db_status(uri, run_id) == "FINISHED"
+    assert (art / run_id / "artifacts" / "summary.json").is_file()
+
+
+def _open_storage(url: str, start: float) -> str:
+    from hydra_plugins.psbench_optuna_sweeper._impl import make_storage
+
+    while time.time() < start:  # all at once
+        time.sleep(0.001)
+    make_storage(url)
+    return "ok"
+
+
+def test_sweeps_that_start_at_once_on_a_fresh_study_database_all_open_it(postgres):
+    """Optuna creates its tables on first use without a lock: of four processes opening a fresh PostgreSQL
+    database at once, three failed with a duplicate key (pg_type) before the sweeper retried."""
+    import multiprocessing
+
+    url = postgres.database(unique("fresh"))
+    start = time.time() + 1.0
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        assert pool.starmap(_open_storage, [(url, start)] * 4) == ["ok"] * 4
+    assert optuna.get_all_study_summaries(url) == []  # the schema is there, and whole
 
 
 # --------------------------------------------------------------------------- acceptance (slow)
