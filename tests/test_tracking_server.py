@@ -143,15 +143,39 @@ def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow
     assert (out / "index.html").is_file() and not (root / "reports").exists()
 
 
+def _at_once(start: float, fn, *args) -> str:
+    """``fn(*args)`` at time ``start``; its result, or its error as text (an exception would not cross back)."""
+    while time.time() < start:
+        time.sleep(0.001)
+    try:
+        return str(fn(*args))
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def _ensure(url: str, art: str, start: float) -> str:
+    from psbench import tracking
+
+    return _at_once(start, tracking.ensure_experiment, url, "psbench", art)
+
+
 def test_a_postgresql_tracking_uri_is_a_store_without_a_server(postgres, tmp_path):
-    """``logger.tracking_uri=postgresql+psycopg://…``: MLflow talks to the database itself (schema created on first
-    use, under the same idempotent ensure_experiment), artifacts in the local artifact location."""
+    """``logger.tracking_uri=postgresql+psycopg://…``: MLflow talks to the database itself, artifacts in the local
+    artifact location. Four jobs that open the fresh store at once all get the one experiment (MLflow creates its
+    tables without a lock: three of them failed with a duplicate key before ensure_experiment retried)."""
+    import multiprocessing
+
+    import mlflow  # noqa: F401  (imported once, before the fork)
+
     from psbench import tracking
 
     uri = postgres.database(unique("direct"))
     art = tmp_path / "mlartifacts"
-    exp_id = tracking.ensure_experiment(uri, "psbench", str(art))
-    assert tracking.ensure_experiment(uri, "psbench", str(art)) == exp_id
+    start = time.time() + 2.0
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        ids = pool.starmap_async(_ensure, [(uri, str(art), start)] * 4).get(timeout=300)
+    [exp_id] = set(ids)
+    assert exp_id.isdigit(), exp_id
     run_id = tracking.start_run(uri, exp_id, "hardsync", {"learners": "4"}, {"protocol": "hardsync"})
     (tmp_path / "summary.json").write_text("{}")
     tracking.log_artifacts(uri, run_id, [tmp_path / "summary.json"])
@@ -163,10 +187,7 @@ def test_a_postgresql_tracking_uri_is_a_store_without_a_server(postgres, tmp_pat
 def _open_storage(url: str, start: float) -> str:
     from hydra_plugins.psbench_optuna_sweeper._impl import make_storage
 
-    while time.time() < start:  # all at once
-        time.sleep(0.001)
-    make_storage(url)
-    return "ok"
+    return _at_once(start, lambda: make_storage(url) and "ok")
 
 
 def test_sweeps_that_start_at_once_on_a_fresh_study_database_all_open_it(postgres):
@@ -177,7 +198,7 @@ def test_sweeps_that_start_at_once_on_a_fresh_study_database_all_open_it(postgre
     url = postgres.database(unique("fresh"))
     start = time.time() + 1.0
     with multiprocessing.get_context("fork").Pool(4) as pool:
-        assert pool.starmap(_open_storage, [(url, start)] * 4) == ["ok"] * 4
+        assert pool.starmap_async(_open_storage, [(url, start)] * 4).get(timeout=300) == ["ok"] * 4
     assert optuna.get_all_study_summaries(url) == []  # the schema is there, and whole
 
 

@@ -226,19 +226,33 @@ def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | Non
     that name is restored. ``artifact_location`` only applies when the experiment is new.
     A store that cannot be opened (not a database, locked past ``lock_timeout_s``, a tracking server
     that does not answer within it) raises :class:`ConfigError` naming ``logger.tracking_uri``; no run
-    exists yet.
+    exists yet. A database server's store (``postgresql://``) has no such lock: processes that create
+    its tables at once collide (a duplicate key), and the losers retry until ``lock_timeout_s``.
     """
     check_store(tracking_uri, lock_timeout_s)
     check_server(tracking_uri, lock_timeout_s)
-    try:
-        return _ensure_experiment(tracking_uri, name, artifact_location, lock_timeout_s)
-    except ConfigError:
-        raise
-    except Exception as e:  # a store MLflow cannot open: one line, not SQLAlchemy's traceback
-        if not type(e).__module__.startswith(("sqlalchemy", "sqlite3", "mlflow", "alembic")):
+    deadline = time.monotonic() + lock_timeout_s
+    while True:
+        try:
+            return _ensure_experiment(tracking_uri, name, artifact_location, lock_timeout_s)
+        except ConfigError:
             raise
-        head = " ".join(str(e).split("[SQL:")[0].split())[:300] or type(e).__name__
-        raise ConfigError("logger.tracking_uri", tracking_uri, f"an MLflow store psbench can open ({head})") from None
+        except Exception as e:  # a store MLflow cannot open: one line, not SQLAlchemy's traceback
+            if not type(e).__module__.startswith(("sqlalchemy", "sqlite3", "mlflow", "alembic")):
+                raise
+            if _lost_creation_race(tracking_uri, e) and time.monotonic() < deadline:
+                time.sleep(1.0)
+                continue
+            head = " ".join(str(e).split("[SQL:")[0].split())[:300] or type(e).__name__
+            raise ConfigError("logger.tracking_uri", tracking_uri,
+                              f"an MLflow store psbench can open ({head})") from None
+
+
+def _lost_creation_race(tracking_uri: str, e: Exception) -> bool:
+    """Another process created the same table or row first (a database server's store, not sqlite's)."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    return sqlite_path(tracking_uri) is None and isinstance(e, IntegrityError | ProgrammingError)
 
 
 def _ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None, lock_timeout_s: float) -> str:
