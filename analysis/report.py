@@ -111,10 +111,11 @@ def write_claims(out: Path, rows: Sequence[Sequence[str]], papers: Sequence[str]
     (out / "claims.csv").write_text(buf.getvalue())
 
 
-def build(root: Path, out: Path, tracking_uri: str | None = None) -> dict[str, str]:
-    """Write the report for the store under ``root`` into ``out``; return ``{page key: status}``."""
+def build(root: Path, out: Path, tracking_uri: str | None = None, experiment: str = "psbench") -> dict[str, str]:
+    """Write the report of ``experiment`` in ``tracking_uri`` (default: the sqlite store ``root/mlflow.db``; a
+    tracking server ``http://host:5000`` too) into ``out``; return ``{page key: status}``."""
     uri = tracking_uri or f"sqlite:///{root / 'mlflow.db'}"
-    runs = load_runs(uri) if (tracking_uri or (root / "mlflow.db").exists()) else []
+    runs = load_runs(uri, experiment) if (tracking_uri or (root / "mlflow.db").exists()) else []
     out.mkdir(parents=True, exist_ok=True)
     ctx = Context(runs, out, uri)
     statuses: dict[str, str] = {}
@@ -150,11 +151,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.environ.get("PSBENCH_ROOT", "."), help="dir holding mlflow.db")
     ap.add_argument("--out", default=None, help="report dir (default <root>/reports)")
-    ap.add_argument("--tracking-uri", default=None)
+    ap.add_argument("--tracking-uri", default=None,
+                    help="MLflow store to read (default sqlite:///<root>/mlflow.db), e.g. http://host:5000")
+    ap.add_argument("--experiment", default="psbench", help="MLflow experiment (logger.experiment_name)")
     a = ap.parse_args(argv)
     root = Path(a.root).resolve()
     out = Path(a.out) if a.out else root / "reports"
-    for page, st in build(root, out, a.tracking_uri).items():
+    for page, st in build(root, out, a.tracking_uri, a.experiment).items():
         print(f"{page}: {st}")
     print(f"report: {out / 'index.html'}")
     return 0

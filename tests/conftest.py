@@ -8,6 +8,8 @@
   is done once (cached in pytest's cache dir, keyed by the MLflow version) and copied.
 * ``run_psbench(*args, root=..., env=..., driver=...)`` — the real console entry in a
   subprocess (``python -m psbench.cli``), cwd and ``PSBENCH_ROOT`` = ``root``.
+* ``postgres``, ``mlflow_server`` — a real PostgreSQL server and a real ``mlflow server`` backed by it, per
+  session (``pg_fixtures.py``).
 * ``mlflow_runs(root, parents=False)`` — every job run in ``root/mlflow.db`` as dicts (status,
   tags, params, metrics), ``[]`` when no store was created; sweeps' parent runs only with
   ``parents=True``.
@@ -29,6 +31,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
+
+from pg_fixtures import mlflow_server, postgres  # noqa: E402, F401  (a real PostgreSQL and mlflow server)
 
 
 @pytest.fixture(scope="module")

@@ -107,6 +107,10 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("psbench_default_data_dir", default_data_dir)
     if not OmegaConf.has_resolver("psbench_run_dir"):
         OmegaConf.register_new_resolver("psbench_run_dir", run_dir)
+    if not OmegaConf.has_resolver("psbench_artifact_location"):
+        from psbench.tracking.options import default_artifact_location
+
+        OmegaConf.register_new_resolver("psbench_artifact_location", default_artifact_location)
 
 
 register_resolvers()

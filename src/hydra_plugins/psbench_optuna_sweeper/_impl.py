@@ -36,6 +36,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -121,13 +122,26 @@ def make_sampler(conf: Mapping[str, Any], space: Mapping[str, BaseDistribution],
 
 
 def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
-    """RDB storage; for sqlite the parent dir is created and writers wait for the lock (30 s)."""
+    """RDB storage; for sqlite the parent dir is created and writers wait for the lock (30 s).
+
+    A database server (PostgreSQL) shared by sweeps that start at once: Optuna creates its tables on first use
+    without a lock, so all but one of them fail with a duplicate-key error; they retry, and find the tables made.
+    """
     if not url:
         return None
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 30}})
-    return optuna.storages.RDBStorage(url)
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(url)
+        except (IntegrityError, ProgrammingError):
+            if attempt == 4:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def _pid_alive(pid: int) -> bool:

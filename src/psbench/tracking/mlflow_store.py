@@ -1,4 +1,5 @@
-"""MLflow bookkeeping for psbench runs: one sqlite store, one experiment, one run per job.
+"""MLflow bookkeeping for psbench runs: one store (a sqlite file, or a tracking server), one experiment,
+one run per job.
 
 Two traps shape this module (see the project's design notes):
 
@@ -90,6 +91,28 @@ def _locked(tracking_uri: str, db: Path, timeout_s: float) -> ConfigError:
     return ConfigError("logger.tracking_uri", tracking_uri,
                        f"a store that no other process holds locked ({db} stayed locked for {timeout_s:g} s, "
                        "logger.lock_timeout_s)")
+
+
+def check_server(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
+    """Refuse an ``http(s)://`` tracking server that does not answer within ``timeout_s`` (no-op for others).
+
+    Any HTTP answer counts (a proxy's 401 too): MLflow's client would otherwise retry a dead server
+    for minutes before failing with a traceback.
+    """
+    import urllib.error
+    import urllib.request
+
+    if urlparse(tracking_uri).scheme not in ("http", "https"):
+        return
+    try:
+        urllib.request.urlopen(tracking_uri.rstrip("/") + "/health", timeout=timeout_s).close()
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError) as e:
+        why = getattr(e, "reason", None) or e
+        raise ConfigError("logger.tracking_uri", tracking_uri,
+                          f"an MLflow tracking server that answers ({why}; start one with `mlflow server`, see "
+                          "README 'On a cluster')") from None
 
 
 def check_store(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
@@ -201,19 +224,35 @@ def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | Non
     concurrent creation reported as ``RESOURCE_ALREADY_EXISTS`` (another machine, a store
     without the lock) is answered by reading the experiment back. A deleted experiment of
     that name is restored. ``artifact_location`` only applies when the experiment is new.
-    A store that cannot be opened (not a database, locked past ``lock_timeout_s``) raises
-    :class:`ConfigError` naming ``logger.tracking_uri``; no run exists yet.
+    A store that cannot be opened (not a database, locked past ``lock_timeout_s``, a tracking server
+    that does not answer within it) raises :class:`ConfigError` naming ``logger.tracking_uri``; no run
+    exists yet. A database server's store (``postgresql://``) has no such lock: processes that create
+    its tables at once collide (a duplicate key), and the losers retry until ``lock_timeout_s``.
     """
     check_store(tracking_uri, lock_timeout_s)
-    try:
-        return _ensure_experiment(tracking_uri, name, artifact_location, lock_timeout_s)
-    except ConfigError:
-        raise
-    except Exception as e:  # a store MLflow cannot open: one line, not SQLAlchemy's traceback
-        if not type(e).__module__.startswith(("sqlalchemy", "sqlite3", "mlflow", "alembic")):
+    check_server(tracking_uri, lock_timeout_s)
+    deadline = time.monotonic() + lock_timeout_s
+    while True:
+        try:
+            return _ensure_experiment(tracking_uri, name, artifact_location, lock_timeout_s)
+        except ConfigError:
             raise
-        head = " ".join(str(e).split("[SQL:")[0].split())[:300] or type(e).__name__
-        raise ConfigError("logger.tracking_uri", tracking_uri, f"an MLflow store psbench can open ({head})") from None
+        except Exception as e:  # a store MLflow cannot open: one line, not SQLAlchemy's traceback
+            if not type(e).__module__.startswith(("sqlalchemy", "sqlite3", "mlflow", "alembic")):
+                raise
+            if _lost_creation_race(tracking_uri, e) and time.monotonic() < deadline:
+                time.sleep(1.0)
+                continue
+            head = " ".join(str(e).split("[SQL:")[0].split())[:300] or type(e).__name__
+            raise ConfigError("logger.tracking_uri", tracking_uri,
+                              f"an MLflow store psbench can open ({head})") from None
+
+
+def _lost_creation_race(tracking_uri: str, e: Exception) -> bool:
+    """Another process created the same table or row first (a database server's store, not sqlite's)."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    return sqlite_path(tracking_uri) is None and isinstance(e, IntegrityError | ProgrammingError)
 
 
 def _ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None, lock_timeout_s: float) -> str:
