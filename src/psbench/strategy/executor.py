@@ -131,11 +131,14 @@ def _memory_budget(cfg, schedule: Schedule, net, by_row: bool, local: bool) -> i
     return budget
 
 
-def _layout(net, x: torch.Tensor) -> torch.Tensor:
-    """``x`` in the memory layout the net runs fastest on here (channels_last for 2-d conv nets on the CPU)."""
+def _layout(net, x):
+    """``x`` in the memory layout the net runs fastest on here (channels_last for 2-d conv nets on the CPU);
+    a streamed source (``dataset=imagenet``) is left as it is: its batches are tensors made per read."""
     from psbench.strategy.module import prefers_channels_last
 
-    return x.contiguous(memory_format=torch.channels_last) if prefers_channels_last(net, x) else x
+    if isinstance(x, torch.Tensor) and prefers_channels_last(net, x):
+        return x.contiguous(memory_format=torch.channels_last)
+    return x
 
 
 def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None, plan=None,
