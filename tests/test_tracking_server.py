@@ -23,6 +23,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from data_files import needs_real
+from psbench.data import sources
 from test_cli import last_line
 from test_sweeper import FAST, KILL_DRIVER, PARETO
 
@@ -284,6 +286,7 @@ def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(
 
 
 @pytest.mark.slow
+@needs_real("CIFAR-10 subset (zhang/fig1's data set)", *sources.DATASET_FILES["cifar10_subset"])
 def test_the_cluster_recipe_a_paper_sweep_on_the_server_and_its_report(postgres, mlflow_server, tmp_path):
     """README "On a cluster", on one machine: ``python sweeps/zhang_fig1.py scale=ci`` against the server and a
     study in PostgreSQL, then ``python -m analysis --tracking-uri http://…``: the page is measured at ci from the
