@@ -13,19 +13,22 @@ SCALES = ("ci", "small", "paper")
 REPO = Path(__file__).resolve().parents[1]
 
 
-def command(name: str, experiment: str, overrides: Sequence[str], scale: str, extra: Sequence[str] = ()) -> list[str]:
+def command(name: str, experiment: str, overrides: Sequence[str], scale: str, extra: Sequence[str] = (),
+            resources: str | None = None) -> list[str]:
     """The ``psbench -m`` command line of one entry point at one scale.
 
-    ``resources=<scale>`` is what each job asks a cluster launcher for; ``extra`` (the user's overrides, e.g.
-    ``hydra/launcher=submitit_slurm hydra.sweeper.n_jobs=8``) comes last, so it wins.
+    ``resources=<scale>`` is what each job asks a cluster launcher for (``resources``: the preset a schedule-only
+    entry point asks for at every scale, ``ci`` — its paper scale is a few CPU minutes, no GPU); ``extra`` (the
+    user's overrides, e.g. ``hydra/launcher=submitit_slurm hydra.sweeper.n_jobs=8``) comes last, so it wins.
     """
     study = f"{name}_{scale}"
     return [sys.executable, "-m", "psbench.cli", "-m", f"experiment={experiment}", *overrides,
-            f"hydra.sweeper.study_name={study}", f"++tags.scale={scale}", f"resources={scale}",
+            f"hydra.sweeper.study_name={study}", f"++tags.scale={scale}", f"resources={resources or scale}",
             "trainer.progress=none", *extra]
 
 
-def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str] | None = None) -> int:
+def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str] | None = None,
+         resources: str | None = None) -> int:
     """``python sweeps/<name>.py [scale=ci] [override ...]``: run the sweep, print its wall time."""
     args = list(sys.argv[1:] if argv is None else argv)
     scale = "ci"
@@ -36,7 +39,7 @@ def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: 
     if scale not in scales:
         print(f"{name}: error: scale={scale!r} is invalid: allowed one of {', '.join(scales)}", file=sys.stderr)
         return 2
-    cmd = command(name, experiment, scales[scale], scale, args)
+    cmd = command(name, experiment, scales[scale], scale, args, resources)
     print("+", " ".join(cmd[1:]), flush=True)
     t0 = time.perf_counter()
     rc = subprocess.call(cmd, cwd=os.environ.get("PSBENCH_ROOT") or os.getcwd())

@@ -19,4 +19,4 @@ SCALES = {
 }
 
 if __name__ == "__main__":
-    sys.exit(main("rudra_fig4", "rudra/fig4", SCALES))
+    sys.exit(main("rudra_fig4", "rudra/fig4", SCALES, resources="ci"))  # schedule only: CPU minutes at every scale

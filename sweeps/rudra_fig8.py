@@ -25,4 +25,4 @@ SCALES = {
 }
 
 if __name__ == "__main__":
-    sys.exit(main("rudra_fig8", "rudra/fig8", SCALES))
+    sys.exit(main("rudra_fig8", "rudra/fig8", SCALES, resources="ci"))  # schedule only: CPU minutes at every scale

@@ -20,4 +20,4 @@ SCALES = {
 }
 
 if __name__ == "__main__":
-    sys.exit(main("rudra_table1", "rudra/table1", SCALES))
+    sys.exit(main("rudra_table1", "rudra/table1", SCALES, resources="ci"))  # schedule only: CPU minutes at every scale

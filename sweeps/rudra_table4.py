@@ -25,4 +25,4 @@ SCALES = {
 }
 
 if __name__ == "__main__":
-    sys.exit(main("rudra_table4", "rudra/table4", SCALES))
+    sys.exit(main("rudra_table4", "rudra/table4", SCALES, resources="ci"))  # schedule only: CPU minutes at every scale

@@ -21,4 +21,4 @@ SCALES = {
 }
 
 if __name__ == "__main__":
-    sys.exit(main("zhang_fig1", "zhang/fig1", SCALES))
+    sys.exit(main("zhang_fig1", "zhang/fig1", SCALES, resources="ci"))  # schedule only: CPU minutes at every scale

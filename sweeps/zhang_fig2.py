@@ -23,4 +23,4 @@ def _g(g: int) -> list[str]:
 SCALES = {"ci": _g(50), "small": _g(200), "paper": _g(1000)}
 
 if __name__ == "__main__":
-    sys.exit(main("zhang_fig2", "zhang/fig2", SCALES))
+    sys.exit(main("zhang_fig2", "zhang/fig2", SCALES, resources="ci"))  # schedule only: CPU minutes at every scale

@@ -29,7 +29,7 @@ from optuna.trial import TrialState
 from psbench import launchers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sweeps import _runner
+from sweeps import _runner, run_all
 
 TINY = ("epochs=1", "trainer.max_updates=3", "trainer.progress=none", "trainer.num_threads=1")
 # a real plugin made unimportable, as when the cluster extra is not installed
@@ -270,3 +270,16 @@ def test_a_trial_whose_job_process_dies_fails_alone_though_the_launcher_loses_th
     trials = {t.params["case"]: t for t in _study(psbench_root / "s", "lost").get_trials()}
     assert trials["short"].state == TrialState.COMPLETE and trials["short"].values[0] is not None
     assert trials["long"].state == TrialState.FAIL and "crashed" in trials["long"].user_attrs
+
+
+@pytest.mark.parametrize("name", [n for n in run_all.SIMULATION_ONLY if n != "terngrad_fig5"])  # fig5: analytic
+def test_a_schedule_only_entry_point_asks_for_ci_resources_even_at_paper_scale(name, tmp_path):
+    """Its paper scale is a few CPU minutes: on SLURM it must not ask for ``resources=paper``'s GPU and day. The
+    entry point prints its psbench command, which a launcher that does not exist then stops (exit 2) at once."""
+    proc = subprocess.run([sys.executable, str(_runner.REPO / "sweeps" / f"{name}.py"), "scale=paper",
+                           "hydra/launcher=nosuch"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    [cmd] = [line for line in proc.stdout.splitlines() if line.startswith("+ ")]
+    assert [a for a in cmd.split() if a.startswith("resources=")] == ["resources=ci"], cmd
+    assert "++tags.scale=paper" in cmd.split()
