@@ -270,12 +270,6 @@ def test_a_dead_learner_fails_the_run_or_is_written_off(tolerate):
 
 
 # ----------------------------------------------------------------------------- real processes
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
