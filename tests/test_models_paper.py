@@ -22,7 +22,8 @@ from psbench.lr import LRPolicy
 from psbench.models import build_model, count_parameters, model_bytes, uses_batchnorm
 from psbench.models.layers import TFSameMaxPool2d
 from psbench.ps import Protocol, Schedule, Simulator
-from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches, update_gradient
+from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+from psbench.strategy.lookahead import Lookahead
 
 warnings.filterwarnings("ignore", ".*does not have many workers.*")
 
@@ -239,10 +240,13 @@ def test_cifarnet_trains_through_the_parameter_server_strategy() -> None:
              for t in range(sched.num_updates + 1)}
     multi = [i for i in range(sched.num_updates) if len(batches[i].groups) >= 2]
     assert multi, "the schedule has no update reading two snapshots"
-    batch = batches[multi[0]]
-    ref, ref_loss = update_gradient(net, ClassifierModule.loss, batch, snaps.__getitem__, "loop")
+    def gradient(mode: str) -> tuple[dict, torch.Tensor]:  # update multi[0]'s, on θ_i = snaps[i]
+        ahead = Lookahead(sched, batches, net, ClassifierModule.loss, mode=mode)
+        return [ahead.update_gradient(i, snaps[i]) for i in range(multi[0] + 1)][-1]
+
+    ref, ref_loss = gradient("loop")
     for mode in ("grouped", "vmap"):
-        got, loss = update_gradient(net, ClassifierModule.loss, batch, snaps.__getitem__, mode)
+        got, loss = gradient(mode)
         assert torch.allclose(loss, ref_loss, atol=1e-6)
         for k in ref:
             assert torch.allclose(got[k], ref[k], atol=1e-5, rtol=1e-4), (mode, k)

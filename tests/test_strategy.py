@@ -22,8 +22,8 @@ from psbench.strategy import (
     SampleStream,
     SnapshotStore,
     UpdateBatches,
-    update_gradient,
 )
+from psbench.strategy.lookahead import Lookahead
 
 warnings.filterwarnings("ignore", ".*does not have many workers.*")
 COST = CostModel(compute=ComputeModel(1e-3, 1e-4), message_bytes=40_000, jitter_cv=0.2)
@@ -79,6 +79,13 @@ def test_async_with_one_learner_is_plain_sgd(digits):
     assert max_diff(ps, net) <= 1e-6
 
 
+def update_gradients(net, batches: UpdateBatches, sched: Schedule, snaps: dict, mode: str, updates: int) -> list:
+    """(gradient, mean loss) of updates 0..updates-1 computed by :class:`Lookahead` in ``mode``, update i's
+    master weights being ``snaps[i]`` (distinct per timestamp, so every snapshot a row reads matters)."""
+    ahead = Lookahead(sched, batches, net, ClassifierModule.loss, mode=mode)
+    return [ahead.update_gradient(i, snaps[i]) for i in range(updates)]
+
+
 @pytest.mark.parametrize("model", ["mlp", "cifar_cnn"])
 def test_batched_gradients_equal_each_learner_alone(digits, model):
     """grouped (shared snapshots in one call) and vmap (torch.func over snapshots) ≡ a per-learner loop."""
@@ -92,21 +99,19 @@ def test_batched_gradients_equal_each_learner_alone(digits, model):
     snaps = {}
     for t in range(sched.num_updates + 1):  # distinct random weights per timestamp
         snaps[t] = {k: v.detach() + 0.01 * torch.randn_like(v) for k, v in net.named_parameters()}
-    checked = 0
-    for i in range(5, sched.num_updates):
-        batch = batches[i]
-        if len(batch.groups) < 2:
-            continue
-        ref, ref_loss = update_gradient(net, ClassifierModule.loss, batch, snaps.__getitem__, "loop")
-        for mode in ("grouped", "vmap"):
-            got, loss = update_gradient(net, ClassifierModule.loss, batch, snaps.__getitem__, mode)
-            assert torch.allclose(loss, ref_loss, atol=1e-6)
-            for k in ref:
-                assert torch.allclose(got[k], ref[k], atol=1e-5, rtol=1e-4), (mode, k)
-        checked += 1
-        if checked == 4:
-            break
-    assert checked == 4
+    multi = [i for i in range(5, sched.num_updates) if len(batches[i].groups) >= 2][:4]
+    assert len(multi) == 4, "the schedule has too few updates reading two snapshots"
+    ref = update_gradients(net, batches, sched, snaps, "loop", multi[-1] + 1)
+    for mode in ("grouped", "vmap"):
+        got = update_gradients(net, batches, sched, snaps, mode, multi[-1] + 1)
+        for i in range(multi[-1] + 1):
+            assert torch.allclose(got[i][1], ref[i][1], atol=1e-6), (mode, i)
+            for k in ref[i][0]:
+                assert torch.allclose(got[i][0][k], ref[i][0][k], atol=1e-5, rtol=1e-4), (mode, i, k)
+    # not vacuous: the same rows on another update's snapshot give another gradient
+    shifted = update_gradients(net, batches, sched, {t: snaps[t + 1] for t in snaps if t + 1 in snaps}, "loop",
+                               multi[0] + 1)
+    assert any(not torch.allclose(shifted[multi[0]][0][k], ref[multi[0]][0][k], atol=1e-5) for k in ref[0][0])
 
 
 def test_snapshot_store_keeps_only_what_pending_learners_read():

@@ -9,10 +9,10 @@ from psbench.strategy.options import BATCHING
 __getattr__ = lazy(__name__, {
     "SampleStream": "psbench.strategy.batches", "SnapshotGroup": "psbench.strategy.batches",
     "UpdateBatch": "psbench.strategy.batches", "UpdateBatches": "psbench.strategy.batches",
-    "update_gradient": "psbench.strategy.gradients", "Lookahead": "psbench.strategy.lookahead",
+    "Lookahead": "psbench.strategy.lookahead",
     "ClassifierModule": "psbench.strategy.module", "build_optimizer": "psbench.optimizer.build",
     "ParameterServerStrategy": "psbench.strategy.ps_strategy", "SnapshotStore": "psbench.ps.snapshots",
 })
 
 __all__ = ["BATCHING", "ClassifierModule", "Lookahead", "ParameterServerStrategy", "SampleStream", "SnapshotGroup",
-           "SnapshotStore", "UpdateBatch", "UpdateBatches", "build_optimizer", "update_gradient"]
+           "SnapshotStore", "UpdateBatch", "UpdateBatches", "build_optimizer"]

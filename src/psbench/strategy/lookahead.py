@@ -11,7 +11,9 @@ Kept per pending update: the partial sum Σ_l (w_l/c)·∇L_l(θ_{ts_l}) of its 
 row's gradient (``loop``, summed in :func:`~psbench.ps.aggregate.contribution_order` at the update — bit for
 bit the per-update loop — and codecs, which compress each learner's gradient at its update).
 
-Rows are computed as in :func:`psbench.strategy.gradients.update_gradient`: ``grouped`` — one forward/backward
+An update's aggregate is Σ_l (w_l/c)·∇L_l(θ_{ts_l}) (Zhang Eq 2, Rudra Eqs 3–5). Rows are computed three ways that
+tests hold equal to float tolerance (``loop`` is the reference: the dist engine's float operations, in the same
+order, :mod:`psbench.ps.aggregate`): ``grouped`` — one forward/backward
 per (update, snapshot) with per-sample losses weighted; ``vmap`` — every row on its own snapshot, vmapped over
 stacked snapshots; ``loop`` — one row at a time; ``auto`` — grouped when a batch has at most ``vmap_threshold``
 (update, snapshot) pairs or the model has convolutions and runs on the CPU (vmap makes them grouped

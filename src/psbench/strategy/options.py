@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from psbench.schema import Group, boolean, integer, number, one_of
 
-#: how the gradients of one update are computed (:func:`psbench.strategy.gradients.update_gradient`)
+#: how the gradients of updates are computed (:class:`psbench.strategy.lookahead.Lookahead`)
 BATCHING = ("auto", "grouped", "vmap", "loop")
 PROGRESS = ("auto", "rich", "plain", "none")
 #: where the simulator trains (``trainer.accelerator``; null = cpu): auto picks cuda, then mps, then cpu
