@@ -32,7 +32,8 @@ def build_protocol(cfg: DictConfig) -> Protocol:
 
 def build_topology(cfg: DictConfig) -> Topology:
     t = cfg.topology
-    return Topology(t.name, int(setting(t, "learners_per_node", 4)), int(setting(t, "broadcast_fanout", 2)))
+    return Topology(t.name, int(setting(t, "learners_per_node", 4)), int(setting(t, "broadcast_fanout", 2)),
+                    bool(setting(t, "leaf_gather", False)))
 
 
 def build_cost(cfg: DictConfig, message_bytes: int, net: torch.nn.Module | None = None,

@@ -36,13 +36,15 @@ PROFILES: dict[str, dict] = {
         latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0,
     ),
     # p775 plus the cluster terms, each fitted on ONE published number (psbench.cluster.fit.fit_p775_cluster,
-    # conf/hardware/p775_cluster.yaml): node_share on Rudra Table 2 (σ, μ, λ) = (1, 128, 10) 2,551 s; compute
-    # t(4) on (1, 4, 30) 1,573 s given node_share (t(128) from (128, 1) 22,392 s, §5.4); jitter_cv, the
-    # barrier's straggler cost, on Table 4's base-hardsync / base-softsync ratio 330 / 270.
+    # conf/hardware/p775_cluster.yaml): contention on Rudra §3.3's 16 × 300 MB to one receiver in 1 s;
+    # node_share on Rudra Table 2 (σ, μ, λ) = (1, 128, 10) 2,551 s; compute t(4) on (1, 4, 30) 1,573 s given
+    # node_share (t(128) from (128, 1) 22,392 s, §5.4); ps_service_s on (30, 4, 30) 2,073 s; jitter_cv, the
+    # barrier's straggler cost of the CIFAR10 CNN, on Table 3 (0, 8, 30) 1,995 s / Table 2 (1, 8, 30) 1,478 s
+    # (the 300 MB AlexNet presets set their own, 0.0667, fitted on Table 4's 330 / 270 min/epoch).
     "p775_cluster": dict(
-        overhead_s=1.0492e-2, per_sample_s=3.1221e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
-        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=0.0591,
-        node_share=0.0495,
+        overhead_s=1.0691e-2, per_sample_s=3.1205e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
+        latency_s=2e-6, ps_service_s=1.11e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=0.1235,
+        node_share=0.0471, contention=0.7,
     ),
 }
 

@@ -23,11 +23,20 @@ class Topology:
     name: str = "rudra_base"
     learners_per_node: int = 4
     broadcast_fanout: int = 2
+    leaf_gather: bool = False
 
     def __post_init__(self) -> None:
         require(self.name in TOPOLOGIES, "topology.name", self.name, f"one of {list(TOPOLOGIES)}")
         require(self.learners_per_node >= 1, "topology.learners_per_node", self.learners_per_node, ">= 1")
         require(self.broadcast_fanout >= 1, "topology.broadcast_fanout", self.broadcast_fanout, ">= 1")
+        require(isinstance(self.leaf_gather, bool), "topology.leaf_gather", self.leaf_gather, "true or false")
+
+    def gather(self, learners: int) -> list[int]:
+        """Gradients each leaf PS holds before it relays: its node's learners with ``leaf_gather``, else 1."""
+        if not self.leaf_gather:
+            return [1] * self.nodes(learners)
+        per = self.learners_per_node
+        return [min(learners, (nd + 1) * per) - nd * per for nd in range(self.nodes(learners))]
 
     @property
     def tree(self) -> bool:

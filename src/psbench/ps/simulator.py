@@ -154,6 +154,9 @@ class Simulator:
         leaf_ts = [0] * nodes
         leaf_pending: list[list[Contribution]] = [[] for _ in range(nodes)]
         leaf_busy = [False] * nodes
+        # a leaf relays once it holds as many gradients as its node has learners (their average, Rudra §3.3);
+        # off: it relays whatever it holds as soon as its previous relay is delivered (exactly as before)
+        gather = topo.gather(lam)
         # adv*: background push thread and weight broadcast tree
         push_busy = [False] * lam
         waiting_push: list[tuple | None] = [None] * lam
@@ -334,7 +337,7 @@ class Simulator:
             if not background:
                 g_clock(l)
             leaf_pending[nd].append(Contribution(l, ts, clock, s0, t0, done))
-            if not leaf_busy[nd]:
+            if not leaf_busy[nd] and len(leaf_pending[nd]) >= gather[nd]:
                 leaf_busy[nd] = True
                 hpush(heap, (done, next(seq), _RELAY, nd, None))
             hpush(heap, (done, next(seq), _PUSH_DONE if background else _READY, l, None))
@@ -370,7 +373,7 @@ class Simulator:
             done = root_free
             group = g_arrive([g._replace(t_push=done) for g in batch])
             u = None if group is None else update(group)
-            if leaf_pending[nd]:
+            if len(leaf_pending[nd]) >= gather[nd]:
                 hpush(heap, (done, next(seq), _RELAY, nd, None))
             else:
                 leaf_busy[nd] = False
@@ -393,6 +396,13 @@ class Simulator:
             u = handlers[kind](t, l, data)
             if u is not None:
                 yield u
+        for nd in range(nodes):  # gathering leaves: what they still hold once no gradient is left to compute
+            if leaf_pending[nd]:
+                root_free = max(root_free, max(g.t_push for g in leaf_pending[nd])) + svc + xfer
+                group = g_arrive([g._replace(t_push=root_free) for g in leaf_pending[nd]])
+                leaf_pending[nd] = []
+                if group is not None:
+                    yield update(group)
         group = gate.finish()  # tree topologies may end with fewer than c gradients at the root
         if group is not None:
             root_free += apply_s
