@@ -12,7 +12,8 @@ against simulated time, binned — plus final test accuracy and whether a run di
 
 ``ci`` runs each optimizer with seeds 0, 1, 2 (the report decides its claims on ≥ 3 seeds: E(AGN, ·) and
 DynSGD's drop per seed); the printed bins average the seeds, the last table has one row per run. ``paper``
-runs seed 0 (a cluster job). ``--seeds`` runs a subset.
+runs seed 0 (a cluster job). ``--seeds`` runs a subset. Cost at ci, seeds 0–2 (9 runs, 2 cores, 2026-11-24): panel a
+26 min at load 13 (276 CPU s), panel b 18.6 min at load 2–13 (308 CPU s); one seed took ~3 min a panel when quiet.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ AEASGD uses ρ = 0.9/(n·η) (elastic β = nηρ = 0.9, Zhang et al. §5). Simul
 our cost model (``hardware=laptop``), so only their ratios are comparable with the paper's.
 
 ``ci`` runs seeds 0, 1, 2 of every cell (the report decides a claim on ≥ 3 seeds per configuration; the table
-below prints one row per seed); ``paper`` one seed (a cluster job). ``--seeds`` runs a subset (e.g. to add seeds
+below prints one row per seed; one seed took ~5 min here, so about 15 min, not re-timed); ``paper`` one seed (a
+cluster job). ``--seeds`` runs a subset (e.g. to add seeds
 to a store).
 """
 
