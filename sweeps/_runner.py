@@ -11,6 +11,8 @@ from pathlib import Path
 
 SCALES = ("ci", "small", "paper")
 REPO = Path(__file__).resolve().parents[1]
+#: the seeds of a scale whose page decides learning claims (analysis.core: ≥ 3 seeds per configuration)
+SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"
 
 
 def command(name: str, experiment: str, overrides: Sequence[str], scale: str, extra: Sequence[str] = (),

@@ -2,7 +2,10 @@
 
 ImageNet-63K is not available: ``dataset=synthetic`` with 21504 features / 1000 classes (tag
 ``data_note``); the paper's sigmoid MLP is ``model=ssp_mlp``; ci/small shrink it and use ReLU
-(``model_note``); SSP, s = 10.
+(``model_note``); SSP, s = 10. ``small`` runs seeds 0, 1, 2 per machine count (the report decides "more machines
+converge faster" only on ≥ 3 seeds); ``ci`` and ``paper`` one seed. ``ci`` stays at one seed for its cost: its 6 runs
+took 14.4 min at load ~12 on 2 cores (2026-11-24; 8–10 min on a quiet machine), so 3 seeds would take 25–45 min; add
+``"hydra.sweeper.params.seed='choice(0,1,2)'"`` to decide the claim at ci (the page says "not measured: 1 seed").
 
 * ``ci`` (about 7 min here): one hidden layer of 128 instead of 5000-3000-2000, 6,000 samples,
   5 epochs, 10 with ≥ 2 machines (30/60 updates of the paper's mini-batch 1000), learning rate 1
@@ -17,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sweeps._runner import main
+from sweeps._runner import SEEDS, main
 
 RELU = ["model.activation=relu", "++tags.model_note=relu_ssp_mlp_shrunk"]  # a narrow sigmoid net barely moves
 SCALES = {
@@ -25,7 +28,7 @@ SCALES = {
            "hydra.sweeper.derived.epochs='5*min(learners,2)'",
            "hardware.compute.per_sample_s=1.729e-4",  # 6 * 2,881,640 / 1e11
            "++tags.data_note=synthetic_21504x1000_for_ImageNet-63K_6000_samples_hidden128"],
-    "small": [*RELU, "model.hidden=[1000,600,400]", "dataset.num_train=20000",
+    "small": [SEEDS, *RELU, "model.hidden=[1000,600,400]", "dataset.num_train=20000",
               "hydra.sweeper.derived.epochs='10*min(learners,2)'",
               "hardware.compute.per_sample_s=1.365e-3",  # 6 * 22,747,000 / 1e11
               "++tags.data_note=synthetic_21504x1000_for_ImageNet-63K_20000_samples_hidden1000-600-400"],
