@@ -20,12 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import main
 
+SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"  # the report decides a claim on ≥ 3 seeds
 SCALES = {
-    "ci": ["dataset=cifar10_subset", "epochs=6", "optimizer.milestones=[]",
+    "ci": ["dataset=cifar10_subset", SEEDS, "epochs=6", "optimizer.milestones=[]",
            "++tags.data_note=cifar10_subset_6_epochs"],
-    "small": ["dataset=cifar10_subset", "epochs=20", "optimizer.milestones=[15,18]",
+    "small": ["dataset=cifar10_subset", SEEDS, "epochs=20", "optimizer.milestones=[15,18]",
               "++tags.data_note=cifar10_subset_20_epochs"],
-    "paper": ["dataset=cifar10"],
+    "paper": ["dataset=cifar10", SEEDS],
 }
 
 if __name__ == "__main__":
