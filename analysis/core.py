@@ -570,9 +570,10 @@ def increasing(text: str, series: Sequence[Errors | None], *, ours: bool = False
     if why:
         return Claim(text, NOT_MEASURED, f"{_shown(series)}; {why}".lstrip("; "), ours, seeds=_seeds(series))
     pairs = [lower("", a, b) for a, b in itertools.pairwise(series)]
-    vs = [p.verdict for p in pairs]
-    v = FAILS if FAILS in vs else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else HOLDS
-    steps = "; ".join(p.numbers.split(": ", 1)[1] for p in pairs)
+    vs = [p.verdict for p in pairs]  # a pair whose lower member did not learn is not measured: so is the claim
+    v = (FAILS if FAILS in vs else NOT_MEASURED if NOT_MEASURED in vs else NOT_RESOLVABLE if NOT_RESOLVABLE in vs
+         else HOLDS)
+    steps = "; ".join(p.numbers.split(": ", 1)[1] if p.verdict != NOT_MEASURED else p.numbers for p in pairs)
     return Claim(text, v, f"{_shown(series)}; steps: {steps}", ours, seeds=_seeds(series))
 
 

@@ -239,3 +239,21 @@ def test_pages_are_byte_identical_across_builds(psbench_root, tmp_path):
     _paper_table3_store(psbench_root)
     for key in ("rudra_table3", "rudra_fig5", "rudra_fig6_7", "rudra_fig8", "rudra_table4"):
         assert page(psbench_root, tmp_path / "a", key) == page(psbench_root, tmp_path / "b", key), key
+
+
+def test_fig5_rows_and_curves_use_every_seed(psbench_root, tmp_path):
+    """With 3 seeds a row reads all of them: the diverged column counts the seeds that diverged (it read the
+    first seed alone) and the plotted curve is the seeds' mean (it was the first seed's)."""
+    s = ReportStore(psbench_root)
+    for seed in SEEDS:  # seed 1 of α0 diverges; the others learn
+        div = seed == 1
+        hist = [(40, 0.8 + 0.01 * seed), (80, 0.9 if div else 0.7 + 0.01 * seed)]
+        s.run({"paper": "rudra", "figure": "5", "case": "s4_alpha0", "scale": "ci"},
+              {"test_error": hist[-1][1], "ps_updates": 80.0, "epochs_done": 2.0, "diverged": float(div)},
+              histories={"test_error": hist}, seed=seed)
+    _, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
+    assert "| 4-softsync | α0 | 77.33 ± 11.02 (n=3) | 74.33 ± 5.86 (n=3) | 1 of 3 | 3 |" in md
+    runs = load_runs(s.uri)
+    curves = [rudra_figs._history(Context(runs, psbench_root, s.uri), r) for r in runs]
+    assert rudra_figs.mean_curve(curves) == [(1.0, pytest.approx(0.81)), (2.0, pytest.approx(0.7733333))]
+    assert rudra_figs.mean_curve([[(1.0, 0.5)], [(1.0, 0.7), (2.0, 0.6)]]) == [(1.0, pytest.approx(0.6))]

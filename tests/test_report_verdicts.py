@@ -205,3 +205,18 @@ def test_no_page_writes_a_verdict_itself():
         for word in ("HOLDS", "FAILS", "NOT_RESOLVABLE", "NOT_MEASURED", "Claim(", "\"holds\"", "\"does not hold\""):
             assert word not in src, (f.name, word)
     assert isinstance(lower("", None, None), Claim)
+
+
+def test_increasing_with_two_members_at_chance_is_not_measured_not_a_crash():
+    """Zhang Fig 3 at ci, 3 seeds: n = 1 learned, n = 15 and n = 30 both at chance (90.95 %). The (15, 30) step
+    cannot be decided (its lower member did not learn); the claim said "holds" or raised IndexError before."""
+    from analysis.core import increasing
+
+    series = [errors("n=1", [0.68, 0.656, 0.698], "cifar10_subset"),
+              errors("n=15", [0.9095] * 3, "cifar10_subset"), errors("n=30", [0.9095] * 3, "cifar10_subset")]
+    c = increasing("final test error increasing in n", series)
+    assert c.verdict == NOT_MEASURED
+    assert "n=15 90.95% (n=3)" in c.numbers and "did not learn" in c.numbers
+    series[1:] = [errors("n=15", [0.75, 0.76, 0.74], "cifar10_subset"),  # every step decidable: holds
+                  errors("n=30", [0.82, 0.83, 0.81], "cifar10_subset")]
+    assert increasing("final test error increasing in n", series).verdict == HOLDS

@@ -162,3 +162,20 @@ def test_empty_store_pages_say_not_run(tmp_path):
     assert status["ssp_fig4_5"].startswith("no runs")
     f45 = (tmp_path / "r/ssp_fig4_5.md").read_text()
     assert "| TIMIT: with 6 machines 3.6x speed-up | not measured | no runs |" in f45
+
+
+def test_fig3_curves_are_the_mean_over_seeds(psbench_root, tmp_path):
+    """Three seeds of a case: the plotted curve is their mean per epoch (the page kept the last seed's only)."""
+    from analysis.core import Context, load_runs
+
+    s = ReportStore(psbench_root)
+    for seed in (0, 1, 2):
+        s.run({"paper": "zhang", "figure": "3", "case": "hardsync", "scale": "ci"},
+              {"test_error": 0.6 + 0.03 * seed, "train_loss": 1.0, "ps_updates": 100, "epochs_done": 2.0},
+              histories={"test_error": [(50, 0.7 + 0.03 * seed), (100, 0.6 + 0.03 * seed)],
+                         "train_loss": [(50, 1.5 + seed), (100, 1.0)]}, seed=seed)
+    runs = load_runs(s.uri)
+    curves = zhang.fig3_curves(Context(runs, tmp_path, s.uri), runs)["hardsync"]
+    assert [e for e, _ in curves["test_error"]] == [1.0, 2.0]
+    assert [round(v, 9) for _, v in curves["test_error"]] == [0.73, 0.63]
+    assert [round(v, 9) for _, v in curves["train_loss"]] == [2.5, 1.0]

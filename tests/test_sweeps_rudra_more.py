@@ -93,8 +93,9 @@ def test_fig6_7_scales_keep_a_sub_grid_through_the_sweepers_constraint(scale, n)
     kept = [label for label, ov in case_overrides(cases("fig6_7")).items()
             if all(evaluate(c, {**case_values(ov), "case": label}) for c in constraints)]
     assert len(kept) == n
-    if scale == "ci":  # every kept case has at least one update in 640 images × 2 epochs
-        assert all(P.parse_case(k)[1] * P.parse_case(k)[2] <= 2 * 640 for k in kept)
+    if scale == "ci":  # every kept case has at least one update in one epoch of the 5,085-image subset
+        assert "epochs=1" in rudra_fig6_7.SCALES[scale] and "dataset=cifar10_subset" in rudra_fig6_7.SCALES[scale]
+        assert all(P.parse_case(k)[1] * P.parse_case(k)[2] <= 5_085 for k in kept)
 
 
 def test_fig8_preset_is_simulation_only_for_mu_4_and_128():

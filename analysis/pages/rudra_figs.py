@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from analysis.core import (
@@ -110,6 +110,15 @@ def _history(ctx: Context, run: Run, key: str = "test_error") -> list[tuple[floa
     return [(step / updates * epochs, v) for step, v in sorted(by_step.items())]
 
 
+def mean_curve(curves: Sequence[Sequence[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """The mean over seeds of (epoch, value) curves, at the epochs every curve has (a seed's curve alone if one)."""
+    by_epoch: dict[float, list[float]] = defaultdict(list)
+    for c in curves:
+        for e, v in c:
+            by_epoch[round(e, 6)].append(v)
+    return [(e, statistics.fmean(vs)) for e, vs in sorted(by_epoch.items()) if len(vs) == len(curves)]
+
+
 def rudra_fig5(ctx: Context) -> tuple[str, str]:
     f5 = select(ctx.runs, paper="rudra", figure="5")
     md = ["# Rudra Fig 5 — learning-rate modulation: test error vs epoch, α0 vs α0/⟨σ⟩\n\n",
@@ -128,13 +137,14 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
             if not rs:
                 rows.append([f"{n}-softsync", rule, "—", "—", "—", "0", ""])
                 continue
-            r = rs[0]  # one seed per curve: the plotted one and the claims'
-            curves[case] = _history(ctx, r)
+            hists = [_history(ctx, x) for x in rs]
+            curves[case] = mean_curve(hists)  # the plotted curve: the mean over the seeds
             final[case] = run_errors(f"{n}-softsync {rule}", rs)
-            bests = [min((v for _, v in _history(ctx, x)), default=None) for x in rs]
+            bests = [min((v for _, v in h), default=None) for h in hists]
+            div = sum(diverged(x) for x in rs)
             rows.append([f"{n}-softsync", rule, cell([x.metrics.get("test_error") for x in rs], 100),
-                         cell(bests, 100), "yes" if diverged(r) else "no",
-                         str(len(rs)), r.tags.get("data_note", "")])
+                         cell(bests, 100), "no" if not div else "yes" if div == len(rs) else f"{div} of {len(rs)}",
+                         str(len(rs)), rs[0].tags.get("data_note", "")])
         md += [f"\n## scale = {scale}\n\n",
                md_table(["protocol", "α", "ours final error %", "ours best error %", "diverged", "runs", "data"],
                         rows)]

@@ -41,6 +41,7 @@ from analysis.core import (
 from analysis.core import tail as tail_claim
 from analysis.pages import cluster_model
 from analysis.pages import zhang_paper as P
+from analysis.pages.rudra_figs import mean_curve
 
 ORDER = 1
 
@@ -249,15 +250,16 @@ def _fig2_plot(sp: Mapping, path: Path) -> Path | None:
 
 # --------------------------------------------------------------------------- Fig 3
 def fig3_curves(ctx: Context, runs: Sequence[Run]) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """``{case: {"test_error"|"train_loss": [(epoch, value), ...]}}``; epoch = step · epochs_done / ps_updates."""
-    out: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    """``{case: {"test_error"|"train_loss": [(epoch, value), ...]}}``, the mean over the case's seeds;
+    epoch = step · epochs_done / ps_updates."""
+    per_seed: dict[str, dict[str, list[list[tuple[float, float]]]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
         upe = r.metrics.get("ps_updates", 0) / max(r.metrics.get("epochs_done", 0) or 1e-12, 1e-12)
         if upe <= 0:
             continue
-        out[r.tags.get("case", "")] = {k: [(s / upe, v) for s, v in history(ctx.tracking_uri, r, k)]
-                                       for k in ("test_error", "train_loss")}
-    return out
+        for k in ("test_error", "train_loss"):
+            per_seed[r.tags.get("case", "")][k].append([(s / upe, v) for s, v in history(ctx.tracking_uri, r, k)])
+    return {case: {k: mean_curve(cs) for k, cs in keys.items()} for case, keys in per_seed.items()}
 
 
 def zhang_fig3(ctx: Context) -> tuple[str, str]:
