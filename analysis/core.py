@@ -508,12 +508,17 @@ def _diverged(r: Run) -> bool:
             or (r.summary or {}).get("diverged") is True)
 
 
+def _premise(premise: Claim) -> str:
+    """Why a claim with an undecided or failed premise is not measured: "its premise "…" does not hold"."""
+    return f"its premise \"{premise.text}\" {'is ' + premise.verdict if premise.verdict != FAILS else FAILS}"
+
+
 def _gate(groups: Sequence[Errors | None], must_learn: Sequence[Errors | None], premise: Claim | None,
           labels: Sequence[str]) -> str | None:
     """Why a learning claim cannot be decided (None: it can)."""
     why = []
     if premise is not None and premise.verdict != HOLDS:
-        why.append(f"its premise \"{premise.text}\" is {premise.verdict}")
+        why.append(_premise(premise))
     missing = [lab for lab, g in zip(labels, groups, strict=True) if g is None]
     if missing:
         why.append("no runs of " + ", ".join(missing))
@@ -668,7 +673,7 @@ def majority(text: str, cells: Mapping[str, Sequence[float]], above: float, *, g
     cells win, failed when at least half lose; "all": held when all win, failed when one loses; otherwise not
     resolvable. Every cell needs ≥ MIN_SEEDS values and every ``gate`` configuration must have learned."""
     why = [] if premise is None or premise.verdict == HOLDS else [
-        f"its premise \"{premise.text}\" is {premise.verdict}"]
+        _premise(premise)]
     few = [k for k, v in cells.items() if len(v) < MIN_SEEDS]
     if not cells:
         why.append("no cells measured")
@@ -734,7 +739,7 @@ def simulated(text: str, ok: bool | None, numbers: str, *, premise: Claim | None
     """A claim about the schedule or the cost model (deterministic): decided on ``ok`` as it is; None (or a
     premise that does not hold) is not measured."""
     if premise is not None and premise.verdict != HOLDS:
-        return Claim(text, NOT_MEASURED, f"{numbers}; its premise \"{premise.text}\" is {premise.verdict}", ours,
+        return Claim(text, NOT_MEASURED, f"{numbers}; {_premise(premise)}", ours,
                      "simulation")
     return Claim(text, NOT_MEASURED if ok is None else HOLDS if ok else FAILS, numbers or "—", ours, "simulation")
 

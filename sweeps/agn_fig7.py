@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
 LR = 0.001
 #: ci: 3 epochs and an MLP 784-128-10 (minutes here); paper: 40 epochs of the preset's convnet (agn_net)
 SCALES = {"ci": ["epochs=3", "model=mlp"], "paper": ["epochs=40"]}

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
 from analysis.pages.agn_paper import TABLE1 as PAPER  # noqa: E402

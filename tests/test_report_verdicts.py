@@ -173,6 +173,14 @@ def test_a_vacuous_premise_leaves_the_conditional_claim_not_measured(within_nois
     b = next(c for k, c in f7.items() if k.startswith("Fig 7b: with H = 3 DynSGD diverges less"))
     assert a["verdict"] == NOT_RESOLVABLE
     assert b["verdict"] == NOT_MEASURED and "its premise" in b["deciding numbers"]
+    assert f'" is {NOT_RESOLVABLE}' in b["deciding numbers"]
+
+
+def test_a_failed_premise_reads_does_not_hold():
+    from analysis.core import simulated
+
+    premise = Claim("P", FAILS, "", False, "simulation")
+    assert simulated("Q", True, "n", premise=premise).numbers.endswith('its premise "P" does not hold')
 
 
 def test_the_index_counts_claims_per_paper_and_ours_apart(within_noise):
