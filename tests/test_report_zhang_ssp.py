@@ -179,3 +179,19 @@ def test_fig3_curves_are_the_mean_over_seeds(psbench_root, tmp_path):
     assert [e for e, _ in curves["test_error"]] == [1.0, 2.0]
     assert [round(v, 9) for _, v in curves["test_error"]] == [0.73, 0.63]
     assert [round(v, 9) for _, v in curves["train_loss"]] == [2.5, 1.0]
+
+
+def test_ssp_speedups_compare_machine_counts_within_one_seed():
+    """With uneven seeds (1 machine: seeds 0–2; 6 machines: seed 0 only) the speed-up uses seed 0 for both, not
+    seed 2 of one count against seed 0 of the other."""
+    from analysis.core import Run
+
+    def run(machines: int, seed: int) -> Run:
+        return Run(f"r{machines}{seed}", {"case": f"m{machines}"}, {"seed": str(seed)}, {}, 0)
+
+    rs = [run(1, 0), run(1, 1), run(1, 2), run(6, 0)]
+    chosen, seed = ssp.one_seed(rs)
+    assert seed == "0" and sorted(r.run_id for r in chosen) == ["r10", "r60"]
+    chosen, seed = ssp.one_seed([run(1, 1), run(6, 0)])  # no common seed: every run, and it says so
+    assert seed is None and len(chosen) == 2
+    assert ssp.one_seed([run(n, k) for n in (1, 6) for k in (10, 2)])[1] == "2"  # numeric order, not "10" < "2"
