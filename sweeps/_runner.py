@@ -16,6 +16,11 @@ LOCAL_PARALLEL = ("ci", "small")
 SERIAL = "--serial"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: taskset, SLURM, cgroup cpusets), else all."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def parallel(extra: Sequence[str], cores: int | None = None) -> list[str]:
     """Overrides that run a sweep's trials ``cores`` at a time on this machine, one torch thread each.
 
@@ -27,7 +32,7 @@ def parallel(extra: Sequence[str], cores: int | None = None) -> list[str]:
     """
     from psbench import launchers
 
-    cores = cores or os.cpu_count() or 1
+    cores = cores or usable_cores()
     if cores < 2 or launchers.requested(extra) is not None or not launchers.installed("joblib"):
         return []
     return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={cores}", f"hydra.sweeper.n_jobs={cores}",

@@ -41,6 +41,16 @@ def test_parallel_needs_two_cores():
     assert _runner.parallel([], cores=1) == []
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or not launchers.installed("joblib"),
+                    reason="no CPU affinity here or no joblib plugin")
+def test_parallel_counts_the_cores_this_process_may_use():
+    """Under ``taskset -c 0`` (or a SLURM cpuset) one core is usable, whatever the machine has: one job at a time."""
+    code = "import sys; sys.path.insert(0, sys.argv[1]); from sweeps import _runner; print(_runner.parallel([]))"
+    one = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code, str(_runner.REPO)], capture_output=True,
+                         text=True, timeout=60)
+    assert one.returncode == 0 and one.stdout.strip() == "[]", one.stderr[-2000:]
+
+
 def _entry(*argv: str) -> list[str]:
     from sweeps import zhang_fig3
 
@@ -49,7 +59,7 @@ def _entry(*argv: str) -> list[str]:
     return cmd[cmd.index("trainer.progress=none") + 1:]  # what follows the entry point's own overrides
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2 or not launchers.installed("joblib"),
+@pytest.mark.skipif(_runner.usable_cores() < 2 or not launchers.installed("joblib"),
                     reason="one core or no joblib plugin: the entry points run one job at a time")
 def test_entry_point_is_parallel_at_ci_and_small_and_serial_on_request_or_at_paper_scale():
     par = _runner.parallel([])
@@ -74,7 +84,7 @@ def _trials(root: Path) -> dict[int, tuple[str, str, int]]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: the entry points run one job at a time")
+@pytest.mark.skipif(_runner.usable_cores() < 2, reason="one core: the entry points run one job at a time")
 def test_a_parallel_sweep_gives_the_results_of_its_jobs_run_one_at_a_time(tmp_path, mlflow_runs):
     tiny = ["dataset.subset=64", "epochs=1", "trainer.max_updates=2"]
     roots = {}
