@@ -86,7 +86,7 @@ def _trials(root: Path) -> dict[int, tuple[str, str, int]]:
 @pytest.mark.slow
 @pytest.mark.skipif(_runner.usable_cores() < 2, reason="one core: the entry points run one job at a time")
 def test_a_parallel_sweep_gives_the_results_of_its_jobs_run_one_at_a_time(tmp_path, mlflow_runs):
-    tiny = ["dataset.subset=64", "epochs=1", "trainer.max_updates=2"]
+    tiny = ["dataset.subset=640", "epochs=2", "trainer.max_updates=2"]  # one update of c = 7 gradients of μ = 128
     roots = {}
     for mode, extra in (("parallel", []), ("serial", ["--serial", "trainer.num_threads=1"])):
         root = roots[mode] = tmp_path / mode
