@@ -2,6 +2,16 @@
 
     python benchmarks/bench_ci_sweeps.py [--cases N | --all] [--sweeps a,b] [--repeats R] [--threads T]
                                          [--before REV] [--override KEY=VALUE ...]
+    python benchmarks/bench_ci_sweeps.py --whole [--serial] [--sweeps a,b] [--repeats R] [--before REV]
+
+``--whole`` times what the issue measures: each sweep's entry point ``python sweeps/<name>.py scale=ci``, as a
+user runs it (its default logger, launcher and threads), old and new interleaved, each run with a fresh
+``PSBENCH_ROOT``. The old side is the old tree's ``sweeps/_runner.py`` running the *current* sweep script
+(copied into the old tree: the same ``SCALES["ci"]`` overrides, which the old code accepts; the old runner
+passes no ``resources=`` preset, a key the old code lacks and which only a cluster launcher reads). ``--serial``
+adds a third side, the new code with ``--serial`` (one job at a time, as before), to tell the faster
+execution from the parallel jobs apart. Printed per sweep: seconds per side, new/old speed-up, the jobs
+finished per side, and the load averages before and after.
 
 "before" is the code at ``--before`` (default ``fad06dd^1``: main just before the look-ahead merge), exported
 with ``git archive`` into a temporary directory and imported through ``PYTHONPATH=<that>/src`` with this venv;
@@ -89,6 +99,60 @@ def run_once(env: dict[str, str], args: list[str], run_dir: Path) -> tuple[float
     return secs, json.loads((run_dir / "summary.json").read_text())
 
 
+def whole_sweeps(args: argparse.Namespace, tmp: Path, old_tree: Path) -> None:
+    """``--whole``: each sweep's entry point, old (old runner and code, current script) vs new, interleaved."""
+    import shutil
+
+    for sweep in args.sweeps.split(","):  # the current script, run by the old tree's runner and code
+        shutil.copy(REPO / "sweeps" / f"{sweep}.py", old_tree / "sweeps" / f"{sweep}.py")
+    sides = {"old": (old_tree, []), "new": (REPO, [])}
+    if args.serial:
+        sides["new --serial"] = (REPO, ["--serial"])
+    for side, (tree, _) in sides.items():
+        env = dict(os.environ, PYTHONPATH=str(tree / "src"))
+        where = which(env)
+        assert Path(where).resolve().is_relative_to((tree / "src").resolve()), f"{side} imports {where}"
+        print(f"{side}: {tree / 'sweeps'}/<name>.py, psbench from {where}")
+    print(f"best of {args.repeats}; load before: {os.getloadavg()}")
+    print(f"{'sweep':<16}" + "".join(f"{side + ' s':>16}" for side in sides) + "".join(
+        f"{side + '/old':>18}" for side in list(sides)[1:]) + "  jobs finished")
+    total = dict.fromkeys(sides, 0.0)
+    for sweep in args.sweeps.split(","):
+        best = dict.fromkeys(sides, float("inf"))
+        done = {}
+        for r in range(args.repeats):
+            for side, (tree, extra) in sides.items():  # interleaved: the same load for all
+                root = tmp / f"whole-{side.replace(' ', '')}-{sweep}-{r}"
+                root.mkdir()
+                env = dict(os.environ, PYTHONPATH=str(tree / "src"), PSBENCH_ROOT=str(root),
+                           PSBENCH_DATA=data_dir())
+                cmd = [sys.executable, str(tree / "sweeps" / f"{sweep}.py"), "scale=ci", *extra, *args.override]
+                t0 = time.perf_counter()
+                proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
+                secs = time.perf_counter() - t0
+                if proc.returncode != 0:
+                    raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+                best[side] = min(best[side], secs)
+                summaries = [json.loads(p.read_text()) for p in root.glob("sweeps/*/*/summary.json")]
+                done[side] = sum(s.get("status", "finished") == "finished" for s in summaries)
+                print(f"  {sweep} {side}: {secs:.1f} s, load {os.getloadavg()}", flush=True)
+        for side in sides:
+            total[side] += best[side]
+        print(f"{sweep:<16}" + "".join(f"{best[side]:>16.1f}" for side in sides)
+              + "".join(f"{best['old'] / best[side]:>17.2f}×" for side in list(sides)[1:])
+              + "  " + ", ".join(str(done[side]) for side in sides), flush=True)
+    print(f"{'total':<16}" + "".join(f"{total[side]:>16.1f}" for side in sides)
+          + "".join(f"{total['old'] / total[side]:>17.2f}×" for side in list(sides)[1:]))
+    print(f"load after: {os.getloadavg()}")
+
+
+def data_dir() -> str:
+    """The datasets both sides read (``$PSBENCH_DATA``)."""
+    from psbench.cli import default_data_dir
+
+    return default_data_dir(str(REPO))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", type=int, default=1, help="cases per sweep (default 1)")
@@ -98,15 +162,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--before", default="fad06dd^1", help="git revision of the 'before' code")
     ap.add_argument("--override", action="append", default=[], help="extra override for every run")
+    ap.add_argument("--whole", action="store_true", help="time each sweep's whole entry point (scale=ci)")
+    ap.add_argument("--serial", action="store_true", help="with --whole: also the new code with --serial")
     args = ap.parse_args()
     todo = runs(None if args.all else args.cases, args.sweeps.split(","))
     with tempfile.TemporaryDirectory(prefix="bench_ci_") as tmp:
         tmp = Path(tmp)
         old_tree = tmp / "before"
         old_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before, "src"], capture_output=True,
-                                 check=True).stdout
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before, "src", "sweeps"],
+                                 capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
+        if args.whole:
+            return whole_sweeps(args, tmp, old_tree)
         sides = {}
         for side, src in (("old", old_tree / "src"), ("new", REPO / "src")):
             root = tmp / f"root-{side}"

@@ -13,6 +13,32 @@ SCALES = ("ci", "small", "paper")
 REPO = Path(__file__).resolve().parents[1]
 #: the seeds of a scale whose page decides learning claims (analysis.core: ≥ 3 seeds per configuration)
 SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"
+#: scales whose jobs run in parallel on this machine by default (``paper`` is a cluster's: one local job at a time)
+LOCAL_PARALLEL = ("ci", "small")
+SERIAL = "--serial"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: taskset, SLURM, cgroup cpusets), else all."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def parallel(extra: Sequence[str], cores: int | None = None) -> list[str]:
+    """Overrides that run a sweep's trials ``cores`` at a time on this machine, one torch thread each.
+
+    On a few cores a μ = 4 gradient gains little from a second intra-op thread, while a second job doubles
+    the throughput. Empty when the user chose a launcher (``hydra/launcher=…``), the machine has one core or
+    Hydra's joblib plugin is missing; the user's own ``hydra.launcher.n_jobs``, ``hydra.sweeper.n_jobs`` or
+    ``trainer.num_threads`` come later and win. ``trainer.num_threads`` lands in each job's config: the
+    weights' last bits depend on the thread count, and the same command gives the same results.
+    """
+    from psbench import launchers
+
+    cores = cores or usable_cores()
+    if cores < 2 or launchers.requested(extra) is not None or not launchers.installed("joblib"):
+        return []
+    return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={cores}", f"hydra.sweeper.n_jobs={cores}",
+            "trainer.num_threads=1"]
 
 
 def command(name: str, experiment: str, overrides: Sequence[str], scale: str, extra: Sequence[str] = (),
@@ -29,19 +55,31 @@ def command(name: str, experiment: str, overrides: Sequence[str], scale: str, ex
             "trainer.progress=none", *extra]
 
 
+def entry_command(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str],
+                  resources: str | None = None) -> tuple[str, list[str]]:
+    """``(scale, psbench command)`` of ``python sweeps/<name>.py <argv>``; ``ValueError`` for an unknown scale.
+
+    At the :data:`LOCAL_PARALLEL` scales the trials run in parallel on this machine (:func:`parallel`)
+    unless ``--serial`` asks for one at a time (with torch's default threads, as before).
+    """
+    args = [a for a in argv if a != SERIAL]
+    scales_given = [a.split("=", 1)[1] for a in args if a.startswith("scale=")]
+    scale = scales_given[-1] if scales_given else "ci"
+    args = [a for a in args if not a.startswith("scale=")]
+    if scale not in scales:
+        raise ValueError(f"{name}: error: scale={scale!r} is invalid: allowed one of {', '.join(scales)}")
+    local = [] if SERIAL in argv or scale not in LOCAL_PARALLEL else parallel(args)
+    return scale, command(name, experiment, scales[scale], scale, [*local, *args], resources)
+
+
 def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str] | None = None,
          resources: str | None = None) -> int:
-    """``python sweeps/<name>.py [scale=ci] [override ...]``: run the sweep, print its wall time."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    scale = "ci"
-    for a in list(args):
-        if a.startswith("scale="):
-            scale = a.split("=", 1)[1]
-            args.remove(a)
-    if scale not in scales:
-        print(f"{name}: error: scale={scale!r} is invalid: allowed one of {', '.join(scales)}", file=sys.stderr)
+    """``python sweeps/<name>.py [scale=ci] [--serial] [override ...]``: run the sweep, print its wall time."""
+    try:
+        scale, cmd = entry_command(name, experiment, scales, list(sys.argv[1:] if argv is None else argv), resources)
+    except ValueError as err:
+        print(err, file=sys.stderr)
         return 2
-    cmd = command(name, experiment, scales[scale], scale, args, resources)
     print("+", " ".join(cmd[1:]), flush=True)
     t0 = time.perf_counter()
     rc = subprocess.call(cmd, cwd=os.environ.get("PSBENCH_ROOT") or os.getcwd())

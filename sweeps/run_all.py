@@ -37,14 +37,15 @@ def commands(scale: str, only: list[str] | None = None, extra: list[str] | None 
     """(name, argv) of every entry point that has ``scale`` (and whose name starts with one of ``only``).
 
     ``extra`` overrides (``hydra/launcher=submitit_slurm``, ``hydra.launcher.partition=gpu``) go to every entry
-    point; ``hydra.sweeper.*`` ones only to those that run the psbench_optuna sweeper (not the AGN ones).
+    point; ``hydra.sweeper.*`` ones and ``--serial`` only to those that run the psbench_optuna sweeper (not the
+    AGN ones, which run one job at a time).
     """
     out = []
     for name, scales in ENTRY_POINTS.items():
         if scale not in scales or (only and not any(name.startswith(o) for o in only)):
             continue
         run_at = "paper" if name in SIMULATION_ONLY else scale
-        own = [e for e in extra or [] if not (name.startswith("agn_") and e.startswith("hydra.sweeper."))]
+        own = [e for e in extra or [] if not (name.startswith("agn_") and e.startswith(("hydra.sweeper.", "--serial")))]
         script = [sys.executable, str(HERE / f"{name}.py"), f"scale={run_at}", *own]
         out += [(f"{name} 7{p}", [*script, f"--panel={p}"]) for p in "ab"] if name == "agn_fig7" else [(name, script)]
     return out

@@ -116,6 +116,22 @@ def test_kills_at_any_point_never_lose_or_repeat_a_point(tmp_path):
     assert [t for t in trials if t.user_attrs.get("interrupted")]  # the kills did land mid-trial
 
 
+def test_a_grid_asked_in_batches_runs_the_trials_of_a_one_at_a_time_study(tmp_path):
+    """n_jobs = 2 over a grid of 3 points: the same 3 trials (number, point) as n_jobs = 1, no FAIL duplicate_of
+    (a last batch of one point used to ask again and get the running point back)."""
+    studies = {}
+    for n_jobs in (1, 2):
+        cwd = tmp_path / f"n{n_jobs}"
+        cwd.mkdir()
+        res = run_app(cwd, "x=choice(0,1,2)", "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=null",
+                      f"hydra.sweeper.n_jobs={n_jobs}")
+        assert res.returncode == 0, res.stderr[-3000:]
+        [sweep] = sweep_dirs(cwd)
+        studies[n_jobs] = [(t.number, t.state, t.params) for t in load(sweep).get_trials()]
+    assert studies[2] == studies[1] and len(studies[1]) == 3
+    assert {s for _, s, _ in studies[2]} == {TrialState.COMPLETE}
+
+
 def test_a_finite_space_runs_each_point_once_then_stops(tmp_path):
     """Random proposals that repeat a point already run are FAIL duplicate_of and asked again;
     n_trials beyond the 9 points stops at 9, exit 0."""

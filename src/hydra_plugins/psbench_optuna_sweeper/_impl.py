@@ -442,11 +442,15 @@ class OptunaSweeperImpl:
         return study.ask(dict(space))
 
     def _exhausted(self, study: optuna.Study, space: Mapping[str, BaseDistribution]) -> bool:
-        """Every point of a finite space has been run (or is infeasible): nothing new to ask."""
+        """Every point of a finite space has been run (or is infeasible), or runs in this batch: nothing new to ask."""
         if self._grid:
             if not isinstance(study.sampler, _AskTellGridSampler):
                 study.sampler = make_sampler(self.sampler_conf, space)
-            return bool(study.sampler.is_exhausted(study))
+            # the grid sampler proposes a running point again once every point has started: with n_jobs > 1 a
+            # batch would end in FAIL duplicate_of trials that a one-at-a-time study does not have
+            started = {t.system_attrs.get("grid_id") for t in study.get_trials(deepcopy=False)
+                       if t.state == TrialState.RUNNING or t.state.is_finished()}
+            return bool(study.sampler.is_exhausted(study)) or started >= set(range(study.sampler._n_min_trials))
         if not all(isinstance(d, CategoricalDistribution) for d in space.values()):
             return False
         size = math.prod(len(d.choices) for d in space.values())  # type: ignore[attr-defined]
