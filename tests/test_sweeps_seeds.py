@@ -38,23 +38,26 @@ ENTRY = {"rudra/table2": rudra_table2, "rudra/table3": rudra_table3, "rudra/fig5
          "rudra/fig6_7": rudra_fig6_7, "zhang/fig3": zhang_fig3}
 
 
-def sweep_seeds(preset: str, scale: str, tmp_path: Path) -> tuple[int, ...]:
-    """The seeds the sweeper of ``python sweeps/<entry>.py scale=<scale>`` runs: the composed
-    ``hydra.sweeper.params.seed`` (the preset's, unless the scale overrides it), parsed as the sweeper does."""
+def _sweep_space(tmp_path: Path, cmd: list[str]) -> dict:
+    """The Optuna search space the sweeper builds from a composed ``psbench -m`` command (its params + arguments)."""
     from hydra import compose, initialize_config_dir
 
     import psbench.cli
     from hydra_plugins.psbench_optuna_sweeper._search_space import parse
 
+    overrides = cmd[cmd.index("psbench.cli") + 2:]
+    with initialize_config_dir(config_dir=str(psbench.cli.CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"paths.root_dir={tmp_path}", *overrides], return_hydra_config=True)
+    params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=False)
+    return parse({k: str(v) for k, v in params.items()}, [])[0]
+
+
+def sweep_seeds(preset: str, scale: str, tmp_path: Path) -> tuple[int, ...]:
+    """The seeds the sweeper of ``python sweeps/<entry>.py scale=<scale>`` runs: the composed
+    ``hydra.sweeper.params.seed`` (the preset's, unless the scale overrides it), parsed as the sweeper does."""
     mod = ENTRY[preset]
     cmd = command(Path(mod.__file__).stem, preset, mod.SCALES[scale], scale)
-    overrides = [a for a in cmd[cmd.index("psbench.cli") + 2:] if not a.startswith("resources=")]
-    with initialize_config_dir(config_dir=str(psbench.cli.CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", return_hydra_config=True,
-                      overrides=[f"paths.root_dir={tmp_path}", *overrides])
-    params = {k: str(v) for k, v in cfg.hydra.sweeper.params.items()}
-    space, _ = parse(params, [])
-    return tuple(space["seed"].choices)
+    return tuple(_sweep_space(tmp_path, cmd)["seed"].choices)
 
 
 @pytest.mark.parametrize("scale", ["ci", "small", "paper"])
@@ -78,20 +81,6 @@ def test_a_preset_left_at_its_one_seed_is_caught(tmp_path):
 
 OPTUNA = {"terngrad/fig3": terngrad_fig3, "terngrad/table1": terngrad_table1, "ssp/fig2_4": ssp_fig2_4,
           "ssp/fig3_5": ssp_fig3_5}
-
-
-def _sweep_space(tmp_path: Path, cmd: list[str]) -> dict:
-    """The Optuna search space the sweeper builds from a composed ``psbench -m`` command (its params + arguments)."""
-    from hydra import compose, initialize_config_dir
-
-    import psbench.cli
-    from hydra_plugins.psbench_optuna_sweeper._search_space import parse
-
-    overrides = cmd[cmd.index("psbench.cli") + 2:]
-    with initialize_config_dir(config_dir=str(psbench.cli.CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"paths.root_dir={tmp_path}", *overrides], return_hydra_config=True)
-    params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=False)
-    return parse({k: str(v) for k, v in params.items()}, [])[0]
 
 
 #: (preset, scale) left at one seed, with the reason in the entry point's docstring
