@@ -114,6 +114,38 @@ def test_batched_gradients_equal_each_learner_alone(digits, model):
     assert any(not torch.allclose(shifted[multi[0]][0][k], ref[multi[0]][0][k], atol=1e-5) for k in ref[0][0])
 
 
+def test_grouped_units_larger_than_max_samples_are_computed_in_chunks(digits):
+    """A conv net on the CPU computes an (update, snapshot) unit of λμ = 96 samples in chunks of ``max_samples``
+    (cache-sized forwards, Lookahead's ``CPU_CONV_SAMPLES``); the summed gradient and loss equal the one-call
+    gradient to float tolerance."""
+    lam, mu = 4, 24
+    sched = schedule(Protocol("hardsync", lam), mu, lam * 3)
+    x = torch.randn(len(digits.x_train), 1, 28, 28)
+    batches = UpdateBatches(sched, x, digits.y_train, mu, LRPolicy(), mu, lam, 0)
+    torch.manual_seed(0)
+    net = build_model("cifar_cnn", (1, 28, 28), 10)
+    params = {k: v.detach() for k, v in net.named_parameters()}
+    sizes: list[int] = []
+    net.features.conv1.register_forward_hook(lambda m, i, o: sizes.append(len(i[0])))
+    whole = Lookahead(sched, batches, net, ClassifierModule.loss, mode="grouped", max_samples=None)
+    g_whole, loss_whole = whole.update_gradient(0, params)
+    assert sizes == [lam * mu]
+    sizes.clear()
+    chunked = Lookahead(sched, batches, net, ClassifierModule.loss, mode="grouped", max_samples=40)
+    g_chunked, loss_chunked = chunked.update_gradient(0, params)
+    assert sizes == [40, 40, 16]
+    assert torch.allclose(loss_chunked, loss_whole, atol=1e-6)
+    for k in g_whole:
+        assert torch.allclose(g_chunked[k], g_whole[k], atol=1e-6, rtol=1e-5), k
+    sizes.clear()
+    Lookahead(sched, batches, net, ClassifierModule.loss, mode="grouped").update_gradient(0, params)
+    assert sizes == [lam * mu]  # "auto": whole below CPU_CONV_SAMPLES (128)
+    assert Lookahead(sched, batches, net, ClassifierModule.loss).max_samples == 128
+    mlp = build_model("mlp", digits.input_shape, 10)
+    plain = UpdateBatches(sched, digits.x_train, digits.y_train, mu, LRPolicy(), mu, lam, 0)
+    assert Lookahead(sched, plain, mlp, ClassifierModule.loss).max_samples is None  # no convolutions: one call
+
+
 def test_snapshot_store_keeps_only_what_pending_learners_read():
     sched = schedule(Protocol("async", 10), 4, 3000)
     store = SnapshotStore(sched)

@@ -13,10 +13,10 @@ bit the per-update loop — and codecs, which compress each learner's gradient a
 
 An update's aggregate is Σ_l (w_l/c)·∇L_l(θ_{ts_l}) (Zhang Eq 2, Rudra Eqs 3–5). Rows are computed three ways that
 tests hold equal to float tolerance (``loop`` is the reference: the dist engine's float operations, in the same
-order, :mod:`psbench.ps.aggregate`): ``grouped`` — one forward/backward
-per (update, snapshot) with per-sample losses weighted; ``vmap`` — every row on its own snapshot, vmapped over
-stacked snapshots; ``loop`` — one row at a time; ``auto`` — grouped when a batch has at most ``vmap_threshold``
-(update, snapshot) pairs or the model has convolutions and runs on the CPU (vmap makes them grouped
+order, :mod:`psbench.ps.aggregate`): ``grouped`` — one forward/backward per (update, snapshot) with
+per-sample losses weighted (in chunks of at most ``max_samples``); ``vmap`` — every row on its own snapshot,
+vmapped over stacked snapshots; ``loop`` — one row at a time; ``auto`` — grouped when a batch has at most
+``vmap_threshold`` (update, snapshot) pairs or the model has convolutions and runs on the CPU (vmap makes them grouped
 convolutions, slower there than one small forward/backward per snapshot), else vmap.
 
 Memory: snapshots + pending results + a batch's stacked snapshots and gradients stay within ``budget_bytes``:
@@ -40,6 +40,10 @@ from psbench.ps.snapshots import SnapshotStore, nbytes
 from psbench.strategy.batches import UpdateBatches
 from psbench.strategy.module import prefers_channels_last
 
+#: most samples per grouped forward/backward of a conv net on the CPU: the CIFAR CNN's activations at 128
+#: samples (16 MB after conv1) stay in cache; one thread, channels_last, measured 2,430 samples/s at 128,
+#: 2,077 at 256, 1,978 at 512 and 1,353 at 1,024 (Rudra Fig 5's 4-softsync groups ~7 rows of μ = 128)
+CPU_CONV_SAMPLES = 128
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Params = dict[str, torch.Tensor]
 
@@ -62,13 +66,17 @@ class Lookahead:
         per_learner: keep each row's unweighted gradient (codecs) instead of weighted per-update sums.
         budget_bytes: bound on snapshots + pending results + a batch's working copies (None: unbounded).
         max_rows: most rows in one vmapped call.
+        max_samples: most samples in one grouped forward/backward; a larger (update, snapshot) unit is computed
+            in chunks of it and their gradients summed. ``"auto"``: :data:`CPU_CONV_SAMPLES` for conv nets on the
+            CPU, else None (the whole unit at once).
         ahead: compute rows of at most this many updates after the current one (None: all that can be;
             0: update by update, the execution without look-ahead).
     """
 
     def __init__(self, schedule: Schedule, data: UpdateBatches, net: torch.nn.Module, loss: LossFn,
                  mode: str = "auto", vmap_threshold: int = 4, per_learner: bool = False,
-                 budget_bytes: int | None = None, max_rows: int = 64, ahead: int | None = None) -> None:
+                 budget_bytes: int | None = None, max_rows: int = 64, ahead: int | None = None,
+                 max_samples: int | str | None = "auto") -> None:
         self.s, self.data, self.net, self.loss = schedule, data, net, loss
         self.mode, self.vmap_threshold, self.per_learner = mode, vmap_threshold, per_learner
         self.by_row = per_learner or mode == "loop"  # results per row, else per update
@@ -92,6 +100,9 @@ class Lookahead:
         # convolutions and pooling run 1.5–2× faster than on NCHW (max pooling over 30× at 4 samples); the
         # float results differ from ``loop``'s (NCHW, the dist engine's) within float tolerance
         self.channels_last = prefers_channels_last(net, data.x)
+        if max_samples == "auto":
+            max_samples = CPU_CONV_SAMPLES if convs and not self.vmap_pays else None
+        self.max_samples = None if max_samples is None else max(1, int(max_samples))
 
     # -- sizes ---------------------------------------------------------------------------------
     def minimum_bytes(self, param_bytes: int) -> int:
@@ -223,15 +234,21 @@ class Lookahead:
     def _grouped(self, u: int, t: int, rows: np.ndarray, at: Callable[[int], Params]) -> None:
         params = {k: v.detach().requires_grad_() for k, v in at(t).items()}
         x, y = self.data.samples(rows)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
-        per = self.loss(functional_call(self.net, params, (x,)), y)
         s = self.data.spg
         w = torch.stack([self._row_weight(int(r)) for r in rows]).repeat_interleave(s) / s
-        gr = torch.autograd.grad((per * w).sum(), list(params.values()))
+        step = self.max_samples or len(y)
+        gr, per_sum = None, None
+        for a in range(0, len(y), step):  # chunks of at most max_samples, their gradients summed in order
+            xa = x[a:a + step]
+            if self.channels_last:
+                xa = xa.contiguous(memory_format=torch.channels_last)
+            per = self.loss(functional_call(self.net, params, (xa,)), y[a:a + step])
+            g = torch.autograd.grad((per * w[a:a + step]).sum(), list(params.values()))
+            gr = list(g) if gr is None else [p + q for p, q in zip(gr, g, strict=True)]
+            per_sum = per.detach().sum() if per_sum is None else per_sum + per.detach().sum()
         if self.channels_last:  # weight gradients come out NHWC-strided: the PS and codecs read them flat
             gr = [g.contiguous() for g in gr]
-        self._add(u, dict(zip(params, gr, strict=True)), per.detach().sum(), len(per))
+        self._add(u, dict(zip(params, gr, strict=True)), per_sum, len(y))
         self._track(self.p_bytes)
 
     def _vmapped(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
