@@ -226,7 +226,7 @@ def test_mnist_datamodule_centred_and_in_range() -> None:
     assert raw.min() >= -1e-6 and raw.max() <= 1 + 1e-6
     assert (dm.x_test + dm.pixel_mean).max() <= 1 + 1e-6
     batches = list(dm.test_dataloader())
-    assert [len(b[1]) for b in batches] == [1000] * 10
+    assert [len(b[1]) for b in batches] == [128] * 78 + [16]  # eval_batch_size 128 (10,000 = 78·128 + 16)
     assert torch.equal(torch.cat([b[1] for b in batches]), dm.y_test)
     assert torch.equal(next(iter(dm.val_dataloader()))[0], batches[0][0])
 

@@ -60,7 +60,7 @@ def build_datamodule(
     data_dir: str | Path,
     seed: int = 0,
     download: bool = False,
-    eval_batch_size: int = 1000,
+    eval_batch_size: int = 128,
     **kwargs: Any,
 ) -> ArrayDataModule | ImageNetDataModule:
     """Build the data module ``name`` reading raw files under ``data_dir``.

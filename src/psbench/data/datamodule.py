@@ -47,7 +47,7 @@ class ArrayDataModule(pl.LightningDataModule):
         verify: bool = True,
         subset: int | None = None,
         batch_size: int = 128,
-        eval_batch_size: int = 1000,
+        eval_batch_size: int = 128,
         preprocess: str = "unit_mean",
     ) -> None:
         super().__init__()
