@@ -112,6 +112,29 @@ def test_lrn_is_caffe_within_channel_and_parameter_free() -> None:
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in with_lrn.parameters())
 
 
+def test_lrn_hand_written_gradient_is_the_formulas_under_autograd_and_vmap() -> None:
+    """The closed-form backward equals autograd's derivative of the formula (gradcheck in float64, with an α large
+    enough that the window term matters), and torch.func's vmap over grad — the look-ahead's transform — gives
+    each sample's gradient."""
+    lrn = WithinChannelLRN(local_size=3, alpha=0.3, beta=0.75)
+
+    def formula(x: torch.Tensor) -> torch.Tensor:  # the plain ops: autograd derives these
+        window = F.avg_pool2d(x * x, 3, stride=1, padding=1, count_include_pad=True)
+        return x * (1 + 0.3 * window) ** -0.75
+
+    torch.manual_seed(0)
+    x = (torch.randn(2, 3, 5, 6, dtype=torch.float64) * 2).requires_grad_()
+    assert torch.autograd.gradcheck(lrn, (x,))
+    g = torch.randn(2, 3, 5, 6, dtype=torch.float64)
+    ours = torch.autograd.grad(lrn(x), x, g)[0]
+    theirs = torch.autograd.grad(formula(x), x, g)[0]
+    assert torch.allclose(ours, theirs, rtol=1e-10, atol=1e-12) and float((ours - g).abs().max()) > 1e-2
+    xs = torch.randn(4, 2, 3, 5, 6, dtype=torch.float64)
+    each = torch.func.vmap(torch.func.grad(lambda t: (lrn(t) ** 2).sum()))(xs)
+    ref = torch.stack([torch.autograd.grad((formula(t) ** 2).sum(), t)[0] for t in xs.clone().requires_grad_()])
+    assert torch.allclose(each, ref, rtol=1e-10, atol=1e-12)
+
+
 # --- determinism and initialisation ---------------------------------------------------------
 
 
