@@ -16,6 +16,10 @@ SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"
 #: scales whose jobs run in parallel on this machine by default (``paper`` is a cluster's: one local job at a time)
 LOCAL_PARALLEL = ("ci", "small")
 SERIAL = "--serial"
+#: trials handed to the launcher at once, per core: joblib gives the next trial of a batch to whichever core is
+#: free, so jobs of unequal length share the cores; with one trial per core each batch waits for its slowest
+#: (Rudra Table 2 at ci: 23 trials of 3–6 s lost ~11 s of 72 s waiting in batches of 2)
+TRIALS_PER_CORE = 4
 
 
 def usable_cores() -> int:
@@ -27,8 +31,10 @@ def parallel(extra: Sequence[str], cores: int | None = None) -> list[str]:
     """Overrides that run a sweep's trials ``cores`` at a time on this machine, one torch thread each.
 
     On a few cores a μ = 4 gradient gains little from a second intra-op thread, while a second job doubles
-    the throughput. Empty when the user chose a launcher (``hydra/launcher=…``), the machine has one core or
-    Hydra's joblib plugin is missing; the user's own ``hydra.launcher.n_jobs``, ``hydra.sweeper.n_jobs`` or
+    the throughput. The sweeper asks :data:`TRIALS_PER_CORE` trials per core at once (a grid's trials are fixed,
+    so a batch only changes which core runs which; a killed sweep re-runs the unfinished trials of its batch).
+    Empty when the user chose a launcher (``hydra/launcher=…``), the machine has one core or Hydra's joblib
+    plugin is missing; the user's own ``hydra.launcher.n_jobs``, ``hydra.sweeper.n_jobs`` or
     ``trainer.num_threads`` come later and win. ``trainer.num_threads`` lands in each job's config: the
     weights' last bits depend on the thread count, and the same command gives the same results.
     """
@@ -37,8 +43,8 @@ def parallel(extra: Sequence[str], cores: int | None = None) -> list[str]:
     cores = cores or usable_cores()
     if cores < 2 or launchers.requested(extra) is not None or not launchers.installed("joblib"):
         return []
-    return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={cores}", f"hydra.sweeper.n_jobs={cores}",
-            "trainer.num_threads=1"]
+    return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={cores}",
+            f"hydra.sweeper.n_jobs={TRIALS_PER_CORE * cores}", "trainer.num_threads=1"]
 
 
 def command(name: str, experiment: str, overrides: Sequence[str], scale: str, extra: Sequence[str] = (),
@@ -82,6 +88,8 @@ def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: 
         return 2
     print("+", " ".join(cmd[1:]), flush=True)
     t0 = time.perf_counter()
-    rc = subprocess.call(cmd, cwd=os.environ.get("PSBENCH_ROOT") or os.getcwd())
+    root = Path(os.environ.get("PSBENCH_ROOT") or os.getcwd())
+    root.mkdir(parents=True, exist_ok=True)  # a new PSBENCH_ROOT is where this sweep's store begins
+    rc = subprocess.call(cmd, cwd=root)
     print(f"{name} scale={scale}: exit {rc} after {time.perf_counter() - t0:.1f} s", flush=True)
     return rc

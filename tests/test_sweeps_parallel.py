@@ -1,6 +1,6 @@
 """The ``sweeps/`` entry points run their trials in parallel on this machine by default (issue 14).
 
-* the overrides: Hydra's joblib launcher, ``n_jobs`` = cores for the launcher and the sweeper, one torch thread
+* the overrides: Hydra's joblib launcher, ``n_jobs`` = cores for the launcher (4 × cores for the sweeper), one thread
   per job — none when the user chose a launcher or set one of those keys, or the machine has one core;
 * an entry point's command has them at ``ci`` and ``small``, not with ``--serial`` nor at ``paper`` (a cluster's
   scale);
@@ -28,8 +28,8 @@ from sweeps import _runner
 @pytest.mark.skipif(not launchers.installed("joblib"), reason="hydra-joblib-launcher (the cluster extra) missing")
 def test_parallel_runs_one_job_per_core_with_one_thread_each():
     assert _runner.parallel([], cores=2) == ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-                                             "hydra.sweeper.n_jobs=2", "trainer.num_threads=1"]
-    assert _runner.parallel(["epochs=1"], cores=8)[1:3] == ["hydra.launcher.n_jobs=8", "hydra.sweeper.n_jobs=8"]
+                                             "hydra.sweeper.n_jobs=8", "trainer.num_threads=1"]
+    assert _runner.parallel(["epochs=1"], cores=8)[1:3] == ["hydra.launcher.n_jobs=8", "hydra.sweeper.n_jobs=32"]
 
 
 def test_parallel_yields_to_a_launcher_of_the_users_choice():
@@ -109,3 +109,14 @@ def test_run_all_passes_serial_to_the_entry_points_that_take_it():
 
     for name, argv in run_all.commands("ci", extra=["--serial"]):
         assert ("--serial" in argv) == (not name.startswith("agn_")), (name, argv)
+
+
+def test_an_entry_point_creates_a_new_psbench_root(tmp_path):
+    """``PSBENCH_ROOT=<a dir that does not exist yet> python sweeps/<name>.py`` starts the sweep there (it used to
+    end in a FileNotFoundError traceback before psbench ran); an invalid key then ends it at once, exit 2."""
+    root = tmp_path / "new" / "root"
+    proc = subprocess.run([sys.executable, str(_runner.REPO / "sweeps" / "zhang_fig1.py"), "scale=ci",
+                           "hydra.sweeper.n_jobs=0"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PSBENCH_ROOT": str(root)})
+    assert "zhang_fig1 scale=ci: exit 2" in proc.stdout, proc.stderr[-2000:]
+    assert root.is_dir() and "n_jobs=0" in proc.stderr and "Traceback" not in proc.stderr
