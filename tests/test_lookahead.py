@@ -199,3 +199,28 @@ def test_a_checkpoint_written_without_look_ahead_resumes_to_the_same_weights(com
     assert len(state["strategy"]["snapshots"]) > 0
     resumed = train(cfg, d, None, Plan(d / CHECKPOINT_FILE, state=state))
     assert resumed["weights_sha256"] == full["weights_sha256"]
+
+
+@pytest.mark.parametrize("every", [1, 0.7])
+def test_the_summarys_test_error_and_loss_are_the_final_weights_evaluation(compose_cfg, tmp_path, monkeypatch, every):
+    """The run's test error and loss equal evaluate() of the saved weights exactly: with an evaluation after the
+    last update (every epoch) the run reuses its sums instead of evaluating again; with none (every 0.7 epoch of
+    one) it evaluates. 300 test images: three batches of ``eval_batch_size`` 128, summed in the same order."""
+    from psbench.assemble import build_data_and_model
+    from psbench.models.evaluate import evaluate
+
+    cfg = compose_cfg("trainer.progress=none", "dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_test=300",
+                      "dataset.num_train=400", "model=cifar_cnn", "epochs=1", "protocol=softsync", "protocol.n=2",
+                      "learners=4", "batch_size=8", f"trainer.eval_every_epochs={every}", "dataset.eval_batch_size=128")
+    from psbench.strategy import executor
+    from psbench.train import train
+
+    calls = []
+    monkeypatch.setattr(executor, "evaluate", lambda *a, **k: calls.append(1) or evaluate(*a, **k))  # counts calls
+    s = train(cfg, tmp_path)
+    assert len(calls) == (0 if every == 1 else 1)
+    dm, net = build_data_and_model(cfg)
+    net.load_state_dict(torch.load(tmp_path / "weights.pt"))
+    x = dm.x_test.contiguous(memory_format=torch.channels_last)
+    assert (s["test_error"], s["test_loss"]) == evaluate(net, x, dm.y_test, batch=dm.eval_batch_size)
+    assert dm.eval_batch_size == 128 and 0.0 < s["test_error"] < 1.0

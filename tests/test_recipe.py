@@ -77,6 +77,17 @@ def test_caffe_mean_layer_subtracts_the_train_mean_from_raw_pixels_without_scali
     assert torch.allclose(unit.x_train * 255, dm.x_train, atol=1e-3)
 
 
+def test_the_mean_of_raw_integer_pixels_is_the_float64_mean_bit_for_bit() -> None:
+    """``preprocess=mean`` sums the uint8 pixels as int64 (exact) instead of reducing float32 pixels in float64:
+    the same float32 mean, bit for bit, on pixels whose float32 running sum would round (4,097 images of 255s)."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, size=(4097, 3, 4, 4), dtype=np.uint8)
+    x[:, 0] = 255
+    got = preprocess(_split(x, x[:3], scale=None), "mean").pixel_mean
+    want = torch.from_numpy(x.astype(np.float32)).mean(dim=0, dtype=torch.float64).to(torch.float32)
+    assert torch.equal(got, want)
+
+
 def _split(x_train: np.ndarray, x_test: np.ndarray, scale: float | None = 255.0) -> ArraySplit:
     return ArraySplit(x_train, np.zeros(len(x_train), np.int64), x_test, np.zeros(len(x_test), np.int64), scale)
 

@@ -65,6 +65,16 @@ def _float(x: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.asarray(x).astype(np.float32))  # copies
 
 
+def _pixel_mean(raw_x: np.ndarray, x: torch.Tensor, raw: bool) -> torch.Tensor:
+    """The per-pixel float64 mean of ``x`` as float32. Where ``x`` is the integer pixels as they are (``raw``),
+    it is the int64 sum / n: float64 sums of integers below 2⁵³ are exact in any order, so this is the same
+    value, ~6x faster than a float64 reduction over the first dimension."""
+    if raw and np.issubdtype(np.asarray(raw_x).dtype, np.integer):
+        total = torch.from_numpy(np.ascontiguousarray(raw_x)).sum(dim=0, dtype=torch.int64)
+        return (total.to(torch.float64) / len(x)).to(torch.float32)
+    return x.mean(dim=0, dtype=torch.float64).to(torch.float32)
+
+
 def _per_image(x: torch.Tensor) -> torch.Tensor:
     """TF ``per_image_standardization``: (x − mean) / max(std, 1/√N) per image (population std)."""
     flat = x.reshape(len(x), -1)
@@ -86,7 +96,7 @@ def preprocess(split: ArraySplit, how: str = "unit_mean") -> Tensors:
         x_test.mul_(1.0 / divisor)
     mean = torch.zeros(x_train.shape[1:])
     if how in ("unit_mean", "mean"):
-        mean = x_train.mean(dim=0, dtype=torch.float64).to(torch.float32)
+        mean = _pixel_mean(split.x_train, x_train, raw=divisor is None)
         x_train.sub_(mean)
         x_test.sub_(mean)
     elif how == "symmetric":

@@ -29,6 +29,11 @@ class ClassifierModule(pl.LightningModule):
         self.net = net
         self.optimizer_cfg = dict(optimizer or {"name": "sgd", "lr": 0.1})
         self.updates_per_epoch = updates_per_epoch
+        #: (updates done, test error, test loss, samples) of the last evaluation, summed as
+        #: :func:`psbench.models.evaluate.evaluate` sums them (the run's final evaluation reuses it when no
+        #: update came after it); None before the first
+        self.last_evaluation: tuple[int, float, float, int] | None = None
+        self._sums = [0, 0.0, 0]  # wrong, loss sum, samples of the evaluation under way
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -52,6 +57,17 @@ class ClassifierModule(pl.LightningModule):
         self.log("test_loss", F.cross_entropy(logits, y), on_epoch=True, batch_size=len(y))
         self.log("test_error", (logits.argmax(1) != y).float().mean(), on_epoch=True, batch_size=len(y),
                  prog_bar=True)
+        self._sums[0] += int((logits.argmax(1) != y).sum())
+        self._sums[1] += float(F.cross_entropy(logits, y, reduction="sum"))
+        self._sums[2] += len(y)
+
+    def on_validation_epoch_start(self) -> None:
+        self._sums = [0, 0.0, 0]
+
+    def on_validation_epoch_end(self) -> None:
+        wrong, loss, n = self._sums
+        if n:
+            self.last_evaluation = (int(getattr(self.trainer.strategy, "updates_done", -1)), wrong / n, loss / n, n)
 
     def configure_optimizers(self):
         opt, sched = configure(param_groups(self.net), self.optimizer_cfg, self.updates_per_epoch)
