@@ -174,6 +174,21 @@ def test_a_study_is_what_its_command_says(tmp_path):
     assert len([t for t in load(tmp_path / "fixed").get_trials() if t.state == TrialState.COMPLETE]) == 4
 
 
+def test_continuing_a_study_with_other_choices_of_a_parameter_is_refused_in_one_line(tmp_path):
+    """Optuna keeps one set of choices per parameter in a study, so widening ``x`` from choice(0, 1) to
+    choice(0, 1, 2) with continue_study=true cannot add trials to it: one line, exit 2, no trial and no traceback
+    (Optuna's ValueError used to end the sweep with one)."""
+    fixed = ("hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=null", "hydra.sweep.dir=fixed", "epochs=1")
+    assert run_app(tmp_path, *fixed, "x=choice(0,1)").returncode == 0
+    n = len(load(tmp_path / "fixed").get_trials())
+    res = run_app(tmp_path, *fixed, "x=choice(0,1,2)", "hydra.sweeper.continue_study=true")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    [line] = res.stderr.strip().splitlines()
+    assert "continue_study=true cannot change" in line and "x: (0, 1) -> (0, 1, 2)" in line
+    assert "hydra.sweeper.study_name=psbench_" in line
+    assert len(load(tmp_path / "fixed").get_trials()) == n
+
+
 @pytest.mark.parametrize(("override", "key"), [
     ("hydra.sweeper.n_trials=-1", "n_trials=-1"),
     ("hydra.sweeper.n_trials=0", "n_trials=0"),

@@ -80,6 +80,23 @@ DIRECTIONS = ("minimize", "maximize")
 TAKEN = ("complete", "diverged", "crashed", "retried", "running", "waiting")
 
 
+def _changed_choices(study: optuna.Study, space: Mapping[str, BaseDistribution]) -> list[str]:
+    """``name: stored -> asked`` for each parameter whose distribution in ``space`` Optuna would refuse next to
+    the one the study's trials were asked with (e.g. ``seed`` widened from choice(0) to choice(0, 1, 2))."""
+    out: dict[str, str] = {}
+    for t in study.get_trials(deepcopy=False):
+        for name, old in t.distributions.items():
+            new = space.get(name)
+            if new is None or name in out:
+                continue
+            try:
+                optuna.distributions.check_distribution_compatibility(old, new)
+            except ValueError:
+                show = lambda d: getattr(d, "choices", d)  # noqa: E731
+                out[name] = f"{name}: {show(old)} -> {show(new)}"
+    return list(out.values())
+
+
 class _AskTellGridSampler(optuna.samplers.GridSampler):
     """Optuna's grid sampler, minus its ``study.stop()`` after the last grid point.
 
@@ -277,7 +294,7 @@ class OptunaSweeperImpl:
                     old.parent.rmdir()
         return Path(str(self.config.hydra.sweep.dir))
 
-    def _study(self, ident: dict[str, Any], fp: str) -> optuna.Study:
+    def _study(self, ident: dict[str, Any], fp: str, space: Mapping[str, BaseDistribution]) -> optuna.Study:
         """Create or load the study; refuse one whose stored identity differs (unless ``continue_study``)."""
         study = optuna.create_study(study_name=self.study_name, storage=make_storage(self.storage_url),
                                     sampler=optuna.samplers.RandomSampler(),  # replaced at each ask
@@ -296,6 +313,11 @@ class OptunaSweeperImpl:
                             f"{self.directions}: start a new study with "
                             f"hydra.sweeper.study_name={self.study_name}_{fp}")
         if diffs and c["complete"] + c["diverged"]:
+            changed = _changed_choices(study, space)
+            if changed:  # Optuna keeps one distribution per parameter in a study: asking another raises
+                raise StudyStop(f"hydra.sweeper.continue_study=true cannot change a parameter's values in study "
+                                f"{self.study_name!r} ({'; '.join(changed)}): Optuna keeps one set per parameter in "
+                                f"a study; start a new study with hydra.sweeper.study_name={self.study_name}_{fp}")
             log.warning("continuing study %r although its settings differ: %s", self.study_name, "; ".join(diffs))
         else:  # a new study, or one without results yet: this command defines it
             study.set_user_attr("identity", ident)
@@ -364,7 +386,7 @@ class OptunaSweeperImpl:
                          self.objectives, self.directions)
         fp = fingerprint(ident)
         sweep_dir = self._use_sweep_dir(fp)
-        study = self._study(ident, fp)
+        study = self._study(ident, fp, space)
         self.sweep_dir = sweep_dir
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
