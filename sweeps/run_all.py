@@ -3,7 +3,7 @@
 Runs each entry point of ``sweeps/`` in turn (a failing one is reported and the rest go on; re-running
 resumes, since every study is persistent), then ``python -m analysis`` over the same store
 (``$PSBENCH_ROOT`` or the current dir) and prints one line per entry point with its exit code and wall
-time. At ``scale=ci`` the whole set takes about 1.5–2 hours on a 2-core machine (README, "Paper sweeps").
+time. At ``scale=ci`` the whole set took 33 min on a 2-core machine (2026-11-24; README, "Paper sweeps").
 The simulation-only entry points (:data:`SIMULATION_ONLY`: schedules, no training) always run their
 ``paper`` scale, whatever ``scale`` says: each takes a few minutes, and their claims are about the
 papers' clusters in steady state, which smaller scales do not reach (issue 17 item 3).
