@@ -25,6 +25,13 @@ EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """SIGINT at its default in the child, as a terminal starts a command: a test run from a background job
+    (``cmd &`` in a script) inherits SIGINT ignored, and psbench, like any Unix program, leaves an ignored signal
+    ignored (``lifecycle.install``), so the Ctrl-C these tests send would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Psbench:
     """A running ``psbench`` whose stdout/stderr go to files under ``root``."""
 
@@ -34,7 +41,8 @@ class Psbench:
         self.root, self.out, self.err = root, root / "stdout.txt", root / "stderr.txt"
         with open(self.out, "w") as o, open(self.err, "w") as e:  # its own group: killpg = Ctrl-C in a terminal
             self.proc = subprocess.Popen([sys.executable, "-m", "psbench.cli", *args], cwd=root, env=env,
-                                         stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True,
+                                         preexec_fn=_sigint_as_in_a_terminal)
 
     def text(self) -> str:
         return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")
@@ -64,6 +72,8 @@ def handlers():
     saved = {s: signal.getsignal(s) for s in lifecycle.SIGNALS}
     hook = sys.unraisablehook
     lifecycle.reset()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, even where SIGINT came in ignored
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     lifecycle.install()
     yield lifecycle
     lifecycle.reset()
