@@ -32,7 +32,8 @@ def parallel(extra: Sequence[str], cores: int | None = None) -> list[str]:
 
     On a few cores a μ = 4 gradient gains little from a second intra-op thread, while a second job doubles
     the throughput. The sweeper asks :data:`TRIALS_PER_CORE` trials per core at once (a grid's trials are fixed,
-    so a batch only changes which core runs which; a killed sweep re-runs the unfinished trials of its batch).
+    so a batch only changes which core runs which; the sweeper records a batch's results when the whole batch
+    is done, so a sweep killed mid-batch runs that batch's trials again).
     Empty when the user chose a launcher (``hydra/launcher=…``), the machine has one core or Hydra's joblib
     plugin is missing; the user's own ``hydra.launcher.n_jobs``, ``hydra.sweeper.n_jobs`` or
     ``trainer.num_threads`` come later and win. ``trainer.num_threads`` lands in each job's config: the

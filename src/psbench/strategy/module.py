@@ -54,12 +54,13 @@ class ClassifierModule(pl.LightningModule):
         if prefers_channels_last(self.net, x):
             x = x.contiguous(memory_format=torch.channels_last)
         logits = self(x)
+        miss = logits.argmax(1) != y
         self.log("test_loss", F.cross_entropy(logits, y), on_epoch=True, batch_size=len(y))
-        self.log("test_error", (logits.argmax(1) != y).float().mean(), on_epoch=True, batch_size=len(y),
-                 prog_bar=True)
-        self._sums[0] += int((logits.argmax(1) != y).sum())
-        self._sums[1] += float(F.cross_entropy(logits, y, reduction="sum"))
-        self._sums[2] += len(y)
+        self.log("test_error", miss.float().mean(), on_epoch=True, batch_size=len(y), prog_bar=True)
+        if logits.device.type == "cpu":  # only a CPU run reuses them (no device sync per batch elsewhere)
+            self._sums[0] += int(miss.sum())
+            self._sums[1] += float(F.cross_entropy(logits, y, reduction="sum"))
+            self._sums[2] += len(y)
 
     def on_validation_epoch_start(self) -> None:
         self._sums = [0, 0.0, 0]
