@@ -1,18 +1,20 @@
 """Simulated-training throughput against the equivalent large-batch PyTorch loop, in one run (issue 14).
 
-    python benchmarks/bench_training.py [--epochs 1] [--threads 2] [--repeats 2] [--skip-scaling] [--skip-rss]
+    python benchmarks/bench_training.py [--epochs 1] [--threads 2] [--repeats 3] [--skip-scaling] [--skip-rss]
 
 Case: CIFAR CNN (Rudra §4.2) on ``cifar10_subset``, μ = 4, momentum SGD, executed by
 :class:`ParameterServerStrategy` inside a Lightning Trainer (look-ahead execution, K updates per Trainer
-step as psbench chooses them) — against a plain
-loop of one learner with batch μλ = 120 over the same samples, re-measured right before each case.
-Every batch shape is warmed up first (oneDNN is several times slower on a new shape's first calls):
-the plain loop runs one warm-up epoch, the strategy one warm-up pass of the schedule.
+step as psbench chooses them) — against a plain loop of one learner with batch μλ = 120 over the same samples.
+This machine's speed drifts by tens of percent within minutes, so the two are timed in rounds, back to back in
+every round, each ratio is taken within its round and the median of the rounds' ratios is printed. Every batch
+shape is warmed up first (oneDNN is several times slower on a new shape's first calls): one untimed round.
 
 1. samples/s of hardsync, 1-softsync, 30-softsync, async and SSP(s=3) at λ = 30 as a ratio of the plain
    loop's (targets: ≥ 0.95 for hardsync and 1-softsync, ≥ 0.75 for the others), and as a ratio of the
    same plain loop fed channels_last samples (the strategy computes conv nets on the CPU in that layout,
-   so this column is the one that shows what the execution itself costs);
+   so this column is the one that shows what the execution itself costs), and as a ratio of a plain NHWC loop
+   of batch μ = 4, one step per gradient: the compute floor of the asynchronous cases, whose every gradient is a
+   4-sample forward/backward on its own weights (torch gains little from a second thread at 4 samples);
 2. cost per sample of async as λ grows (8, 30, 128, 1000), relative to λ = 30 (target at 1,000: ≤ 1.5×),
    with the peak bytes of snapshots and gradients computed ahead;
 3. peak RSS while training, plain loop vs 30-softsync (target ≤ 2×), each in its own process (sampled every 10 ms).
@@ -28,7 +30,9 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 
 import pytorch_lightning as pl
 import torch
@@ -52,35 +56,34 @@ CASES = {"hardsync": Protocol("hardsync", LAM), "1-softsync": Protocol("softsync
          "ssp-s3": Protocol("ssp", LAM, staleness_bound=3)}
 
 
-def plain_loop(dm, samples: int, batch: int, repeats: int, warm: bool = True, nhwc: bool = False) -> float:
-    """Best seconds of ``repeats`` passes of one learner with batch μλ over the same sample stream (``nhwc``:
+def plain_loop(dm, samples: int, batch: int, nhwc: bool = False) -> Callable[[], float]:
+    """A timer of one pass of one learner with batch μλ over the next ``samples`` of the stream (``nhwc``:
     samples in channels_last, the layout psbench's look-ahead computes conv nets in on the CPU)."""
     torch.manual_seed(0)
     net = build_model("cifar_cnn", dm.input_shape, dm.num_classes)
     opt = torch.optim.SGD(net.parameters(), lr=0.001, momentum=0.9)
     stream = SampleStream(len(dm.x_train), 0)
+    offset = 0
 
-    def epoch(offset: int) -> None:
+    def epoch() -> float:
+        nonlocal offset
+        t0 = time.perf_counter()
         for p in range(offset, offset + samples - batch + 1, batch):
             idx = stream.indices(p, batch)
             opt.zero_grad()
             x = dm.x_train[idx].contiguous(memory_format=torch.channels_last) if nhwc else dm.x_train[idx]
             torch.nn.functional.cross_entropy(net(x), dm.y_train[idx]).backward()
             opt.step()
+        offset += samples
+        return time.perf_counter() - t0
 
-    if warm:
-        epoch(0)
-    best = float("inf")
-    for r in range(repeats):
-        t0 = time.perf_counter()
-        epoch(samples * (r + 1))
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return epoch
 
 
-def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, warm: bool = True,
-                 updates_per_step: int | None = None) -> tuple[float, int, dict, int]:
-    """(best seconds, samples, simulator stats, peak snapshot bytes) of the strategy on ``proto``'s schedule."""
+def strategy_run(dm, proto: Protocol, mu: int, samples: int,
+                 updates_per_step: int | None = None) -> tuple[Callable[[], float], int, dict, Callable[[], int]]:
+    """(timer of one fit, samples, simulator stats, peak snapshot bytes of the last fit) of the strategy on
+    ``proto``'s schedule."""
     torch.manual_seed(0)
     net = build_model("cifar_cnn", dm.input_shape, dm.num_classes)
     cost = CostModel.from_profile("p775", model_bytes(net))
@@ -104,9 +107,24 @@ def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, warm:
         peak = strategy.peak_snapshot_bytes
         return time.perf_counter() - t0
 
-    if warm:
-        fit()  # every group shape of this schedule
-    return min(fit() for _ in range(repeats)), sched.num_gradients * mu, sim.stats.as_dict(), peak
+    return fit, sched.num_gradients * mu, sim.stats.as_dict(), lambda: peak
+
+
+def paired(timers: dict[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
+    """Seconds of each timer in ``repeats`` rounds, the timers interleaved in every round (after one warm-up
+    round: every shape seen once), so that a ratio of two timers compares passes of the same minute."""
+    for t in timers.values():
+        t()
+    out: dict[str, list[float]] = {k: [] for k in timers}
+    for _ in range(repeats):
+        for k, t in timers.items():
+            out[k].append(t())
+    return out
+
+
+def speedup(t: dict[str, list[float]], base: str) -> float:
+    """Median over the rounds of seconds(base) / seconds(strategy)."""
+    return median(b / a for a, b in zip(t["strategy"], t[base], strict=True))
 
 
 def _rss_mib() -> float:
@@ -129,9 +147,9 @@ def rss_case(case: str, epochs: float) -> None:
     t = threading.Thread(target=sample, daemon=True)
     t.start()
     if case == "plain":
-        plain_loop(dm, samples, MU * LAM, 1, warm=False)
+        plain_loop(dm, samples, MU * LAM)()
     else:
-        strategy_run(dm, CASES[case], MU, samples, 1, warm=False)
+        strategy_run(dm, CASES[case], MU, samples)[0]()
     done.set()
     t.join()
     print(max(peak[0], _rss_mib()), before)
@@ -141,7 +159,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=2, help="best of this many timed passes per case")
+    ap.add_argument("--repeats", type=int, default=3, help="timed rounds per case (medians are reported)")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--skip-rss", action="store_true")
@@ -154,22 +172,31 @@ def main() -> None:
     dm = build_datamodule("cifar10_subset", DATA, seed=0)
     dm.setup("fit")
     samples = int(args.epochs * dm.num_train) // (MU * LAM) * (MU * LAM)
-    print(f"threads={torch.get_num_threads()} samples={samples} best of {args.repeats}")
-    print(f"{'case':<28}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'NHWC loop':>11}{'ratio':>8}{'⟨σ⟩':>8}")
+    print(f"threads={torch.get_num_threads()} samples={samples}; median of {args.repeats} rounds, each round the "
+          "plain loop, the strategy, the NHWC loop and the μ=4 loop back to back; ratios per round, then their median")
+    print(f"{'case':<28}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'NHWC loop':>11}{'ratio':>8}"
+          f"{'μ=4 loop':>10}{'ratio':>8}{'⟨σ⟩':>8}")
     for name in args.cases.split(","):
         proto = CASES[name]
-        base = samples / plain_loop(dm, samples, MU * LAM, args.repeats)  # re-measured: the machine is shared
-        secs, n, st, _ = strategy_run(dm, proto, MU, samples, args.repeats)
-        nhwc = samples / plain_loop(dm, samples, MU * LAM, args.repeats, nhwc=True)
-        print(f"{proto.label + ' λ=30 μ=4':<28}{n / secs:>12,.0f}{base:>10,.0f}{n / secs / base:>8.2f}"
-              f"{nhwc:>11,.0f}{n / secs / nhwc:>8.2f}{st['staleness_mean']:>8.2f}", flush=True)
+        fit, n, st, _ = strategy_run(dm, proto, MU, samples)
+        timers = {"plain": plain_loop(dm, samples, MU * LAM), "strategy": fit,
+                  "nhwc": plain_loop(dm, samples, MU * LAM, nhwc=True),
+                  "mu": plain_loop(dm, samples, MU, nhwc=True)}
+        t = paired(timers, args.repeats)
+        line = (f"{proto.label + ' λ=30 μ=4':<28}{n / median(t['strategy']):>12,.0f}"
+                f"{samples / median(t['plain']):>10,.0f}{speedup(t, 'plain') * n / samples:>8.2f}"
+                f"{samples / median(t['nhwc']):>11,.0f}{speedup(t, 'nhwc') * n / samples:>8.2f}"
+                f"{samples / median(t['mu']):>10,.0f}{speedup(t, 'mu') * n / samples:>8.2f}"
+                f"{st['staleness_mean']:>8.2f}")
+        print(line, flush=True)
     if not args.skip_scaling:
         print(f"\n{'async μ=4':<16}{'ms/sample':>10}{'vs λ=30':>9}{'peak MiB':>10}{'⟨σ⟩':>8}")
         rows = {}
         for lam in (8, 30, 128, 1000):
             n_samples = max(samples, 3 * lam * MU)  # several pushes per learner at every λ
-            secs, n, st, peak = strategy_run(dm, Protocol("async", lam), MU, n_samples, args.repeats)
-            rows[lam] = (secs / n, peak, st["staleness_mean"])
+            fit, n, st, peak = strategy_run(dm, Protocol("async", lam), MU, n_samples)
+            secs = median(paired({"fit": fit}, args.repeats)["fit"])
+            rows[lam] = (secs / n, peak(), st["staleness_mean"])
         for lam, (cost, peak, sigma) in rows.items():
             print(f"{'λ=' + str(lam):<16}{1e3 * cost:>10.3f}{cost / rows[30][0]:>9.2f}{peak / 2**20:>10.1f}"
                   f"{sigma:>8.1f}")
