@@ -70,6 +70,28 @@ def test_conv_net_on_the_cpu_computes_grouped_in_channels_last_to_the_loops_weig
     assert torch.allclose(got, ref, atol=1e-5)
 
 
+def test_a_net_sharing_a_parameter_gets_the_gradient_of_both_uses(digits):
+    """The look-ahead's functional calls skip the search for tied weights unless the net shares a parameter
+    under two names; one that does still gets the gradient through both uses (hardsync: the batch's mean loss)."""
+    from psbench.strategy.lookahead import Lookahead
+
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(64, 64), torch.nn.Linear(64, 64)
+    b.weight = a.weight  # one Parameter under the names 1.weight and 3.weight
+    net = torch.nn.Sequential(torch.nn.Flatten(), a, torch.nn.Tanh(), b, torch.nn.Linear(64, 10))
+    sched = Schedule.collect(Simulator(Protocol("hardsync", 4), COST, Topology(), 4, 16, 0).run())
+    data = UpdateBatches(sched, digits.x_train, digits.y_train, 4, LRPolicy(), 4, 4, 0)
+    loss = lambda z, y: torch.nn.functional.cross_entropy(z, y, reduction="none")  # noqa: E731
+    ahead = Lookahead(sched, data, net, loss, mode="grouped")
+    params = dict(net.named_parameters())
+    got, _ = ahead.update_gradient(0, params)
+    x, y = data.samples(sched.rows(0))
+    want = torch.autograd.grad(loss(net(x), y).mean(), list(params.values()))
+    for k, w in zip(params, want, strict=True):
+        assert torch.allclose(got[k], w, atol=1e-6), k
+    assert ahead.tied
+
+
 def test_codec_path_looks_ahead_too(digits):
     opts = {"name": "terngrad", "clip": 2.5, "error_feedback": True}
 
