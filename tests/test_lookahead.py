@@ -70,6 +70,29 @@ def test_conv_net_on_the_cpu_computes_grouped_in_channels_last_to_the_loops_weig
     assert torch.allclose(got, ref, atol=1e-5)
 
 
+def test_a_conv_nets_snapshots_are_channels_last_and_give_the_same_weights(digits, monkeypatch):
+    """``grouped`` on a conv net on the CPU copies conv weights into snapshots in channels_last, the layout its
+    convolutions on channels_last samples read: the same values, so the same weights as NCHW snapshots to float
+    tolerance (oneDNN may pick another kernel for another weight layout)."""
+    copy = SnapshotStore._copy
+    layouts: list[tuple[bool, bool]] = []
+
+    def spy(self, v):
+        out = copy(self, v)
+        if out.dim() == 4:
+            layouts.append((out.is_contiguous(memory_format=torch.channels_last), out.is_contiguous()))
+        return out
+
+    monkeypatch.setattr(SnapshotStore, "_copy", spy)
+    proto = PROTOCOLS["async"]
+    got, strat, _ = fit(digits, proto, 480, model="cifar_cnn")
+    monkeypatch.setattr(SnapshotStore, "_copy", lambda self, v: v.clone())  # NCHW snapshots
+    ref, _, _ = fit(digits, proto, 480, model="cifar_cnn")
+    assert strat.lookahead.snapshots.channels_last and layouts
+    assert all(cl for cl, _ in layouts) and not all(nchw for _, nchw in layouts)
+    assert torch.allclose(got, ref, atol=1e-5)
+
+
 def test_a_net_sharing_a_parameter_gets_the_gradient_of_both_uses(digits):
     """The look-ahead's functional calls skip the search for tied weights unless the net shares a parameter
     under two names; one that does still gets the gradient through both uses (hardsync: the batch's mean loss)."""

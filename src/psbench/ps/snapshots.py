@@ -23,7 +23,12 @@ def nbytes(params: dict[str, torch.Tensor]) -> int:
 
 
 class SnapshotStore:
-    def __init__(self, schedule: Schedule) -> None:
+    """``channels_last``: copy 4-d weights in that layout, the one the CPU's convolutions on channels_last samples
+    read (each call would otherwise reorder the weights first); the same values, so the same results to float
+    tolerance (oneDNN may pick another kernel for another weight layout)."""
+
+    def __init__(self, schedule: Schedule, channels_last: bool = False) -> None:
+        self.channels_last = channels_last
         upd = schedule.update_index
         stale = upd > schedule.ts
         last = np.full(schedule.num_updates + 1, -1, dtype=np.int64)
@@ -52,9 +57,14 @@ class SnapshotStore:
         for old in [t for t in self._snaps if self.last_reader[t] < ts]:
             self._drop(old)
         if ts < len(self.last_reader) and self.last_reader[ts] > ts and self.readers[ts] > 0 and ts not in self._snaps:
-            self._snaps[ts] = {k: v.detach().clone() for k, v in params.items()}
+            self._snaps[ts] = {k: self._copy(v.detach()) for k, v in params.items()}
             self._size = self._size or nbytes(params)
             self.bytes += self._size
+
+    def _copy(self, v: torch.Tensor) -> torch.Tensor:
+        if self.channels_last and v.dim() == 4:
+            return v.clone(memory_format=torch.channels_last)
+        return v.clone()
 
     def release(self, ts: Iterable[int]) -> None:
         """Stale readers of these timestamps (one entry per reader) were computed: drop unread snapshots."""
