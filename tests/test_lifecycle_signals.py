@@ -191,6 +191,13 @@ def test_a_signal_during_training_stops_at_an_update_boundary(psbench_root, sig)
     assert 0 < s["updates_done"] < s["updates_total"] and s["samples"] == 128 * s["updates_done"]  # λμ per update
     assert s["failure_reason"] == f"killed by {sig.name} after {s['updates_done']} of {s['updates_total']} PS updates"
     assert 0 <= s["test_error"] < 0.9 and s["sim_time_s"] > 0  # trained weights, evaluated at the boundary
+    # every update's metrics logged before the signal are in the store (MLflow's asynchronous queue drained):
+    # train_loss at updates 0, 10, 20, … (trainer.log_every_n_updates) up to the last update done
+    (run_id, _, _), = _runs(psbench_root)
+    with sqlite3.connect(psbench_root / "mlflow.db", timeout=30) as db:
+        steps = [r[0] for r in db.execute("select step from metrics where run_uuid = ? and key = 'train_loss' "
+                                          "order by step", (run_id,))]
+    assert steps == list(range(0, s["updates_done"], 10))
 
 
 def test_a_signal_stops_a_multirun(psbench_root):

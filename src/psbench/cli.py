@@ -67,6 +67,8 @@ CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 EXIT_BAD_INPUT = 2
 EXIT_JOBS_FAILED = 1
+#: seconds MLflow's asynchronous logging gathers a run's per-update metrics before writing them in one batch
+ASYNC_BUFFER_S = "2"
 
 log = logging.getLogger("psbench")
 
@@ -328,12 +330,17 @@ class _Run:
                 if metrics:
                     super().log_metrics(metrics, step)
 
+        # MLflow's own asynchronous logging, its queue merged into one transaction per ASYNC_BUFFER_S: one sqlite
+        # write per logged update cost 11 % of an asynchronous μ = 4 run at one thread (Zhang Fig 3's 30-softsync,
+        # 3.1 of 28.5 s, py-spy); set_terminated (Lightning's finalize, end_run, abort) drains the queue first
+        os.environ.setdefault("MLFLOW_ASYNC_LOGGING_BUFFERING_SECONDS", ASYNC_BUFFER_S)
         return NoRepeat(
             experiment_name=lg["experiment_name"],
             tracking_uri=self.uri,
             run_id=self.run_id,
             artifact_location=lg.get("artifact_location"),
             log_model=False,
+            synchronous=False,
         )
 
     def finish(self, summary: RunSummary, files: list[Path]) -> None:
