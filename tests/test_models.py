@@ -133,6 +133,10 @@ def test_lrn_hand_written_gradient_is_the_formulas_under_autograd_and_vmap() -> 
     each = torch.func.vmap(torch.func.grad(lambda t: (lrn(t) ** 2).sum()))(xs)
     ref = torch.stack([torch.autograd.grad((formula(t) ** 2).sum(), t)[0] for t in xs.clone().requires_grad_()])
     assert torch.allclose(each, ref, rtol=1e-10, atol=1e-12)
+    # plain autograd takes the eager Function, torch.func the split one: the same gradient, bit for bit
+    t = xs[0].clone().requires_grad_()
+    eager = torch.autograd.grad((lrn(t) ** 2).sum(), t)[0]
+    assert torch.equal(eager, torch.func.grad(lambda t: (lrn(t) ** 2).sum())(xs[0]))
 
 
 # --- determinism and initialisation ---------------------------------------------------------

@@ -9,6 +9,19 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def _lrn(x: torch.Tensor, k: int, alpha: float, beta: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, z, z^(−β)) of :class:`WithinChannelLRN`: y = x·z^(−β), z = 1 + α·A(x²)."""
+    z = 1.0 + alpha * F.avg_pool2d(x * x, k, stride=1, padding=(k - 1) // 2, count_include_pad=True)
+    s = torch.pow(z, -beta)
+    return x * s, z, s
+
+
+def _lrn_backward(g: torch.Tensor, x, y, z, s, k: int, alpha: float, beta: float) -> torch.Tensor:
+    """∂L/∂x = g·z^(−β) − 2αβ·x·A(g·y/z)."""
+    back = F.avg_pool2d(g * y / z, k, stride=1, padding=(k - 1) // 2, count_include_pad=True)
+    return g * s - (2.0 * alpha * beta) * x * back
+
+
 class _WithinChannelLRN(torch.autograd.Function):
     """y = x·z^(−β), z = 1 + α·A(x²) with A the k×k zero-padded window mean, and its hand-written gradient
 
@@ -22,9 +35,7 @@ class _WithinChannelLRN(torch.autograd.Function):
 
     @staticmethod
     def forward(x: torch.Tensor, k: int, alpha: float, beta: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        z = 1.0 + alpha * F.avg_pool2d(x * x, k, stride=1, padding=(k - 1) // 2, count_include_pad=True)
-        s = torch.pow(z, -beta)
-        return x * s, z, s
+        return _lrn(x, k, alpha, beta)
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
@@ -36,10 +47,24 @@ class _WithinChannelLRN(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g: torch.Tensor, _gz, _gs):
-        x, y, z, s = ctx.saved_tensors
-        k = ctx.k
-        back = F.avg_pool2d(g * y / z, k, stride=1, padding=(k - 1) // 2, count_include_pad=True)
-        return g * s - (2.0 * ctx.alpha * ctx.beta) * x * back, None, None, None
+        return _lrn_backward(g, *ctx.saved_tensors, ctx.k, ctx.alpha, ctx.beta), None, None, None
+
+
+class _WithinChannelLRNEager(torch.autograd.Function):
+    """:class:`_WithinChannelLRN`'s ops and gradient for plain autograd, where no :mod:`torch.func` transform is
+    active: a Function with ``setup_context`` binds its arguments through ``inspect.signature`` on every
+    ``apply`` (~35 µs; two layers ≈ 3 % of a 4-sample CIFAR CNN gradient at one thread)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, k: int, alpha: float, beta: float) -> torch.Tensor:
+        y, z, s = _lrn(x, k, alpha, beta)
+        ctx.save_for_backward(x, y, z, s)
+        ctx.k, ctx.alpha, ctx.beta = k, alpha, beta
+        return y
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):
+        return _lrn_backward(g, *ctx.saved_tensors, ctx.k, ctx.alpha, ctx.beta), None, None, None
 
 
 class WithinChannelLRN(nn.Module):
@@ -58,7 +83,9 @@ class WithinChannelLRN(nn.Module):
         self.local_size, self.alpha, self.beta = local_size, alpha, beta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _WithinChannelLRN.apply(x, self.local_size, self.alpha, self.beta)[0]
+        if torch._C._are_functorch_transforms_active():  # vmap/grad need the split form (torch.func)
+            return _WithinChannelLRN.apply(x, self.local_size, self.alpha, self.beta)[0]
+        return _WithinChannelLRNEager.apply(x, self.local_size, self.alpha, self.beta)
 
     def extra_repr(self) -> str:
         return f"local_size={self.local_size}, alpha={self.alpha}, beta={self.beta}"
