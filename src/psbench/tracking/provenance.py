@@ -47,15 +47,19 @@ def _version(dist: str) -> str | None:
 
 
 def provenance(threads: int | None = None) -> dict[str, Any]:
-    """The code and machine behind a run; ``threads`` defaults to torch's intra-op thread count."""
-    import torch
+    """The code and machine behind a run; ``threads`` defaults to torch's intra-op thread count.
 
+    torch is imported only for that default: a sweep's driver, whose jobs name their threads, records its
+    provenance without it (1 s of its start-up here)."""
+    if not threads:
+        import torch
+
+        threads = torch.get_num_threads()
     commit, dirty = git_state()
     return {
         "git_commit": commit, "git_dirty": dirty, "version": _version("psbench"),
-        "torch_version": torch.__version__, "lightning_version": _version("pytorch-lightning"),
-        "mlflow_version": _version("mlflow"), "host": socket.gethostname(),
-        "threads": int(threads) if threads else torch.get_num_threads(),
+        "torch_version": _version("torch"), "lightning_version": _version("pytorch-lightning"),
+        "mlflow_version": _version("mlflow"), "host": socket.gethostname(), "threads": int(threads),
     }
 
 
