@@ -1,6 +1,7 @@
 """Simulated-training throughput against the equivalent large-batch PyTorch loop, in one run (issue 14).
 
-    python benchmarks/bench_training.py [--epochs 1] [--threads 2] [--repeats 3] [--skip-scaling] [--skip-rss]
+    python benchmarks/bench_training.py [--epochs 1] [--threads 2] [--repeats 5] [--skip-scaling] [--skip-rss]
+                                        [--malloc pinned|default]
 
 Case: CIFAR CNN (Rudra §4.2) on ``cifar10_subset``, μ = 4, momentum SGD, executed by
 :class:`ParameterServerStrategy` inside a Lightning Trainer (look-ahead execution, K updates per Trainer
@@ -14,15 +15,26 @@ shape is warmed up first (oneDNN is several times slower on a new shape's first 
    same plain loop fed channels_last samples (the strategy computes conv nets on the CPU in that layout,
    so this column is the one that shows what the execution itself costs), and as a ratio of a plain NHWC loop
    of batch μ = 4, one step per gradient: the compute floor of the asynchronous cases, whose every gradient is a
-   4-sample forward/backward on its own weights (torch gains little from a second thread at 4 samples);
+   4-sample forward/backward on its own weights (torch gains little from a second thread at 4 samples); the
+   ``floor`` column is that μ = 4 loop's own ratio to the plain loop: no executor of these schedules can do
+   better than one 4-sample step per update;
 2. cost per sample of async as λ grows (8, 30, 128, 1000), relative to λ = 30 (target at 1,000: ≤ 1.5×),
    with the peak bytes of snapshots and gradients computed ahead;
 3. peak RSS while training, plain loop vs 30-softsync (target ≤ 2×), each in its own process (sampled every 10 ms).
+
+The allocator: glibc hands large freed blocks back to the OS and adapts its thresholds to what the process has
+freed so far, so the plain loop's NCHW activations (15 MB a batch-120 layer) were page-faulted in again every
+step or not, depending on what ran before: the same loop measured 2,360–2,560 samples/s in fresh processes and
+3,300–3,390 with glibc's thresholds fixed (2 threads, 2026-11-24). ``--malloc pinned`` (the default) fixes them
+(``mallopt``: blocks up to 32 MiB from the heap, no trimming below 1 GiB) before anything is allocated, so every
+timer runs on a warm heap and the baseline is the plain loop at its best; the strategy's and the μ = 4 loop's
+speeds do not change with it. ``--malloc default`` measures glibc's own behaviour.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import subprocess
@@ -54,6 +66,16 @@ LAM, MU = 30, 4
 CASES = {"hardsync": Protocol("hardsync", LAM), "1-softsync": Protocol("softsync", LAM, n=1),
          "30-softsync": Protocol("softsync", LAM, n=LAM), "async": Protocol("async", LAM),
          "ssp-s3": Protocol("ssp", LAM, staleness_bound=3)}
+
+
+def pin_malloc() -> bool:
+    """glibc: serve blocks up to 32 MiB from the heap and never trim it below 1 GiB (see the module docstring)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return libc.mallopt(m_mmap_threshold, 32 * 2**20) == 1 and libc.mallopt(m_trim_threshold, 2**30) == 1
 
 
 def plain_loop(dm, samples: int, batch: int, nhwc: bool = False) -> Callable[[], float]:
@@ -159,12 +181,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=3, help="timed rounds per case (medians are reported)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed rounds per case (medians are reported)")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--skip-rss", action="store_true")
+    ap.add_argument("--malloc", choices=("pinned", "default"), default="pinned",
+                    help="glibc's allocator thresholds fixed before anything is allocated (see above), or glibc's own")
     ap.add_argument("--rss-case", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    pinned = args.malloc == "pinned" and pin_malloc()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.rss_case:
@@ -172,10 +197,11 @@ def main() -> None:
     dm = build_datamodule("cifar10_subset", DATA, seed=0)
     dm.setup("fit")
     samples = int(args.epochs * dm.num_train) // (MU * LAM) * (MU * LAM)
-    print(f"threads={torch.get_num_threads()} samples={samples}; median of {args.repeats} rounds, each round the "
-          "plain loop, the strategy, the NHWC loop and the μ=4 loop back to back; ratios per round, then their median")
+    print(f"threads={torch.get_num_threads()} samples={samples} malloc={'pinned' if pinned else 'default'}; median of "
+          f"{args.repeats} rounds, each round the plain loop, the strategy, the NHWC loop and the μ=4 loop back to "
+          "back; ratios per round, then their median (floor: the μ=4 loop's own ratio to the plain loop)")
     print(f"{'case':<28}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'NHWC loop':>11}{'ratio':>8}"
-          f"{'μ=4 loop':>10}{'ratio':>8}{'⟨σ⟩':>8}")
+          f"{'μ=4 loop':>10}{'ratio':>8}{'floor':>8}{'⟨σ⟩':>8}")
     for name in args.cases.split(","):
         proto = CASES[name]
         fit, n, st, _ = strategy_run(dm, proto, MU, samples)
@@ -187,8 +213,12 @@ def main() -> None:
                 f"{samples / median(t['plain']):>10,.0f}{speedup(t, 'plain') * n / samples:>8.2f}"
                 f"{samples / median(t['nhwc']):>11,.0f}{speedup(t, 'nhwc') * n / samples:>8.2f}"
                 f"{samples / median(t['mu']):>10,.0f}{speedup(t, 'mu') * n / samples:>8.2f}"
+                f"{median(p / m for p, m in zip(t['plain'], t['mu'], strict=True)):>8.2f}"
                 f"{st['staleness_mean']:>8.2f}")
         print(line, flush=True)
+        rounds = [round(p / s * n / samples, 2) for s, p in zip(t["strategy"], t["plain"], strict=True)]
+        floors = [round(p / m, 2) for p, m in zip(t["plain"], t["mu"], strict=True)]
+        print(f"{'':<4}rounds: strategy/plain {rounds}, μ=4 loop/plain {floors}", flush=True)
     if not args.skip_scaling:
         print(f"\n{'async μ=4':<16}{'ms/sample':>10}{'vs λ=30':>9}{'peak MiB':>10}{'⟨σ⟩':>8}")
         rows = {}
@@ -205,7 +235,7 @@ def main() -> None:
         rss = {}
         for case in ("plain", "30-softsync"):
             out = subprocess.run([sys.executable, __file__, "--rss-case", case, "--epochs", str(args.epochs),
-                                  "--threads", str(torch.get_num_threads())],
+                                  "--threads", str(torch.get_num_threads()), "--malloc", args.malloc],
                                  capture_output=True, text=True, check=True)
             rss[case] = [float(v) for v in out.stdout.strip().splitlines()[-1].split()]
         (p_peak, p0), (s_peak, s0) = rss["plain"], rss["30-softsync"]
