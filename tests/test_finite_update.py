@@ -1,0 +1,52 @@
+"""The PS's divergence check (psbench.optimizer.build.finite_update), which both engines call before every
+update: NaN/inf in the loss, the weights or the aggregate stops the update, and the check changes no value."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from psbench.optimizer.build import finite_update
+
+
+def _tensors():
+    g = torch.Generator().manual_seed(0)
+    shapes = [(32, 3, 5, 5), (32,), (10, 1024), (10,)]
+    params = [torch.randn(s, generator=g) * 1e3 for s in shapes]
+    grads = [torch.randn(s, generator=g) * 1e-3 for s in shapes]
+    params[1][0] = -0.0  # signed zero and a subnormal: x·1 must leave them as they are
+    grads[3][0] = 1e-42
+    return params, grads
+
+
+def test_a_finite_update_passes_and_no_value_changes():
+    params, grads = _tensors()
+    before = [t.clone() for t in params + grads]
+    assert finite_update(0.5, params, grads)
+    for a, b in zip(params + grads, before, strict=True):
+        assert torch.equal(a.view(torch.int32), b.view(torch.int32))  # bit for bit, -0.0 and the subnormal too
+
+
+@pytest.mark.parametrize("where", ["param", "grad"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_nan_or_inf_anywhere_stops_the_update(where, bad):
+    params, grads = _tensors()
+    (params if where == "param" else grads)[2][7, 100] = bad
+    assert not finite_update(0.5, params, grads)
+
+
+@pytest.mark.parametrize("loss", [math.nan, math.inf])
+def test_a_non_finite_loss_stops_the_update(loss):
+    params, grads = _tensors()
+    assert not finite_update(loss, params, grads)
+
+
+def test_tensors_of_several_dtypes_are_all_checked():
+    params, grads = _tensors()
+    params.append(torch.ones(3, dtype=torch.float64))
+    grads.append(torch.tensor([0.0, math.nan, 0.0], dtype=torch.float64))
+    assert not finite_update(0.5, params, grads)
+    grads[-1][1] = 1.0
+    assert finite_update(0.5, params, grads)
