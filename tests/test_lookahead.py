@@ -19,6 +19,7 @@ from psbench.models import build_model
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.ps.snapshots import SnapshotStore
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+from psbench.strategy.lookahead import GATHER_SAMPLES
 
 warnings.filterwarnings("ignore", ".*does not have many workers.*")
 COST = CostModel(compute=ComputeModel(1e-3, 1e-4), message_bytes=40_000, jitter_cv=0.2)
@@ -91,6 +92,31 @@ def test_a_conv_nets_snapshots_are_channels_last_and_give_the_same_weights(digit
     assert strat.lookahead.snapshots.channels_last and layouts
     assert all(cl for cl, _ in layouts) and not all(nchw for _, nchw in layouts)
     assert torch.allclose(got, ref, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, mu", [("async", 4), ("1-softsync", 4), ("async", 100)])
+def test_grouped_units_share_a_gather_of_at_most_gather_samples(digits, monkeypatch, name, mu):
+    """A conv net's small units are gathered together (one index and layout copy for ~32 units of 4 samples),
+    never more than GATHER_SAMPLES samples at once unless one unit alone is larger (then alone, as before):
+    memory stays what the units need, not what a look-ahead batch spans."""
+    sizes: list[int] = []
+    samples = UpdateBatches.samples
+
+    def spy(self, rows):
+        sizes.append(len(rows) * self.spg)
+        return samples(self, rows)
+
+    monkeypatch.setattr(UpdateBatches, "samples", spy)
+    got, strat, sched = fit(digits, PROTOCOLS[name], 1_920 // mu, mu=mu, model="cifar_cnn")
+    la = strat.lookahead
+    unit = np.unique(sched.update_index.astype(np.int64) * (sched.num_updates + 1) + sched.ts, return_counts=True)[1]
+    assert max(sizes) <= max(GATHER_SAMPLES, unit.max() * mu)
+    assert sum(sizes) == sched.num_gradients * mu  # every sample gathered once
+    if unit.max() * mu <= GATHER_SAMPLES // 4:  # small units: several share a gather
+        assert len(sizes) < 0.5 * len(unit)
+    monkeypatch.setattr(UpdateBatches, "samples", samples)
+    ref, _, _ = fit(digits, PROTOCOLS[name], 1_920 // mu, mu=mu, model="cifar_cnn", ahead=0)
+    assert la.channels_last and torch.allclose(got, ref, atol=1e-5)
 
 
 def test_a_net_sharing_a_parameter_gets_the_gradient_of_both_uses(digits):

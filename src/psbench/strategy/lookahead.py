@@ -44,6 +44,8 @@ from psbench.strategy.module import prefers_channels_last
 #: samples (16 MB after conv1) stay in cache; one thread, channels_last, measured 2,430 samples/s at 128,
 #: 2,077 at 256, 1,978 at 512 and 1,353 at 1,024 (Rudra Fig 5's 4-softsync groups ~7 rows of μ = 128)
 CPU_CONV_SAMPLES = 128
+#: most samples of consecutive look-ahead units gathered at once (a larger unit is gathered alone, as it is computed)
+GATHER_SAMPLES = 128
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Params = dict[str, torch.Tensor]
 
@@ -233,15 +235,24 @@ class Lookahead:
         if self.per_learner or mode == "vmap" or (mode == "auto" and self.vmap_pays
                                                   and len(cuts) + 1 > self.vmap_threshold):
             return self._vmapped(rows, at)
-        # the batch's samples and weights at once (a unit's are then views): per unit, the gather, the layout copy
-        # and the weights cost ~95 µs of a 4-sample CIFAR CNN unit's ~1.4 ms
-        x, y = self.data.samples(rows)
-        if self.channels_last:
-            x = x.contiguous(memory_format=torch.channels_last)
+        # consecutive units' samples and weights made at once, up to GATHER_SAMPLES (a unit's are then views): per
+        # unit, the gather, the layout copy and the weights cost ~95 µs of a 4-sample CIFAR CNN unit's ~1.4 ms
         s = self.data.spg
         w = self._row_weights(rows).repeat_interleave(s) / s
-        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(rows)], strict=True):
-            self._grouped(int(upd[a]), int(ts[a]), at, x[a * s:b * s], y[a * s:b * s], w[a * s:b * s])
+        starts, ends = np.r_[0, cuts], np.r_[cuts, len(rows)]
+        j = 0
+        while j < len(starts):
+            k = j + 1  # units j…k−1 share one gather
+            while k < len(starts) and (ends[k] - starts[j]) * s <= GATHER_SAMPLES:
+                k += 1
+            lo, hi = starts[j], ends[k - 1]
+            x, y = self.data.samples(rows[lo:hi])
+            if self.channels_last and k - j > 1:  # (a unit alone is copied chunk by chunk, as it is computed)
+                x = x.contiguous(memory_format=torch.channels_last)
+            for a, b in zip(starts[j:k], ends[j:k], strict=True):
+                self._grouped(int(upd[a]), int(ts[a]), at, x[(a - lo) * s:(b - lo) * s], y[(a - lo) * s:(b - lo) * s],
+                              w[a * s:b * s])
+            j = k
 
     def _add(self, u: int, grads: Params, per_sum: torch.Tensor, n: int) -> None:
         entry = self.results.get(u)
