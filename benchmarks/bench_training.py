@@ -25,7 +25,7 @@ shape is warmed up first (oneDNN is several times slower on a new shape's first 
 The allocator: glibc hands large freed blocks back to the OS and adapts its thresholds to what the process has
 freed so far, so the plain loop's NCHW activations (15 MB a batch-120 layer) were page-faulted in again every
 step or not, depending on what ran before: the same loop measured 2,360–2,560 samples/s in fresh processes and
-3,300–3,390 with glibc's thresholds fixed (2 threads, 2026-11-24). ``--malloc pinned`` (the default) fixes them
+3,290–3,390 with glibc's thresholds fixed (2 threads, 2026-11-24). ``--malloc pinned`` (the default) fixes them
 (``mallopt``: blocks up to 32 MiB from the heap, no trimming below 1 GiB) before anything is allocated, so every
 timer runs on a warm heap and the baseline is the plain loop at its best; the strategy's and the μ = 4 loop's
 speeds do not change with it. ``--malloc default`` measures glibc's own behaviour.
