@@ -91,8 +91,7 @@ class Lookahead:
         self.result_bytes = 0
         self.peak_bytes = 0
         self.batch_rows: list[int] = []  # rows computed by each batched call (a statistic; tests read it)
-        self._weights: dict[int, torch.Tensor] = {}
-        self._wlist: dict[int, list[float]] = {}  # w_l/c of the updates in reach (floats; the tensors above)
+        self._wlist: dict[int, list[float]] = {}  # w_l/c of the updates in reach
         self.p_bytes = nbytes(dict(net.named_parameters()))  # one copy of the weights (or of a gradient)
         # functional_call's search for tied weights costs ~3 % of a 4-sample CIFAR CNN gradient (1.32 against
         # 1.28 ms, medians of 20 interleaved rounds); only a net sharing a parameter under two names needs it
@@ -148,13 +147,11 @@ class Lookahead:
         self._prepare(i, params)
         order = self._order(i)
         parts = [self._pop(r) for r in order]
-        w = self._update_weights(i)
-        first = int(self.s.offsets[i])
         each = {k: torch.stack([g[k] for g, _, _ in parts]) for k in params}
         seen, n = 0.0, 0
         for _, per_sum, m in parts:
             seen, n = seen + per_sum, n + m
-        return [int(self.s.learner[r]) for r in order], w[[r - first for r in order]], each, seen / n
+        return [int(self.s.learner[r]) for r in order], self._row_weights(np.array(order)), each, seen / n
 
     def _order(self, i: int) -> list[int]:
         first = int(self.s.offsets[i])
@@ -171,17 +168,8 @@ class Lookahead:
         self.result_bytes -= self.p_bytes
         return entry
 
-    def _update_weights(self, u: int) -> torch.Tensor:
-        w = self._weights.get(u)
-        if w is None:
-            w = self._weights[u] = torch.tensor(self._weight_list(u), dtype=self.data.x.dtype,
-                                                   device=self.data.x.device)
-            for old in [k for k in self._weights if k < u - self.horizon]:
-                del self._weights[old]
-        return w
-
     def _row_weights(self, rows: np.ndarray) -> torch.Tensor:
-        """w_l/c of each of ``rows`` (the values of :meth:`_update_weights`, one tensor made at once)."""
+        """w_l/c of each of ``rows``, in the data's dtype, on its device."""
         first = self.s.offsets[self.upd[rows]]
         vals = [self._weight_list(u)[j] for u, j in zip(self.upd[rows].tolist(), (rows - first).tolist(), strict=True)]
         return torch.tensor(vals, dtype=self.data.x.dtype, device=self.data.x.device)
@@ -193,10 +181,6 @@ class Lookahead:
             for old in [k for k in self._wlist if k < u - self.horizon]:
                 del self._wlist[old]
         return w
-
-    def _row_weight(self, r: int) -> torch.Tensor:
-        u = int(self.upd[r])
-        return self._update_weights(u)[r - int(self.s.offsets[u])]
 
     # -- computing rows ahead ------------------------------------------------------------------
     def _flush(self, i: int, params: Params) -> None:
@@ -264,12 +248,12 @@ class Lookahead:
             entry[1], entry[2] = entry[1] + per_sum, entry[2] + n
 
     def _loop(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
-        ones = torch.ones((), dtype=self.data.x.dtype, device=self.data.x.device)
-        for r in rows.tolist():
+        w = torch.ones(len(rows), dtype=self.data.x.dtype, device=self.data.x.device) if self.per_learner else \
+            self._row_weights(rows)
+        for j, r in enumerate(rows.tolist()):
             x, y = self.data.samples([r])
             params = at(int(self.ts[r]))
-            gr, per = learner_gradient(self.net, self.loss, params, x, y,
-                                       ones if self.per_learner else self._row_weight(r))
+            gr, per = learner_gradient(self.net, self.loss, params, x, y, w[j])
             self._add(r, dict(zip(params, gr, strict=True)), per.sum(), len(per))
             self._track()
 
@@ -301,8 +285,7 @@ class Lookahead:
         snaps = [at(int(self.ts[r])) for r in rows]
         stacked = {k: torch.stack([p[k].detach() for p in snaps]) for k in snaps[0]}
         x, y = self.data.samples(rows)
-        w = torch.ones(R, dtype=x.dtype, device=x.device) if self.per_learner else \
-            torch.stack([self._row_weight(int(r)) for r in rows])
+        w = torch.ones(R, dtype=x.dtype, device=x.device) if self.per_learner else self._row_weights(rows)
         ws = (w / s).unsqueeze(1).expand(R, s)
         grads, sums = vmap(grad(f, has_aux=True))(stacked, x.view(R, s, *x.shape[1:]), y.view(R, s), ws)
         self._track(2 * R * self.p_bytes)
