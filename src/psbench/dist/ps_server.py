@@ -46,9 +46,9 @@ from psbench import lifecycle
 from psbench.dist import messages as m
 from psbench.dist.transport import LearnerFailure
 from psbench.lr import LRPolicy
-from psbench.optimizer.build import finite_update, scale_weight_decay
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
 from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
+from psbench.ps.apply import apply_update
 from psbench.ps.gate import PARK, STOP, Gate
 from psbench.ps.local import commit_scale, uses_local_steps
 
@@ -402,8 +402,8 @@ class ParameterServer:
         if self.replay is not None and self.remaining_reads[i] > 0:
             self.snapshots[i] = self._weights().clone()  # a pending read still needs timestamp i
         loss = sum(e.loss_sum for e in group) / max(1, sum(e.samples for e in group))
-        scale_weight_decay(self.opt, fmean(self.policy.scales([i - t for t in ts], self.mu, self.lam)))
-        self._step(sum_in_order(grads, order), loss, i)
+        self._step(sum_in_order(grads, order), loss, i,
+                   fmean(self.policy.scales([i - t for t in ts], self.mu, self.lam)))
         for e in group:
             self.included[e.contrib.learner] += 1
         st.pushes_applied += len(group)
@@ -420,26 +420,20 @@ class ParameterServer:
             self.logger.log_metrics(metrics, step=i)
         self._release()
 
-    def _step(self, g: torch.Tensor, loss: float, i: int) -> None:
-        """p.grad = g, then the optimizer step of update ``i`` — what Lightning does with the surrogate Σ⟨p, g⟩."""
+    def _step(self, g: torch.Tensor, loss: float, i: int, lr_scale: float) -> None:
+        """Update ``i`` with the flat aggregate ``g``: the PS update step the simulator applies too
+        (:func:`psbench.ps.apply.apply_update`)."""
         if self.diverged_at is not None:
             return
         views, o = [], 0
         for p in self.params:
             views.append(g[o:o + p.numel()].view_as(p))
             o += p.numel()
-        if not finite_update(loss, self.params, views):
+        if not apply_update(self.params, views, loss, self.opt, lr_scale=lr_scale, clip=self.clip,
+                            schedulers=[self.sched] if self.sched is not None else []):
             self.diverged_at = i
             self.gate.halt()  # no more gradients are handed out
             return
-        for p, v in zip(self.params, views, strict=True):
-            p.grad = v
-        if self.clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.params, float(self.clip))
-        self.opt.step()
-        if self.sched is not None:
-            self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
         self.stats.updates_stepped += 1
         self.recent.append(loss)
 

@@ -3,11 +3,11 @@
 For update i the master weights are at timestamp i. The gradients an update applies are computed
 ahead, in batches across upcoming updates, on the weight snapshots they read
 (:class:`~psbench.strategy.lookahead.Lookahead`, bounded by ``memory_budget_bytes``). The strategy
-then applies the aggregated gradient g_i = Σ_l (w_l/c)·Δθ_l itself (manual optimization): p.grad = g_i,
-gradient clipping, the configured torch optimizer's step θ_{i+1} = θ_i − α0·g_i (with momentum/AdaGrad/
-Adam state as usual) and the lr schedule's step — the float operations of Lightning's automatic
-optimization of the linear surrogate Σ⟨p, g_i⟩ and of the dist engine's PS, without the surrogate's
-backward. Callbacks, loggers and Lightning's step counter keep working.
+then applies the aggregated gradient g_i = Σ_l (w_l/c)·Δθ_l itself (manual optimization) with the PS update
+step both engines share (:func:`psbench.ps.apply.apply_update`: p.grad = g_i, gradient clipping, the configured
+torch optimizer's step θ_{i+1} = θ_i − α0·g_i with momentum/AdaGrad/Adam state as usual, the lr schedule's
+step) — the float operations of Lightning's automatic optimization of the linear surrogate Σ⟨p, g_i⟩, without
+the surrogate's backward. Callbacks, loggers and Lightning's step counter keep working.
 
 A Trainer step may carry K consecutive updates (:class:`~psbench.strategy.chunks.UpdateChunk`, when updates
 are small): they are applied one by one, exactly as K steps would; per-update metrics go to the loggers at the
@@ -34,8 +34,8 @@ from collections import deque
 import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
-from psbench.optimizer.build import finite_update, scale_weight_decay
 from psbench.ps import Schedule
+from psbench.ps.apply import apply_update
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.chunks import UpdateChunk
 from psbench.strategy.local_steps import LocalLearners
@@ -191,13 +191,15 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             else:
                 grads, loss = ahead.update_gradient(live, params)
         self.last_loss = float(loss)
-        if not finite_update(self.last_loss, params.values(), (grads[k] for k in params)):
+        trainer = module.trainer
+        if not apply_update(list(params.values()), [grads[k] for k in params], self.last_loss, trainer.optimizers[0],
+                            lr_scale=batch.lr_scale, clip=self.gradient_clip_val,
+                            schedulers=[c.scheduler for c in trainer.lr_scheduler_configs],
+                            step=module.optimizers().step):  # Lightning's wrapper: counts the step (global_step)
             self.diverged_at = batch.index
             self._log({"diverged": 1.0}, batch.index)
-            module.trainer.should_stop = True
+            trainer.should_stop = True
             return None  # no optimizer step
-        scale_weight_decay(module.trainer.optimizers[0], batch.lr_scale)  # this update's decay (Caffe: lr·(g + wd·θ))
-        self._step(module, params, grads)
         self.updates_done += 1
         self.samples_done += batch.samples
         self.sim_time_s = batch.time
@@ -220,19 +222,3 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                       for k, v in metrics.items()}
             for lg in loggers:
                 lg.log_metrics(values, step=step)
-
-    def _step(self, module, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor]) -> None:
-        """p.grad = g, clipping, the optimizer step and the lr schedule's step: one PS update (manual optimization).
-
-        The same float operations as Lightning's automatic optimization of the surrogate Σ⟨p, g⟩ (whose
-        gradient is exactly g) and as the dist engine's PS.
-        """
-        for k, p in params.items():
-            p.grad = grads[k]
-        if self.gradient_clip_val:
-            torch.nn.utils.clip_grad_norm_(list(params.values()), float(self.gradient_clip_val))
-        module.optimizers().step()  # Lightning's optimizer wrapper: counts the step (global_step)
-        for cfg in module.trainer.lr_scheduler_configs:
-            cfg.scheduler.step()
-        for p in params.values():
-            p.grad = None
