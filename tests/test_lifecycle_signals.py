@@ -1,4 +1,4 @@
-"""SIGINT/SIGTERM end a run KILLED, at every phase; handled engine=dist failures are one line.
+"""SIGINT/SIGTERM/SIGHUP end a run KILLED, at every phase; handled engine=dist failures are one line.
 
 Each test starts the real ``psbench`` (``python -m psbench.cli``) in a subprocess with the
 MLflow store of ``psbench_root``, waits for a marker of the phase it targets (the MLflow run
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
-SIGNALS = [signal.SIGINT, signal.SIGTERM]
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]  # SIGHUP: a closed terminal, a dropped ssh session
 
 
 def _sigint_as_in_a_terminal() -> None:
@@ -74,6 +74,7 @@ def handlers():
     lifecycle.reset()
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, even where SIGINT came in ignored
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     lifecycle.install()
     yield lifecycle
     lifecycle.reset()
@@ -321,9 +322,11 @@ def test_a_learner_that_cannot_reach_the_ps_says_so_in_one_line(tmp_path):
                                                  "(engine.connect_timeout_s)")
 
 
-def test_a_pre_empted_run_checkpoints_and_its_resume_equals_the_uninterrupted_run(psbench_root):
-    """SIGTERM (a scheduler's pre-emption) mid-fit: a checkpoint at the update boundary, exit 143, and
-    ``resume=<run dir>`` then ends with the uninterrupted run's weights, in the same MLflow run."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+def test_a_pre_empted_run_checkpoints_and_its_resume_equals_the_uninterrupted_run(psbench_root, sig):
+    """SIGTERM (a scheduler's pre-emption) or SIGHUP (the terminal closed) mid-fit: a checkpoint at the update
+    boundary, exit 143 / 129, and ``resume=<run dir>`` then ends with the uninterrupted run's weights, in the same
+    MLflow run."""
     args = ("epochs=40", "trainer.num_threads=1", "trainer.checkpoint_every=0", "trainer.progress=plain",
             "trainer.log_every_n_updates=1")
     full = Psbench(psbench_root, *args, f"hydra.run.dir={psbench_root / 'full'}")
@@ -333,9 +336,10 @@ def test_a_pre_empted_run_checkpoints_and_its_resume_equals_the_uninterrupted_ru
     run_dir = psbench_root / "cut"
     p = Psbench(psbench_root, *args, f"hydra.run.dir={run_dir}")
     p.wait_for(lambda: "update 20" in p.out.read_text())
-    rc, err = p.kill(signal.SIGTERM)
-    assert rc == 143, err[-3000:]
+    rc, err = p.kill(sig)
+    assert rc == EXIT[sig], err[-3000:]
     killed = json.loads((run_dir / "summary.json").read_text())
+    assert killed["signal"] == sig.name
     assert killed["status"] == "killed" and 0 < killed["updates_done"] < killed["updates_total"]
     assert (run_dir / "checkpoint.pt").is_file()  # written although checkpoint_every=0: the signal asked for it
 

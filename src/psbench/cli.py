@@ -23,9 +23,9 @@ already started in MLflow is marked FAILED. A handled failure of the run
 exit 1, the run FAILED with tag ``failure_reason``. ``HYDRA_FULL_ERROR=1`` shows the traceback
 instead. Any other exception marks the run FAILED (with ``failure_reason``) and propagates.
 
-SIGINT and SIGTERM (:mod:`psbench.lifecycle`) end the run KILLED at the next PS update boundary:
+SIGINT, SIGTERM and SIGHUP (:mod:`psbench.lifecycle`) end the run KILLED at the next PS update boundary:
 ``summary.json`` with ``status: killed`` and what was done, tag ``failure_reason``, one line on
-stderr, exit 130 / 143; in a multirun no further job starts.
+stderr, exit 130 / 143 / 129; in a multirun no further job starts.
 
 A multirun (``-m``) gets an MLflow parent run whose children are its jobs
 (:mod:`psbench.tracking.sweep`). In a plain grid, a job with bad input prints its line and

@@ -1,14 +1,15 @@
-"""How a run ends on SIGINT or SIGTERM: the signal becomes :class:`Killed`, raised where it is safe.
+"""How a run ends on SIGINT, SIGTERM or SIGHUP: the signal becomes :class:`Killed`, raised where it is safe.
 
 :func:`install` (called by the ``psbench`` entry point) replaces Python's SIGINT handling
-(``KeyboardInterrupt``) and the default SIGTERM action with one handler. Outside a
+(``KeyboardInterrupt``) and the default SIGTERM and SIGHUP actions with one handler: SIGHUP (a closed terminal,
+a dropped ssh session) ends a run as SIGTERM does, KILLED with a checkpoint and its ``summary.json``. Outside a
 :func:`deferred` section the handler raises :class:`Killed` at once; inside one (the training
 loop, the dist PS loop, creating or closing the MLflow run, stopping learner processes) it only
 records the signal, and :func:`check` raises it at the next safe point — an update boundary — or
 the section raises it on leaving. :class:`Killed` is a ``BaseException``, so ``except
 Exception`` in Hydra's job runner, MLflow or Lightning does not swallow it; it carries
 ``progress`` (updates done, samples, simulated or measured time, test error) filled in by the code it
-passes through, and the exit code 128 + signal (130 for SIGINT, 143 for SIGTERM).
+passes through, and the exit code 128 + signal (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 
 A signal that arrives after the :class:`Killed` was raised (clean-up is running, bounded in
 time) is ignored; a third one ends the process the default way. A :class:`Killed` raised inside a
@@ -30,7 +31,7 @@ from typing import Any
 
 from psbench.summary import RunSummary
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Killed(BaseException):
@@ -89,7 +90,7 @@ _next_unraisable_hook = sys.unraisablehook
 
 
 def install() -> None:
-    """Take over SIGINT and SIGTERM in this (main) thread; a signal ignored by the parent stays ignored."""
+    """Take over :data:`SIGNALS` in this (main) thread; a signal ignored by the parent stays ignored (``nohup``)."""
     if threading.current_thread() is not threading.main_thread():
         return
     sys.unraisablehook = _unraisable

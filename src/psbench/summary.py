@@ -34,7 +34,7 @@ class RunSummary:
     diverged: bool = False  #: a NaN/inf loss or test loss (the run still ends FINISHED)
     diverged_at_update: int | None = None  #: the PS update whose loss was first non-finite
     failure_reason: str | None = None  #: one line for a killed/failed job (MLflow tag ``failure_reason``)
-    signal: str | None = None  #: SIGINT | SIGTERM for a killed run (none for trainer.stop_after_updates)
+    signal: str | None = None  #: SIGINT | SIGTERM | SIGHUP for a killed run (none for trainer.stop_after_updates)
     checkpoint: str | None = None  #: where a stopped run's checkpoint is (resume=<run dir>)
     test_error: float | None = None  #: final test error of the PS weights (null: not trained/evaluated)
     test_loss: float | None = None  #: final mean test cross-entropy

@@ -10,7 +10,7 @@ path here, and ``learner_data.pt`` (their copy of the training set) is removed. 
 ``engine.launch=external`` it only waits, at most ``engine.connect_timeout_s``, for λ learners
 started elsewhere, e.g. by torchrun on other nodes (README "engine=dist").
 
-SIGINT/SIGTERM (:mod:`psbench.lifecycle`) stop the PS between messages; the run ends KILLED with
+SIGINT/SIGTERM/SIGHUP (:mod:`psbench.lifecycle`) stop the PS between messages; the run ends KILLED with
 what was done. Spawned learners ignore SIGINT (the terminal's Ctrl-C reaches the whole process
 group; the PS stops them); a learner ended by SIGINT/SIGTERM kills the run rather than failing it.
 Handled failures (:class:`~psbench.dist.transport.LearnerFailure`, a process group that does not
@@ -102,7 +102,7 @@ class Learners:
         return why + (f": {last[-1].strip()[:200]}" if last and rc > 0 else "")
 
     def killed_by(self) -> tuple[int, int] | None:
-        """(rank, signal) of a learner ended by SIGINT or SIGTERM: the run was killed, it did not fail."""
+        """(rank, signal) of a learner ended by SIGINT, SIGTERM or SIGHUP: the run was killed, it did not fail."""
         for rank, p in enumerate(self.procs, 1):
             rc = p.poll()
             if rc is not None and (-rc in lifecycle.SIGNALS or rc - 128 in lifecycle.SIGNALS):

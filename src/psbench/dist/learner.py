@@ -145,8 +145,9 @@ def run(spec: dict, rank: int) -> int:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     die_with_parent()
-    if os.environ.get("PSBENCH_SPAWNED") == "1":  # Ctrl-C in the terminal: the PS stops us
+    if os.environ.get("PSBENCH_SPAWNED") == "1":  # Ctrl-C or a closed terminal reaches the group: the PS stops us
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     with open(argv[0]) as fh:
         spec = json.load(fh)
     rank = int(argv[1]) if len(argv) > 1 else int(os.environ["RANK"]) + int(spec.get("rank_offset", 0))

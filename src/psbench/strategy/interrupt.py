@@ -1,4 +1,4 @@
-"""Stop training at a PS update boundary when SIGINT/SIGTERM arrived (:mod:`psbench.lifecycle`)."""
+"""Stop training at a PS update boundary when SIGINT/SIGTERM/SIGHUP arrived (:mod:`psbench.lifecycle`)."""
 
 from __future__ import annotations
 

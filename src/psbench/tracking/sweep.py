@@ -280,8 +280,8 @@ def closing_parent() -> Iterator[None]:
 
 def abandon(err: BaseException) -> None:
     """The sweep ended by ``err`` before :func:`end_sweep`: its parent ends FAILED, or KILLED for Ctrl-C and
-    exits 130/143 (SIGINT/SIGTERM), with ``failure_reason``; a parent without job runs is deleted."""
+    exits 130/143/129 (SIGINT/SIGTERM/SIGHUP), with ``failure_reason``; a parent without job runs is deleted."""
     from psbench.lifecycle import Killed
 
-    killed = isinstance(err, KeyboardInterrupt | Killed) or (isinstance(err, SystemExit) and err.code in (130, 143))
+    killed = isinstance(err, KeyboardInterrupt | Killed) or (isinstance(err, SystemExit) and err.code in (130, 143, 129))
     _close("KILLED" if killed else "FAILED", error_line(err))
