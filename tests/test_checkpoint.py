@@ -101,6 +101,49 @@ def test_unreadable_checkpoint_is_a_config_error(tmp_path):
     assert resume_state(None, tmp_path, {}) == ("fresh", None)
 
 
+class _Payload:
+    """A pickle that creates a file when unpickled."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.path}",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line_and_runs_nothing(psbench_root, run_psbench,
+                                                                                mlflow_runs):
+    """``resume=<dir>`` on a shared file system: a checkpoint.pt someone else placed there is read with
+    ``weights_only=True`` — refused naming what it holds, exit 2, no MLflow run, nothing executed."""
+    import torch
+
+    run_dir, marker = psbench_root / "shared_run", psbench_root / "created_by_the_checkpoint"
+    run_dir.mkdir()
+    torch.save({"format": 1, "update": 3, "config": {}, "weights": _Payload(marker)}, run_dir / CHECKPOINT_FILE)
+    r = run_psbench(f"resume={run_dir}", "trainer.progress=none", root=psbench_root, timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and lines[-1].startswith("psbench: error: resume="), r.stderr[-2000:]
+    assert "system" in lines[-1] and "Traceback" not in r.stderr
+    assert not marker.exists() and mlflow_runs(psbench_root) == []
+
+
+def test_a_checkpoint_round_trips_numpy_state_as_tensors(tmp_path):
+    """:func:`psbench.checkpoint.save` stores numpy arrays (the numpy RNG state) as tensors: weights-only loadable."""
+    import numpy as np
+    import torch
+
+    from psbench.checkpoint import rng_state, save
+
+    state = {"rng": rng_state(), "a": np.arange(5, dtype=np.int16), "b": [np.float32(1.5), (np.int64(3),)]}
+    save(tmp_path / CHECKPOINT_FILE, state)
+    torch.load(tmp_path / CHECKPOINT_FILE, weights_only=True)  # no numpy global in the file
+    back = load(tmp_path / CHECKPOINT_FILE)
+    assert back["a"].dtype == np.int16 and back["a"].tolist() == [0, 1, 2, 3, 4]
+    assert back["b"] == [1.5, (3,)] and np.array_equal(back["rng"]["numpy"][1], state["rng"]["numpy"][1])
+
+
 def test_config_diff_names_keys_and_ignores_resume_keys():
     a = {"protocol": {"n": 4}, "trainer": {"checkpoint_every": 10, "stop_after_updates": 3}, "resume": None,
          "tags": {"optuna_trial": 2}}

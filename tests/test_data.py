@@ -282,6 +282,47 @@ def test_cifar10_subset_npz_on_tiny_file(tiny: TinyData) -> None:
         build_datamodule("cifar10_subset", tiny.dir, verify=False).setup()
 
 
+def _truncated(raw: bytes) -> bytes:
+    return raw[: len(raw) // 2]
+
+
+def _garbled(raw: bytes) -> bytes:
+    mid = len(raw) // 2
+    return raw[:mid] + bytes(b ^ 0x5A for b in raw[mid:mid + 64]) + raw[mid + 64:]
+
+
+@pytest.mark.parametrize("damage", [_truncated, _garbled], ids=["truncated", "garbled"])
+@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist", "cifar10", "cifar10_subset"])
+def test_a_damaged_file_is_one_line_naming_it_whatever_verify_says(tiny: TinyData, dataset: str, damage) -> None:
+    """Corruption found while reading (md5 checks skipped with verify=false) is a DataError naming the file."""
+    for key in sources.DATASET_FILES[dataset]:
+        path = tiny.dir / key
+        raw = path.read_bytes()
+        path.write_bytes(damage(raw))
+        with pytest.raises(DataError) as err:
+            build_datamodule(dataset, tiny.dir, verify=False).setup()
+        assert str(path) in str(err.value) and "\n" not in str(err.value), str(err.value)
+        path.write_bytes(raw)
+
+
+def test_a_cifar_pickle_that_would_run_code_is_refused_and_runs_nothing(tiny: TinyData, tmp_path: Path) -> None:
+    """The CIFAR batches are unpickled with numpy arrays and builtin data only, also without the md5 check."""
+    import os
+
+    marker = tmp_path / "created_by_the_pickle"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path = tiny.dir / sources.DATASET_FILES["cifar10"][0]
+    path.write_bytes(pickle.dumps({b"data": Payload(), b"labels": []}, protocol=2))
+    with pytest.raises(DataError) as err:
+        build_datamodule("cifar10", tiny.dir, verify=False).setup()
+    assert str(path) in str(err.value) and "system" in str(err.value) and "\n" not in str(err.value)
+    assert not marker.exists()
+
+
 @needs_real("CIFAR-10 subset", *sources.DATASET_FILES["cifar10_subset"])
 def test_cifar10_subset_shapes() -> None:
     dm = build_datamodule("cifar10_subset", REAL_DATA)

@@ -32,7 +32,7 @@ def test_zero_clip_is_no_clip(clip):
     ref, _ = _params_and_grads()
     assert apply_update(ref, grads, 1.0, torch.optim.SGD(ref, lr=0.1), clip=None)
     assert apply_update(params, grads, 1.0, torch.optim.SGD(params, lr=0.1), clip=clip)
-    for p, r, g in zip(params, ref, grads, strict=True):
+    for p, r in zip(params, ref, strict=True):
         assert torch.equal(p.detach(), r.detach())  # bit for bit
         assert p.grad is None
     start, _ = _params_and_grads()

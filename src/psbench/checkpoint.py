@@ -13,16 +13,19 @@ It holds everything the rest of the run depends on:
 * the resolved config, the schedule's hash and the MLflow run id.
 
 The schedule and the sample stream are deterministic functions of the config (the stream's position
-is the update index), so they are recomputed and checked, not stored. Resuming rebuilds the run from the
-config, loads this state, and continues the Trainer at update i with Lightning's counters (global step,
-logging step, evaluation cadence) set to where they were: the result equals the uninterrupted run's bit
-for bit. The file is written atomically (``.tmp`` then rename); only the last one is kept.
+is the update index), so they are recomputed and checked, not stored. The file holds tensors and plain data only
+(numpy arrays are stored as tensors): it is read with ``torch.load(weights_only=True)``, so a ``checkpoint.pt``
+that someone else placed in a run dir on a shared file system cannot run code when ``resume=`` reads it.
+Resuming rebuilds the run from the config, loads this state, and continues the Trainer at update i with
+Lightning's counters (global step, logging step, evaluation cadence) set to where they were: the result equals
+the uninterrupted run's bit for bit. The file is written atomically (``.tmp`` then rename); only the last one is kept.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,18 +66,57 @@ def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     return [f"{k} ({a.get(k, '<unset>')!r} → {b.get(k, '<unset>')!r})" for k in keys]
 
 
+_NUMPY = "__numpy__"  # an array stored as a tensor: {_NUMPY: tensor}
+
+
+def _plain(x: Any) -> Any:
+    """``x`` with every numpy array as a tensor and every numpy scalar as a Python number (what
+    ``torch.load(weights_only=True)`` reads without unpickling a global)."""
+    if isinstance(x, np.ndarray):
+        return {_NUMPY: torch.from_numpy(np.array(x, copy=True))}
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, Mapping):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return type(x)(_plain(v) for v in x)
+    return x
+
+
+def _numpy(x: Any) -> Any:
+    """Undo :func:`_plain`'s arrays."""
+    if isinstance(x, dict):
+        if set(x) == {_NUMPY}:
+            return x[_NUMPY].numpy()
+        return {k: _numpy(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return type(x)(_numpy(v) for v in x)
+    return x
+
+
 def save(path: Path, state: Mapping[str, Any]) -> float:
-    """Write ``state`` atomically (tmp + rename); return the seconds it took."""
+    """Write ``state`` atomically (tmp + rename) as tensors and plain data; return the seconds it took."""
     t0 = time.perf_counter()
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(dict(state), tmp)
+    torch.save(_plain(dict(state)), tmp)
     os.replace(tmp, path)
     return time.perf_counter() - t0
 
 
 def load(path: Path) -> dict[str, Any]:
-    """A checkpoint written by :func:`save` (psbench's own file: full unpickling)."""
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """A checkpoint written by :func:`save`, read without running code (``weights_only=True``): a file that
+    holds anything but tensors and plain data raises ``pickle.UnpicklingError`` naming what it holds."""
+    return _numpy(torch.load(path, map_location="cpu", weights_only=True))
+
+
+def _load_error(e: Exception) -> str:
+    """What is wrong with a checkpoint file, in a few words (torch's weights-only message is a page long)."""
+    text = str(e)
+    found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) ([\w.]+)", text)
+    if found:
+        return f"it holds {found.group(1)}, which a psbench checkpoint never holds (a pickle that runs code)"
+    lines = [s.strip() for s in text.splitlines() if s.strip()]
+    return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
 def rng_state() -> dict[str, Any]:
@@ -219,9 +261,9 @@ def resume_state(resume: str | None, run_dir: Path, resolved: Mapping[str, Any])
     if ckpt.is_file():
         try:
             state = load(ckpt)
-        except Exception as e:  # truncated or foreign file: a line, not a traceback
-            raise ConfigError("resume", resume, f"a run dir with a readable {CHECKPOINT_FILE} ({ckpt}: "
-                              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        except Exception as e:  # truncated, foreign, or holding code: a line, not a traceback (and nothing ran)
+            raise ConfigError("resume", resume, f"a run dir with a psbench {CHECKPOINT_FILE} ({ckpt}: "
+                              f"{_load_error(e)})") from None
         why = mismatch(state.get("config") or {})
         if why is None:
             return "resume", state

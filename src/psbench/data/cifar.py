@@ -1,12 +1,15 @@
 """CIFAR-10 (Rudra §4.2): the standard python pickles, or the offline prefix subset npz.
 
-The pickles are only unpickled after their md5 matched the canonical one (see
-:func:`psbench.data.download.ensure_files`), since unpickling runs code.
+The pickles are read by an unpickler that knows only the types a CIFAR batch holds (a dict of bytes, numbers
+and numpy arrays): a file that would run anything else when unpickled is refused naming what it holds, also
+when ``dataset.verify=false`` skips the md5 check (:func:`psbench.data.download.ensure_files`).
 """
 
 from __future__ import annotations
 
 import pickle
+import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +20,19 @@ from psbench.data.sources import CIFAR10_TEST_BATCH, CIFAR10_TRAIN_BATCHES
 from psbench.errors import DataError
 
 CIFAR_SHAPE = (3, 32, 32)
+#: the globals of a CIFAR batch pickle: numpy arrays (protocol 2 with its latin-1 strings; 4; 5) and nothing else
+_ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
+            *((f"numpy.{core}.multiarray", "_reconstruct") for core in ("core", "_core")),
+            *((f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core"))}
+
+
+class _BatchUnpickler(pickle.Unpickler):
+    """Unpickles numpy arrays and builtin data only; any other global raises ``pickle.UnpicklingError``."""
+
+    def find_class(self, module: str, name: str):  # type: ignore[no-untyped-def]
+        if (module, name) in _ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"it would run {module}.{name} when unpickled, which a CIFAR batch never holds")
 
 
 def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
@@ -24,11 +40,11 @@ def read_cifar_batch(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     path = Path(path)
     try:
         with path.open("rb") as fh:
-            entry = pickle.load(fh, encoding="bytes")
+            entry = _BatchUnpickler(fh, encoding="bytes").load()
     except FileNotFoundError:
         raise DataError(f"cifar10: batch file {path} not found") from None
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError) as exc:
-        raise DataError(f"cifar10: cannot unpickle {path}: {exc}") from exc
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError) as exc:
+        raise DataError(f"cifar10: cannot unpickle {path}: {exc or type(exc).__name__}") from None
     if not isinstance(entry, dict) or b"data" not in entry:
         raise DataError(f"cifar10: {path} is not a CIFAR batch (expected dict with b'data')")
     labels = entry.get(b"labels", entry.get(b"fine_labels"))
@@ -69,8 +85,8 @@ def load_cifar10_subset(path: str | Path) -> ArraySplit:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in names if k not in npz.files]
             arrays = {k: npz[k] for k in names if k not in missing}
-    except (OSError, ValueError) as exc:
-        raise DataError(f"cifar10_subset: cannot read {path}: {exc}") from exc
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:  # truncated, corrupted
+        raise DataError(f"cifar10_subset: cannot read {path}: {exc or type(exc).__name__}") from None
     if missing:
         raise DataError(f"cifar10_subset: {path} lacks array {', '.join(missing)}; expected {', '.join(names)}")
     for part in ("train", "test"):

@@ -7,6 +7,7 @@ per dimension; the data follows in C order, big-endian. Files may be gzip-compre
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,8 +36,8 @@ def _read_bytes(path: Path) -> bytes:
     if raw[:2] == b"\x1f\x8b":  # gzip magic, regardless of the suffix
         try:
             return gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise DataError(f"IDX file {path} is not a valid gzip stream: {exc}") from exc
+        except (OSError, EOFError, zlib.error) as exc:  # truncated, or corrupted deflate data
+            raise DataError(f"IDX file {path} is not a valid gzip stream: {exc}") from None
     return raw
 
 

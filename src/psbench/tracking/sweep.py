@@ -283,5 +283,6 @@ def abandon(err: BaseException) -> None:
     exits 130/143/129 (SIGINT/SIGTERM/SIGHUP), with ``failure_reason``; a parent without job runs is deleted."""
     from psbench.lifecycle import Killed
 
-    killed = isinstance(err, KeyboardInterrupt | Killed) or (isinstance(err, SystemExit) and err.code in (130, 143, 129))
+    signalled = isinstance(err, SystemExit) and err.code in (130, 143, 129)
+    killed = isinstance(err, KeyboardInterrupt | Killed) or signalled
     _close("KILLED" if killed else "FAILED", error_line(err))
