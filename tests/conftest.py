@@ -13,6 +13,8 @@
 * ``mlflow_runs(root, parents=False)`` — every job run in ``root/mlflow.db`` as dicts (status,
   tags, params, metrics), ``[]`` when no store was created; sweeps' parent runs only with
   ``parents=True``.
+* ``running_runs(root)`` — (name, lifecycle stage) of every run still RUNNING in ``root/mlflow.db``, read with
+  sqlite, deleted runs included (MLflow's search hides those).
 """
 
 from __future__ import annotations
@@ -145,3 +147,17 @@ def mlflow_runs():
         ]
 
     return _runs
+
+
+@pytest.fixture
+def running_runs():
+    def _running(root: Path) -> list[tuple[str, str]]:
+        import sqlite3
+
+        db = root / "mlflow.db"
+        if not db.exists():
+            return []
+        with sqlite3.connect(db, timeout=30) as con:
+            return con.execute("select name, lifecycle_stage from runs where status = 'RUNNING'").fetchall()
+
+    return _running

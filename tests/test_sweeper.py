@@ -211,13 +211,15 @@ def test_a_changed_fixed_override_into_the_same_study_is_refused_before_any_tria
 
 
 def test_an_objective_no_job_reports_stops_the_study_with_one_line(psbench_root, run_psbench):
+    """A psbench job reports summary.json's numbers: an objective that is not one is refused before any trial
+    (another app's jobs are asked at the first trial: tests/test_sweeper_resume.py)."""
     res = run_psbench("-m", "hparams_search=rudra_pareto", "hydra.sweeper.objectives=[staleness_mean,sim_time]",
                       "schedule_only=true", "logger=none", root=psbench_root)
     assert res.returncode == 2
     [line] = res.stderr.strip().splitlines()
-    assert line.startswith("psbench: error: hydra.sweeper.objectives: trial 0 does not report 'sim_time'; it reports ")
-    assert "sim_time_s" in line.split("it reports ")[1].split(", ")
-    assert len(_study(psbench_root).get_trials()) == 1  # stopped after the first job
+    assert line.startswith("psbench: error: hydra.sweeper.objectives=[staleness_mean,sim_time] is invalid: allowed ")
+    assert "sim_time_s" in line.split(": ")[-1].split(", ")
+    assert not list(psbench_root.rglob("optuna.db"))  # refused before the study
 
 
 def test_n_trials_below_one_is_refused_before_any_study_exists(psbench_root, run_psbench):
@@ -227,3 +229,87 @@ def test_n_trials_below_one_is_refused_before_any_study_exists(psbench_root, run
         "psbench: error: hydra.sweeper.n_trials=-1 is invalid: allowed an integer >= 1 "
         "(null: the whole grid, with sampler.name=grid)"]
     assert not list(psbench_root.rglob("optuna.db"))
+
+
+# --------------------------------------------------------------------------- every exit leaves a true record
+def test_the_readme_pareto_sweep_and_refused_sweeper_keys_leave_no_running_run(psbench_root, run_psbench,
+                                                                              mlflow_runs, running_runs):
+    """The parent run is made once, in the study's dir: the README's search leaves it FINISHED (it used to leave
+    a soft-deleted RUNNING parent for the timestamped dir), and a refused sweeper key leaves none at all."""
+    res = run_psbench("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=2", "epochs=1",
+                      "trainer.progress=none", root=psbench_root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = mlflow_runs(psbench_root, parents=True)
+    [parent] = [r for r in runs if r["tags"].get("psbench.sweep_parent") == "true"]
+    assert parent["status"] == "FINISHED" and parent["tags"]["sweep_dir"] == str(_sweep_dir(psbench_root))
+    assert sorted(r["status"] for r in runs) == ["FINISHED"] * 3
+    for bad in ("hydra.sweeper.n_trials=0", "hydra.sweeper.sampler.name=bogus"):
+        res = run_psbench("-m", "hparams_search=rudra_pareto", bad, "epochs=1", root=psbench_root)
+        assert res.returncode == 2 and res.stderr.strip().splitlines()[-1].startswith(
+            f"psbench: error: {bad.split('=')[0]}="), res.stderr[-2000:]
+    assert len(mlflow_runs(psbench_root, parents=True)) == 3
+    assert running_runs(psbench_root) == []
+
+
+def test_a_mistyped_objective_is_refused_before_any_trial_whatever_their_number(psbench_root, run_psbench):
+    """One objective named wrong used to get the job's return value (its test error) under that name."""
+    for objectives in ("[sim_time]", "[test_error,sim_time]"):
+        res = run_psbench("-m", "hydra/sweeper=psbench_optuna", f"hydra.sweeper.objectives={objectives}",
+                          "hydra.sweeper.n_trials=1", "hydra.sweeper.params={learners: 'choice(1,2)'}",
+                          "schedule_only=true", "logger=none", root=psbench_root)
+        assert res.returncode == 2, res.stderr[-2000:]
+        [line] = res.stderr.strip().splitlines()
+        assert line.startswith(f"psbench: error: hydra.sweeper.objectives={objectives} is invalid: ")
+        assert "(did you mean sim_time_s?)" in line and "test_error" in line
+    assert not list(psbench_root.rglob("summary.json"))  # no trial ran
+
+
+def test_a_storage_that_is_not_an_optuna_database_is_refused_in_one_line(psbench_root, run_psbench):
+    import sqlite3
+
+    other = psbench_root / "other.db"
+    with sqlite3.connect(other) as con:
+        con.execute("create table notes (x int)")
+    for storage, words in ((f"sqlite:///{psbench_root}/mlflow.db", "not an MLflow tracking store"),
+                           (f"sqlite:///{other}", "it holds other tables: notes")):
+        res = run_psbench("-m", "hydra/sweeper=psbench_optuna", f"hydra.sweeper.storage={storage}",
+                          "hydra.sweeper.n_trials=1", "hydra.sweeper.params={learners: 'choice(1,2)'}",
+                          "hydra.sweeper.objectives=[staleness_mean]", "schedule_only=true", "logger=none",
+                          root=psbench_root)
+        assert res.returncode == 2, res.stderr[-2000:]
+        [line] = res.stderr.strip().splitlines()
+        assert line.startswith(f"psbench: error: hydra.sweeper.storage={storage} is invalid: ") and words in line
+    with sqlite3.connect(psbench_root / "mlflow.db") as con:  # the store was not touched by Optuna
+        assert "studies" not in {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+
+
+KILL_AFTER_DRIVER = """
+import os, signal, sys
+import psbench.cli as cli
+orig, calls = cli.execute, [0]
+def execute(cfg):
+    calls[0] += 1
+    out = orig(cfg)
+    if calls[0] == int(os.environ["KILL_AT"]):
+        os.kill(os.getpid(), signal.SIGKILL)  # the job finished (summary.json, MLflow FINISHED); its trial is not told
+    return out
+cli.execute = execute
+sys.argv = ["psbench", *sys.argv[1:]]
+cli.main()
+"""
+
+
+def test_a_trial_that_finished_before_it_was_recorded_is_recorded_not_trained_again(psbench_root, run_psbench,
+                                                                                   mlflow_runs):
+    args = ("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=2", "epochs=1", "trainer.progress=none")
+    first = run_psbench(*args, root=psbench_root, driver=KILL_AFTER_DRIVER, env={"KILL_AT": "2"})
+    assert first.returncode == -9, first.stderr[-2000:]
+    [running] = [t for t in _study(psbench_root).get_trials() if t.state == TrialState.RUNNING]
+    summary = _sweep_dir(psbench_root) / str(running.number) / "summary.json"
+    stamp = summary.stat().st_mtime_ns
+    second = run_psbench(*args, root=psbench_root)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert summary.stat().st_mtime_ns == stamp  # not trained again
+    complete = [t for t in _study(psbench_root).get_trials() if t.state == TrialState.COMPLETE]
+    assert len(complete) == 2 and any(t.user_attrs.get("retry_of") == running.number for t in complete)
+    assert sorted(r["status"] for r in mlflow_runs(psbench_root)) == ["FINISHED", "FINISHED"]  # one run per trial

@@ -126,13 +126,14 @@ def test_failed_runs_and_a_crashed_sweep_carry_the_reason(run_psbench, mlflow_ru
     assert parent["status"] == "FAILED" and parent["tags"]["failure_reason"] == "RuntimeError: stand-in trainer crashed"
 
 
-def test_a_sweep_of_bad_input_only_leaves_no_parent_run(run_psbench, mlflow_runs, psbench_root):
+def test_a_sweep_of_bad_input_only_leaves_no_parent_run(run_psbench, mlflow_runs, running_runs, psbench_root):
     proc = run_psbench("-m", "protocol=hardsync,nope", root=psbench_root)  # refused before any job
     assert proc.returncode == 2 and last_line(proc.stderr).startswith("psbench: error: protocol")
     assert mlflow_runs(psbench_root, parents=True) == []
     proc = run_psbench("-m", "learners=1,2", "protocol=softsync", "protocol.n=3", root=psbench_root)
     assert proc.returncode == 1 and last_line(proc.stderr).startswith("psbench: 2 of 2 jobs failed: job 0 [learners=1]")
     assert mlflow_runs(psbench_root, parents=True) == []
+    assert running_runs(psbench_root) == []  # the deleted parent was ended first
 
 
 @pytest.mark.slow

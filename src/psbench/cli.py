@@ -149,16 +149,12 @@ class OutputDirCheck(Callback):
         if resume not in (None, "auto"):
             report(ConfigError("resume", resume, "null or auto in a sweep (-m): each job resumes its own dir"))
         self._check("hydra.sweep.dir", config)
-        from psbench.tracking import ensure_experiment, sweep
+        from psbench.tracking import sweep
 
-        lg, exp_id = config.get("logger"), None
-        if lg is not None and lg.get("name") == "mlflow":
-            try:
-                exp_id = ensure_experiment(lg.tracking_uri, lg.experiment_name, lg.artifact_location,
-                                           lg.get("lock_timeout_s", 30))
-            except ConfigError as err:
-                report(err)
-        sweep.start_sweep(config, exp_id)  # the parent run of the jobs, and their ledger
+        try:
+            sweep.begin(config)  # the store, and the parent run of the jobs with their ledger
+        except ConfigError as err:
+            report(err)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if HydraConfig.get().mode == RunMode.MULTIRUN:

@@ -29,6 +29,7 @@ One sweep = one Optuna study in ``storage`` (sqlite under the sweep dir by defau
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import logging
 import math
@@ -138,6 +139,41 @@ def make_sampler(conf: Mapping[str, Any], space: Mapping[str, BaseDistribution],
     raise StudyStop(f"hydra.sweeper.sampler.name={name} is invalid: allowed one of {', '.join(SAMPLERS)}")
 
 
+#: tables of an MLflow tracking store; a database holding them is not an Optuna storage (both keep alembic_version)
+MLFLOW_TABLES = {"experiments", "runs", "metrics", "params"}
+
+
+def check_storage(url: str, tracking_uri: str | None = None) -> None:
+    """Refuse (:class:`StudyStop`, one line) a storage that is the MLflow store or a database Optuna did not make.
+
+    A database with tables but no ``studies`` table is someone else's (Optuna would stop with a misleading schema
+    error); an empty or new one is Optuna's to create.
+    """
+    if tracking_uri and url == tracking_uri:
+        raise _invalid("storage", url, "an Optuna database, not the MLflow store (logger.tracking_uri); the default "
+                       "sqlite:///${hydra.sweep.dir}/optuna.db keeps each study beside its trials")
+    import sqlalchemy
+
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+        return
+    try:
+        engine = sqlalchemy.create_engine(url)
+        try:
+            tables = set(sqlalchemy.inspect(engine).get_table_names())
+        finally:
+            engine.dispose()
+    except Exception as err:  # not a database, no such server, a driver missing: said in the line
+        lines = [s for s in str(err).splitlines() if s.strip()]
+        raise _invalid("storage", url, "an Optuna RDB storage URL (sqlite:///<file> or postgresql+psycopg://...) "
+                       f"that can be opened: {type(err).__name__}: {lines[0][:200] if lines else ''}") from None
+    if tables & MLFLOW_TABLES >= {"experiments", "runs"}:
+        raise _invalid("storage", url, "an Optuna database, not an MLflow tracking store (it holds MLflow's "
+                       "experiments and runs tables)")
+    if tables and "studies" not in tables:
+        raise _invalid("storage", url, "an Optuna database or a new one (it holds other tables: "
+                       + ", ".join(sorted(tables)[:6]) + ")")
+
+
 def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
     """RDB storage; for sqlite the parent dir is created and writers wait for the lock (30 s).
 
@@ -243,6 +279,13 @@ class OptunaSweeperImpl:
             raise _invalid("n_jobs", self.n_jobs, "an integer >= 1")
         if not self.objectives or len(set(self.objectives)) != len(self.objectives) or not all(self.objectives):
             raise _invalid("objectives", self.objectives, "a list of distinct keys of what a job reports")
+        reported = self._reported_keys()
+        unknown = [k for k in self.objectives if reported is not None and k not in reported]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], reported, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise _invalid("objectives", self.objectives, f"numbers a psbench job reports in summary.json{hint}: "
+                           + ", ".join(reported))
         for d in self.directions:
             if d not in DIRECTIONS:
                 raise _invalid("direction", d, "minimize, maximize or a list of them, one per objective")
@@ -261,6 +304,18 @@ class OptunaSweeperImpl:
         startup = self.sampler_conf.get("n_startup_trials")
         if startup is not None and startup < 0:
             raise _invalid("sampler.n_startup_trials", startup, "an integer >= 0 (or null: Optuna's default)")
+
+    def _reported_keys(self) -> tuple[str, ...] | None:
+        """The numbers every job reports, when the app is psbench (``summary.json``'s number fields); None for
+        another app, whose jobs are asked at the first trial (:func:`._results.read_objectives`)."""
+        assert self.config is not None
+        if OmegaConf.select(self.config, "hydra.job.name") != "psbench":
+            return None
+        try:
+            from psbench.summary import NUMBERS
+        except ImportError:
+            return None
+        return NUMBERS
 
     def _exit(self, stop: StudyStop) -> None:
         """Print ``stop`` as one line, end the multirun's callbacks (they would be skipped), exit."""
@@ -285,17 +340,17 @@ class OptunaSweeperImpl:
                 self.config.hydra.sweep.dir = new
             self.storage_url = OmegaConf.select(self.config, "hydra.sweeper.storage")
             if old != Path(str(self.config.hydra.sweep.dir)):
-                with contextlib.suppress(ImportError):  # psbench's sweep parent run follows the dir
-                    from psbench.tracking.sweep import relocate
-
-                    relocate(self.config)
                 with contextlib.suppress(OSError):  # the timestamped dir a callback made; only if empty
                     old.rmdir()
                     old.parent.rmdir()
         return Path(str(self.config.hydra.sweep.dir))
 
     def _study(self, ident: dict[str, Any], fp: str, space: Mapping[str, BaseDistribution]) -> optuna.Study:
-        """Create or load the study; refuse one whose stored identity differs (unless ``continue_study``)."""
+        """Create or load the study; refuse one whose stored identity differs (unless ``continue_study``), and a
+        storage that is not an Optuna database (:func:`check_storage`)."""
+        assert self.config is not None
+        if self.storage_url:
+            check_storage(str(self.storage_url), OmegaConf.select(self.config, "logger.tracking_uri"))
         study = optuna.create_study(study_name=self.study_name, storage=make_storage(self.storage_url),
                                     sampler=optuna.samplers.RandomSampler(),  # replaced at each ask
                                     directions=self.directions, load_if_exists=True)
@@ -387,6 +442,10 @@ class OptunaSweeperImpl:
         fp = fingerprint(ident)
         sweep_dir = self._use_sweep_dir(fp)
         study = self._study(ident, fp, space)
+        with contextlib.suppress(ImportError):  # psbench's MLflow parent run, where the sweep's results live
+            from psbench.tracking.sweep import open_parent
+
+            open_parent(self.config)
         self.sweep_dir = sweep_dir
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -444,7 +503,10 @@ class OptunaSweeperImpl:
                                         f"{self.constraints} exclude (almost) the whole search space")
                     continue
                 trial.set_user_attr("overrides", overrides)
-                (sweep_dir / trial.user_attrs["subdir"] / "summary.json").unlink(missing_ok=True)
+                if trial.user_attrs.get("retry_of") is None:  # a stale summary in a fresh trial's dir is not its own
+                    (sweep_dir / trial.user_attrs["subdir"] / "summary.json").unlink(missing_ok=True)
+                # a retry keeps it: a job that finished before its trial was recorded (a signal between the two)
+                # is reported done by resume=auto and recorded from its summary.json, not trained again
                 batch.append((trial, overrides))
             if not batch:
                 break
@@ -600,8 +662,9 @@ class OptunaSweeperImpl:
         return results
 
     def _finished_job(self, trial: optuna.Trial) -> JobReturn | None:
-        """The result of a trial whose job wrote ``summary.json`` as finished (or diverged) in this launch
-        (:meth:`_loop` removes an earlier one), for when the launcher lost its batch's return values."""
+        """The result of a trial whose job wrote ``summary.json`` as finished (or diverged) — in this launch, or
+        for a retry before it (:meth:`_loop` removes a fresh trial's stale one) —, for when the launcher lost its
+        batch's return values."""
         assert self.sweep_dir is not None
         job_dir = self.sweep_dir / str(trial.user_attrs["subdir"])
         try:

@@ -32,8 +32,9 @@ def read_objectives(ret: JobReturn, objectives: Sequence[str], number: int) -> d
     """What a finished job reports: its ``summary.json``, then its return value.
 
     The return value is read as hydra-optuna-sweeper reads it: a number is the single
-    objective, a sequence holds one value per objective; a mapping is read by key. An
-    objective the job does not report stops the study (:class:`StudyStop`) with the keys it does.
+    objective — only for a job that reports no keys (no ``summary.json``, no mapping), so a mistyped objective
+    is never given a value under its wrong name —, a sequence holds one value per objective; a mapping is read
+    by key. An objective the job does not report stops the study (:class:`StudyStop`) with the keys it does.
     """
     found: dict[str, Any] = {}
     out_dir = OmegaConf.select(ret.hydra_cfg, "hydra.runtime.output_dir") if ret.hydra_cfg is not None else None
@@ -47,7 +48,7 @@ def read_objectives(ret: JobReturn, objectives: Sequence[str], number: int) -> d
             raise StudyStop(f"hydra.sweeper.objectives: trial {number} returned {len(value)} values for "
                             f"{len(objectives)} objectives ({', '.join(objectives)})")
         found.update(zip(objectives, value, strict=True))
-    elif _number(value) and len(objectives) == 1 and found.get(objectives[0]) is None:
+    elif _number(value) and len(objectives) == 1 and not found:
         found[objectives[0]] = value
     missing = [k for k in objectives if k not in found]
     if missing:

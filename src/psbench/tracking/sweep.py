@@ -2,10 +2,12 @@
 
 The Hydra callback in :mod:`psbench.cli` calls, in the sweep's own process:
 
-* :func:`start_sweep` (``on_multirun_start``): truncates the job ledger and, with the MLflow
-  logger, creates the parent run — or reuses the one named in ``<sweep dir>/psbench_sweep.json``
-  when the same sweep dir is run again — and writes that file. Jobs read it
-  (:func:`job_tags`), so the link works for any launcher, in-process or not.
+* :func:`begin` (``on_multirun_start``): creates the MLflow store and experiment, then :func:`start_sweep` —
+  unless the sweeper decides its sweep dir later (``psbench_optuna``, whose default dir is its study's: it calls
+  :func:`open_parent` once that dir is final and the study accepted, so a sweep refused before then has no
+  parent). :func:`start_sweep` truncates the job ledger and, with the MLflow logger, creates the parent run —
+  or reuses the one named in ``<sweep dir>/psbench_sweep.json`` when the same sweep dir is run again — and
+  writes that file. Jobs read it (:func:`job_tags`), so the link works for any launcher, in-process or not.
 * :func:`record_job` (``on_job_end``, in the job's process): appends one JSON line per job to
   ``<sweep dir>/psbench_jobs.jsonl`` (its ``status`` from ``summary.json``, ``failed`` for a
   raised exception).
@@ -14,8 +16,8 @@ The Hydra callback in :mod:`psbench.cli` calls, in the sweep's own process:
 * :func:`closing_parent` (around the app in ``psbench.cli.main``): a sweep that ends by an
   exception ends its parent FAILED (KILLED on Ctrl-C) with the reason (:func:`abandon`).
 
-A parent that no job run points at (every job had bad input, or none was launched) is deleted:
-bad input leaves no MLflow run behind.
+A parent that no job run points at (every job had bad input, or none was launched) is ended, then deleted:
+bad input leaves no MLflow run behind, and none RUNNING among the deleted ones.
 
 Children carry MLflow's ``mlflow.parentRunId`` and ``sweep_id`` (the sweep dir, relative to
 ``paths.root_dir`` when inside it); the parent carries ``sweep_id`` and ``psbench.sweep_parent``.
@@ -43,7 +45,8 @@ JOBS_FILE = "psbench_jobs.jsonl"
 PARENT_TAG = "psbench.sweep_parent"
 MAX_LINE = 400
 
-_started: dict[str, Path] = {}  # the sweep dir start_sweep set up in this process
+_begun: dict[str, str | None] = {}  # begin() ran in this process: the MLflow experiment id (None: no logger)
+_started: set[str] = set()  # the sweep dirs whose ledger start_sweep began in this process
 _open: dict[str, str] = {}  # the parent run this process started and has not ended: uri, run_id
 
 
@@ -89,6 +92,33 @@ def _reusable(uri: str, exp_id: str, run_id: str | None) -> bool:
     return run.info.experiment_id == exp_id and run.info.lifecycle_stage == "active"
 
 
+def defers_parent(config: DictConfig) -> bool:
+    """Whether the sweeper opens the parent itself once its sweep dir is final (:func:`open_parent`)."""
+    target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
+    return target.startswith("hydra_plugins.psbench_optuna_sweeper.")
+
+
+def begin(config: DictConfig) -> None:
+    """``on_multirun_start``: the MLflow store and experiment (once, before parallel jobs race on them); the parent
+    run unless the sweeper opens it later (:func:`defers_parent`). Raises :class:`~psbench.errors.ConfigError`."""
+    from psbench.tracking import ensure_experiment
+
+    lg, exp_id = config.get("logger"), None
+    if lg is not None and lg.get("name") == "mlflow":
+        exp_id = ensure_experiment(lg.tracking_uri, lg.experiment_name, lg.artifact_location,
+                                   lg.get("lock_timeout_s", 30))
+    _begun["exp_id"] = exp_id
+    if not defers_parent(config):
+        start_sweep(config, exp_id)
+
+
+def open_parent(config: DictConfig) -> None:
+    """The sweeper's sweep dir is final and its study accepted: the parent run and ledger there (a no-op when
+    :func:`begin` did not run in this process, e.g. the sweeper under another app)."""
+    if "exp_id" in _begun and not _open:
+        start_sweep(config, _begun["exp_id"])
+
+
 def start_sweep(config: DictConfig, exp_id: str | None) -> None:
     """Before the jobs: empty ledger; with ``exp_id`` (the MLflow experiment), the parent run, new or reused."""
     from psbench.tracking import mlflow_store as ms
@@ -96,8 +126,8 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
 
     sweep_dir = Path(str(config.hydra.sweep.dir))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    _started["dir"] = sweep_dir
     (sweep_dir / JOBS_FILE).write_text("")
+    _started.add(str(sweep_dir))
     info: dict[str, Any] = {"sweep_id": sweep_id(config), "parent_run_id": None}
     if exp_id is not None:
         uri = str(config.logger.tracking_uri)
@@ -117,23 +147,6 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
         info.update(parent_run_id=run_id, tracking_uri=uri, experiment_id=exp_id)
         _open.update(uri=uri, run_id=run_id)
     write_json(sweep_dir / SWEEP_FILE, info)
-
-
-def relocate(config: DictConfig) -> None:
-    """The sweeper moved the sweep dir after ``on_multirun_start`` (psbench_optuna's per-study default dir):
-    the parent run and the ledger follow — the parent made for the old dir goes (it has no job runs yet),
-    the new dir's own parent is reused, or made, and the old dir is removed if nothing else is in it."""
-    old = _started.pop("dir", None)
-    if old is None or old == Path(str(config.hydra.sweep.dir)):
-        return
-    info = _read(old / SWEEP_FILE)
-    _close("FAILED", None)  # no job run points at it yet: deleted
-    for name in (SWEEP_FILE, JOBS_FILE):
-        (old / name).unlink(missing_ok=True)
-    with contextlib.suppress(OSError):  # the timestamped dir and its date dir, only if empty
-        old.rmdir()
-        old.parent.rmdir()
-    start_sweep(config, info.get("experiment_id"))
 
 
 def in_basic_sweep() -> bool:
@@ -229,7 +242,10 @@ def count_line(jobs: list[dict[str, Any]]) -> str | None:
 
 
 def end_sweep(config: DictConfig) -> str | None:
-    """After the jobs: end the parent with the ledger's counts; return the count line if a job failed."""
+    """After the jobs: end the parent with the ledger's counts; return the count line if a job failed (None for a
+    sweep refused before its ledger began: an earlier invocation's ledger is not this one's)."""
+    if str(config.hydra.sweep.dir) not in _started:
+        return None
     jobs = read_jobs(str(config.hydra.sweep.dir))
     line = count_line(jobs)
     counts = Counter(str(j.get("status")) for j in jobs)
@@ -239,7 +255,7 @@ def end_sweep(config: DictConfig) -> str | None:
 
 
 def _close(status: str, reason: str | None, metrics: dict[str, float] | None = None) -> None:
-    """End the open parent run ``status`` — or delete it if no job run points at it (nothing to group)."""
+    """End the open parent run ``status``; delete it too if no job run points at it (nothing to group)."""
     if not _open:
         return
     from psbench.tracking import mlflow_store as ms
@@ -249,12 +265,11 @@ def _close(status: str, reason: str | None, metrics: dict[str, float] | None = N
     c = ms.client(uri)
     children = c.search_runs([c.get_run(run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'",
                              max_results=1)
-    if not children:
-        c.delete_run(run_id)
-        return
-    if metrics:
+    if metrics and children:
         ms.log_metrics(uri, run_id, metrics)
     ms.end_run(uri, run_id, status, reason)
+    if not children:
+        c.delete_run(run_id)
 
 
 def fail_job(reason: str) -> None:
