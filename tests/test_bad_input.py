@@ -40,7 +40,7 @@ CASES = {
     "adam_betas_out_of_range": (["optimizer=adam", "optimizer.betas=[2,3]"], None, "optimizer.betas", ["[0, 1)"]),
     "nesterov_without_momentum": (["+optimizer.nesterov=true", "optimizer.momentum=0"], None, "optimizer.nesterov",
                                   ["momentum > 0"]),
-    "batching_unknown": (["+trainer.batching=foo"], None, "trainer.batching", ["auto", "vmap", "loop"]),
+    "batching_unknown": (["trainer.batching=foo"], None, "trainer.batching", ["auto", "vmap", "loop"]),
     "artifacts_unwritable": ([], _file("mlartifacts", b"a file, not a directory"), "logger.artifact_location",
                              ["writable directory"]),
     "mlflow_db_garbage": ([], _file("mlflow.db", b"\x00garbage" * 512), "logger.tracking_uri",
@@ -51,7 +51,7 @@ CASES = {
     "engine_schedule_garbage": ([], _garbage_schedule, "engine.schedule", ["schedule.npz"]),
     "optimizer_unknown_key": (["+optimizer.foo=1"], None, "optimizer.foo", ["lr", "momentum"]),
     "optimizer_key_typo": (["+optimizer.momentun=0.9"], None, "optimizer.momentun", ["did you mean momentum?"]),
-    "gradient_clip_negative": (["+trainer.gradient_clip_val=-1"], None, "trainer.gradient_clip_val", [">= 0"]),
+    "gradient_clip_negative": (["trainer.gradient_clip_val=-1"], None, "trainer.gradient_clip_val", [">= 0"]),
     "top_level_typo": (["learner=8"], None, "learner", ["did you mean learners?"]),
     "top_level_typo_appended": (["+learner=8"], None, "learner", ["did you mean learners?", "learners"]),
 }

@@ -36,12 +36,19 @@ STAND_IN_TRAIN = r'''
 import os, sys, types
 from psbench.errors import DataError
 
-def train(cfg, run_dir, logger, plan=None):
+from psbench.summary import RunSummary
+
+def prepare(cfg, plan=None):
+    if os.environ["PSBENCH_TEST_TRAIN"] == "data_error":  # found while the run is built: before any MLflow run
+        raise DataError(f"{cfg.paths.data_dir}/mnist/train-images-idx3-ubyte.gz: file not found")
+    return cfg
+
+def run(cfg, run_dir, logger, plan=None):
     mode = os.environ["PSBENCH_TEST_TRAIN"]
     if logger is not None:
         logger.log_metrics({"train_loss_step": 2.5}, step=1)
-    if mode == "data_error":
-        raise DataError(f"{cfg.paths.data_dir}/mnist/train-images-idx3-ubyte.gz: file not found")
+    if mode == "late_data_error":  # found while training (a streamed image): the MLflow run exists
+        raise DataError(f"{cfg.paths.data_dir}/imagenet/train/n01/x.JPEG: cannot decode")
     if mode == "crash":
         raise RuntimeError("stand-in trainer crashed")
     diverged = cfg.seed == 1
@@ -50,7 +57,7 @@ def train(cfg, run_dir, logger, plan=None):
     if logger is not None:
         logger.finalize("success")
     nan = float("nan")
-    return dict(
+    return RunSummary(
         status="diverged" if diverged else "finished", diverged=diverged,
         test_error=0.9 if diverged else 0.05, test_loss=nan if diverged else 0.2,
         train_loss=nan if diverged else 0.1, staleness_mean=1.0, staleness_max=2,
@@ -61,7 +68,7 @@ def train(cfg, run_dir, logger, plan=None):
     )
 
 module = types.ModuleType("psbench.train")
-module.train = train
+module.prepare, module.run = prepare, run
 sys.modules["psbench.train"] = module
 from psbench.cli import main
 main()
@@ -217,15 +224,30 @@ def test_multirun_tracks_finished_and_diverged_runs(run_psbench, mlflow_runs, ps
     assert by_id[runs["1"]["run_id"]]["status"] == "diverged"
 
 
-def test_data_error_in_training_fails_the_run_with_one_line(run_psbench, mlflow_runs, psbench_root):
+def test_a_data_error_found_while_building_the_run_is_one_line_and_no_mlflow_run(run_psbench, mlflow_runs,
+                                                                                  psbench_root):
+    """Data is read before the MLflow run is created: refused input leaves no run, and its summary.json."""
     proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN,
                        env={"PSBENCH_TEST_TRAIN": "data_error"})
     assert_one_line_error(proc, psbench_root, mlflow_runs, "train-images-idx3-ubyte.gz")
+    assert mlflow_runs(psbench_root) == []
+    (run_dir,) = job_dirs(psbench_root)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["mlflow_run_id"] is None
+    assert summary["failure_reason"].endswith("train-images-idx3-ubyte.gz: file not found")
+
+
+def test_a_data_error_during_training_fails_the_run_with_one_line(run_psbench, mlflow_runs, psbench_root):
+    proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN,
+                       env={"PSBENCH_TEST_TRAIN": "late_data_error"})
+    assert_one_line_error(proc, psbench_root, mlflow_runs, "x.JPEG")
     (run,) = mlflow_runs(psbench_root)
     assert run["status"] == "FAILED"  # a handled error's reason is its message
-    assert "train-images-idx3-ubyte.gz: file not found" in run["tags"]["failure_reason"]
+    assert "x.JPEG: cannot decode" in run["tags"]["failure_reason"]
     (run_dir,) = job_dirs(psbench_root)
-    assert not (run_dir / "summary.json").exists()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["mlflow_run_id"] == run["run_id"]
+    assert summary["failure_reason"] == run["tags"]["failure_reason"]
 
 
 def test_crash_in_training_fails_the_run_and_propagates(run_psbench, mlflow_runs, psbench_root):
@@ -315,7 +337,7 @@ def test_corrupted_data_file_is_one_line_naming_it(run_psbench, mlflow_runs, psb
     bad.write_bytes(bytes(content))
     proc = run_psbench(*args, root=psbench_root, env=env, driver=TINY_MD5_DRIVER)
     assert_one_line_error(proc, psbench_root, mlflow_runs, str(bad), "md5", tiny.md5["mnist/t10k-labels-idx1-ubyte.gz"])
-    assert sorted(r["status"] for r in mlflow_runs(psbench_root)) == ["FAILED", "FINISHED"]
+    assert sorted(r["status"] for r in mlflow_runs(psbench_root)) == ["FINISHED"]  # refused before any run
 
 
 @pytest.mark.slow

@@ -330,7 +330,7 @@ def test_replay_with_a_codec_gives_the_simulators_weights(compose_cfg, run_psben
     """Learners push their codec's exact bytes (same codec state and generator as the simulator's pipeline);
     the PS decodes, weights and aggregates them: the simulator's weights, bit for bit."""
     sim, dist = _replay_against_sim(compose_cfg, run_psbench, tmp_path, "learners=3", "batch_size=8", "epochs=1",
-                                    "trainer.max_updates=20", "trainer.num_threads=1", "+trainer.batching=loop",
+                                    "trainer.max_updates=20", "trainer.num_threads=1", "trainer.batching=loop",
                                     "logger=none", *codec)
     assert dist["weights_sha256"] == sim["weights_sha256"]
     assert dist["bytes_pushed"] == dist["pushes_received"] * (dist["push_payload_bytes"] + m.HEADER * 8)
@@ -366,7 +366,7 @@ def test_port_in_use_is_one_line_and_starts_nothing(run_psbench, tmp_path):
 def test_replay_of_simulated_1_softsync_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path):
     sim, dist = _replay_against_sim(compose_cfg, run_psbench, tmp_path, "learners=4", "protocol=softsync",
                                     "protocol.n=1", "batch_size=8", "epochs=1", "trainer.max_updates=25",
-                                    "lr_policy=dynsgd", "trainer.num_threads=1", "+trainer.batching=loop",
+                                    "lr_policy=dynsgd", "trainer.num_threads=1", "trainer.batching=loop",
                                     "logger=none")
     assert dist["weights_sha256"] == sim["weights_sha256"]
     assert dist["pushes_applied"] == sim["gradients"] and dist["ps_timestamp"] == sim["ps_updates"]
@@ -439,6 +439,9 @@ def test_killing_a_learner_fails_the_run_within_30s_and_leaves_nothing(psbench_r
     runs = mlflow_runs(psbench_root)
     assert [r["status"] for r in runs] == ["FAILED"]
     assert runs[0]["tags"]["failure_reason"] == line.removeprefix("psbench: error: ")
+    summary = json.loads((out / "summary.json").read_text())  # the failed job's record
+    assert summary["status"] == "failed" and summary["engine"] == "dist" and summary["mlflow_run_id"] == runs[0]["run_id"]
+    assert summary["failure_reason"] == runs[0]["tags"]["failure_reason"]
     assert not (out / "learner_data.pt").exists()
     assert not [pid for pid in pids.values() if _alive(pid)]
 

@@ -110,8 +110,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_reader_sees_module_function_level_and_lazy_imports():
-    assert "psbench.assemble" in GRAPH["psbench.strategy.executor"]  # module level
-    assert "psbench.dist.launcher" in GRAPH["psbench.train"]  # inside train()
+    assert "psbench.ps.schedule" in GRAPH["psbench.strategy.executor"]  # module level
+    assert "psbench.dist.launcher" in GRAPH["psbench.train"]  # inside run()
     assert "psbench.optimizer.build" in GRAPH["psbench.optimizer"]  # lazy(__name__, {...})
     assert "psbench.ps.local" in GRAPH["psbench.ps.protocols"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -180,6 +180,28 @@ def test_a_signal_before_training_ends_the_run_killed(psbench_root, sig):
     assert "update " not in p.out.read_text()  # no training step ran
 
 
+@pytest.mark.parametrize("delay", [0.05, 0.5, 1.5])
+def test_a_signal_while_psbench_starts_up_still_leaves_the_jobs_record(psbench_root, mlflow_runs, delay):
+    """The ``psbench`` command holds a signal from its first instant until the job's run dir exists: SIGTERM at
+    0.05 / 0.5 / 1.5 s (imports, composition, validation) ends the job KILLED with its summary.json, no MLflow run."""
+    run_dir = psbench_root / "run"
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    env["PSBENCH_ROOT"] = str(psbench_root)
+    psbench = Path(sys.executable).parent / "psbench"  # the console script a user types
+    proc = subprocess.Popen([str(psbench), "trainer.progress=none", f"hydra.run.dir={run_dir}"], cwd=psbench_root,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-3000:]
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["status"] == "killed" and s["signal"] == "SIGTERM" and s["mlflow_run_id"] is None
+    assert s["failure_reason"] == "killed by SIGTERM before training"
+    assert err.strip().splitlines()[-1] == f"psbench: killed by SIGTERM before training; summary in {run_dir}/summary.json"
+    assert mlflow_runs(psbench_root) == []
+
+
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_a_signal_during_training_stops_at_an_update_boundary(psbench_root, sig):
     """Lightning's SIGTERM handling (exit 0, run FAILED) does not get the signal; the summary says how far it got."""

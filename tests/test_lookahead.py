@@ -198,7 +198,7 @@ def test_a_schedule_that_cannot_fit_the_budget_is_refused_up_front(compose_cfg, 
 
     with pytest.raises(ConfigError) as err:
         _train(compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=200", "dataset.num_train=8000",
-               "+trainer.memory_budget_mb=10")  # p775: up to 72 distinct snapshots in flight
+               "trainer.memory_budget_mb=10")  # p775: up to 72 distinct snapshots in flight
     line = str(err.value)
     assert err.value.key == "trainer.memory_budget_mb" and "\n" not in line
     assert line.startswith("trainer.memory_budget_mb=10 is invalid: allowed at least ")
@@ -211,7 +211,7 @@ def test_async_with_1000_learners_on_the_cifar_cnn_runs_within_its_budget(compos
     """λ = 1,000: ~1,000 gradients of the CIFAR CNN in flight (0.34 MiB each); computing them all ahead would
     hold ~340 MiB, the 100 MiB budget makes the look-ahead shrink."""
     s = _train(compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=1000", "dataset.num_train=8000", "epochs=2",
-               "lr_policy=mean_staleness", "+trainer.memory_budget_mb=100")
+               "lr_policy=mean_staleness", "trainer.memory_budget_mb=100")
     assert s["status"] == "finished" and s["updates_done"] == s["ps_updates"] == 4000
     assert s["staleness_max"] > 900
     assert 20 * 2**20 < s["peak_snapshot_bytes"] <= 100 * 2**20
@@ -225,20 +225,20 @@ def test_accelerator_cpu_is_the_default_and_a_missing_device_is_refused(compose_
     from psbench.errors import ConfigError
 
     default = _train(compose_cfg, tmp_path, *DEVICE_RUN)
-    cpu = _train(compose_cfg, tmp_path, *DEVICE_RUN, "+trainer.accelerator=cpu")
+    cpu = _train(compose_cfg, tmp_path, *DEVICE_RUN, "trainer.accelerator=cpu")
     assert cpu["weights_sha256"] == default["weights_sha256"] and default["peak_snapshot_bytes"] > 0
     missing = "cuda" if not torch.cuda.is_available() else "mps" if not torch.backends.mps.is_available() else None
     if missing is None:
         pytest.skip("both CUDA and MPS are present: no missing device to refuse")
     with pytest.raises(ConfigError, match=rf"trainer.accelerator='{missing}' is invalid: .*no {missing} device"):
-        _train(compose_cfg, tmp_path, *DEVICE_RUN, f"+trainer.accelerator={missing}")
+        _train(compose_cfg, tmp_path, *DEVICE_RUN, f"trainer.accelerator={missing}")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: the CUDA run cannot be "
                     "compared with the CPU run")
 def test_cuda_gives_the_cpu_weights_to_float_tolerance(compose_cfg, tmp_path):
-    cpu = _train(compose_cfg, tmp_path / "cpu", *DEVICE_RUN, "+trainer.accelerator=cpu")
-    cuda = _train(compose_cfg, tmp_path / "cuda", *DEVICE_RUN, "+trainer.accelerator=cuda")
+    cpu = _train(compose_cfg, tmp_path / "cpu", *DEVICE_RUN, "trainer.accelerator=cpu")
+    cuda = _train(compose_cfg, tmp_path / "cuda", *DEVICE_RUN, "trainer.accelerator=cuda")
     assert cuda["status"] == "finished" and cuda["updates_done"] == cpu["updates_done"]
     assert abs(cuda["test_loss"] - cpu["test_loss"]) < 1e-3 and abs(cuda["train_loss"] - cpu["train_loss"]) < 1e-3
 
@@ -255,7 +255,7 @@ def test_a_checkpoint_written_without_look_ahead_resumes_to_the_same_weights(com
         init(self, *a, **{**kw, "ahead": 0})
 
     args = ("trainer.progress=none", "trainer.num_threads=1", "epochs=1", "batch_size=8", "protocol=softsync",
-            "protocol.n=4", "learners=8", "+trainer.batching=loop")
+            "protocol.n=4", "learners=8", "trainer.batching=loop")
     cfg = compose_cfg(*args)
     (tmp_path / "full").mkdir()
     full = train(cfg, tmp_path / "full", None, None)

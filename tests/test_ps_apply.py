@@ -72,12 +72,12 @@ def test_lr_scale_scales_this_updates_weight_decay_only():
 
 
 UPDATE_OPTIONS = {
-    "clip_zero": ("+trainer.gradient_clip_val=0",),
-    "clip_momentum_decay_steps": ("+trainer.gradient_clip_val=0.05", "optimizer.momentum=0.9",
+    "clip_zero": ("trainer.gradient_clip_val=0",),
+    "clip_momentum_decay_steps": ("trainer.gradient_clip_val=0.05", "optimizer.momentum=0.9",
                                   "optimizer.weight_decay=0.01", "optimizer.milestones=[1]"),
     "adam_decay_poly": ("optimizer=adam", "optimizer.lr=0.01", "optimizer.weight_decay=0.001",
                         "optimizer.poly_power=0.5"),
-    "adagrad_clip": ("optimizer=adagrad", "optimizer.lr=0.05", "+trainer.gradient_clip_val=1.0"),
+    "adagrad_clip": ("optimizer=adagrad", "optimizer.lr=0.05", "trainer.gradient_clip_val=1.0"),
 }
 
 

@@ -256,7 +256,7 @@ def test_both_engines_apply_the_recipes_groups_and_scaled_decay_bit_for_bit(comp
         "dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_train=48", "dataset.num_test=8",
         "dataset.preprocess=mean", "learners=3", "batch_size=4", "epochs=1", "trainer.max_updates=9",
         "protocol=softsync", "protocol.n=3", "lr_policy=per_gradient", "optimizer.lr=0.01",
-        "optimizer.weight_decay=0.004", "trainer.num_threads=1", "+trainer.batching=loop", "logger=none")
+        "optimizer.weight_decay=0.004", "trainer.num_threads=1", "trainer.batching=loop", "logger=none")
     assert sim["ps_updates"] == 9 and dist["weights_sha256"] == sim["weights_sha256"]
 
 

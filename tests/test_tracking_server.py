@@ -98,7 +98,10 @@ def test_a_server_that_does_not_answer_is_one_line_exit_2_and_no_run(run_psbench
     line = last_line(proc.stderr)
     assert line.startswith(f"psbench: error: logger.tracking_uri='{uri}' is invalid: allowed an MLflow tracking "
                            "server that answers (")
-    assert not list(tmp_path.glob("outputs/*/*/summary.json"))  # nothing ran
+    [summary] = tmp_path.glob("outputs/*/*/summary.json")  # nothing ran; the job's record says why
+    record = json.loads(summary.read_text())
+    assert record["status"] == "failed" and record["mlflow_run_id"] is None and record["updates_done"] is None
+    assert line == f"psbench: error: {record['failure_reason']}"
 
 
 def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow_server, run_psbench, tmp_path):

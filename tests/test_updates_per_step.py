@@ -1,6 +1,6 @@
 """Several PS updates per Trainer step (issue 14, item 2): the same run, whatever K.
 
-``+trainer.updates_per_step=K`` (null: auto) hands the Trainer K consecutive updates per step. Against K = 1:
+``trainer.updates_per_step=K`` (null: auto) hands the Trainer K consecutive updates per step. Against K = 1:
 bit-identical weights, the same per-update metrics at the same steps, evaluations after the same updates,
 checkpoints and stops at the exact update (also inside a step), divergence at the same update.
 """
@@ -67,8 +67,8 @@ def test_auto_k_gives_a_trainer_step_about_128_samples():
      "trainer.eval_every_epochs=1"),
 ])
 def test_k_updates_per_step_equal_one_update_per_step(compose_cfg, tmp_path, case):
-    one, hist_one = _run(compose_cfg, tmp_path, "k1", *case, "+trainer.updates_per_step=1")
-    many, hist_many = _run(compose_cfg, tmp_path, "k7", *case, "+trainer.updates_per_step=7")
+    one, hist_one = _run(compose_cfg, tmp_path, "k1", *case, "trainer.updates_per_step=1")
+    many, hist_many = _run(compose_cfg, tmp_path, "k7", *case, "trainer.updates_per_step=7")
     auto, hist_auto = _run(compose_cfg, tmp_path, "auto", *case)
     for got, hist in ((many, hist_many), (auto, hist_auto)):
         for key in ("weights_sha256", "test_error", "test_loss", "train_loss", "updates_done", "samples_trained"):
@@ -81,8 +81,8 @@ def test_k_updates_per_step_equal_one_update_per_step(compose_cfg, tmp_path, cas
 
 
 def test_checkpoint_inside_a_trainer_step_resumes_to_the_same_run(compose_cfg, tmp_path):
-    case = ("protocol=softsync", "protocol.n=4", "learners=8", "epochs=1", "+trainer.updates_per_step=4")
-    full, hist_full = _run(compose_cfg, tmp_path, "full", *case[:-1], "+trainer.updates_per_step=1")
+    case = ("protocol=softsync", "protocol.n=4", "learners=8", "epochs=1", "trainer.updates_per_step=4")
+    full, hist_full = _run(compose_cfg, tmp_path, "full", *case[:-1], "trainer.updates_per_step=1")
     d = tmp_path / "cut"
     with pytest.raises(RunStopped) as stop:  # 13 and the periodic 5, 10 lie inside steps of 4 updates
         _run(compose_cfg, tmp_path, "cut", *case, plan=Plan(d / CHECKPOINT_FILE, every=5, stop_after=13))
@@ -96,8 +96,8 @@ def test_checkpoint_inside_a_trainer_step_resumes_to_the_same_run(compose_cfg, t
 
 def test_divergence_stops_at_the_same_update(compose_cfg, tmp_path):
     case = ("protocol=async", "learners=8", "epochs=1", "optimizer.lr=1000")
-    one, hist_one = _run(compose_cfg, tmp_path, "k1", *case, "+trainer.updates_per_step=1")
-    many, hist_many = _run(compose_cfg, tmp_path, "k16", *case, "+trainer.updates_per_step=16")
+    one, hist_one = _run(compose_cfg, tmp_path, "k1", *case, "trainer.updates_per_step=1")
+    many, hist_many = _run(compose_cfg, tmp_path, "k16", *case, "trainer.updates_per_step=16")
     assert one["status"] == many["status"] == "diverged"
     assert one["diverged_at_update"] not in (None, 0) and one["diverged_at_update"] % 16  # inside a step of 16
     for key in ("diverged_at_update", "updates_done", "weights_sha256"):

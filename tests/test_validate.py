@@ -256,8 +256,8 @@ def test_wrong_type_or_range_in_any_group_names_its_key(compose_cfg, overrides, 
 @pytest.mark.parametrize(
     "overrides",
     [
-        ["+optimizer.nesterov=true"], ["+trainer.batching=loop"], ["+trainer.gradient_clip_val=0.5"],
-        ["+trainer.gradient_clip_val=0"], ["trainer.checkpoint_every=100", "trainer.save_weights=false"],
+        ["+optimizer.nesterov=true"], ["trainer.batching=loop"], ["trainer.gradient_clip_val=0.5"],
+        ["trainer.gradient_clip_val=0"], ["trainer.checkpoint_every=100", "trainer.save_weights=false"],
         ["resume=auto"], ["seed=4294967295"], ["+tags.note=baseline"], ["+dataset.verify=false"],
         ["dataset=synthetic", "+dataset.noise=0.5"], ["model=lenet", "+model.init=caffe"],
         ["optimizer.lr=3.4e38"], ["logger.tracking_uri=http://127.0.0.1:5000"], ["logger.run_name=mine"],

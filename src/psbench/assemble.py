@@ -1,44 +1,92 @@
-"""Run assembly: the data, model, protocol, topology, cost model, lr policy and codecs of a composed config.
+"""Run assembly: a composed config becomes one typed :class:`RunSetup`, and the config goes no further.
 
-Both executors build a run from these (the simulator's Lightning path, :mod:`psbench.strategy.executor`,
-and the real processes, :mod:`psbench.dist.launcher`), so a config means the same run in either.
+:func:`build_run` builds everything a run needs — data, model, protocol, topology, lr policy, codecs, cost
+model, the simulated schedule, the optimizer settings and the typed trainer/engine options — and makes every
+check that needs them (data files, the schedule's size, the memory budget, the device). Both engines take the
+:class:`RunSetup` (:func:`psbench.strategy.executor.train_sim`, :func:`psbench.dist.launcher.train_dist`), so a
+config means the same run in either; they, and the packages they run, never read the composed config. The CLI
+builds the setup before it creates the MLflow run: input that a check refuses leaves no run behind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from psbench import lifecycle
 from psbench.cluster import CostModel, Topology
-from psbench.errors import require
+from psbench.dist.options import DistOptions
+from psbench.errors import ConfigError, require
 from psbench.lr import LRPolicy
-from psbench.ps import Protocol
+from psbench.ps import Protocol, Schedule, Simulator, Update
+from psbench.ps.options import build_protocol as protocol_of
+from psbench.ps.schedule import max_gradients
+from psbench.strategy.options import TrainerOptions
 
 
-def setting(cfg: Mapping, key: str, default: Any = None) -> Any:
-    v = cfg.get(key, default) if cfg is not None else default
-    return default if v is None else v
+@dataclass(frozen=True)
+class RunSetup:
+    """Everything one run needs, built from a config by :func:`build_run`.
+
+    ``config`` is the resolved config as plain data (for tracking and checkpoints only). ``data`` is a set-up
+    data module (``x_train``, ``y_train``, ``x_test``, ``y_test``, ``num_train``, ``input_shape``,
+    ``num_classes``); ``model`` the model's config node as plain data (how a dist learner builds the same
+    ``net``). ``schedule`` is the simulated schedule (engine sim, and a dist replay of this config), the
+    replayed file (``engine.schedule``) or None (a dist free run); ``sim_stats`` its simulation's statistics.
+    """
+
+    config: Mapping[str, Any]
+    seed: int
+    data: Any
+    net: torch.nn.Module
+    model: Mapping[str, Any]
+    protocol: Protocol
+    topology: Topology
+    policy: LRPolicy
+    batch_size: int  # μ
+    gradients: int  # G: gradients (or local-step commits) of the run
+    cost: CostModel
+    compression: Mapping[str, Any] | None  # the codec's options (None: fp32 gradients)
+    codecs: Any  # per-learner codecs (psbench.compression.pipeline.LearnerCompression), or None
+    optimizer: Mapping[str, Any]  # the PS's
+    learner_optimizer: Mapping[str, Any]  # the learners' (local-step protocols)
+    schedule: Schedule | None
+    sim_stats: Mapping[str, Any] | None
+    trainer: TrainerOptions
+    engine: str  # sim | dist
+    dist: DistOptions | None
+    schedule_only: bool
+
+    @property
+    def samples_per_gradient(self) -> int:
+        """μ·H: the samples one gradient (or one commit of H local steps) reads."""
+        return self.batch_size * self.protocol.local_steps
+
+    @property
+    def schedule_meta(self) -> dict[str, Any]:
+        return {"protocol": self.protocol.label, "learners": self.protocol.learners, "batch_size": self.batch_size,
+                "topology": self.topology.name, "seed": self.seed}
 
 
-def build_protocol(cfg: DictConfig) -> Protocol:
-    p = cfg.protocol
-    rho = p.get("rho")
-    return Protocol(p.name, int(cfg.learners), n=p.get("n"), staleness_bound=p.get("staleness_bound"),
-                    local_steps=int(setting(p, "local_steps", 1)), rho=None if rho is None else float(rho))
+# --------------------------------------------------------------------------- the pieces, from a config
+def build_protocol(cfg: DictConfig | Mapping[str, Any]) -> Protocol:
+    return protocol_of(_plain(cfg))
 
 
-def build_topology(cfg: DictConfig) -> Topology:
-    t = cfg.topology
-    return Topology(t.name, int(setting(t, "learners_per_node", 4)), int(setting(t, "broadcast_fanout", 2)),
-                    bool(setting(t, "leaf_gather", False)))
+def build_topology(cfg: DictConfig | Mapping[str, Any]) -> Topology:
+    t = cfg["topology"]
+    return Topology(t["name"], int(t["learners_per_node"]), int(t["broadcast_fanout"]), bool(t["leaf_gather"]))
 
 
-def build_cost(cfg: DictConfig, message_bytes: int, net: torch.nn.Module | None = None,
+def build_cost(cfg: DictConfig | Mapping[str, Any], message_bytes: int, net: torch.nn.Module | None = None,
                input_shape: tuple = (), num_classes: int = 10) -> CostModel:
-    h = cfg.hardware
+    h = cfg["hardware"]
     overrides = {k: h.get(k) for k in ("bandwidth_Bps", "intra_node_bandwidth_Bps", "latency_s", "ps_service_s",
                                        "ps_apply_Bps", "jitter_cv", "ps_jitter_cv", "heavy_tail",
                                        "contention", "ps_shards", "ps_colocated", "node_share")}
@@ -46,90 +94,180 @@ def build_cost(cfg: DictConfig, message_bytes: int, net: torch.nn.Module | None 
     overrides.update(overhead_s=compute.get("overhead_s"), per_sample_s=compute.get("per_sample_s"))
     strag = h.get("stragglers") or {}
     overrides.update(straggler_fraction=strag.get("fraction"), straggler_slowdown=strag.get("slowdown"))
-    cost = CostModel.from_profile(h.name, message_bytes, **overrides)
+    cost = CostModel.from_profile(h["name"], message_bytes, **overrides)
     if h.get("calibrate") and net is not None:
-        from dataclasses import replace
-
         from psbench.cluster.calibrate import calibrate
 
-        mu = int(cfg.batch_size)
+        mu = int(cfg["batch_size"])
         cost = replace(cost, compute=calibrate(net, input_shape, num_classes, sorted({1, 4, 16, 64, mu})))
     return cost
 
 
-def build_data_and_model(cfg: DictConfig):
+def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
     """The data module (prepared and set up) and the seeded model of a config; sets the torch thread count."""
     from psbench.data import build_datamodule
     from psbench.models import build_model
 
-    seed = int(cfg.seed)
-    if cfg.trainer.get("num_threads"):
-        torch.set_num_threads(int(cfg.trainer.num_threads))
+    resolved = _plain(cfg)
+    seed = int(resolved["seed"])
+    threads = resolved["trainer"].get("num_threads")
+    if threads:
+        torch.set_num_threads(int(threads))
     torch.manual_seed(seed)
-    ds = OmegaConf.to_container(cfg.dataset, resolve=True)
-    if ds["name"] == "imagenet":  # type: ignore[index, call-overload]
+    ds = dict(resolved["dataset"])
+    if ds["name"] == "imagenet":
         from psbench.data.options import imagenet_crop
 
-        ds["crop"] = imagenet_crop(ds["crop"], cfg.model.name)  # type: ignore[index, call-overload]
-    dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, **ds)  # type: ignore[union-attr, arg-type]
+        ds["crop"] = imagenet_crop(ds["crop"], resolved["model"]["name"])
+    dm = build_datamodule(ds.pop("name"), resolved["paths"]["data_dir"], seed=seed, **ds)
     dm.prepare_data()
     dm.setup("fit")
-    m = OmegaConf.to_container(cfg.model, resolve=True)
+    m = dict(resolved["model"])
     torch.manual_seed(seed)
-    net = build_model(m.pop("name"), dm.input_shape, dm.num_classes, **m)  # type: ignore[union-attr, arg-type]
+    net = build_model(m.pop("name"), dm.input_shape, dm.num_classes, **m)
     return dm, net
 
 
-def build_lr_policy(cfg: DictConfig) -> LRPolicy:
-    lp = OmegaConf.to_container(cfg.lr_policy, resolve=True)
-    return LRPolicy(**lp)  # type: ignore[arg-type]
+def build_lr_policy(cfg: DictConfig | Mapping[str, Any]) -> LRPolicy:
+    return LRPolicy(**_plain(cfg["lr_policy"]))
 
 
-def total_gradients(cfg: DictConfig, num_train: int, protocol: Protocol) -> int:
-    spg = int(cfg.batch_size) * protocol.local_steps
-    g = int(float(cfg.epochs) * num_train) // spg
-    max_updates = cfg.trainer.get("max_updates")
+def total_gradients(cfg: DictConfig | Mapping[str, Any], num_train: int, protocol: Protocol) -> int:
+    """G = ⌊epochs·N / (μ·H)⌋ (capped by ``trainer.max_updates``): at least one update, at most what a schedule
+    can hold in this machine's memory (:func:`psbench.ps.schedule.max_gradients`)."""
+    mu, epochs = int(cfg["batch_size"]), float(cfg["epochs"])
+    spg = mu * protocol.local_steps
+    wanted = epochs * num_train / spg
+    max_updates = cfg["trainer"].get("max_updates")
     if max_updates is not None:
-        g = min(g, int(max_updates) * protocol.gradients_per_update)
-    require(g >= protocol.gradients_per_update, "epochs", cfg.epochs,
-            f"enough epochs for one update of c = {protocol.gradients_per_update} gradients of μ = {cfg.batch_size}")
+        wanted = min(wanted, float(max_updates) * protocol.gradients_per_update)
+    most = max_gradients()
+    if not wanted <= most:
+        raise ConfigError("epochs", cfg["epochs"], f"at most {most * spg / num_train:.4g} epochs for this run: its "
+                          f"schedule would hold {wanted:.3g} gradients of μ·H = {spg} samples (N = {num_train}), "
+                          f"and at most {most:,} fit in this machine's memory")
+    g = int(wanted)
+    require(g >= protocol.gradients_per_update, "epochs", cfg["epochs"],
+            f"enough epochs for one update of c = {protocol.gradients_per_update} gradients of μ = {mu}")
     return g
 
 
-def updates_per_epoch(updates: int, gradients: int, samples_per_gradient: int, num_train: int) -> float:
-    """PS updates per epoch of N samples: where the lr schedule's epoch milestones and evaluations fall."""
-    return updates * num_train / max(1, gradients * samples_per_gradient)
-
-
-def optimizers(cfg: DictConfig, protocol: Protocol) -> tuple[dict[str, Any], dict[str, Any]]:
+def optimizers(cfg: DictConfig | Mapping[str, Any], protocol: Protocol) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the PS's optimizer config, the learners'): the same for every protocol but the local-step ones, whose
     learners run ``cfg.optimizer`` for H steps and whose PS adds their commits (:func:`server_optimizer`)."""
     from psbench.optimizer.build import server_optimizer
     from psbench.ps.local import uses_local_steps
 
-    learner = OmegaConf.to_container(cfg.optimizer, resolve=True)
-    return (server_optimizer(learner) if uses_local_steps(protocol.name) else learner), learner  # type: ignore[arg-type,return-value]
+    learner = _plain(cfg["optimizer"])
+    return (server_optimizer(learner) if uses_local_steps(protocol.name) else learner), learner
 
 
-def build_run_cost(cfg: DictConfig, net: torch.nn.Module, dm, protocol: Protocol, compression=None) -> CostModel:
+def build_run_cost(cfg: DictConfig | Mapping[str, Any], net: torch.nn.Module, dm, protocol: Protocol,
+                   compression=None) -> CostModel:
     """The run's cost model: the hardware profile for this model, with the codec's exact push/pull payloads."""
     from psbench.models import model_bytes
 
     cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)
     if compression is None:
         return cost
-    from dataclasses import replace  # codec payloads are data-independent: they set the transfer times
-
+    # codec payloads are data-independent: they set the transfer times
     return replace(cost, push_bytes=compression.push_bytes(),
                    pull_bytes=compression.pull_bytes(protocol.gradients_per_update), pull_delta=compression.localize)
 
 
-def build_compression(cfg: DictConfig, net: torch.nn.Module):
-    """Per-learner codecs for ``cfg.compression`` (:mod:`psbench.compression`), or None for ``none``."""
+def compression_options(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``compression`` group as plain data, or None for ``none`` (fp32 gradients)."""
     c = cfg.get("compression")
-    if c is None or setting(c, "name", "none") == "none":
+    if c is None or (c.get("name") or "none") == "none":
+        return None
+    return _plain(c)
+
+
+def build_compression(cfg: DictConfig | Mapping[str, Any], net: torch.nn.Module):
+    """Per-learner codecs for ``cfg.compression`` (:mod:`psbench.compression`), or None for ``none``."""
+    options = compression_options(cfg)
+    if options is None:
         return None
     from psbench.compression.pipeline import LearnerCompression
 
-    return LearnerCompression(OmegaConf.to_container(c, resolve=True),  # type: ignore[arg-type]
-                              {k: p.shape for k, p in net.named_parameters()}, int(cfg.seed))
+    return LearnerCompression(options, {k: p.shape for k, p in net.named_parameters()}, int(cfg["seed"]))
+
+
+# --------------------------------------------------------------------------- the run
+def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
+    """Build the :class:`RunSetup` of a validated config (:func:`psbench.validate.validate`).
+
+    Raises :class:`~psbench.errors.ConfigError` / :class:`~psbench.errors.DataError` for what only the built
+    pieces can tell: a data file, a schedule too long for memory, a memory budget too small for the schedule, a
+    device that is not there. The simulation of the schedule shows progress when it is long
+    (``trainer.progress``) and stops at a signal (:mod:`psbench.lifecycle`).
+    """
+    resolved = _plain(cfg)
+    trainer = TrainerOptions.from_config(resolved["trainer"])
+    engine = str(resolved["engine"]["name"])
+    dist = None
+    if engine == "dist":  # what real processes cannot run (also checked by validate; torch-free)
+        from psbench.dist.options import ENGINE, check_dist
+        from psbench.schema import check_group
+
+        check_group("engine", resolved["engine"], ENGINE)
+        check_dist(resolved)
+        dist = DistOptions.from_config(resolved["engine"])
+    seed = int(resolved["seed"])
+    dm, net = build_data_and_model(resolved)
+    protocol, topology, policy = build_protocol(resolved), build_topology(resolved), build_lr_policy(resolved)
+    codecs = build_compression(resolved, net)
+    cost = build_run_cost(resolved, net, dm, protocol, codecs)
+    gradients = total_gradients(resolved, dm.num_train, protocol)
+    opt, learner_opt = optimizers(resolved, protocol)
+    setup = RunSetup(config=resolved, seed=seed, data=dm, net=net, model=dict(resolved["model"]), protocol=protocol,
+                     topology=topology, policy=policy, batch_size=int(resolved["batch_size"]), gradients=gradients,
+                     cost=cost, compression=compression_options(resolved), codecs=codecs, optimizer=opt,
+                     learner_optimizer=learner_opt, schedule=None, sim_stats=None, trainer=trainer, engine=engine,
+                     dist=dist, schedule_only=bool(resolved["schedule_only"]))
+    if dist is not None and dist.mode == "free_run":
+        return setup  # the real processes make the schedule
+    if dist is not None and dist.schedule is not None:
+        schedule = Schedule.load(dist.schedule)
+        got = schedule.meta.get("learners")
+        require(got in (None, protocol.learners), "engine.schedule", dist.schedule,
+                f"a schedule for learners={protocol.learners} (it has {got})")
+        return replace(setup, schedule=schedule)
+    sim = Simulator(protocol, cost, topology, setup.batch_size, gradients, seed)
+    schedule = Schedule.collect(_with_progress(sim.run(), sim.total_gradients, trainer.progress),
+                                meta=setup.schedule_meta)
+    setup = replace(setup, schedule=schedule, sim_stats=sim.stats.as_dict())
+    if engine == "sim" and not setup.schedule_only:
+        from psbench.strategy.executor import check_run
+
+        check_run(setup)
+    return setup
+
+
+def _with_progress(updates: Iterator[Update], total: int, mode: str, after_s: float = 2.0) -> Iterator[Update]:
+    """The simulation's updates, with a safe point for signals every 256 and, once it has run ``after_s``, a
+    progress line every few seconds on stderr (``trainer.progress``: none shows nothing)."""
+    t0 = last = time.perf_counter()
+    done = 0
+    for u in lifecycle.checked(updates):
+        done += len(u.contributions)
+        yield u
+        if mode != "none" and done % 1024 < len(u.contributions):
+            now = time.perf_counter()
+            if now - t0 >= after_s and now - last >= (0.5 if mode == "rich" and sys.stderr.isatty() else 5.0):
+                last = now
+                eta = (now - t0) * (total - done) / max(1, done)
+                print(f"psbench: simulating the schedule: {done:,} of {total:,} gradients "
+                      f"({100 * done / total:.0f} %), {now - t0:.0f} s, ~{eta:.0f} s left", file=sys.stderr,
+                      flush=True)
+    if mode != "none" and time.perf_counter() - t0 >= after_s:
+        print(f"psbench: simulated the schedule: {done:,} gradients in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr, flush=True)
+
+
+def _plain(node: Any) -> Any:
+    """A config node as plain dicts and lists (resolved)."""
+    if isinstance(node, DictConfig):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
+

@@ -155,6 +155,7 @@ class OutputDirCheck(Callback):
             sweep.begin(config)  # the store, and the parent run of the jobs with their ledger
         except ConfigError as err:
             report(err)
+        lifecycle.release()  # a signal held since start-up ends the sweep now (its parent KILLED, if it has one)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
@@ -371,60 +372,77 @@ class _Run:
 
 
 def execute(cfg: DictConfig) -> float | None:
-    """Run one job for a composed config; return its test error (``None`` if not trained)."""
+    """Run one job for a composed config; return its test error (``None`` if not trained).
+
+    In order: the config is checked (:func:`~psbench.validate.validate`), the run is built
+    (:func:`psbench.train.prepare`: data, model, schedule and the checks they make possible), and only then is
+    the MLflow run created and the engine started — input refused at any of these steps leaves no MLflow run.
+    Whatever ends the job after its run dir exists (success, bad input, a signal, a failure) leaves its
+    ``summary.json``.
+    """
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert isinstance(resolved, dict)
-    print_config(resolved)
-    validate(cfg)
-    # torch, Lightning and the training code load before the MLflow run exists: a signal is then not
-    # delivered in the middle of an import (where a finalizer could swallow it)
-    from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, resume_state
-    from psbench.train import train
-
     run_dir = Path(resolved["paths"]["output_dir"])
-    mode, found = resume_state(resolved.get("resume"), run_dir, resolved)
-    if mode == "done":
-        print(f"psbench: {run_dir} already finished ({found.status}); not run again", file=sys.stderr)
-        return None if found.test_error is None else float(found.test_error)
-    state = found if mode == "resume" else None
-    config_file = run_dir / "resolved_config.yaml"
-    OmegaConf.save(OmegaConf.create(resolved), config_file)
-
-    from psbench.tracking.provenance import provenance
-
-    prov = provenance(resolved["trainer"].get("num_threads"))
     summary_file = run_dir / "summary.json"
-    overrides = run_dir / ".hydra" / "overrides.yaml"
+    engine = resolved.get("engine") or {}
     run: _Run | None = None
+    prov: dict[str, Any] | None = None
     try:
-        with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
-            run = _Run(resolved, run_dir, prov, state)
+        lifecycle.release()  # a signal held since start-up is raised here, where this job's record is kept
+        print_config(resolved)
+        validate(cfg)
+        # torch, Lightning and the training code load before the MLflow run exists: a signal is then not
+        # delivered in the middle of an import (where a finalizer could swallow it)
+        from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, resume_state
+        from psbench.train import prepare
+        from psbench.train import run as run_engine
 
+        mode, found = resume_state(resolved.get("resume"), run_dir, resolved)
+        if mode == "done":
+            print(f"psbench: {run_dir} already finished ({found.status}); not run again", file=sys.stderr)
+            return None if found.test_error is None else float(found.test_error)
+        config_file = run_dir / "resolved_config.yaml"
+        OmegaConf.save(OmegaConf.create(resolved), config_file)
+        overrides = run_dir / ".hydra" / "overrides.yaml"
+        files = [summary_file, config_file, overrides]
+
+        from psbench.tracking.provenance import provenance
+
+        prov = provenance(resolved["trainer"].get("num_threads"))
         tr = resolved["trainer"]
         plan = Plan(run_dir / CHECKPOINT_FILE, int(tr.get("checkpoint_every") or 0), tr.get("stop_after_updates"),
-                    {"config": resolved, "mlflow_run_id": run.run_id}, state)
-        summary = replace(RunSummary.from_dict(train(cfg, run_dir, run.lightning_logger(resolved), plan)),
-                          mlflow_run_id=run.run_id, provenance=prov)
-        artifacts = [summary_file, config_file, overrides, *(Path(p) for p in summary.artifacts)]
+                    {"config": resolved}, found if mode == "resume" else None)
+        setup = prepare(cfg, plan)  # every check that can refuse the job, before any MLflow run
+        with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
+            run = _Run(resolved, run_dir, prov, plan.state)
+        plan.meta["mlflow_run_id"] = run.run_id
+        try:
+            summary = run_engine(setup, run_dir, run.lightning_logger(resolved), plan)
+        except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with its checkpoint
+            stopped = RunSummary(status="killed", updates_done=stop.update, checkpoint=str(stop.path),
+                                 failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov)
+            write_json(summary_file, stopped)
+            run.abort("KILLED", str(stop), stopped, files)
+            log.info("%s; resume with resume=%s", stop, run_dir)
+            return None
+        summary = replace(summary, mlflow_run_id=run.run_id, provenance=prov)
+        artifacts = [*files, *(Path(p) for p in summary.artifacts)]
         with lifecycle.deferred():
             write_json(summary_file, summary)
             run.finish(summary, artifacts)
             plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
-    except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with where the checkpoint is
-        stopped = RunSummary(status="killed", updates_done=stop.update, checkpoint=str(stop.path),
-                             failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov)
-        write_json(summary_file, stopped)
-        run.abort("KILLED", str(stop), stopped, [summary_file, config_file, overrides])
-        log.info("%s; resume with resume=%s", stop, run_dir)
-        return None
     except lifecycle.Killed as k:
-        if run is not None and not run.ended:
-            _end_killed(k, run, summary_file, [summary_file, config_file, overrides], prov,
-                        resolved.get("engine") or {})
+        if run is None or not run.ended:
+            _end_killed(k, run, summary_file, prov, engine)
         raise
     except BaseException as err:
+        status, reason = _ended_by(err)
+        ended = RunSummary(status=status.lower(), failure_reason=" ".join(reason.split()), engine=engine.get("name"),
+                           mlflow_run_id=run.run_id if run is not None else None, provenance=prov)
+        with contextlib.suppress(OSError):  # an output dir that cannot be written is the error itself
+            write_json(summary_file, ended)
         if run is not None:
-            run.abort(*_ended_by(err))
+            run.abort(status, reason, ended, [summary_file])
         raise
     clock = "sim_time_s" if summary.run_time_s is None else "run_time_s"  # simulated, or measured (dist)
     log.info("%s: test_error=%s staleness_mean=%s %s=%s -> %s", summary.status, summary.test_error,
@@ -441,15 +459,20 @@ def _ended_by(err: BaseException) -> tuple[str, str]:
     return "FAILED", failure_reason(err)
 
 
-def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path],
-                prov: Mapping[str, Any], engine: Mapping[str, Any]) -> None:
-    """A killed job: ``summary.json`` (status killed), MLflow KILLED with ``failure_reason``, one line on stderr."""
+def _end_killed(k: lifecycle.Killed, run: _Run | None, summary_file: Path, prov: Mapping[str, Any] | None,
+                engine: Mapping[str, Any]) -> None:
+    """A killed job: ``summary.json`` (status killed), its MLflow run (if one exists yet) KILLED with
+    ``failure_reason``, one line on stderr."""
     dist = engine.get("name") == "dist"
     summary = replace(lifecycle.summary(k), engine=engine.get("name", "sim"),
-                      mode=engine.get("mode", "free_run") if dist else None, mlflow_run_id=run.run_id, provenance=prov)
+                      mode=engine.get("mode", "free_run") if dist else None,
+                      mlflow_run_id=run.run_id if run is not None else None, provenance=prov)
     with contextlib.suppress(OSError):
         write_json(summary_file, summary)
-    run.abort("KILLED", str(summary.failure_reason), summary, files)
+    if run is not None:
+        d = summary_file.parent
+        run.abort("KILLED", str(summary.failure_reason), summary,
+                  [summary_file, d / "resolved_config.yaml", d / ".hydra" / "overrides.yaml"])
     print(f"psbench: {summary.failure_reason}; summary in {summary_file}", file=sys.stderr, flush=True)
     k.reported = True
 
@@ -504,6 +527,7 @@ def main() -> None:
         check_launcher(sys.argv[1:])
         with sweep.closing_parent():  # a sweep cut short: its parent run says why
             _hydra_main()
+        lifecycle.release()  # --help, --cfg: a signal held since start-up still ends the process as a signal
     except lifecycle.Killed as k:
         if not k.reported:
             print(f"psbench: {k.reason}", file=sys.stderr, flush=True)

@@ -56,6 +56,7 @@ class Killed(BaseException):
 _received: list[int] = []
 _depth = 0
 _raised = False
+_held = False
 _installed: set[int] = set()
 
 
@@ -89,15 +90,33 @@ def _unraisable(unraisable: Any) -> None:
 _next_unraisable_hook = sys.unraisablehook
 
 
-def install() -> None:
-    """Take over :data:`SIGNALS` in this (main) thread; a signal ignored by the parent stays ignored (``nohup``)."""
+def install(hold: bool = False) -> None:
+    """Take over :data:`SIGNALS` in this (main) thread; a signal ignored by the parent stays ignored (``nohup``).
+
+    ``hold``: the process is starting: a signal is only recorded until :func:`release` (the ``psbench`` entry
+    point holds from its first instant, so a job stopped while it starts up still writes its record).
+    """
+    global _depth, _held
     if threading.current_thread() is not threading.main_thread():
         return
+    if hold and not _held:
+        _held = True
+        _depth += 1
     sys.unraisablehook = _unraisable
     for s in SIGNALS:
         if signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, _handler)
             _installed.add(s)
+
+
+def release() -> None:
+    """End :func:`install`'s start-up hold (idempotent); a signal received meanwhile is raised now."""
+    global _depth, _held
+    if _held:
+        _held = False
+        _depth -= 1
+        if _depth == 0:
+            check()
 
 
 def reclaim() -> None:
@@ -142,9 +161,9 @@ def deferred() -> Iterator[None]:
 
 def reset() -> None:
     """Forget received signals (a fresh start, e.g. in tests that run jobs in-process)."""
-    global _raised, _depth
+    global _raised, _depth, _held
     _received.clear()
-    _raised, _depth = False, 0
+    _raised, _depth, _held = False, 0, False
 
 
 def summary(k: Killed) -> RunSummary:

@@ -1,30 +1,49 @@
-"""Run one job from a composed config: the engine it names executes it.
+"""Run one job from a composed config: build its :class:`~psbench.assemble.RunSetup`, and the engine it names
+executes it.
 
-:func:`train` is what ``psbench`` (``cli.py``) calls after validation and MLflow set-up:
-``engine=sim`` (default) simulates the schedule and trains on it with Lightning
-(:func:`psbench.strategy.executor.train_sim`); ``engine=dist`` runs real PS and learner
-processes (:func:`psbench.dist.launcher.train_dist`). Both return a :class:`~psbench.summary.RunSummary`;
-:func:`train` returns its keys (``summary.json``'s).
+:func:`train` is the Python API of one run (``psbench`` itself, ``cli.py``, builds the setup with :func:`prepare`
+before it creates the MLflow run, then calls :func:`run`): ``engine=sim`` (default) trains on the simulated
+schedule with Lightning (:func:`psbench.strategy.executor.train_sim`); ``engine=dist`` runs real PS and learner
+processes (:func:`psbench.dist.launcher.train_dist`). Both return a :class:`~psbench.summary.RunSummary`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
+from psbench.assemble import RunSetup, build_run
+from psbench.summary import RunSummary
 
-def train(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> dict[str, Any]:
-    """Run the job described by ``cfg``; return its summary's keys (:meth:`RunSummary.to_dict`).
+
+def prepare(cfg: DictConfig | Mapping[str, Any], plan=None) -> RunSetup:
+    """The :class:`RunSetup` of ``cfg`` and the checks it makes possible (a resumed checkpoint's schedule)."""
+    setup = build_run(cfg)
+    if setup.engine == "sim":
+        from psbench.strategy.executor import check_schedule
+
+        check_schedule(setup, plan)
+    return setup
+
+
+def run(setup: RunSetup, run_dir: Path, logger=None, plan=None) -> RunSummary:
+    """Execute ``setup`` with the engine it names.
 
     ``plan`` (:class:`psbench.checkpoint.Plan`) turns on checkpoints and, with its ``state``, resumes
     from one (``engine=sim``; :mod:`psbench.dist.options` refuses it for ``engine=dist``).
     """
-    if (cfg.get("engine") or {}).get("name", "sim") == "dist":  # real processes: psbench.dist
+    if setup.engine == "dist":  # real processes: psbench.dist
         from psbench.dist.launcher import train_dist
 
-        return train_dist(cfg, run_dir, logger).to_dict()
+        return train_dist(setup, Path(run_dir), logger)
     from psbench.strategy.executor import train_sim
 
-    return train_sim(cfg, run_dir, logger, plan).to_dict()
+    return train_sim(setup, Path(run_dir), logger, plan)
+
+
+def train(cfg: DictConfig | Mapping[str, Any], run_dir: Path, logger=None, plan=None) -> dict[str, Any]:
+    """Build and run the job described by ``cfg``; return its summary's keys (:meth:`RunSummary.to_dict`)."""
+    return run(prepare(cfg, plan), run_dir, logger, plan).to_dict()

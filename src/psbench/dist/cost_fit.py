@@ -136,20 +136,20 @@ def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, ba
 
 def compare_run(run_dir: str | Path) -> dict[str, Any]:
     """:func:`compare` for a finished ``engine=dist`` free run's directory."""
-    from omegaconf import OmegaConf
+    import yaml
 
     run_dir = Path(run_dir)
-    cfg = OmegaConf.load(run_dir / "resolved_config.yaml")
+    cfg = yaml.safe_load((run_dir / "resolved_config.yaml").read_text())
     summary = RunSummary.read(run_dir / "summary.json")
     log = Schedule.load(run_dir / "schedule.npz")
     with np.load(run_dir / "dist_timing.npz") as z:
         timing = {k: z[k] for k in z.files}
-    from psbench.assemble import build_protocol
+    from psbench.ps.options import build_protocol
 
     protocol = build_protocol(cfg)
     num_train = round(summary.samples / summary.epochs_done)
-    return compare(log, timing, protocol, int(cfg.batch_size), num_train, int(summary.model_bytes),
-                   float(summary.run_time_s), int(cfg.seed))
+    return compare(log, timing, protocol, int(cfg["batch_size"]), num_train, int(summary.model_bytes),
+                   float(summary.run_time_s), int(cfg["seed"]))
 
 
 def main(argv: list[str] | None = None) -> None:

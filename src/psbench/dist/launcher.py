@@ -1,6 +1,7 @@
 """``engine=dist`` end to end: check, start λ learner processes, rendezvous, run the PS, clean up.
 
-:func:`train_dist` is what :func:`psbench.train.train` calls for ``engine=dist``; it returns the
+:func:`train_dist` is what :func:`psbench.train.train` calls for ``engine=dist`` with the run's
+:class:`~psbench.assemble.RunSetup` (a replay's schedule is simulated or loaded there); it returns the
 same :class:`~psbench.summary.RunSummary` as the simulator path, with the engine's own counts
 (:func:`run_summary`). The calling process is rank 0, the PS — the only one that talks to
 MLflow — and, with ``engine.launch=spawn`` (default), starts the learners itself as
@@ -38,28 +39,19 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from psbench import lifecycle
-from psbench.assemble import setting
 from psbench.dist import messages as m
-from psbench.dist.options import ENGINE, check_dist
 from psbench.dist.transport import LearnerFailure
-from psbench.errors import ConfigError, RunFailure, require
-from psbench.schema import check_group
+from psbench.errors import ConfigError, RunFailure
 from psbench.summary import RunSummary
 
-
-def check_config(cfg: DictConfig) -> None:
-    """The ``engine`` keys and what real processes cannot run (:mod:`psbench.dist.options`; torch-free)."""
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    check_group("engine", resolved["engine"], ENGINE)  # type: ignore[index]
-    check_dist(resolved)  # type: ignore[arg-type]
-
+if TYPE_CHECKING:
+    from psbench.assemble import RunSetup
 
 
 # ---------------------------------------------------------------------------------- processes
@@ -161,80 +153,53 @@ def _destroy_group(timeout_s: float = 5.0) -> None:
 
 
 # ---------------------------------------------------------------------------------- the job
-def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
-    """Run ``cfg`` with real processes; return its :class:`~psbench.summary.RunSummary` (:func:`run_summary`)."""
+def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
+    """Run ``setup`` with real processes; return its :class:`~psbench.summary.RunSummary` (:func:`run_summary`)."""
     import torch.distributed as dist
 
-    from psbench.assemble import (
-        build_compression,
-        build_data_and_model,
-        build_lr_policy,
-        build_protocol,
-        build_run_cost,
-        build_topology,
-        optimizers,
-        total_gradients,
-        updates_per_epoch,
-    )
     from psbench.compression.wire import GradientWire
     from psbench.dist.ps_server import ParameterServer
     from psbench.dist.transport import GlooTransport
     from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
     from psbench.optimizer.build import configure, param_groups
-    from psbench.ps import Schedule, Simulator
     from psbench.ps.local import is_elastic, uses_local_steps
+    from psbench.ps.schedule import updates_per_epoch
     from psbench.ps.staleness import plot_staleness
 
-    check_config(cfg)
     t_start = time.perf_counter()
     run_dir = Path(run_dir)
-    seed = int(cfg.seed)
-    dm, net = build_data_and_model(cfg)
-    mcfg = OmegaConf.to_container(cfg.model, resolve=True)
-    model_name = mcfg.pop("name")  # type: ignore[union-attr]  # learners rebuild the same model from these
-    protocol, policy = build_protocol(cfg), build_lr_policy(cfg)
-    lam, mu, spg = protocol.learners, int(cfg.batch_size), int(cfg.batch_size) * protocol.local_steps
-    mode = setting(cfg.engine, "mode", "free_run")
-    meta = {"protocol": protocol.label, "learners": lam, "batch_size": mu, "topology": cfg.topology.name,
-            "seed": seed}
+    e = setup.dist
+    assert e is not None, "engine=dist runs with the dist engine's options (psbench.assemble.build_run)"
+    seed, dm, net, protocol, policy = setup.seed, setup.data, setup.net, setup.protocol, setup.policy
+    model = dict(setup.model)
+    model_name = model.pop("name")  # learners rebuild the same model from these
+    lam, mu, spg = protocol.learners, setup.batch_size, setup.samples_per_gradient
+    mode = e.mode
+    meta = setup.schedule_meta
     artifacts: list[str] = []
-    replay = None
+    replay = setup.schedule if mode == "replay" else None
     sim_time_s = None  # simulated time: a replayed schedule's; a free run has measured time only (run_time_s)
-    if mode == "replay":
-        if setting(cfg.engine, "schedule") is not None:
-            replay = Schedule.load(str(setting(cfg.engine, "schedule")))
-            got = replay.meta.get("learners")
-            require(got in (None, lam), "engine.schedule", str(setting(cfg.engine, "schedule")),
-                    f"a schedule for learners={lam} (it has {got})")
-        else:
-            cost = build_run_cost(cfg, net, dm, protocol, build_compression(cfg, net))
-            sim = Simulator(protocol, cost, build_topology(cfg), mu, total_gradients(cfg, dm.num_train, protocol), seed)
-            replay = Schedule.collect(sim.run(), meta=meta)
+    if replay is not None:
         sim_time_s = simulated_time(replay)
         artifacts.append(str(replay.save(run_dir / "schedule.npz")))
         G = replay.num_gradients
         updates = replay.num_updates
     else:
-        G = total_gradients(cfg, dm.num_train, protocol)
-        G -= G % protocol.gradients_per_update
+        G = setup.gradients - setup.gradients % protocol.gradients_per_update
         updates = G // protocol.gradients_per_update
-    opt_cfg, learner_cfg = optimizers(cfg, protocol)
+    opt_cfg, learner_cfg = setup.optimizer, setup.learner_optimizer
     window = None  # a local-step protocol's window: H steps of learner_cfg in the learner, then a commit
     if uses_local_steps(protocol.name):  # learners run learner_cfg for H local steps; the PS adds their commits
         window = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
-                  "rho": protocol.rho, "optimizer": learner_cfg}
-    comp_opts = OmegaConf.to_container(cfg.compression, resolve=True) if cfg.get("compression") else None
-    if comp_opts is not None and comp_opts.get("name", "none") == "none":  # type: ignore[union-attr]
-        comp_opts = None
+                  "rho": protocol.rho, "optimizer": dict(learner_cfg)}
+    comp_opts = None if setup.compression is None else dict(setup.compression)
     wire = None if comp_opts is None else GradientWire(comp_opts, {k: p.shape for k, p in net.named_parameters()},
                                                        seed)
     opt, sched = configure(param_groups(net), opt_cfg, updates_per_epoch(updates, G, spg, dm.num_train))
 
-    addr = str(setting(cfg.engine, "master_addr", "127.0.0.1"))
-    timeout_s = float(setting(cfg.engine, "timeout_s", 60))
-    connect_s = float(setting(cfg.engine, "connect_timeout_s", 120))
+    addr, timeout_s, connect_s = e.master_addr, float(e.timeout_s), float(e.connect_timeout_s)
     world = lam + 1
-    store = _store(addr, int(setting(cfg.engine, "port", 0)), world, connect_s)
+    store = _store(addr, int(e.port), world, connect_s)
     data_file = run_dir / "learner_data.pt"
     spec_file = run_dir / "dist_spec.json"
     procs = Learners()
@@ -243,14 +208,14 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
         torch.save({"x": dm.x_train.contiguous(), "y": dm.y_train.contiguous()}, data_file)
         spec = {
             "addr": addr, "port": store.port, "world_size": world, "timeout_s": max(timeout_s, 3600.0),
-            "connect_timeout_s": connect_s, "model": model_name, "model_kwargs": mcfg,
+            "connect_timeout_s": connect_s, "model": model_name, "model_kwargs": model,
             "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
-            "seed": seed, "samples_per_gradient": spg, "threads": int(setting(cfg.engine, "learner_threads", 1)),
-            "delay_s": {str(k): float(v) for k, v in dict(setting(cfg.engine, "learner_delay_s", {})).items()},
+            "seed": seed, "samples_per_gradient": spg, "threads": int(e.learner_threads),
+            "delay_s": {str(k): float(v) for k, v in dict(e.learner_delay_s or {}).items()},
             "rank_offset": 1, "window": window, "compression": comp_opts,
         }
         spec_file.write_text(json.dumps(spec, indent=1))
-        if setting(cfg.engine, "launch", "spawn") == "spawn":
+        if e.launch == "spawn":
             procs.spawn(spec_file, lam, run_dir, spec["threads"])
         print(f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting up to {connect_s:g} s "
               f"(engine.connect_timeout_s) for {lam} learners (spec {spec_file})", file=sys.stderr, flush=True)
@@ -269,10 +234,9 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
             numel = sum(p.numel() for p in net.parameters())
             transport = GlooTransport(lam, numel, procs.alive, push_bytes=None if wire is None else wire.push_bytes)
             ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
-                                 timeout_s=timeout_s, tolerate_failures=bool(setting(cfg.engine, "tolerate_failures", False)),
-                                 gradient_clip_val=cfg.trainer.get("gradient_clip_val"), logger=logger,
-                                 log_every=int(cfg.trainer.get("log_every_n_updates") or 10), wire=wire,
-                                 num_train=dm.num_train)
+                                 timeout_s=timeout_s, tolerate_failures=e.tolerate_failures,
+                                 gradient_clip_val=setup.trainer.gradient_clip_val, logger=logger,
+                                 log_every=setup.trainer.log_every_n_updates, wire=wire, num_train=dm.num_train)
             with lifecycle.deferred():  # the PS loop checks for a signal between messages (update boundaries)
                 stats = ps.run()
         except LearnerFailure:
@@ -315,7 +279,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
     artifacts.append(str(plot_staleness(stats.staleness.as_dict(), f"{protocol.label} (measured)",
                                         run_dir / "staleness_hist.png")))
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
-    save_final_weights(cfg, net, run_dir, artifacts)
+    save_final_weights(setup.trainer.save_weights, net, run_dir, artifacts)
     summary = run_summary(
         ps, replay or log, mode=mode, num_train=dm.num_train, model_bytes=numel * 4, join_time_s=join_s,
         bytes_pushed=transport.bytes_received + stats.pushes_received * m.HEADER * 8,

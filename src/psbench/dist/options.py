@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from psbench.errors import ConfigError, require
@@ -43,11 +44,9 @@ def check_dist(cfg: Mapping[str, Any]) -> None:
             "rudra_base with engine=dist (the PS tree is not executed yet)")
     comp = cfg.get("compression") or {}
     if comp.get("name") == "terngrad" and comp.get("share_scalers"):
-        from psbench.ps.protocols import Protocol
+        from psbench.ps.options import build_protocol
 
-        p = cfg["protocol"]
-        c = Protocol(p["name"], lam, n=p.get("n"), staleness_bound=p.get("staleness_bound"),
-                     local_steps=p.get("local_steps", 1), rho=p.get("rho")).gradients_per_update
+        c = build_protocol(cfg).gradients_per_update
         require(c == 1, "compression.share_scalers", True,
                 f"false with engine=dist and c = {c} gradients per update (the scaler negotiation round between "
                 "an update's learners is not executed on real processes; c = 1 protocols share trivially)")
@@ -100,3 +99,25 @@ ENGINE = Group({
             what="{learner index: extra seconds >= 0 per gradient}"),
     },
 }, check=lambda cfg: check_dist(cfg) if cfg["engine"]["name"] == "dist" else None)
+
+
+@dataclass(frozen=True)
+class DistOptions:
+    """``engine=dist``'s keys, typed; their defaults are ``conf/engine/dist.yaml``'s (every key is there)."""
+
+    mode: str
+    schedule: str | None
+    backend: str
+    launch: str
+    master_addr: str
+    port: int
+    max_learners: int
+    connect_timeout_s: float
+    timeout_s: float
+    tolerate_failures: bool
+    learner_threads: int
+    learner_delay_s: Mapping[int, float] | None
+
+    @classmethod
+    def from_config(cls, node: Mapping[str, Any]) -> DistOptions:
+        return cls(**{f.name: node[f.name] for f in fields(cls)})

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 
 
 def weights_sha256(net: torch.nn.Module) -> str:
@@ -19,9 +18,9 @@ def weights_sha256(net: torch.nn.Module) -> str:
     return h.hexdigest()
 
 
-def save_final_weights(cfg: DictConfig, net: torch.nn.Module, run_dir: Path, artifacts: list[str]) -> None:
-    """``weights.pt`` (the final ``state_dict``) into ``artifacts`` unless ``trainer.save_weights=false``."""
-    if (cfg.get("trainer") or {}).get("save_weights", True) is not False:
+def save_final_weights(save: bool, net: torch.nn.Module, run_dir: Path, artifacts: list[str]) -> None:
+    """``weights.pt`` (the final ``state_dict``) into ``artifacts`` if ``save`` (``trainer.save_weights``)."""
+    if save:
         path = run_dir / "weights.pt"
         torch.save(net.state_dict(), path)
         artifacts.append(str(path))

@@ -7,7 +7,7 @@ from typing import Any
 
 from psbench.errors import require
 from psbench.ps.local import LOCAL_PROTOCOLS, is_elastic
-from psbench.ps.protocols import PROTOCOLS
+from psbench.ps.protocols import PROTOCOLS, Protocol
 from psbench.schema import Group, Keys, get, integer, is_num, number
 
 _LOCAL_STEPS = integer(1, what="an integer number of local steps H")
@@ -36,3 +36,11 @@ def _check(cfg: Mapping[str, Any]) -> None:
 
 
 PROTOCOL = Group({name: _keys(name) for name in PROTOCOLS}, check=_check)
+
+
+def build_protocol(cfg: Mapping[str, Any]) -> Protocol:
+    """The :class:`Protocol` of a config (its ``learners`` and ``protocol`` group)."""
+    p = cfg["protocol"]
+    rho = p.get("rho")
+    return Protocol(p["name"], int(cfg["learners"]), n=p.get("n"), staleness_bound=p.get("staleness_bound"),
+                    local_steps=int(p.get("local_steps") or 1), rho=None if rho is None else float(rho))

@@ -1,8 +1,8 @@
-"""The simulator's executor: simulate the schedule, then train on it with Lightning (``engine=sim``).
+"""The simulator's executor: train on a :class:`~psbench.assemble.RunSetup`'s simulated schedule (``engine=sim``).
 
-1. data module and model (seeded); model size = PS message size (compression ``none``);
-2. cost model (hardware profile, or a calibration of the real model) → simulator →
-   schedule of ⌊epochs·N/μ⌋ gradients (capped by ``trainer.max_updates``);
+1. the setup (:func:`psbench.assemble.build_run`) holds the data, the seeded model, the cost model and the
+   schedule of ⌊epochs·N/μ⌋ gradients (capped by ``trainer.max_updates``) simulated on it;
+2. the schedule and its staleness histogram are saved in the run dir;
 3. ``schedule_only``: statistics only; otherwise a Trainer with
    :class:`~psbench.strategy.ParameterServerStrategy`, K PS updates per Trainer step
    (``trainer.updates_per_step``; null: :func:`~psbench.strategy.chunks.auto_updates_per_step`),
@@ -17,70 +17,54 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from omegaconf import DictConfig
 
 from psbench import lifecycle
-from psbench.assemble import (
-    build_compression,
-    build_data_and_model,
-    build_lr_policy,
-    build_protocol,
-    build_run_cost,
-    build_topology,
-    optimizers,
-    setting,
-    total_gradients,
-    updates_per_epoch,
-)
 from psbench.errors import ConfigError, require
 from psbench.models.evaluate import evaluate, quick_evaluate, save_final_weights, weights_sha256
-from psbench.ps import Schedule, Simulator
+from psbench.ps import Schedule
 from psbench.ps.local import uses_local_steps
+from psbench.ps.schedule import updates_per_epoch
 from psbench.ps.staleness import plot_staleness
 from psbench.summary import RunSummary
 
+if TYPE_CHECKING:
+    from psbench.assemble import RunSetup
 
-def train_sim(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> RunSummary:
-    """Simulate ``cfg``'s schedule and train on it; return its :class:`~psbench.summary.RunSummary`.
+
+def train_sim(setup: RunSetup, run_dir: Path, logger=None, plan=None) -> RunSummary:
+    """Train on ``setup``'s simulated schedule; return its :class:`~psbench.summary.RunSummary`.
 
     ``plan`` (:class:`psbench.checkpoint.Plan`) turns on checkpoints and, with its ``state``, resumes
     from one; a requested stop raises :class:`psbench.checkpoint.RunStopped` after writing it.
     """
     t_start = time.perf_counter()
-    seed = int(cfg.seed)
-    dm, net = build_data_and_model(cfg)
-
-    protocol, topology, policy = build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg)
-    compression = build_compression(cfg, net)
-    cost = build_run_cost(cfg, net, dm, protocol, compression)
-    sim = Simulator(protocol, cost, topology, int(cfg.batch_size), total_gradients(cfg, dm.num_train, protocol), seed)
-    meta = {"protocol": protocol.label, "learners": protocol.learners, "batch_size": int(cfg.batch_size),
-            "topology": topology.name, "seed": seed}
-    schedule = Schedule.collect(lifecycle.checked(sim.run()), meta=meta)  # a signal stops the simulation too
-    stats = sim.stats.as_dict()
+    schedule, stats, protocol = setup.schedule, dict(setup.sim_stats or {}), setup.protocol
+    assert schedule is not None, "engine=sim runs a simulated schedule (psbench.assemble.build_run)"
     artifacts = [str(schedule.save(run_dir / "schedule.npz")),
                  str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png"))]
-    samples = schedule.num_gradients * sim.samples_per_gradient
+    samples = schedule.num_gradients * setup.samples_per_gradient
     summary = RunSummary(
-        engine="sim", **stats, samples=samples, epochs_done=samples / dm.num_train,
+        engine="sim", **stats, samples=samples, epochs_done=samples / setup.data.num_train,
         schedule_sha256=schedule.sha256(), protocol=protocol.label, artifacts=artifacts,
-        compression=str(setting(cfg.get("compression"), "name", "none")),
+        compression=(setup.compression or {}).get("name", "none"),
     )
-    if cfg.schedule_only:
+    if setup.schedule_only:
         return replace(summary, wall_time_s=time.perf_counter() - t_start)
+    summary = replace(summary, **_fit(setup, schedule, logger, plan, t_start))
+    save_final_weights(setup.trainer.save_weights, setup.net, run_dir, artifacts)
+    return replace(summary, weights_sha256=weights_sha256(setup.net),
+                   wall_time_s=time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0))
 
-    if plan is not None and plan.state is not None:
-        require(plan.state["schedule_sha256"] == summary.schedule_sha256, "resume", str(plan.path),
+
+def check_schedule(setup: RunSetup, plan) -> None:
+    """A resumed run's checkpoint is of this schedule (:class:`~psbench.errors.ConfigError` for ``resume``)."""
+    if plan is not None and plan.state is not None and setup.schedule is not None:
+        require(plan.state["schedule_sha256"] == setup.schedule.sha256(), "resume", str(plan.path),
                 "a checkpoint of this schedule (the recomputed schedule differs from the checkpoint's: "
                 "was psbench changed in between?)")
-    summary = replace(summary, **_fit(cfg, dm, net, schedule, sim.samples_per_gradient, policy, protocol, logger,
-                                      compression, plan, t_start))
-    save_final_weights(cfg, net, run_dir, artifacts)
-    return replace(summary, weights_sha256=weights_sha256(net),
-                   wall_time_s=time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0))
 
 
 def _progress_callbacks(mode: str):
@@ -95,27 +79,30 @@ def _progress_callbacks(mode: str):
     return [PlainProgress()], False
 
 
-def _device(cfg, local: bool, compression) -> torch.device:
+def device(setup: RunSetup) -> torch.device:
     """``trainer.accelerator`` (null: cpu; auto: cuda, else mps, else cpu) as a torch device that exists here."""
-    name = str(setting(cfg.trainer, "accelerator", None) or "cpu")
+    name = str(setup.trainer.accelerator or "cpu")
     have = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
     if name == "auto":
         name = next(d for d in ("cuda", "mps", "cpu") if have[d])
     here = ", ".join(["auto", *(d for d in ("cpu", "cuda", "mps") if have[d])])
     require(have[name], "trainer.accelerator", name, f"one of {here} (no {name} device on this machine)")
-    require(name == "cpu" or not (local or compression is not None), "trainer.accelerator", name,
+    local = uses_local_steps(setup.protocol.name)
+    require(name == "cpu" or not (local or setup.codecs is not None), "trainer.accelerator", name,
             "cpu with a local-step protocol or a codec (they run on the CPU)")
     return torch.device(name)
 
 
-def _memory_budget(cfg, schedule: Schedule, net, by_row: bool, local: bool) -> int | None:
+def memory_budget(setup: RunSetup) -> int | None:
     """``trainer.memory_budget_mb`` in bytes; a schedule that cannot run within it is refused here, up front."""
     from psbench.strategy.lookahead import minimum_bytes
     from psbench.strategy.options import DEFAULT_MEMORY_BUDGET_MB
 
-    if local:  # local-step protocols keep λ learner models, not snapshots (psbench.strategy.local_steps)
+    if uses_local_steps(setup.protocol.name):  # local-step protocols keep λ learner models, not snapshots
         return None
-    mb = setting(cfg.trainer, "memory_budget_mb", None)
+    schedule, net, mb = setup.schedule, setup.net, setup.trainer.memory_budget_mb
+    assert schedule is not None
+    by_row = setup.codecs is not None or setup.trainer.batching == "loop"
     budget = int(float(mb if mb is not None else DEFAULT_MEMORY_BUDGET_MB) * 2**20)
     p_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
     need = minimum_bytes(schedule, p_bytes, by_row)
@@ -131,6 +118,12 @@ def _memory_budget(cfg, schedule: Schedule, net, by_row: bool, local: bool) -> i
     return budget
 
 
+def check_run(setup: RunSetup) -> None:
+    """What refuses a simulated run before it starts: the device and the memory budget (ConfigError)."""
+    device(setup)
+    memory_budget(setup)
+
+
 def _layout(net, x):
     """``x`` in the memory layout the net runs fastest on here (channels_last for 2-d conv nets on the CPU);
     a streamed source (``dataset=imagenet``) is left as it is: its batches are tensors made per read."""
@@ -141,8 +134,7 @@ def _layout(net, x):
     return x
 
 
-def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None, plan=None,
-         t_start: float = 0.0) -> dict[str, Any]:
+def _fit(setup: RunSetup, schedule: Schedule, logger, plan=None, t_start: float = 0.0) -> dict[str, Any]:
     import logging
     import warnings
 
@@ -158,29 +150,25 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     warnings.filterwarnings("ignore", ".*returned `None`.*")
     warnings.filterwarnings("ignore", ".*LeafSpec.*")
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
+    dm, net, protocol, tr = setup.data, setup.net, setup.protocol, setup.trainer
+    spg, compression = setup.samples_per_gradient, setup.codecs
     per_epoch = updates_per_epoch(schedule.num_updates, schedule.num_gradients, spg, dm.num_train)
-    every = max(1, round(per_epoch * float(setting(cfg.trainer, "eval_every_epochs", 1))))
-    opt_cfg, learner_cfg = optimizers(cfg, protocol)
+    every = max(1, round(per_epoch * float(tr.eval_every_epochs)))
     local = None
-    if uses_local_steps(protocol.name):  # learners run learner_cfg locally; the PS adds their commits
+    if uses_local_steps(protocol.name):  # learners run the learner optimizer locally; the PS adds their commits
         from psbench.strategy.local_steps import LocalLearners, WindowBatches
 
-        local = LocalLearners(protocol, schedule, dm.x_train, dm.y_train, int(cfg.batch_size), int(cfg.seed),
-                              learner_cfg, policy)
-    device = _device(cfg, local is not None, compression)
-    module = ClassifierModule(net, opt_cfg, per_epoch)
-    batching = str(setting(cfg.trainer, "batching", "auto"))
-    budget = _memory_budget(cfg, schedule, net, by_row=compression is not None or batching == "loop",
-                            local=local is not None)
-    clip = cfg.trainer.get("gradient_clip_val")
-    strategy = ParameterServerStrategy(schedule, batching,
-                                       log_every_n_updates=int(setting(cfg.trainer, "log_every_n_updates", 10)),
+        local = LocalLearners(protocol, schedule, dm.x_train, dm.y_train, setup.batch_size, setup.seed,
+                              setup.learner_optimizer, setup.policy)
+    dev = device(setup)
+    module = ClassifierModule(net, setup.optimizer, per_epoch)
+    strategy = ParameterServerStrategy(schedule, tr.batching, log_every_n_updates=tr.log_every_n_updates,
                                        local=local, compression=compression, num_train=dm.num_train,
-                                       memory_budget_bytes=budget, gradient_clip_val=clip, device=device,
-                                       eval_every=min(every, schedule.num_updates))
+                                       memory_budget_bytes=memory_budget(setup), gradient_clip_val=tr.gradient_clip_val,
+                                       device=dev, eval_every=min(every, schedule.num_updates))
     from psbench.strategy.progress import EpochThroughput
 
-    callbacks, rich = _progress_callbacks(str(setting(cfg.trainer, "progress", "auto")))
+    callbacks, rich = _progress_callbacks(tr.progress)
     callbacks += [EpochThroughput(), StopOnSignal()]
     checkpointer = None
     if plan is not None:
@@ -189,19 +177,18 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
         checkpointer = Checkpointer(plan, schedule.sha256(), t_start)
         callbacks.append(checkpointer)
     trainer = pl.Trainer(
-        strategy=strategy, accelerator=device.type, max_epochs=1, logger=logger if logger is not None else False,
+        strategy=strategy, accelerator=dev.type, max_epochs=1, logger=logger if logger is not None else False,
         val_check_interval=1, check_val_every_n_epoch=None,  # the strategy decides, in updates (eval_every)
         num_sanity_val_steps=0, enable_checkpointing=False, enable_model_summary=False,
         enable_progress_bar=rich, callbacks=callbacks,
         log_every_n_steps=1,  # the strategy logs each update's metrics itself
-        deterministic=bool(setting(cfg.trainer, "deterministic", True)),
+        deterministic=tr.deterministic,
     )  # gradient clipping is the strategy's (it applies every update itself: manual optimization)
     updates = WindowBatches(schedule, spg) if local is not None else \
-        UpdateBatches(schedule, dm.x_train.to(device), dm.y_train.to(device), spg, policy, int(cfg.batch_size),
-                      protocol.learners, int(cfg.seed), with_samples=False)  # the look-ahead reads the samples
+        UpdateBatches(schedule, dm.x_train.to(dev), dm.y_train.to(dev), spg, setup.policy, setup.batch_size,
+                      protocol.learners, setup.seed, with_samples=False)  # the look-ahead reads the samples
     start = plan.start if plan is not None else 0  # a resumed run executes updates start…U−1
-    k = setting(cfg.trainer, "updates_per_step", None)
-    k = int(k) if k is not None else auto_updates_per_step(schedule, spg)
+    k = tr.updates_per_step if tr.updates_per_step is not None else auto_updates_per_step(schedule, spg)
     chunks = UpdateChunks(updates, start, schedule.num_updates, k, min(every, schedule.num_updates))
     data = torch.utils.data.DataLoader(chunks, batch_size=None, shuffle=False, num_workers=0)
     t0 = time.perf_counter()
@@ -230,7 +217,7 @@ def _fit(cfg, dm, net, schedule, spg, policy, protocol, logger, compression=None
     # the evaluation after the last update, of in-memory test data on the CPU, summed batch by batch as
     # evaluate() sums them (the same batches, layout and kernels): the same two numbers, already computed
     last = module.last_evaluation
-    if (device.type == "cpu" and isinstance(dm.x_test, torch.Tensor) and last is not None and last[0] == done
+    if (dev.type == "cpu" and isinstance(dm.x_test, torch.Tensor) and last is not None and last[0] == done
             and last[3] == len(dm.y_test)):
         test_error, test_loss = last[1], last[2]
     else:

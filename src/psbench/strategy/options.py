@@ -1,6 +1,10 @@
-"""The ``trainer`` config group: the simulator's training loop."""
+"""The ``trainer`` config group: the simulator's training loop, and its typed form (:class:`TrainerOptions`)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 from psbench.schema import Group, boolean, integer, number, one_of
 
@@ -20,13 +24,37 @@ TRAINER = Group({"default": {
     "progress": one_of(*PROGRESS),
     "num_threads": integer(1, null="torch's default"),
     "deterministic": boolean(),
-    "batching": one_of(*BATCHING).optional(),
-    "gradient_clip_val": number(0, null="no clipping", float32=True).optional(),
-    "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)").optional(),
-    "stop_after_updates": integer(1, null="run to the end").optional(),
-    "save_weights": boolean().optional(),
-    "accelerator": one_of(*ACCELERATORS, null="cpu").optional(),
-    "updates_per_step": integer(1, null="auto: the updates of ~128 samples, at most 64").optional(),
+    "batching": one_of(*BATCHING),
+    "gradient_clip_val": number(0, null="no clipping", float32=True),
+    "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)"),
+    "stop_after_updates": integer(1, null="run to the end"),
+    "save_weights": boolean(),
+    "accelerator": one_of(*ACCELERATORS, null="cpu"),
+    "updates_per_step": integer(1, null="auto: the updates of ~128 samples, at most 64"),
     "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB or what the schedule needs",
-                               unit="MiB").optional(),
+                               unit="MiB"),
 }}, named=False)
+
+
+@dataclass(frozen=True)
+class TrainerOptions:
+    """The ``trainer`` group, typed; its defaults are ``conf/trainer/default.yaml``'s (every key is there)."""
+
+    max_updates: int | None
+    eval_every_epochs: int
+    log_every_n_updates: int
+    progress: str
+    num_threads: int | None
+    deterministic: bool
+    checkpoint_every: int
+    stop_after_updates: int | None
+    save_weights: bool
+    batching: str
+    gradient_clip_val: float | None
+    accelerator: str | None
+    updates_per_step: int | None
+    memory_budget_mb: float | None
+
+    @classmethod
+    def from_config(cls, node: Mapping[str, Any]) -> TrainerOptions:
+        return cls(**{f.name: node[f.name] for f in fields(cls)})
