@@ -397,6 +397,7 @@ def execute(cfg: DictConfig) -> float | None:
     from psbench.tracking.provenance import provenance
 
     prov = provenance(resolved["trainer"].get("num_threads"))
+    note = resolved["dataset"].get("data_note")  # in every summary.json of the run (RunSummary.data_note)
     summary_file = run_dir / "summary.json"
     overrides = run_dir / ".hydra" / "overrides.yaml"
     run: _Run | None = None
@@ -408,7 +409,7 @@ def execute(cfg: DictConfig) -> float | None:
         plan = Plan(run_dir / CHECKPOINT_FILE, int(tr.get("checkpoint_every") or 0), tr.get("stop_after_updates"),
                     {"config": resolved, "mlflow_run_id": run.run_id}, state)
         summary = replace(RunSummary.from_dict(train(cfg, run_dir, run.lightning_logger(resolved), plan)),
-                          mlflow_run_id=run.run_id, provenance=prov)
+                          mlflow_run_id=run.run_id, provenance=prov, data_note=note)
         artifacts = [summary_file, config_file, overrides, *(Path(p) for p in summary.artifacts)]
         with lifecycle.deferred():
             write_json(summary_file, summary)
@@ -416,7 +417,8 @@ def execute(cfg: DictConfig) -> float | None:
             plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
     except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with where the checkpoint is
         stopped = RunSummary(status="killed", updates_done=stop.update, checkpoint=str(stop.path),
-                             failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov)
+                             failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov,
+                             data_note=note)
         write_json(summary_file, stopped)
         run.abort("KILLED", str(stop), stopped, [summary_file, config_file, overrides])
         log.info("%s; resume with resume=%s", stop, run_dir)
@@ -424,7 +426,7 @@ def execute(cfg: DictConfig) -> float | None:
     except lifecycle.Killed as k:
         if run is not None and not run.ended:
             _end_killed(k, run, summary_file, [summary_file, config_file, overrides], prov,
-                        resolved.get("engine") or {})
+                        resolved.get("engine") or {}, note)
         raise
     except BaseException as err:
         if run is not None:
@@ -446,11 +448,12 @@ def _ended_by(err: BaseException) -> tuple[str, str]:
 
 
 def _end_killed(k: lifecycle.Killed, run: _Run, summary_file: Path, files: list[Path],
-                prov: Mapping[str, Any], engine: Mapping[str, Any]) -> None:
+                prov: Mapping[str, Any], engine: Mapping[str, Any], note: str | None = None) -> None:
     """A killed job: ``summary.json`` (status killed), MLflow KILLED with ``failure_reason``, one line on stderr."""
     dist = engine.get("name") == "dist"
     summary = replace(lifecycle.summary(k), engine=engine.get("name", "sim"),
-                      mode=engine.get("mode", "free_run") if dist else None, mlflow_run_id=run.run_id, provenance=prov)
+                      mode=engine.get("mode", "free_run") if dist else None, mlflow_run_id=run.run_id, provenance=prov,
+                      data_note=note)
     with contextlib.suppress(OSError):
         write_json(summary_file, summary)
     run.abort("KILLED", str(summary.failure_reason), summary, files)
