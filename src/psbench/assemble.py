@@ -71,7 +71,8 @@ def build_data_and_model(cfg: DictConfig):
         from psbench.data.options import imagenet_crop
 
         ds["crop"] = imagenet_crop(ds["crop"], cfg.model.name)  # type: ignore[index, call-overload]
-    dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, **ds)  # type: ignore[union-attr, arg-type]
+    dm = build_datamodule(ds.pop("name"), cfg.paths.data_dir, seed=seed, root_dir=cfg.paths.root_dir,  # type: ignore[union-attr]
+                          **ds)  # type: ignore[arg-type]
     dm.prepare_data()
     dm.setup("fit")
     m = OmegaConf.to_container(cfg.model, resolve=True)
