@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from data_files import REAL_DATA, build_tiny_data, needs_real, write_image_folder, zip_folder
 from psbench.data import build_datamodule, image_folder, sources
@@ -311,3 +312,20 @@ def test_real_cifar10_jpeg_decodes_to_60000_images(tmp_path):
     assert d.x_train.shape == (50000, 3, 32, 32) and d.x_test.shape == (10000, 3, 32, 32)
     assert np.bincount(d.y_train[:1000]).tolist() == [100] * 10  # dataset.subset=1000 is balanced
     assert len(os.listdir(tmp_path)) == 1
+
+
+def test_any_data_set_takes_a_data_note(compose_cfg, tmp_path):
+    from psbench.tracking.run_info import run_tags
+    from psbench.validate import validate
+
+    cfg = compose_cfg("dataset=digits", "+dataset.data_note=digits_rescanned")
+    validate(cfg)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert run_tags(resolved)["data_note"] == "digits_rescanned"
+    resolved["tags"] = {"data_note": "ci_scale"}
+    assert run_tags(resolved)["data_note"] == "digits_rescanned; ci_scale"
+    resolved["tags"] = {"data_note": "digits_rescanned"}  # the same note once
+    assert run_tags(resolved)["data_note"] == "digits_rescanned"
+    assert build_datamodule("digits", tmp_path, data_note="x").num_train == 1437  # not the data module's concern
+    with pytest.raises(ConfigError, match=r"dataset\.data_note=''"):
+        validate(compose_cfg("dataset=digits", "+dataset.data_note=''"))
