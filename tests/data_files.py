@@ -1,8 +1,10 @@
 """Tiny data files in the standard formats, and where the real offline copies are.
 
 Format tests write a few samples of MNIST/Fashion-MNIST (IDX gzip), CIFAR-10 (``cifar-10-batches-py``
-pickles), the CIFAR-10 subset (``cifar10-subset/cifar10-prefix-subset.npz``) and ImageNet's folders of JPEGs
-(``imagenet/train/<wnid>/*.JPEG``, :func:`make_imagenet`) under a temporary dir,
+pickles), the CIFAR-10 subset (``cifar10-subset/cifar10-prefix-subset.npz``), the JPEG CIFAR-10
+(``cifar10-jpeg/cifar10-jpeg.zip``, :func:`write_cifar10_jpeg`), ImageNet's folders of JPEGs
+(``imagenet/train/<wnid>/*.JPEG``, :func:`make_imagenet`) and ImageFolder trees (:func:`write_image_folder`,
+:func:`zip_folder`) under a temporary dir,
 in the layout of ``shared/datasets``, and register their md5s in :data:`psbench.data.checksum.KNOWN_MD5`
 (the table every loader checks), so the real readers and checks run on any clone. Tests that need the
 real files (their sizes, class balance, canonical md5s, learning on them) read them where they are —
@@ -15,6 +17,7 @@ from __future__ import annotations
 import gzip
 import os
 import pickle
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +94,48 @@ def write_cifar_subset(root: Path, n_train: int = 20, n_test: int = 10, seed: in
     return arrays
 
 
+def write_image_folder(root: Path, counts: dict[str, tuple[int, int]], size: tuple[int, int] = (8, 6),
+                       fmt: str = "png", mode: str = "RGB", seed: int = 0, test: str = "test",
+                       sizes: dict[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+    """``root/train/<class>/NNNN.<fmt>`` and ``root/<test>/<class>/NNNN.<fmt>``: ``counts[class]`` = (train, test)
+    random images of ``size`` (H, W; ``sizes[relpath]`` for some other) in ``mode``. Returns each file's pixels
+    as decoded by Pillow ([H, W] or [H, W, 3]), keyed by its path relative to ``root``."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    pixels = {}
+    for c, (n_train, n_test) in counts.items():
+        for split, n in (("train", n_train), (test, n_test)):
+            for k in range(n):
+                rel = f"{split}/{c}/{k:04d}.{fmt}"
+                h, w = (sizes or {}).get(rel, size)
+                shape = (h, w) if mode == "L" else (h, w, 3)
+                path = root / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                Image.fromarray(rng.integers(0, 256, size=shape, dtype=np.uint8)).save(path, quality=90)
+                with Image.open(path) as im:
+                    pixels[rel] = np.asarray(im)
+    return pixels
+
+
+def zip_folder(folder: Path, dest: Path, prefix: str = "") -> Path:
+    """The files under ``folder`` as a zip sorted by path, stored (no compression), as ``cifar10-jpeg.zip`` is."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_STORED) as zf:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            zf.write(path, prefix + path.relative_to(folder).as_posix())
+    return dest
+
+
+def write_cifar10_jpeg(root: Path, train: int = 2, test: int = 1, seed: int = 5) -> dict[str, np.ndarray]:
+    """``cifar10-jpeg/cifar10-jpeg.zip``: the ten CIFAR-10 classes, ``train`` / ``test`` 32×32 JPEGs each."""
+    tree = root / "cifar10-jpeg-tree"
+    pixels = write_image_folder(tree, {c: (train, test) for c in sources.CIFAR10_CLASSES}, size=(32, 32), fmt="jpg",
+                                seed=seed)
+    zip_folder(tree, root / sources.DATASET_FILES["cifar10_jpeg"][0])
+    return pixels
+
+
 @dataclass(frozen=True)
 class TinyData:
     """A data dir holding every file-backed data set in a few samples: ``arrays[dataset][name]`` are the
@@ -102,12 +147,13 @@ class TinyData:
 
 
 def build_tiny_data(root: Path) -> TinyData:
-    """Write tiny MNIST, Fashion-MNIST, CIFAR-10 and CIFAR-10 subset files under ``root``."""
+    """Write tiny MNIST, Fashion-MNIST, CIFAR-10, CIFAR-10 subset and JPEG CIFAR-10 files under ``root``."""
     arrays = {
         "mnist": write_idx_folder(root / "mnist", seed=1),
         "fashion_mnist": write_idx_folder(root / "fashion-mnist", n_train=12, n_test=9, seed=2),
         "cifar10": write_cifar_batches(root, seed=3),
         "cifar10_subset": write_cifar_subset(root, seed=4),
+        "cifar10_jpeg": write_cifar10_jpeg(root),
     }
     keys = [k for files in sources.DATASET_FILES.values() for k in files]
     return TinyData(root, arrays, {k: md5_file(root / k) for k in keys})

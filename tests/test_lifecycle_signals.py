@@ -198,7 +198,8 @@ def test_a_signal_while_psbench_starts_up_still_leaves_the_jobs_record(psbench_r
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["status"] == "killed" and s["signal"] == "SIGTERM" and s["mlflow_run_id"] is None
     assert s["failure_reason"] == "killed by SIGTERM before training"
-    assert err.strip().splitlines()[-1] == f"psbench: killed by SIGTERM before training; summary in {run_dir}/summary.json"
+    last = err.strip().splitlines()[-1]
+    assert last == f"psbench: killed by SIGTERM before training; summary in {run_dir}/summary.json"
     assert mlflow_runs(psbench_root) == []
 
 

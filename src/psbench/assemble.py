@@ -119,7 +119,8 @@ def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
         from psbench.data.options import imagenet_crop
 
         ds["crop"] = imagenet_crop(ds["crop"], resolved["model"]["name"])
-    dm = build_datamodule(ds.pop("name"), resolved["paths"]["data_dir"], seed=seed, **ds)
+    dm = build_datamodule(ds.pop("name"), resolved["paths"]["data_dir"], seed=seed,
+                          root_dir=resolved["paths"]["root_dir"], **ds)
     dm.prepare_data()
     dm.setup("fit")
     m = dict(resolved["model"])

@@ -385,6 +385,7 @@ def execute(cfg: DictConfig) -> float | None:
     run_dir = Path(resolved["paths"]["output_dir"])
     summary_file = run_dir / "summary.json"
     engine = resolved.get("engine") or {}
+    note = (resolved.get("dataset") or {}).get("data_note")  # in every summary.json of the run (RunSummary.data_note)
     run: _Run | None = None
     prov: dict[str, Any] | None = None
     try:
@@ -420,12 +421,13 @@ def execute(cfg: DictConfig) -> float | None:
             summary = run_engine(setup, run_dir, run.lightning_logger(resolved), plan)
         except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with its checkpoint
             stopped = RunSummary(status="killed", updates_done=stop.update, checkpoint=str(stop.path),
-                                 failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov)
+                                 failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov,
+                                 data_note=note)
             write_json(summary_file, stopped)
             run.abort("KILLED", str(stop), stopped, files)
             log.info("%s; resume with resume=%s", stop, run_dir)
             return None
-        summary = replace(summary, mlflow_run_id=run.run_id, provenance=prov)
+        summary = replace(summary, mlflow_run_id=run.run_id, provenance=prov, data_note=note)
         artifacts = [*files, *(Path(p) for p in summary.artifacts)]
         with lifecycle.deferred():
             write_json(summary_file, summary)
@@ -433,12 +435,12 @@ def execute(cfg: DictConfig) -> float | None:
             plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
     except lifecycle.Killed as k:
         if run is None or not run.ended:
-            _end_killed(k, run, summary_file, prov, engine)
+            _end_killed(k, run, summary_file, prov, engine, note)
         raise
     except BaseException as err:
         status, reason = _ended_by(err)
         ended = RunSummary(status=status.lower(), failure_reason=" ".join(reason.split()), engine=engine.get("name"),
-                           mlflow_run_id=run.run_id if run is not None else None, provenance=prov)
+                           mlflow_run_id=run.run_id if run is not None else None, provenance=prov, data_note=note)
         with contextlib.suppress(OSError):  # an output dir that cannot be written is the error itself
             write_json(summary_file, ended)
         if run is not None:
@@ -460,13 +462,13 @@ def _ended_by(err: BaseException) -> tuple[str, str]:
 
 
 def _end_killed(k: lifecycle.Killed, run: _Run | None, summary_file: Path, prov: Mapping[str, Any] | None,
-                engine: Mapping[str, Any]) -> None:
+                engine: Mapping[str, Any], note: str | None = None) -> None:
     """A killed job: ``summary.json`` (status killed), its MLflow run (if one exists yet) KILLED with
     ``failure_reason``, one line on stderr."""
     dist = engine.get("name") == "dist"
     summary = replace(lifecycle.summary(k), engine=engine.get("name", "sim"),
                       mode=engine.get("mode", "free_run") if dist else None,
-                      mlflow_run_id=run.run_id if run is not None else None, provenance=prov)
+                      mlflow_run_id=run.run_id if run is not None else None, provenance=prov, data_note=note)
     with contextlib.suppress(OSError):
         write_json(summary_file, summary)
     if run is not None:

@@ -44,6 +44,7 @@ class RunSummary:
     mode: str | None = None  #: dist: free_run | replay
     protocol: str | None = None  #: protocol label, e.g. softsync4, agn_H3
     compression: str | None = None  #: engine=sim: the codec name (none: full fp32 gradients)
+    data_note: str | None = None  #: ``dataset.data_note``: what the numbers' data is (cifar10_jpeg_q75: a JPEG copy)
     # ---- the schedule: staleness σ, updates, gradients
     staleness_mean: float | None = None  #: ⟨σ⟩ over applied gradients (Rudra §3)
     staleness_max: int | None = None  #: max σ

@@ -114,8 +114,10 @@ def validate(cfg: DictConfig | Mapping[str, Any]) -> None:
 
     First every key on its own (unknown keys, types, ranges), group by group; then each group's
     rules that span keys or groups (``protocol.n`` <= λ, …); then the output and artifact
-    directories are created if missing and probed for writability. No data file is opened
-    (the data modules raise :class:`~psbench.errors.DataError` for those).
+    directories are created if missing and probed for writability. No data file is decoded: the data
+    sets read from one file (``image_folder``, ``arrays``, ``cifar10_jpeg``) are checked without decoding
+    (md5, the zip's directory, the layout, the npz's headers) and raise :class:`~psbench.errors.DataError`;
+    the others' files are read by the data modules.
     """
     resolved = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     require(isinstance(resolved, Mapping), "config", resolved, "a mapping")

@@ -35,6 +35,8 @@ KNOWN_MD5: dict[str, str] = {
     # Offline CIFAR-10 prefix subset (shared/datasets/MD5SUMS)
     "cifar10-subset/cifar10-prefix-subset.npz": "776dc67625ad710a0679c1826690c422",
     "cifar10-subset/batches.meta": "5ff9c542aee3614f3951f8cda6e48888",
+    # All of CIFAR-10 re-encoded as JPEG q75, offline only (shared/datasets/MD5SUMS)
+    "cifar10-jpeg/cifar10-jpeg.zip": "e2c46d305c23e5eb9856381653688d0d",
 }
 
 

@@ -31,14 +31,19 @@ def _batched_loader(dataset: TensorDataset, batch_size: int, generator: torch.Ge
 class ArrayDataModule(pl.LightningDataModule):
     """In-memory data set: ``prepare_data`` checks (and optionally downloads) raw files,
     ``setup`` decodes them and applies the paper's preprocessing ``preprocess``
-    (:data:`psbench.data.preprocess.PREPROCESS`)."""
+    (:data:`psbench.data.preprocess.PREPROCESS`; None: ``unit_mean`` for pixels, ``none`` for other inputs).
+
+    ``input_shape``, ``num_classes`` and ``num_train`` None: a user's file says them (``image_folder``,
+    ``arrays``), known after ``setup``. ``task`` is ``classification`` (int64 labels) or ``regression``
+    (float32 targets [N] or [N, k], ``dataset=arrays``); ``output_size`` is the model's output width:
+    ``num_classes``, or k targets (``num_classes`` is 0 for regression)."""
 
     def __init__(
         self,
         name: str,
-        input_shape: tuple[int, ...],
-        num_classes: int,
-        num_train: int,
+        input_shape: tuple[int, ...] | None,
+        num_classes: int | None,
+        num_train: int | None,
         loader: Loader,
         files: tuple[str, ...] = (),
         data_dir: str | Path = ".",
@@ -48,7 +53,7 @@ class ArrayDataModule(pl.LightningDataModule):
         subset: int | None = None,
         batch_size: int = 128,
         eval_batch_size: int = 128,
-        preprocess: str = "unit_mean",
+        preprocess: str | None = "unit_mean",
     ) -> None:
         super().__init__()
         for key, val in (("batch_size", batch_size), ("eval_batch_size", eval_batch_size)):
@@ -57,9 +62,12 @@ class ArrayDataModule(pl.LightningDataModule):
         if subset is not None and int(subset) < 1:
             raise ConfigError("dataset.subset", subset, "an integer >= 1 or null")
         self.name = name
-        self.input_shape = tuple(int(s) for s in input_shape)
-        self.num_classes = int(num_classes)
-        self.num_train = int(num_train) if subset is None else min(int(subset), int(num_train))
+        self.input_shape = None if input_shape is None else tuple(int(s) for s in input_shape)
+        self.num_classes = None if num_classes is None else int(num_classes)
+        self.num_train = None if num_train is None else (
+            int(num_train) if subset is None else min(int(subset), int(num_train)))
+        self.task = "classification"
+        self.output_size = self.num_classes
         self.loader = loader
         self.files = tuple(files)
         self.data_dir = Path(data_dir).expanduser()
@@ -69,7 +77,7 @@ class ArrayDataModule(pl.LightningDataModule):
         self.subset = None if subset is None else int(subset)
         self.batch_size = int(batch_size)
         self.eval_batch_size = int(eval_batch_size)
-        self.preprocess = str(preprocess)
+        self.preprocess = None if preprocess is None else str(preprocess)
         self._verified = False
         self.x_train: torch.Tensor | None = None
         self.y_train: torch.Tensor | None = None
@@ -95,10 +103,19 @@ class ArrayDataModule(pl.LightningDataModule):
             verify=self.verify and not self._verified,
         )
         split = self.loader(paths).take_train(self.subset)
-        t = preprocess(split, self.preprocess)
+        how = self.preprocess or ("unit_mean" if split.scale is not None else "none")
+        t = preprocess(split, how)
         got = tuple(t.x_train.shape[1:])
-        if got != self.input_shape:
+        if self.input_shape is not None and got != self.input_shape:
             raise ConfigError(f"{self.name}.input_shape", got, f"{self.input_shape}")
+        self.input_shape = got
+        if t.y_train.is_floating_point():
+            self.task, self.num_classes = "regression", 0
+            self.output_size = 1 if t.y_train.ndim == 1 else int(t.y_train.shape[1])
+        else:
+            if split.num_classes is not None:
+                self.num_classes = split.num_classes
+            self.output_size = self.num_classes
         self.x_train, self.y_train = t.x_train, t.y_train
         self.x_test, self.y_test = t.x_test, t.y_test
         self.pixel_mean = t.pixel_mean
@@ -131,7 +148,7 @@ class ArrayDataModule(pl.LightningDataModule):
     def __repr__(self) -> str:
         return (
             f"ArrayDataModule(name={self.name!r}, input_shape={self.input_shape}, "
-            f"num_classes={self.num_classes}, num_train={self.num_train})"
+            f"num_classes={self.num_classes}, num_train={self.num_train}, task={self.task!r})"
         )
 
     __str__ = __repr__

@@ -16,12 +16,15 @@ Each paper's data layer, as its published code has it:
   ``terngrad/inception/image_processing.py``; its random crops and colour jitter are not reproduced).
 * ``minmax250`` — x/250, no mean: dist-keras' ``MinMaxTransformer(o_max=250)`` of its MNIST example,
   the code AGN §4 ran.
+* ``none`` — the inputs as they are (as float32): a user's own features (``dataset=arrays``).
+
+Labels stay int64; float targets (regression, ``dataset=arrays``) become float32.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -32,13 +35,15 @@ from psbench.errors import ConfigError
 
 @dataclass(frozen=True)
 class ArraySplit:
-    """Raw numpy arrays of one data set; ``scale`` maps pixels to [0, 1] (None: already real)."""
+    """Raw numpy arrays of one data set; ``scale`` maps pixels to [0, 1] (None: already real);
+    ``num_classes``: the model's output size where the data set says it (a file's classes or targets)."""
 
     x_train: np.ndarray
     y_train: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
     scale: float | None = 255.0
+    num_classes: int | None = None
 
     def take_train(self, k: int | None) -> ArraySplit:
         """The first ``k`` training samples (all when None); the test set is kept whole."""
@@ -47,12 +52,12 @@ class ArraySplit:
         n = len(self.x_train)
         if not 1 <= k <= n:
             raise ConfigError("dataset.subset", k, f"an integer in 1..{n} or null")
-        return ArraySplit(self.x_train[:k], self.y_train[:k], self.x_test, self.y_test, self.scale)
+        return replace(self, x_train=self.x_train[:k], y_train=self.y_train[:k])
 
 
 @dataclass(frozen=True)
 class Tensors:
-    """Preprocessed float32 inputs, int64 labels and the subtracted per-pixel mean (zeros if none)."""
+    """Preprocessed float32 inputs, int64 labels (float32 targets) and the subtracted per-pixel mean (zeros if none)."""
 
     x_train: torch.Tensor
     y_train: torch.Tensor
@@ -84,6 +89,11 @@ def _per_image(x: torch.Tensor) -> torch.Tensor:
     return ((flat - mean) / std).reshape(x.shape)
 
 
+def _targets(y: np.ndarray) -> torch.Tensor:
+    y = np.asarray(y)
+    return torch.from_numpy(y.astype(np.float32 if y.dtype.kind == "f" else np.int64, copy=True))
+
+
 def preprocess(split: ArraySplit, how: str = "unit_mean") -> Tensors:
     """Float tensors of ``split`` preprocessed as ``how`` (:data:`PREPROCESS`, see the module doc)."""
     if how not in PREPROCESS:
@@ -105,9 +115,9 @@ def preprocess(split: ArraySplit, how: str = "unit_mean") -> Tensors:
         x_train, x_test = _per_image(x_train), _per_image(x_test)
     return Tensors(
         x_train=x_train,
-        y_train=torch.from_numpy(np.asarray(split.y_train, dtype=np.int64).copy()),
+        y_train=_targets(split.y_train),
         x_test=x_test,
-        y_test=torch.from_numpy(np.asarray(split.y_test, dtype=np.int64).copy()),
+        y_test=_targets(split.y_test),
         pixel_mean=mean,
     )
 

@@ -1,6 +1,6 @@
 """Where each data set's raw files live: folder layout under ``data_dir`` and canonical URLs.
 
-The layout matches ``shared/datasets`` (``mnist/``, ``fashion-mnist/``, ``cifar10-subset/``)
+The layout matches ``shared/datasets`` (``mnist/``, ``fashion-mnist/``, ``cifar10-subset/``, ``cifar10-jpeg/``)
 plus torchvision's ``cifar-10-batches-py/`` for the full CIFAR-10, and ImageNet's ILSVRC-2012 folders
 (``imagenet/train/<wnid>/*.JPEG``, :mod:`psbench.data.imagenet`), which are never downloaded.
 """
@@ -25,6 +25,12 @@ CIFAR10_TEST_BATCH = "test_batch"
 CIFAR10_SUBSET_DIR = "cifar10-subset"
 CIFAR10_SUBSET_FILE = "cifar10-prefix-subset.npz"
 
+#: all 60,000 CIFAR-10 images re-encoded as JPEG q75 (``train|test/<class>/NNNN.jpg``; no public download)
+CIFAR10_JPEG_DIR = "cifar10-jpeg"
+CIFAR10_JPEG_FILE = "cifar10-jpeg.zip"
+#: CIFAR-10's classes in label order (``batches.meta``'s ``label_names``)
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
 IDX_FILES = {
     "train_images": "train-images-idx3-ubyte.gz",
     "train_labels": "train-labels-idx1-ubyte.gz",
@@ -38,6 +44,7 @@ DATASET_FILES: dict[str, tuple[str, ...]] = {
     "fashion_mnist": tuple(f"fashion-mnist/{f}" for f in IDX_FILES.values()),
     "cifar10": tuple(f"{CIFAR10_DIR}/{f}" for f in (*CIFAR10_TRAIN_BATCHES, CIFAR10_TEST_BATCH)),
     "cifar10_subset": (f"{CIFAR10_SUBSET_DIR}/{CIFAR10_SUBSET_FILE}",),
+    "cifar10_jpeg": (f"{CIFAR10_JPEG_DIR}/{CIFAR10_JPEG_FILE}",),
 }
 
 

@@ -103,7 +103,8 @@ def run_tags(
     The chosen option of each group (``protocol: softsync``), λ and μ under their config
     names, ``experiment`` when a preset was used (from Hydra's runtime choices), and
     ``cfg.tags`` (``paper``, ``table``, ``figure``, …) last so a preset can say what it
-    reproduces.
+    reproduces. ``data_note`` is ``dataset.data_note`` (``cifar10_jpeg_q75``), joined by ``; `` with a
+    ``tags.data_note`` (a sweep's scale), so neither hides the other.
     """
     tags: dict[str, str] = {}
     for group in TAGGED_GROUPS:
@@ -121,4 +122,7 @@ def run_tags(
             tags.pop(str(key), None)
         else:
             tags[str(key)] = str(value)
+    note = (cfg.get("dataset") or {}).get("data_note")
+    if note:
+        tags["data_note"] = "; ".join(dict.fromkeys(n for n in (str(note), tags.get("data_note")) if n))
     return tags
