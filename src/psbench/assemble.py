@@ -124,6 +124,25 @@ def build_run_cost(cfg: DictConfig, net: torch.nn.Module, dm, protocol: Protocol
                    pull_bytes=compression.pull_bytes(protocol.gradients_per_update), pull_delta=compression.localize)
 
 
+def timeline_updates(cfg: DictConfig, protocol: Protocol) -> int:
+    """K, the PS updates ``timeline.png`` shows (``trainer.timeline_updates``; null:
+    :func:`psbench.ps.timeline.default_updates`; 0: no picture)."""
+    from psbench.ps.timeline import default_updates
+
+    k = setting(cfg.trainer, "timeline_updates", None)
+    return default_updates(protocol) if k is None else int(k)
+
+
+def plot_run_timeline(cfg: DictConfig, trace, protocol: Protocol, hist: Mapping[int, int], path) -> str:
+    """The run's ``timeline.png`` (:func:`psbench.ps.timeline.plot_timeline`), titled with its protocol, λ, μ,
+    hardware and topology."""
+    from psbench.ps.timeline import plot_timeline, timeline_title
+
+    hw = str(cfg.hardware.name) + (" (calibrated)" if cfg.hardware.get("calibrate") else "")
+    title = timeline_title(protocol, int(cfg.batch_size), hw, str(cfg.topology.name))
+    return str(plot_timeline(trace, hist, title, path))
+
+
 def build_compression(cfg: DictConfig, net: torch.nn.Module):
     """Per-learner codecs for ``cfg.compression`` (:mod:`psbench.compression`), or None for ``none``."""
     c = cfg.get("compression")

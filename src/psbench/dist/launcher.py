@@ -22,6 +22,11 @@ is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
 (:func:`psbench.dist.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
 Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
 local steps in their own processes (spec key ``window``) and push commits.
+
+``timeline.png`` (:mod:`psbench.ps.timeline`) is drawn in replay mode when the schedule is simulated here
+(``engine.schedule`` null): the simulator's trace of it. A replayed ``schedule.npz`` holds no trace, and a free
+run's event log holds, per gradient, when it was computed and when the PS took it, but not when the PS granted
+the weights: its pulls and its waits at the barrier or the SSP bound cannot be told apart, so neither draws one.
 """
 
 from __future__ import annotations
@@ -173,6 +178,8 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
         build_run_cost,
         build_topology,
         optimizers,
+        plot_run_timeline,
+        timeline_updates,
         total_gradients,
         updates_per_epoch,
     )
@@ -198,7 +205,7 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
     meta = {"protocol": protocol.label, "learners": lam, "batch_size": mu, "topology": cfg.topology.name,
             "seed": seed}
     artifacts: list[str] = []
-    replay = None
+    replay = sim = None
     sim_time_s = None  # simulated time: a replayed schedule's; a free run has measured time only (run_time_s)
     if mode == "replay":
         if setting(cfg.engine, "schedule") is not None:
@@ -208,10 +215,14 @@ def train_dist(cfg: DictConfig, run_dir: Path, logger=None) -> RunSummary:
                     f"a schedule for learners={lam} (it has {got})")
         else:
             cost = build_run_cost(cfg, net, dm, protocol, build_compression(cfg, net))
-            sim = Simulator(protocol, cost, build_topology(cfg), mu, total_gradients(cfg, dm.num_train, protocol), seed)
+            sim = Simulator(protocol, cost, build_topology(cfg), mu, total_gradients(cfg, dm.num_train, protocol), seed,
+                            trace_updates=timeline_updates(cfg, protocol))
             replay = Schedule.collect(sim.run(), meta=meta)
         sim_time_s = simulated_time(replay)
         artifacts.append(str(replay.save(run_dir / "schedule.npz")))
+        if sim is not None and sim.trace is not None:
+            artifacts.append(plot_run_timeline(cfg, sim.trace, protocol, sim.stats.staleness.as_dict(),
+                                               run_dir / "timeline.png"))
         G = replay.num_gradients
         updates = replay.num_updates
     else:

@@ -7,7 +7,8 @@
    :class:`~psbench.strategy.ParameterServerStrategy`, K PS updates per Trainer step
    (``trainer.updates_per_step``; null: :func:`~psbench.strategy.chunks.auto_updates_per_step`),
    evaluating test error every epoch's worth of updates;
-4. the :class:`~psbench.summary.RunSummary` (``summary.json``) and artifacts (schedule, staleness histogram).
+4. the :class:`~psbench.summary.RunSummary` (``summary.json``) and artifacts (schedule, staleness histogram,
+   the picture of the first updates ``timeline.png``: :mod:`psbench.ps.timeline`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from psbench.assemble import (
     build_run_cost,
     build_topology,
     optimizers,
+    plot_run_timeline,
     setting,
+    timeline_updates,
     total_gradients,
     updates_per_epoch,
 )
@@ -56,13 +59,16 @@ def train_sim(cfg: DictConfig, run_dir: Path, logger=None, plan=None) -> RunSumm
     protocol, topology, policy = build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg)
     compression = build_compression(cfg, net)
     cost = build_run_cost(cfg, net, dm, protocol, compression)
-    sim = Simulator(protocol, cost, topology, int(cfg.batch_size), total_gradients(cfg, dm.num_train, protocol), seed)
+    sim = Simulator(protocol, cost, topology, int(cfg.batch_size), total_gradients(cfg, dm.num_train, protocol), seed,
+                    trace_updates=timeline_updates(cfg, protocol))
     meta = {"protocol": protocol.label, "learners": protocol.learners, "batch_size": int(cfg.batch_size),
             "topology": topology.name, "seed": seed}
     schedule = Schedule.collect(lifecycle.checked(sim.run()), meta=meta)  # a signal stops the simulation too
     stats = sim.stats.as_dict()
     artifacts = [str(schedule.save(run_dir / "schedule.npz")),
                  str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png"))]
+    if sim.trace is not None:
+        artifacts.append(plot_run_timeline(cfg, sim.trace, protocol, stats["staleness_hist"], run_dir / "timeline.png"))
     samples = schedule.num_gradients * sim.samples_per_gradient
     summary = RunSummary(
         engine="sim", **stats, samples=samples, epochs_done=samples / dm.num_train,

@@ -25,6 +25,7 @@ TRAINER = Group({"default": {
     "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)").optional(),
     "stop_after_updates": integer(1, null="run to the end").optional(),
     "save_weights": boolean().optional(),
+    "timeline_updates": integer(0, 1000, null="auto: 3 pushes of every learner, 12 to 64 updates"),
     "accelerator": one_of(*ACCELERATORS, null="cpu").optional(),
     "updates_per_step": integer(1, null="auto: the updates of ~128 samples, at most 64").optional(),
     "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB or what the schedule needs",
