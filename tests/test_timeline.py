@@ -17,7 +17,15 @@ import pytest
 from psbench.cluster import CostModel, Topology
 from psbench.cluster.cost import JitterStreams
 from psbench.ps import Protocol, Schedule, Simulator
-from psbench.ps.timeline import COLOURS, concept_traces, main, plot_timeline, rectangles, row_of
+from psbench.ps.timeline import (
+    COLOURS,
+    concept_traces,
+    default_updates,
+    main,
+    plot_timeline,
+    rectangles,
+    row_of,
+)
 from psbench.ps.trace import APPLY, COMPUTE, KINDS, PS, PULL, PUSH, WAIT
 
 
@@ -196,6 +204,13 @@ def test_concept_pictures_show_the_barrier_the_gate_no_waits_and_the_bound(tmp_p
     written = sorted(Path(p).name for p in capsys.readouterr().out.split())
     assert written == sorted(f"timeline_{s}.png" for s in traces)
     assert all((tmp_path / n).stat().st_size > 10_000 for n in written)
+
+
+def test_default_window_is_three_pushes_of_every_learner_within_a_gradient_budget():
+    assert default_updates(Protocol("hardsync", 4)) == 12  # 12 rounds of the barrier
+    assert default_updates(Protocol("async", 8)) == 24 and default_updates(Protocol("async", 1000)) == 64
+    assert default_updates(Protocol("softsync", 30, n=4)) == 15  # c = 7: three pushes of 30 learners
+    assert default_updates(Protocol("hardsync", 1000)) == 4  # 4,000 gradients, not 12,000
 
 
 # ------------------------------------------------------------------------------ the run artifact

@@ -47,10 +47,16 @@ class Rect(NamedTuple):
     lane: int
 
 
+#: the most gradients the default K traces (hardsync on λ = 1,000: 4 updates, not 12)
+TRACE_GRADIENTS = 4096
+
+
 def default_updates(protocol: Protocol) -> int:
-    """K when ``trainer.timeline_updates`` is null: three pushes of every learner (3·⌈λ/c⌉ updates), 12 to 64."""
-    rounds = -(-protocol.learners // protocol.gradients_per_update)
-    return min(64, max(12, 3 * rounds))
+    """K when ``trainer.timeline_updates`` is null: three pushes of every learner (3·⌈λ/c⌉ updates), 12 to 64,
+    and at most :data:`TRACE_GRADIENTS` gradients (c·K) but 3 updates, so that tracing stays cheap."""
+    c = protocol.gradients_per_update
+    k = min(64, max(12, 3 * -(-protocol.learners // c)))
+    return max(3, min(k, TRACE_GRADIENTS // c))
 
 
 def timeline_title(protocol: Protocol, batch_size: int, hardware: str, topology: str) -> str:
