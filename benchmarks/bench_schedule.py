@@ -1,10 +1,11 @@
 """Schedule generation rate (gradients/s) against a bare heapq loop over the same number of events.
 
-    python benchmarks/bench_schedule.py [--gradients 300000]
+    python benchmarks/bench_schedule.py [--gradients 300000] [--trace-updates K]
 
 The baseline pushes and pops exactly as many ``(time, seq, kind, learner, payload)`` tuples as the
 simulator processed, measured in the same process right before the simulator, so the ratio is
-robust to the machine's load. Target (issue "Simulation core"): ratio ≥ 0.2.
+robust to the machine's load. Target (issue "Simulation core"): ratio ≥ 0.2. ``--trace-updates K``
+records the trace of the first K updates (``timeline.png``) as runs do.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gradients", type=int, default=300_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--trace-updates", type=int, default=0)
     args = ap.parse_args()
     cost = CostModel(compute=ComputeModel(1.46e-2, 3.09e-3), message_bytes=358_312, bandwidth_Bps=3e10,
                      ps_service_s=5e-6, ps_apply_Bps=2e10)
@@ -69,7 +71,7 @@ def main() -> None:
             for _ in range(args.repeats):
                 best_bare = min(best_bare, bare_loop(events, lam))
                 t0 = time.perf_counter()
-                for _ in Simulator(*sim_args).run():
+                for _ in Simulator(*sim_args, trace_updates=args.trace_updates).run():
                     pass
                 best_sim = min(best_sim, time.perf_counter() - t0)
             print(f"{proto.label + f' λ={lam}':<34}{events:>10}{args.gradients / best_sim:>12,.0f}"

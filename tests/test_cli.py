@@ -285,6 +285,8 @@ def test_default_run_trains_digits_to_under_ten_percent(run_psbench, mlflow_runs
     assert run["name"] == "hardsync"
     assert run["metrics"]["summary/test_error"] == pytest.approx(summary["test_error"])
     assert (run_dir / "resolved_config.yaml").is_file()
+    logged = Path(run["artifact_uri"].removeprefix("file://"))
+    assert (logged / "timeline.png").read_bytes() == (run_dir / "timeline.png").read_bytes()  # the schedule's picture
 
 
 def test_schedule_only_without_tracking(run_psbench, tmp_path):
@@ -295,6 +297,7 @@ def test_schedule_only_without_tracking(run_psbench, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["weights_sha256"] is None and summary["ps_updates"] > 0
     assert not (tmp_path / "mlflow.db").exists()
+    assert str(run_dir / "timeline.png") in summary["artifacts"] and (run_dir / "timeline.png").is_file()
 
 
 def test_missing_data_files_are_one_line_and_a_failed_run(run_psbench, mlflow_runs, psbench_root):

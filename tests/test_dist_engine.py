@@ -306,6 +306,8 @@ def _replay_against_sim(compose_cfg, run_psbench, tmp_path, *args) -> tuple[dict
     dist = json.loads((out / "summary.json").read_text())
     assert dist["schedule_sha256"] == sim["schedule_sha256"]
     assert str(out / "weights.pt") in dist["artifacts"]  # trainer.save_weights (default true)
+    assert str(out / "timeline.png") in dist["artifacts"]  # the simulated schedule's picture, the simulator's own
+    assert (out / "timeline.png").read_bytes() == (tmp_path / "run" / "timeline.png").read_bytes()
     return sim, dist
 
 

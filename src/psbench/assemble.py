@@ -38,7 +38,8 @@ class RunSetup:
     data module (``x_train``, ``y_train``, ``x_test``, ``y_test``, ``num_train``, ``input_shape``,
     ``num_classes``); ``model`` the model's config node as plain data (how a dist learner builds the same
     ``net``). ``schedule`` is the simulated schedule (engine sim, and a dist replay of this config), the
-    replayed file (``engine.schedule``) or None (a dist free run); ``sim_stats`` its simulation's statistics.
+    replayed file (``engine.schedule``) or None (a dist free run); ``sim_stats`` its simulation's statistics and
+    ``trace`` its record of the first ``trainer.timeline_updates`` updates (:mod:`psbench.ps.timeline`).
     """
 
     config: Mapping[str, Any]
@@ -58,6 +59,7 @@ class RunSetup:
     learner_optimizer: Mapping[str, Any]  # the learners' (local-step protocols)
     schedule: Schedule | None
     sim_stats: Mapping[str, Any] | None
+    trace: Any  # the simulator's trace of the first updates (psbench.ps.trace.Trace), for timeline.png; or None
     trainer: TrainerOptions
     engine: str  # sim | dist
     dist: DistOptions | None
@@ -67,6 +69,18 @@ class RunSetup:
     def samples_per_gradient(self) -> int:
         """μ·H: the samples one gradient (or one commit of H local steps) reads."""
         return self.batch_size * self.protocol.local_steps
+
+    def plot_timeline(self, path) -> str | None:
+        """``timeline.png`` of the traced updates (:func:`psbench.ps.timeline.plot_timeline`), titled with the
+        protocol, λ, μ, hardware and topology; None when nothing was traced."""
+        if self.trace is None or self.sim_stats is None:
+            return None
+        from psbench.ps.timeline import plot_timeline, timeline_title
+
+        h = self.config["hardware"]
+        hw = str(h["name"]) + (" (calibrated)" if h.get("calibrate") else "")
+        title = timeline_title(self.protocol, self.batch_size, hw, self.topology.name)
+        return str(plot_timeline(self.trace, self.sim_stats["staleness_hist"], title, path))
 
     @property
     def schedule_meta(self) -> dict[str, Any]:
@@ -224,7 +238,8 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
     setup = RunSetup(config=resolved, seed=seed, data=dm, net=net, model=dict(resolved["model"]), protocol=protocol,
                      topology=topology, policy=policy, batch_size=int(resolved["batch_size"]), gradients=gradients,
                      cost=cost, compression=compression_options(resolved), codecs=codecs, optimizer=opt,
-                     learner_optimizer=learner_opt, schedule=None, sim_stats=None, trainer=trainer, engine=engine,
+                     learner_optimizer=learner_opt, schedule=None, sim_stats=None, trace=None, trainer=trainer,
+                     engine=engine,
                      dist=dist, schedule_only=bool(resolved["schedule_only"]))
     if dist is not None and dist.mode == "free_run":
         return setup  # the real processes make the schedule
@@ -234,10 +249,13 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
         require(got in (None, protocol.learners), "engine.schedule", dist.schedule,
                 f"a schedule for learners={protocol.learners} (it has {got})")
         return replace(setup, schedule=schedule)
-    sim = Simulator(protocol, cost, topology, setup.batch_size, gradients, seed)
+    from psbench.ps.timeline import default_updates
+
+    k = default_updates(protocol) if trainer.timeline_updates is None else trainer.timeline_updates
+    sim = Simulator(protocol, cost, topology, setup.batch_size, gradients, seed, trace_updates=k)
     schedule = Schedule.collect(_with_progress(sim.run(), sim.total_gradients, trainer.progress),
                                 meta=setup.schedule_meta)
-    setup = replace(setup, schedule=schedule, sim_stats=sim.stats.as_dict())
+    setup = replace(setup, schedule=schedule, sim_stats=sim.stats.as_dict(), trace=sim.trace)
     if engine == "sim" and not setup.schedule_only:
         from psbench.strategy.executor import check_run
 

@@ -42,7 +42,8 @@ CHECKPOINT_FILE = "checkpoint.pt"
 FORMAT = 1
 # Keys that may differ between a run and its resume: they do not change what the run computes.
 RESUME_FREE_KEYS = ("resume", "trainer.checkpoint_every", "trainer.stop_after_updates", "trainer.progress",
-                    "trainer.save_weights", "trainer.updates_per_step", "paths.output_dir", "paths.data_dir")
+                    "trainer.save_weights", "trainer.updates_per_step", "trainer.timeline_updates", "paths.output_dir",
+                    "paths.data_dir")
 
 
 class RunStopped(Exception):

@@ -23,6 +23,11 @@ is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
 (:func:`psbench.dist.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
 Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
 local steps in their own processes (spec key ``window``) and push commits.
+
+``timeline.png`` (:mod:`psbench.ps.timeline`) is drawn in replay mode when the schedule is simulated for it
+(``engine.schedule`` null): the simulator's trace of it. A replayed ``schedule.npz`` holds no trace, and a free
+run's event log holds, per gradient, when it was computed and when the PS took it, but not when the PS granted
+the weights: its pulls and its waits at the barrier or the SSP bound cannot be told apart, so neither draws one.
 """
 
 from __future__ import annotations
@@ -182,6 +187,9 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     if replay is not None:
         sim_time_s = simulated_time(replay)
         artifacts.append(str(replay.save(run_dir / "schedule.npz")))
+        timeline = setup.plot_timeline(run_dir / "timeline.png")  # a simulated replay's trace (not a file's)
+        if timeline is not None:
+            artifacts.append(timeline)
         G = replay.num_gradients
         updates = replay.num_updates
     else:

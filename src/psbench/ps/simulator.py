@@ -19,6 +19,12 @@ learner in the heap, per-learner slots, per-leaf queues) plus the staleness hist
 which is O(σ_max) — so λ = 1,000 learners and 10⁶ gradients run in a few MB. Only
 :meth:`psbench.ps.schedule.Schedule.collect` materializes a schedule, for training runs
 that need it.
+
+**Trace.** With ``trace_updates=K`` the simulator also records a :class:`~psbench.ps.trace.Trace`
+of its first K updates (each learner's compute / push / pull / wait intervals, the root's busy
+periods) by running wrapped handlers until update K − 1 is applied, then the plain ones: the
+schedule is the same bit for bit, and a simulation without a trace runs exactly the loop it ran
+before (the picture: :mod:`psbench.ps.timeline`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from psbench.ps.gate import Gate
 from psbench.ps.protocols import Protocol
 from psbench.ps.schedule import Contribution, Update
 from psbench.ps.staleness import StalenessStats
+from psbench.ps.trace import Trace
 
 # Event kinds.
 _READY, _START, _PULL_ROOT, _PUSH_ROOT, _PUSH_LEAF, _RELAY, _RELAY_DONE, _SERVE_LEAF, \
@@ -82,10 +89,12 @@ class Simulator:
         total_gradients: gradients to compute; rounded down to a multiple of c so that
             every update has exactly c gradients on ``rudra_base``.
         seed: seeds the per-learner jitter streams.
+        trace_updates: K > 0 records ``self.trace``, a :class:`~psbench.ps.trace.Trace` of the first K
+            updates (0: none).
     """
 
     def __init__(self, protocol: Protocol, cost: CostModel, topology: Topology, batch_size: int,
-                 total_gradients: int, seed: int = 0) -> None:
+                 total_gradients: int, seed: int = 0, trace_updates: int = 0) -> None:
         require(isinstance(batch_size, int) and batch_size >= 1, "batch_size", batch_size,
                 "an integer >= 1")
         c = protocol.gradients_per_update
@@ -95,6 +104,10 @@ class Simulator:
         self.batch_size, self.seed = batch_size, seed
         self.total_gradients = total_gradients - total_gradients % c
         self.stats = SimStats()
+        require(isinstance(trace_updates, int) and trace_updates >= 0, "trace_updates", trace_updates,
+                "an integer >= 0")
+        self.trace_updates = trace_updates
+        self.trace: Trace | None = None
 
     @property
     def samples_per_gradient(self) -> int:
@@ -391,26 +404,63 @@ class Simulator:
             hpush(heap, (0.0, next(seq), _START, l, 0))
 
         pop = heapq.heappop
+        trace = None
+        if self.trace_updates:  # wrapped handlers until the window ends, then the loop below
+            trace = self.trace = Trace(lam, self.trace_updates, p.local_steps, wait_reason(p, background))
+            w = trace.handlers(gate, lambda: root_free, last_end, waiting_push, push_busy, background,
+                               on_start=on_start, on_ready=on_ready, on_pull_root=on_pull_root,
+                               on_push_root=on_push_root, on_relay_done=on_relay_done, on_computed=on_computed,
+                               on_push_done=on_push_done)
+            traced = (w["ready"], w["start"], w["pull_root"], w["push_root"], on_push_leaf, on_relay,
+                      w["relay_done"], on_serve_leaf, w["push_done"], on_bcast, w["computed"])
+            while heap:
+                ev = pop(heap)
+                if ev[0] > trace.t_end:
+                    hpush(heap, ev)  # the same tuple back: the plain loop pops it next
+                    trace.close()
+                    break
+                u = traced[ev[2]](ev[0], ev[3], ev[4])
+                if u is not None:
+                    yield u
         while heap:
             t, _, kind, l, data = pop(heap)
             u = handlers[kind](t, l, data)
             if u is not None:
                 yield u
+        tracing = trace is not None and not trace.closed
         for nd in range(nodes):  # gathering leaves: what they still hold once no gradient is left to compute
             if leaf_pending[nd]:
                 root_free = max(root_free, max(g.t_push for g in leaf_pending[nd])) + svc + xfer
                 group = g_arrive([g._replace(t_push=root_free) for g in leaf_pending[nd]])
                 leaf_pending[nd] = []
                 if group is not None:
-                    yield update(group)
+                    a = root_free
+                    u = update(group)
+                    if tracing:
+                        trace.applied(u, a)  # type: ignore[union-attr]
+                    yield u
         group = gate.finish()  # tree topologies may end with fewer than c gradients at the root
         if group is not None:
+            a = root_free
             root_free += apply_s
             last_update = root_free
-            yield Update(gate.root_ts - 1, root_free, group)
+            u = Update(gate.root_ts - 1, root_free, group)
+            if tracing:
+                trace.applied(u, a)  # type: ignore[union-attr]
+            yield u
+        if tracing:
+            trace.close()  # type: ignore[union-attr]
         st.sim_time_s = last_update
         st.compute_s = compute_total
         st.learner_time_s = sum(last_end)
         if background:
             st.bytes_pulled += n_bcast * lam * wire_pull
             st.pulls += n_bcast * lam
+
+
+def wait_reason(protocol: Protocol, background: bool) -> str:
+    """What a learner waits at under ``protocol``: the hardsync barrier, the SSP bound, a weight broadcast."""
+    why = "barrier" if protocol.barrier else f"bound s={protocol.bound}" if protocol.bound is not None else ""
+    if background:  # rudra_adv_star: for weights it may use to reach it over the broadcast tree
+        return f"{why}, then a weights broadcast" if why else "a weights broadcast"
+    return why

@@ -2,7 +2,8 @@
 
 1. the setup (:func:`psbench.assemble.build_run`) holds the data, the seeded model, the cost model and the
    schedule of ⌊epochs·N/μ⌋ gradients (capped by ``trainer.max_updates``) simulated on it;
-2. the schedule and its staleness histogram are saved in the run dir;
+2. the schedule, its staleness histogram and the picture of its first updates (``timeline.png``:
+   :mod:`psbench.ps.timeline`) are saved in the run dir;
 3. ``schedule_only``: statistics only; otherwise a Trainer with
    :class:`~psbench.strategy.ParameterServerStrategy`, K PS updates per Trainer step
    (``trainer.updates_per_step``; null: :func:`~psbench.strategy.chunks.auto_updates_per_step`),
@@ -45,6 +46,9 @@ def train_sim(setup: RunSetup, run_dir: Path, logger=None, plan=None) -> RunSumm
     assert schedule is not None, "engine=sim runs a simulated schedule (psbench.assemble.build_run)"
     artifacts = [str(schedule.save(run_dir / "schedule.npz")),
                  str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png"))]
+    timeline = setup.plot_timeline(run_dir / "timeline.png")
+    if timeline is not None:
+        artifacts.append(timeline)
     samples = schedule.num_gradients * setup.samples_per_gradient
     summary = RunSummary(
         engine="sim", **stats, samples=samples, epochs_done=samples / setup.data.num_train,

@@ -29,6 +29,8 @@ TRAINER = Group({"default": {
     "checkpoint_every": integer(0, words=">= 0 (PS updates between checkpoints; 0: off)"),
     "stop_after_updates": integer(1, null="run to the end"),
     "save_weights": boolean(),
+    "timeline_updates": integer(0, 1000,
+                                null="auto: 3 pushes of every learner, 12 to 64 updates, at most 4096 gradients"),
     "accelerator": one_of(*ACCELERATORS, null="cpu"),
     "updates_per_step": integer(1, null="auto: the updates of ~128 samples, at most 64"),
     "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB or what the schedule needs",
@@ -49,6 +51,7 @@ class TrainerOptions:
     checkpoint_every: int
     stop_after_updates: int | None
     save_weights: bool
+    timeline_updates: int | None
     batching: str
     gradient_clip_val: float | None
     accelerator: str | None
