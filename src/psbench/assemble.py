@@ -32,8 +32,9 @@ def build_protocol(cfg: DictConfig) -> Protocol:
 
 def build_topology(cfg: DictConfig) -> Topology:
     t = cfg.topology
+    nodes = t.get("nodes")
     return Topology(t.name, int(setting(t, "learners_per_node", 4)), int(setting(t, "broadcast_fanout", 2)),
-                    bool(setting(t, "leaf_gather", False)))
+                    bool(setting(t, "leaf_gather", False)), None if nodes is None else int(nodes))
 
 
 def build_cost(cfg: DictConfig, message_bytes: int, net: torch.nn.Module | None = None,
