@@ -270,3 +270,22 @@ def test_timing_pages_say_which_number_each_term_was_fitted_to(tmp_path):
         assert "| (1, 128, 10) | Rudra Table 2, s for 140 epochs; node_share fitted | 2,551 s | 2,551 s |" in md, page
         assert "| adv-softsync | Rudra Table 4, min/epoch | 212 min |" in md and "prediction (±20%)" in md, page
 
+
+def test_presets_carry_footnote_4s_packing_and_one_alexnet_compute():
+    """Fig 8's CIFAR10 runs sit on footnote 4's nodes; Zhang Fig 2's ImageNet cases compute as Rudra Table 4's
+    AlexNet (the compute its jitter was fitted with), at 4 per node and, for λ ≥ 8, again at 6 (Zhang §2.3)."""
+    from psbench.cli import CONF_DIR
+    from psbench.cluster.fit import ALEXNET_COMPUTE, FOOTNOTE4
+
+    exp = CONF_DIR / "experiment"
+    fig8 = OmegaConf.load(exp / "rudra" / "fig8.yaml").hydra.sweeper.cases
+    assert all(c["topology.nodes"] == FOOTNOTE4[c.learners] for c in fig8.values())
+    t4 = OmegaConf.load(exp / "rudra" / "table4.yaml").hardware.compute
+    assert (t4.overhead_s, t4.per_sample_s) == (ALEXNET_COMPUTE["overhead_s"], ALEXNET_COMPUTE["per_sample_s"])
+    cases = OmegaConf.load(exp / "zhang" / "fig2.yaml").hydra.sweeper.cases
+    imagenet = [c for k, c in cases.items() if k.startswith("imagenet")]
+    assert imagenet and all((c["hardware.compute.overhead_s"], c["hardware.compute.per_sample_s"])
+                            == (t4.overhead_s, t4.per_sample_s) for c in imagenet)
+    six = {k: c for k, c in cases.items() if k.endswith("_pn6")}
+    assert len(six) == 27 and all(c["topology.learners_per_node"] == 6 and c.learners >= 8 for c in six.values())
+    assert all(k.removesuffix("_pn6") in cases for k in six)
