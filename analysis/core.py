@@ -120,6 +120,17 @@ def history(tracking_uri: str, run: Run, key: str) -> list[tuple[int, float]]:
     return sorted({s: v for s, _, v in pts}.items())
 
 
+def epoch_means(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The per-epoch means of an ``(epoch, value)`` series logged per update: epoch k holds the points with
+    k − 1 < epoch ≤ k (a point at epoch 0 counts in the first) and is drawn at its middle, k − 0.5; non-finite
+    values (a diverged loss) are left out."""
+    by_epoch: dict[int, list[float]] = {}
+    for e, v in points:
+        if math.isfinite(v):
+            by_epoch.setdefault(max(1, math.ceil(e - 1e-9)), []).append(v)
+    return [(k - 0.5, statistics.fmean(vs)) for k, vs in sorted(by_epoch.items())]
+
+
 def select(runs: Iterable[Run], **tags: str) -> list[Run]:
     return [r for r in runs if all(r.tags.get(k) == v for k, v in tags.items())]
 

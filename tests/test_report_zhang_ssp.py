@@ -7,8 +7,11 @@ histories at their update index), built so the test knows which claims must hold
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -214,3 +217,36 @@ def test_ssp_speedups_compare_machine_counts_within_one_seed():
     assert seed is None and len(chosen) == 2
     assert ssp.one_seed([run(n, k) for n in (1, 6) for k in (10, 2)])[1] == "2"  # numeric order, not "10" < "2"
 
+
+def test_zhang_fig3_draws_the_training_loss_as_per_epoch_means(psbench_root, tmp_path, monkeypatch):
+    """The per-update loss of an α0/τ run is a band of noise: the page draws its per-epoch means (the raw series
+    faint behind them). The plotted mean series equals the per-epoch means of the logged series (mean over seeds)."""
+    import analysis.core as core
+
+    s = ReportStore(psbench_root)
+    steps = list(range(10, 310, 10))  # 3 epochs of 100 updates, the loss logged every 10
+    logged = {}
+    for case in ("hardsync", "s30_tau"):
+        for seed in (0, 1):
+            loss = [(st, 2.0 - 0.004 * st + (0.5 if (st // 10 + seed) % 2 else -0.4) * (1 + seed)) for st in steps]
+            logged[(case, seed)] = loss
+            s.run({"paper": "zhang", "figure": "3", "case": case, "scale": "ci", "data_note": "cifar10_subset"},
+                  {"test_error": 0.6, "train_loss": 0.9, "ps_updates": 300, "epochs_done": 3}, seed=seed,
+                  histories={"train_loss": loss, "test_error": [(100, 0.8), (200, 0.7), (300, 0.6)]})
+    figs = {}
+    monkeypatch.setattr(core, "savefig", lambda fig, path: figs.__setitem__(Path(path).name, fig))
+    build(psbench_root, tmp_path / "r")
+    ax = figs["zhang_fig3_ci.png"].axes[2]  # row α0/τ, column training loss
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    for case, name in (("hardsync", "hardsync (SSGD)"), ("s30_tau", "30-softsync")):
+        want = [statistics.fmean(v for seed in (0, 1) for st, v in logged[(case, seed)] if (st - 1) // 100 == k)
+                for k in range(3)]
+        mean = lines[f"{name} (per-epoch mean)"]
+        assert list(mean.get_xdata()) == [0.5, 1.5, 2.5]
+        assert list(mean.get_ydata()) == pytest.approx(want)
+        raw = [ln for ln in ax.get_lines() if ln.get_alpha() == 0.25 and ln.get_color() == mean.get_color()]
+        assert len(raw) == 1 and list(raw[0].get_ydata()) == pytest.approx(
+            [statistics.fmean(v) for v in zip(*([v for _, v in logged[(case, seed)]] for seed in (0, 1)), strict=True)])
+    assert core.epoch_means([(0.0, 1.0), (0.5, 3.0), (1.0, 5.0), (1.01, 7.0), (2.0, 9.0)]) == [
+        (0.5, 3.0), (1.5, 8.0)]
+    assert core.epoch_means([(0.5, float("nan")), (0.7, 2.0)]) == [(0.5, 2.0)]

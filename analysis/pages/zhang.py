@@ -25,6 +25,7 @@ from analysis.core import (
     band,
     cell,
     coverage,
+    epoch_means,
     equal,
     figure,
     history,
@@ -433,21 +434,29 @@ def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path) -> Path | N
             for case, (_n, lr_c, name) in P.FIG3.items():
                 if case not in curves or (lr_c != lr and case != "hardsync"):
                     continue
-                style = {"color": "k"} if case == "hardsync" else {}
-                for col, key in enumerate(("train_loss", "test_error")):
-                    pts = [(e, v) for e, v in curves[case][key] if math.isfinite(v)]
-                    if pts:
-                        ys = [v * 100 if key == "test_error" else v for _, v in pts]
-                        axes[row][col].plot([e for e, _ in pts], ys, label=name, **style)
+                color = "k" if case == "hardsync" else f"C{list(P.FIG3).index(case)}"
+                raw = [(e, v) for e, v in curves[case]["train_loss"] if math.isfinite(v)]
+                if raw:  # the per-update loss, faint, behind its per-epoch means
+                    axes[row][0].plot([e for e, _ in raw], [v for _, v in raw], color=color, lw=0.5, alpha=0.25)
+                    means = epoch_means(raw)
+                    axes[row][0].plot([e for e, _ in means], [v for _, v in means], color=color, marker="o", ms=3,
+                                      label=f"{name} (per-epoch mean)")
+                pts = [(e, v) for e, v in curves[case]["test_error"] if math.isfinite(v)]
+                if pts:
+                    axes[row][1].plot([e for e, _ in pts], [v * 100 for _, v in pts], color=color, label=name)
             axes[row][0].set_ylabel(f"lr = {lr}")
             losses = [v for c in curves.values() for _, v in c.get("train_loss", []) if math.isfinite(v) and v > 0]
             if losses and max(losses) / min(losses) > 100:  # a diverging loss flattens a linear axis
                 axes[row][0].set_yscale("log")
+            elif means := [v for ln in axes[row][0].get_lines() if ln.get_label().endswith("mean)")
+                           for v in ln.get_ydata()]:  # the axis follows the means; the raw noise is clipped
+                pad = max(0.5 * (max(means) - min(means)), 0.02 * abs(max(means)))
+                axes[row][0].set_ylim(min(means) - pad, max(means) + pad)
             # the paper's numbers (§4.3.1): α0 curves of 15-/30-softsync stay at 90 %; α0/τ reaches ~18 %
             axes[row][1].axhline(P.FIG3_STUCK_ERROR if lr == "α0" else P.FIG3_TAU_ERROR, color="grey", ls=":",
                                  lw=1, label="paper: stays at 90 %" if lr == "α0" else "paper: ~18 %")
             axes[row][1].legend(fontsize=7)
-        axes[0][0].set_title("training loss")
+        axes[0][0].set_title("training loss: per-epoch mean (faint: per update)")
         axes[0][1].set_title("test error (%)")
         for ax in axes[1]:
             ax.set_xlabel("epoch")
