@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 HOLDS, FAILS, NOT_MEASURED, NOT_RESOLVABLE = "holds", "does not hold", "not measured", "not resolvable"
+UNDETERMINED = "undetermined within the model's error"
+#: every verdict, in the order the counts show them
+VERDICTS = (HOLDS, FAILS, NOT_RESOLVABLE, UNDETERMINED, NOT_MEASURED)
 NO_RUNS = ("\nNo runs of a scale in the store (a run without a scale tag, e.g. an ad-hoc run of the preset, "
            "is not counted).\n")
 
@@ -115,6 +118,17 @@ def history(tracking_uri: str, run: Run, key: str) -> list[tuple[int, float]]:
     if copy:
         del pts[copy[-1]]
     return sorted({s: v for s, _, v in pts}.items())
+
+
+def epoch_means(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The per-epoch means of an ``(epoch, value)`` series logged per update: epoch k holds the points with
+    k − 1 < epoch ≤ k (a point at epoch 0 counts in the first) and is drawn at its middle, k − 0.5; non-finite
+    values (a diverged loss) are left out."""
+    by_epoch: dict[int, list[float]] = {}
+    for e, v in points:
+        if math.isfinite(v):
+            by_epoch.setdefault(max(1, math.ceil(e - 1e-9)), []).append(v)
+    return [(k - 0.5, statistics.fmean(vs)) for k, vs in sorted(by_epoch.items())]
 
 
 def select(runs: Iterable[Run], **tags: str) -> list[Run]:
@@ -404,6 +418,10 @@ class Page:
 # * A tail claim P(x) < b needs enough samples: held only when the 95 % Clopper–Pearson upper bound of the
 #   measured rate is below b (≈ 3/b samples with no event), failed when the lower bound is above it.
 # * A simulation claim (schedule, cost model: deterministic) is decided on its numbers as they are.
+# * A cost-model prediction of a claimed range is a band: the model over the choices the papers leave open,
+#   widened by the model's own measured error on published timings it was not fitted to. It holds when the
+#   band lies inside the range, fails when the band lies wholly outside, and is otherwise "undetermined
+#   within the model's error".
 MIN_SEEDS = 3
 LEARN_MARGIN = 0.05
 #: classes and test images of each data set (the test set's size sets its noise)
@@ -414,7 +432,10 @@ RULE = (f"Verdict rule (every page): a claim about learning is decided only on r
         "difference counts only outside mean ± 2 SE (SE² = seed variance / n + p(1 − p) / test images, per "
         "configuration); otherwise \"not measured\" or \"not resolvable\", with the reason. Claims marked *ours* "
         "are psbench's, not the paper's, and are not counted; a conditional claim needs its premise; a tail "
-        "probability P < b needs its 95 % upper bound below b (≈ 3/b samples).")
+        "probability P < b needs its 95 % upper bound below b (≈ 3/b samples). A cost-model prediction of a claimed "
+        "range is a band (the model over the choices the papers leave open, widened by its own measured error on "
+        "published timings it was not fitted to): held when the band lies inside the range, failed when wholly "
+        f"outside, otherwise \"{UNDETERMINED}\".")
 
 
 class Claim(NamedTuple):
@@ -726,10 +747,11 @@ def learned(label: str, a: Errors | None) -> Claim:
 
 
 def all_of(text: str, parts: Sequence[Claim], *, ours: bool = False) -> Claim:
-    """The conjunction of ``parts``: failed if one fails, not measured if one is, not resolvable if one is."""
+    """The conjunction of ``parts``: failed if one fails, not measured if one is, not resolvable (or undetermined
+    within the model's error) if one is."""
     vs = [c.verdict for c in parts]
     v = (NOT_MEASURED if not parts else FAILS if FAILS in vs else NOT_MEASURED if NOT_MEASURED in vs
-         else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else HOLDS)
+         else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else UNDETERMINED if UNDETERMINED in vs else HOLDS)
     numbers = "; ".join(f"{c.text}: {c.numbers}" if c.text else c.numbers for c in parts) or "—"
     return Claim(text, v, numbers, ours, parts[0].kind if parts else "learning",
                  _span(int(n) for c in parts for n in c.seeds.split("–") if n))
@@ -742,6 +764,39 @@ def simulated(text: str, ok: bool | None, numbers: str, *, premise: Claim | None
         return Claim(text, NOT_MEASURED, f"{numbers}; {_premise(premise)}", ours,
                      "simulation")
     return Claim(text, NOT_MEASURED if ok is None else HOLDS if ok else FAILS, numbers or "—", ours, "simulation")
+
+
+def band(lo: float, hi: float, error: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """The band of a prediction: its range ``[lo, hi]`` over the choices left open, widened (never shifted) by the
+    model's measured relative error (min, max) of model / published − 1: a published value is the model's
+    × (1 + e), so the band reaches lo·(1 + min(e, 0)) … hi·(1 + max(e, 0))."""
+    return lo * (1 + min(error[0], 0.0)), hi * (1 + max(error[1], 0.0))
+
+
+def in_range(text: str, bands: Mapping[str, tuple[float, float] | None], claimed: tuple[float, float],
+             numbers: str = "", *, unit: str = "", first: str = "", ours: bool = False) -> Claim:
+    """A claimed range ``[lo, hi]`` (an end may be ±inf) against cost-model prediction bands (:func:`band`), one per
+    cell: a cell holds when its band lies inside the range, fails when it lies wholly outside; the claim holds
+    when every cell holds, fails when one fails, and is otherwise "undetermined within the model's error" (a
+    band straddles an end). A missing cell leaves the claim not measured. The deciding numbers are ``first`` (the
+    strongest evidence), the bands, then ``numbers``."""
+    lo, hi = claimed
+    missing = [k for k, b in bands.items() if b is None]
+    parts, vs = [], []
+    for k, b in bands.items():
+        if b is None:
+            continue
+        v = HOLDS if lo <= b[0] and b[1] <= hi else FAILS if b[1] < lo or b[0] > hi else UNDETERMINED
+        vs.append(v)
+        where = ("inside" if v == HOLDS else "outside" if v == FAILS
+                 else "straddles " + " and ".join(f"{e:g}{unit}" for e in (lo, hi) if b[0] < e < b[1]))
+        parts.append(f"{k} [{b[0]:.3g}, {b[1]:.3g}]{unit} {where}")
+    v = (NOT_MEASURED if missing or not vs else FAILS if FAILS in vs else UNDETERMINED if UNDETERMINED in vs
+         else HOLDS)
+    ends = " … ".join("∞" if math.isinf(e) else f"{e:g}{unit}" for e in claimed)
+    head = f"band vs the claimed {ends}: " + "; ".join(parts) + (f"; no runs of {', '.join(missing)}"
+                                                                  if missing else "")
+    return Claim(text, v, ". ".join(x for x in (first, head, numbers) if x), ours, "simulation")
 
 
 def tail(text: str, events: int, total: int, bound: float, what: str = "samples", *, ours: bool = False) -> Claim:

@@ -17,12 +17,9 @@ from pathlib import Path
 
 from analysis import pages as pages_pkg
 from analysis.core import (
-    FAILS,
-    HOLDS,
-    NOT_MEASURED,
-    NOT_RESOLVABLE,
     RULE,
     SCALE_ORDER,
+    VERDICTS,
     Claim,
     Context,
     Page,
@@ -84,14 +81,13 @@ def claim_rows(page: Page, claims: Sequence[Claim]) -> list[list[str]]:
 
 def counts_md(rows: Sequence[Sequence[str]], papers: Sequence[str]) -> str:
     """Per paper: its claims by verdict (ours apart, never counted)."""
-    verdicts = [HOLDS, FAILS, NOT_RESOLVABLE, NOT_MEASURED]
     out = []
     for paper in papers:
         mine = [r for r in rows if r[0] == paper]
         theirs = [r for r in mine if not r[3]]
-        out.append([paper, str(len(theirs)), *(str(sum(r[5] == v for r in theirs)) for v in verdicts),
+        out.append([paper, str(len(theirs)), *(str(sum(r[5] == v for r in theirs)) for v in VERDICTS),
                     str(len(mine) - len(theirs))])
-    return md_table(["paper", "claims", *verdicts, "ours (not counted)"], out)
+    return md_table(["paper", "claims", *VERDICTS, "ours (not counted)"], out)
 
 
 def write_claims(out: Path, rows: Sequence[Sequence[str]], papers: Sequence[str]) -> None:

@@ -121,12 +121,47 @@ def test_colocated_shards_keep_each_machines_slice_local():
 
 def test_node_share_slows_learners_by_how_many_share_their_node():
     cost = quiet(node_share=0.05)
-    assert cost.node_factors(10, 4) == pytest.approx([1.15] * 8 + [1.05] * 2)
-    assert replace(cost, node_share=0.0).node_factors(3, 4) == [1.0] * 3
+    assert cost.node_factors(Topology().node_sizes(10)) == pytest.approx([1.15] * 8 + [1.05] * 2)
+    assert replace(cost, node_share=0.0).node_factors(Topology().node_sizes(3)) == [1.0] * 3
     sched, _ = schedule(Protocol("hardsync", 4), cost, 4)
     assert sched.t_push.min() == pytest.approx(1.15e-2 + 1e-4 + (30 * MB + 8) / 3e10)
     sched1, _ = schedule(Protocol("hardsync", 1), cost, 1)  # alone on its node: no slowdown
     assert sched1.t_push[0] == pytest.approx(1e-2 + 1e-4 + (30 * MB + 8) / 3e10)
+
+
+def test_footnote_4_spreads_the_learners_evenly_over_its_nodes():
+    """Rudra footnote 4: (λ, nodes) = (10, 4), (18, 4), (30, 8) — 3,3,2,2 / 5,5,4,4 / 4×6 + 3×2 learners per node;
+    a hardsync round waits for the most crowded node's learners, a node of 3 computes 1 + 2·node_share slower."""
+    assert Topology(nodes=4).node_sizes(10) == [3, 3, 2, 2]
+    assert Topology(nodes=4).node_sizes(18) == [5, 5, 4, 4]
+    assert Topology(nodes=8).node_sizes(30) == [4] * 6 + [3] * 2
+    assert Topology(nodes=8).node_sizes(4) == [1] * 4  # at most one node per learner
+    assert Topology().node_sizes(10) == [4, 4, 2] and Topology(learners_per_node=6).node_sizes(30) == [6] * 5
+    assert Topology("rudra_adv", leaf_gather=True, nodes=4).gather(10) == [3, 3, 2, 2]
+    assert Topology(nodes=4).node_of(10) == [0, 0, 0, 1, 1, 1, 2, 2, 3, 3]
+    cost = quiet(node_share=0.05)
+    assert cost.node_factors(Topology(nodes=4).node_sizes(10)) == pytest.approx([1.1] * 6 + [1.05] * 4)
+    first, rounds = {}, {}
+    for topo in (Topology(), Topology(nodes=4)):  # nodes of 4, 4, 2 or 3, 3, 2, 2: a node of 2 pushes first
+        sim = Simulator(Protocol("hardsync", 10), cost, topo, 1, 100)
+        sched = Schedule.collect(sim.run())
+        first[topo.nodes], rounds[topo.nodes] = sched.t_push.min(), sim.stats.sim_time_s
+    assert first[None] == first[4] == pytest.approx(1e-2 * 1.05 + 1e-4 + (30 * MB + 8) / 3e10)
+    assert rounds[4] < rounds[None]  # every round waits for the most crowded node: 1.1 against 1.15
+
+
+def test_node_share_is_fitted_with_footnote_4s_packing():
+    """Table 2's (1, 128, 10) runs λ = 10 on 4 nodes (3, 3, 2, 2): the fit gives the profile's 7.67 % per extra
+    learner; 4 per node (4, 4, 2), the packing assumed before, needs only 4.71 % for the same 2,551 s."""
+    from psbench.cluster.fit import CIFAR_BYTES, _bisect, _proto, seconds_per_sample
+
+    def t(b: float, nodes: int | None) -> float:
+        cost = CostModel.from_profile("p775_cluster", CIFAR_BYTES, node_share=b)
+        return seconds_per_sample(_proto(1, 10), cost, "rudra_base", 128, 50, nodes=nodes) * 50_000 * 140
+
+    assert _bisect(lambda b: t(b, 4), 0.0, 0.5, 2551) == pytest.approx(PROFILES["p775_cluster"]["node_share"],
+                                                                           rel=0.02)
+    assert _bisect(lambda b: t(b, None), 0.0, 0.5, 2551) == pytest.approx(0.047, rel=0.05)
 
 
 @pytest.mark.parametrize("bad", [{"ps_shards": 0}, {"node_share": -0.1}, {"contention": -0.5}])
@@ -163,12 +198,21 @@ def test_tree_and_background_threads_overlap_rudra_table1():
 
 
 def test_p775_cluster_reproduces_its_fitted_numbers_and_predicts_the_others():
+    """Every fitted number within 1 %, every prediction within its tolerance but one: with footnote 4's packing
+    node_share rose from 4.71 % to 7.67 %, and Table 4's adv*-softsync (λ = 54, 4 per node: no paper gives its
+    packing) is predicted 28 % slow (it was +19 %); the cost-model page says so."""
+    from psbench.cluster.fit import model_error
+
     rows = checks()
     fitted = [c for c in rows if c.fitted]
     assert {c.what for c in fitted} == {"(1, 128, 10)", "(1, 4, 30)", "(30, 4, 30)", "(0, 8, 30) / (1, 8, 30)",
                                         "base-hardsync / base-softsync"}
-    bad = [(c.what, c.paper, round(c.model), f"{c.rel_err:+.1%}") for c in rows if not c.holds]
-    assert not bad
+    bad = [c for c in rows if not c.holds]
+    assert [c.what for c in bad] == ["adv*-softsync"] and 0.25 < bad[0].rel_err < 0.31
+    table2 = [c for c in rows if c.source == "Rudra Table 2, s for 140 epochs"]
+    assert len(table2) == 5 and all(c.holds for c in table2)  # Table 2's predictions stay within ±20 %
+    lo, hi = model_error(rows, "alexnet")  # what widens Zhang Fig 2's ImageNet band
+    assert 0.03 < lo < hi < 0.31 and model_error(rows, "cifar")[0] < -0.1
 
 
 def test_barrier_jitter_is_fitted_per_network_and_the_alexnet_presets_carry_theirs():
@@ -225,3 +269,23 @@ def test_timing_pages_say_which_number_each_term_was_fitted_to(tmp_path):
         assert here in md, page
         assert "| (1, 128, 10) | Rudra Table 2, s for 140 epochs; node_share fitted | 2,551 s | 2,551 s |" in md, page
         assert "| adv-softsync | Rudra Table 4, min/epoch | 212 min |" in md and "prediction (±20%)" in md, page
+
+
+def test_presets_carry_footnote_4s_packing_and_one_alexnet_compute():
+    """Fig 8's CIFAR10 runs sit on footnote 4's nodes; Zhang Fig 2's ImageNet cases compute as Rudra Table 4's
+    AlexNet (the compute its jitter was fitted with), at 4 per node and, for λ ≥ 8, again at 6 (Zhang §2.3)."""
+    from psbench.cli import CONF_DIR
+    from psbench.cluster.fit import ALEXNET_COMPUTE, FOOTNOTE4
+
+    exp = CONF_DIR / "experiment"
+    fig8 = OmegaConf.load(exp / "rudra" / "fig8.yaml").hydra.sweeper.cases
+    assert all(c["topology.nodes"] == FOOTNOTE4[c.learners] for c in fig8.values())
+    t4 = OmegaConf.load(exp / "rudra" / "table4.yaml").hardware.compute
+    assert (t4.overhead_s, t4.per_sample_s) == (ALEXNET_COMPUTE["overhead_s"], ALEXNET_COMPUTE["per_sample_s"])
+    cases = OmegaConf.load(exp / "zhang" / "fig2.yaml").hydra.sweeper.cases
+    imagenet = [c for k, c in cases.items() if k.startswith("imagenet")]
+    assert imagenet and all((c["hardware.compute.overhead_s"], c["hardware.compute.per_sample_s"])
+                            == (t4.overhead_s, t4.per_sample_s) for c in imagenet)
+    six = {k: c for k, c in cases.items() if k.endswith("_pn6")}
+    assert len(six) == 27 and all(c["topology.learners_per_node"] == 6 and c.learners >= 8 for c in six.values())
+    assert all(k.removesuffix("_pn6") in cases for k in six)

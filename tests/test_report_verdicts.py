@@ -185,9 +185,10 @@ def test_a_failed_premise_reads_does_not_hold():
 
 def test_the_index_counts_claims_per_paper_and_ours_apart(within_noise):
     index = (within_noise.out / "index.md").read_text()
-    assert "| paper | claims | holds | does not hold | not resolvable | not measured | ours (not counted) |" in index
+    assert ("| paper | claims | holds | does not hold | not resolvable | undetermined within the model's error | "
+            "not measured | ours (not counted) |") in index
     # the decided TernGrad claims are Fig 5's (the performance model); noclip is ours, twice (Fig 3, Table 1)
-    assert re.search(r"\| TernGrad \| \d+ \| 2 \| 2 \| \d+ \| \d+ \| 2 \|", index), index
+    assert re.search(r"\| TernGrad \| \d+ \| 2 \| 2 \| \d+ \| 0 \| \d+ \| 2 \|", index), index
     assert "| *ours, not counted:* [ci] TernGrad-noclip has a higher test error" in \
         (within_noise.out / "claims.md").read_text()
 
@@ -206,11 +207,37 @@ def test_the_rule_itself():
     assert majority("", {"x": [1.2]}, 1.0).verdict == NOT_MEASURED
 
 
+def test_a_prediction_band_against_a_claimed_range():
+    """A cost-model prediction is a band (the choices left open, widened by the model's measured error): inside the
+    claimed range it holds, wholly outside it fails, straddling an end it is undetermined within the model's error;
+    one band outside fails the claim, a missing one leaves it not measured; the index counts it as not decided."""
+    from analysis.core import UNDETERMINED, Shown, band, in_range, status
+
+    assert band(23.0, 25.0) == (23.0, 25.0)
+    assert band(23.0, 25.0, (-0.1, 0.2)) == pytest.approx((20.7, 30.0))  # widened by the error, never shifted
+    assert band(23.0, 25.0, (0.05, 0.2)) == pytest.approx((23.0, 30.0))
+    c = in_range("22–28x", {"a": (23.0, 25.0)}, (22, 28), unit="x")
+    assert (c.verdict, c.kind) == (HOLDS, "simulation") and "a [23, 25]x inside" in c.numbers
+    c = in_range("22–28x", {"a": (23.0, 25.0), "b": band(24.0, 27.0, (0.0, 0.19))}, (22, 28), unit="x")
+    assert c.verdict == UNDETERMINED and "b [24, 32.1]x straddles 28x" in c.numbers
+    assert in_range("", {"a": (18.0, 31.0)}, (22, 28)).verdict == UNDETERMINED
+    assert in_range("", {"a": (29.0, 31.0), "b": (18.0, 31.0)}, (22, 28)).verdict == FAILS
+    assert in_range("", {"a": (1.15, 1.33)}, (1.4, 1.6)).verdict == FAILS
+    assert in_range("", {"a": (23.0, 25.0)}, (22, math.inf)).verdict == HOLDS
+    assert in_range("", {"a": (23.0, 25.0), "b": None}, (22, 28)).verdict == NOT_MEASURED
+    c = in_range("", {"a": (1.2, 1.3)}, (1.4, 1.6), "then this", first="first this")
+    assert c.numbers.startswith("first this. band vs the claimed 1.4 … 1.6: a [1.2, 1.3] outside. then this")
+    decided = Claim("x", HOLDS, "", kind="simulation")
+    assert status(Shown({"ci": (3, 3)}, [decided, c._replace(verdict=UNDETERMINED)], command="c")) == \
+        "measured at scale ci, 1 of 2 claims not decided"
+
+
 def test_no_page_writes_a_verdict_itself():
     """Pages get verdicts only from analysis.core's rule: no page names a verdict or builds a Claim."""
     for f in sorted((REPO / "analysis" / "pages").glob("*.py")):
         src = f.read_text()
-        for word in ("HOLDS", "FAILS", "NOT_RESOLVABLE", "NOT_MEASURED", "Claim(", "\"holds\"", "\"does not hold\""):
+        for word in ("HOLDS", "FAILS", "NOT_RESOLVABLE", "NOT_MEASURED", "UNDETERMINED", "Claim(", "\"holds\"",
+                     "\"does not hold\"", "\"undetermined"):
             assert word not in src, (f.name, word)
     assert isinstance(lower("", None, None), Claim)
 

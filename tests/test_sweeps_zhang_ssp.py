@@ -49,14 +49,18 @@ def test_zhang_fig1_is_1_15_30_softsync_at_lambda_30_mu_4(compose_preset):
 def test_zhang_fig2_cases_cover_every_lambda_protocol_and_benchmark_and_each_validates(compose_preset):
     cases = _cases("zhang/fig2")
     want = {fig2_case("cifar", mu, "hardsync", 1) for mu in (4, 128)} | {fig2_case("imagenet", 16, "hardsync", 1)}
-    want |= {fig2_case(b, mu, p, lam) for b, mu in (("cifar", 4), ("cifar", 128), ("imagenet", 16))
-             for p in zhang_paper.FIG2_PROTOCOLS for lam in zhang_paper.FIG2_LAMBDAS[1:]}
-    assert set(cases) == want and len(want) == 48
-    for label in ("cifar_mu4_async_lam30", "imagenet_mu16_s1_lam30", "cifar_mu128_hardsync_lam16"):
+    packings = ((4, zhang_paper.FIG2_LAMBDAS[1:]), (6, (8, 16, 30)))  # Zhang §2.3: 4 or 6 learners per node
+    want |= {fig2_case(b, mu, p, lam, per_node) for b, mu in (("cifar", 4), ("cifar", 128), ("imagenet", 16))
+             for p in zhang_paper.FIG2_PROTOCOLS for per_node, lams in packings for lam in lams}
+    assert set(cases) == want and len(want) == 75
+    for label in ("cifar_mu4_async_lam30", "imagenet_mu16_s1_lam30", "cifar_mu128_hardsync_lam16",
+                  "imagenet_mu16_s1_lam30_pn6"):
         c = cases[label]
         over = [f"{k}={'[' + ','.join(map(str, v)) + ']' if isinstance(v, list) else v}" for k, v in c.items()]
         cfg = compose_preset("zhang/fig2", *over)
-        assert (cfg.learners, cfg.batch_size) == (int(label.split("lam")[1]), int(label.split("_")[1][2:]))
+        assert (cfg.learners, cfg.batch_size) == (int(label.split("lam")[1].split("_")[0]),
+                                                  int(label.split("_")[1][2:]))
+        assert cfg.topology.learners_per_node == (6 if label.endswith("_pn6") else 4)
 
 
 def test_zhang_fig2_models_have_the_papers_sizes():

@@ -327,7 +327,11 @@ def rudra_fig8(ctx: Context) -> tuple[str, str]:
     md = ["# Rudra Fig 8 — speed-up of the training time vs λ, μ = 128 and μ = 4\n\n",
           "Simulated (schedule only), CIFAR10 network of §4.2, Rudra-base, p775_cluster cost model. Speed-up = "
           "simulated time per sample of (0, 128, 1) or (0, 4, 1) over that of (σ, μ, λ). The figure is a plot (no "
-          "numbers); the paper's statements are the claims, each with the tolerance it states.\n",
+          "numbers); the paper's statements are the claims, each with the tolerance it states. The λ learners sit on "
+          "the nodes of Rudra's footnote 4, (λ, nodes) = (1, 1), (2, 1), (4, 2), (10, 4), (18, 4), (30, 8), spread "
+          "evenly (`topology.nodes`): λ = 18 packs 4.5 learners per node and λ = 30 3.75, so with node sharing a "
+          "learner computes slower at λ = 18 than at λ = 30, and hardsync's parallel efficiency (speed-up / λ) can "
+          "rise from λ = 18 to λ = 30.\n",
           cluster_model.section("Fig 8")]
     scales = scales_of(f8)
     cmd, note = "python sweeps/rudra_fig8.py scale=paper", "simulation (schedule only)"

@@ -95,7 +95,9 @@ def build_protocol(cfg: DictConfig | Mapping[str, Any]) -> Protocol:
 
 def build_topology(cfg: DictConfig | Mapping[str, Any]) -> Topology:
     t = cfg["topology"]
-    return Topology(t["name"], int(t["learners_per_node"]), int(t["broadcast_fanout"]), bool(t["leaf_gather"]))
+    nodes = t.get("nodes")
+    return Topology(t["name"], int(t["learners_per_node"]), int(t["broadcast_fanout"]), bool(t["leaf_gather"]),
+                    None if nodes is None else int(nodes))
 
 
 def build_cost(cfg: DictConfig | Mapping[str, Any], message_bytes: int, net: torch.nn.Module | None = None,

@@ -10,6 +10,7 @@ why the schedule can be computed before training (README, "How the simulator wor
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,11 +41,12 @@ PROFILES: dict[str, dict] = {
     # node_share on Rudra Table 2 (σ, μ, λ) = (1, 128, 10) 2,551 s; compute t(4) on (1, 4, 30) 1,573 s given
     # node_share (t(128) from (128, 1) 22,392 s, §5.4); ps_service_s on (30, 4, 30) 2,073 s; jitter_cv, the
     # barrier's straggler cost of the CIFAR10 CNN, on Table 3 (0, 8, 30) 1,995 s / Table 2 (1, 8, 30) 1,478 s
-    # (the 300 MB AlexNet presets set their own, 0.0667, fitted on Table 4's 330 / 270 min/epoch).
+    # (the 300 MB AlexNet presets set their own, 0.0395, fitted on Table 4's 330 / 270 min/epoch). The
+    # CIFAR10 rows run λ on footnote 4's nodes, (λ, η) = (10, 4), (18, 4), (30, 8) (topology.nodes).
     "p775_cluster": dict(
-        overhead_s=1.0691e-2, per_sample_s=3.1205e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
-        latency_s=2e-6, ps_service_s=1.11e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=0.1235,
-        node_share=0.0471, contention=0.7,
+        overhead_s=9.1153e-3, per_sample_s=3.1328e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
+        latency_s=2e-6, ps_service_s=1.11e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=0.1226,
+        node_share=0.0767, contention=0.7,
     ),
 }
 
@@ -119,9 +121,10 @@ class CostModel:
             leaves its machine: with k = 1 (one machine) messages move at the intra-node rate; with k ≥ 2 the
             other slices, 1/k of the bytes each, cross k − 1 links in parallel — k× the link rate as above.
         node_share: compute slowdown of learners that share a node (off at 0): a learner on a node holding k
-            learners (``topology.learners_per_node`` per node) computes ``1 + node_share·(k − 1)`` times slower
-            than one alone — the λ = 1 baselines run alone on a node, λ ≥ 2 learners share its memory bandwidth
-            (Rudra §4.1 P775 nodes; Zhang §4.1 "we pack either 4 or 6 learners on each computing node").
+            learners (``topology.learners_per_node`` per node, or λ spread over ``topology.nodes``) computes
+            ``1 + node_share·(k − 1)`` times slower than one alone — the λ = 1 baselines run alone on a node,
+            λ ≥ 2 learners share its memory bandwidth (Rudra §4.1 P775 nodes and footnote 4's (λ, nodes); Zhang
+            §2.3 "we pack either 4 or 6 learners on each computing node").
     """
 
     compute: ComputeModel = field(default_factory=ComputeModel)
@@ -203,14 +206,10 @@ class CostModel:
         """PS time to apply one update to the weights (read + write the model once; k shards in parallel)."""
         return self.message_bytes / self.ps_apply_Bps / self.ps_shards
 
-    def node_factors(self, learners: int, learners_per_node: int) -> list[float]:
-        """Compute-time multiplier of each learner from how many learners share its node (``node_share``)."""
-        out = []
-        for l in range(learners):
-            first = l - l % learners_per_node
-            k = min(learners, first + learners_per_node) - first
-            out.append(1.0 + self.node_share * (k - 1))
-        return out
+    def node_factors(self, node_sizes: Sequence[int]) -> list[float]:
+        """Compute-time multiplier of each learner, nodes in order (:meth:`Topology.node_sizes`), from how many
+        learners share its node (``node_share``)."""
+        return [1.0 + self.node_share * (k - 1) for k in node_sizes for _ in range(k)]
 
     def root_rate(self) -> float:
         """Bytes/s of a message at the PS root: the link split over k shards' links (a single co-located

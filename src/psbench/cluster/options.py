@@ -6,7 +6,8 @@ from psbench.cluster.cost import PROFILES
 from psbench.cluster.topology import TOPOLOGIES
 from psbench.schema import Group, Keys, boolean, integer, number
 
-TOPOLOGY = Group({name: {"learners_per_node": integer(1), "broadcast_fanout": integer(1), "leaf_gather": boolean()}
+TOPOLOGY = Group({name: {"learners_per_node": integer(1), "broadcast_fanout": integer(1), "leaf_gather": boolean(),
+                         "nodes": integer(1, null="learners_per_node per node")}
                   for name in TOPOLOGIES})
 
 _SECONDS, _RATE = "seconds", "bytes/s"

@@ -135,7 +135,7 @@ class Simulator:
         psf = PSJitter(cost.ps_jitter_cv, self.seed).factor if psj else None
         compute_s = cost.compute.seconds(self.batch_size) * p.local_steps
         shared = cost.node_share > 0  # learners sharing a node compute slower (off: exactly as before)
-        node_f = cost.node_factors(lam, topo.learners_per_node) if shared else None
+        node_f = cost.node_factors(topo.node_sizes(lam)) if shared else None
         lat, svc = cost.latency_s, cost.ps_service_s
         wire = cost.push_wire_bytes  # a push (codec payload; the fp32 model without compression)
         rate = cost.root_rate()  # root link (k shards)
@@ -150,8 +150,8 @@ class Simulator:
         pull_wire = cost.pull_wire_bytes
         tsb = CostModel.TIMESTAMP_BYTES
         apply_s = cost.apply_s
-        node_of = [topo.node_of(l) for l in range(lam)]
-        nodes = topo.nodes(lam)
+        node_of = topo.node_of(lam)
+        nodes = len(topo.gather(lam))
 
         heap: list = []
         hpush = heapq.heappush
