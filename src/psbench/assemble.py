@@ -140,9 +140,30 @@ def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
     dm.prepare_data()
     dm.setup("fit")
     m = dict(resolved["model"])
+    name = m.pop("name")
+    _check_model_memory(name, dm.input_shape, dm.num_classes, m)
     torch.manual_seed(seed)
-    net = build_model(m.pop("name"), dm.input_shape, dm.num_classes, **m)
+    net = build_model(name, dm.input_shape, dm.num_classes, **m)
     return dm, net
+
+
+def _check_model_memory(name: str, input_shape, num_classes: int, options: Mapping[str, Any]) -> None:
+    """The model's weights, a gradient and two optimizer buffers fit in half this machine's memory (its parameters
+    counted on the meta device, nothing allocated); else :class:`ConfigError` naming the model."""
+    from psbench.machine import physical_memory
+    from psbench.models import build_model, model_bytes
+
+    memory = physical_memory()
+    if memory is None:
+        return
+    with torch.device("meta"):
+        need = 4 * model_bytes(build_model(name, input_shape, num_classes, **options))
+    if need > memory // 2:  # name the key that sized it where there is one (the hidden layers), else the model
+        key, shown = ("model.hidden", options["hidden"]) if options.get("hidden") else ("model", {"name": name,
+                                                                                                  **options})
+        raise ConfigError(key, shown, f"a model whose weights, gradient and optimizer state fit in half this "
+                          f"machine's memory ({memory / 2**30:.1f} GiB): {need // 16:,} parameters take "
+                          f"{need / 2**30:.3g} GiB")
 
 
 def build_lr_policy(cfg: DictConfig | Mapping[str, Any]) -> LRPolicy:
@@ -235,6 +256,8 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
     protocol, topology, policy = build_protocol(resolved), build_topology(resolved), build_lr_policy(resolved)
     codecs = build_compression(resolved, net)
     cost = build_run_cost(resolved, net, dm, protocol, codecs)
+    require(int(resolved["batch_size"]) <= dm.num_train, "batch_size", resolved["batch_size"],
+            f"an integer in [1, {dm.num_train}] (a mini-batch of at most the training set's N samples)")
     gradients = total_gradients(resolved, dm.num_train, protocol)
     opt, learner_opt = optimizers(resolved, protocol)
     setup = RunSetup(config=resolved, seed=seed, data=dm, net=net, model=dict(resolved["model"]), protocol=protocol,

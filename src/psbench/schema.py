@@ -24,6 +24,14 @@ from psbench.errors import ConfigError, require
 
 #: the largest finite float32: values that reach torch tensors must fit in one
 FLOAT32_MAX = 3.4028234663852886e38
+#: the smallest normal float32: a nonzero value below it is 0 or loses its precision once cast (1e-50 is 0.0)
+FLOAT32_TINY = 1.1754943508222875e-38
+#: the most of any count (updates, steps, batch sizes, bounds): a schedule holds at most 2**31 − 1 gradients
+MAX_COUNT = 2**31 - 1
+#: torch's intra-op threads: more is not a thread count a machine runs (10**5 crashed torch here)
+MAX_THREADS = 1024
+#: the most learners λ the simulator takes (O(λ) state and one jitter stream each; engine=dist: 256 processes)
+MAX_LEARNERS = 100_000
 
 
 @dataclass(frozen=True)
@@ -77,12 +85,15 @@ def _range(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> 
         return ((lo is None or (v > lo if lo_open else v >= lo))
                 and (hi is None or (v < hi if hi_open else v <= hi)))
 
+    def show(v: float) -> str:  # integers as they are (2147483647, not 2.14748e+09)
+        return str(v) if is_int(v) else f"{v:g}"
+
     if lo is not None and hi is not None:
-        words = f"in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        words = f"in {'(' if lo_open else '['}{show(lo)}, {show(hi)}{')' if hi_open else ']'}"
     elif lo is not None:
-        words = f"{'>' if lo_open else '>='} {lo:g}"
+        words = f"{'>' if lo_open else '>='} {show(lo)}"
     elif hi is not None:
-        words = f"{'<' if hi_open else '<='} {hi:g}"
+        words = f"{'<' if hi_open else '<='} {show(hi)}"
     else:
         words = ""
     return ok, words
@@ -102,14 +113,20 @@ def integer(lo: int | None = None, hi: int | None = None, *, null: bool | str = 
     return _nullable(lambda v: is_int(v) and within(v), allowed, null)
 
 
+def fits_float32(v: float) -> bool:
+    """``v`` is what it says once cast to float32: 0, or a normal float32 (1.2e-38 <= |v| <= 3.4e38)."""
+    return v == 0 or FLOAT32_TINY <= abs(v) <= FLOAT32_MAX
+
+
 def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False,
            null: bool | str = False, float32: bool = False, unit: str = "") -> Key:
-    """A finite real number in a range; ``float32``: it must also be a finite float32 (it reaches torch)."""
+    """A finite real number in a range; ``float32``: it reaches torch, so it must be what it says as a float32
+    (:func:`fits_float32`: ``optimizer.lr=1e-50`` would be 0 and train nothing)."""
     within, text = _range(lo, hi, lo_open, hi_open)
     kind = "a finite float32 number" if float32 else "a number"
-    allowed = f"{kind} {text}".rstrip() + (f" ({unit})" if unit else "")
-    return _nullable(lambda v: is_num(v) and within(v) and (not float32 or abs(v) <= FLOAT32_MAX),
-                     allowed, null)
+    words = " (0 or 1.2e-38 <= |x| <= 3.4e38: float32 keeps it)" if float32 else ""
+    allowed = f"{kind} {text}".rstrip() + (f" ({unit})" if unit else "") + words
+    return _nullable(lambda v: is_num(v) and within(v) and (not float32 or fits_float32(v)), allowed, null)
 
 
 def boolean() -> Key:

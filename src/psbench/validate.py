@@ -27,6 +27,8 @@ from psbench.models.options import MODEL
 from psbench.optimizer.options import OPTIMIZER
 from psbench.ps.options import PROTOCOL
 from psbench.schema import (
+    MAX_COUNT,
+    MAX_LEARNERS,
     Group,
     Key,
     boolean,
@@ -52,8 +54,9 @@ def _resume(v: Any) -> bool:
 
 #: the keys at the top of ``conf/config.yaml`` (the λ, μ of the papers)
 TOP: dict[str, Key] = {
-    "learners": integer(1),                                                 # λ
-    "batch_size": integer(1),                                               # μ
+    "learners": integer(1, MAX_LEARNERS, words=f">= 1 and <= {MAX_LEARNERS} (the simulator's bound; engine=dist: "
+                        "engine.max_learners)"),                            # λ
+    "batch_size": integer(1, MAX_COUNT, words=">= 1 and at most the training set's N (checked once N is known)"),  # μ
     "epochs": number(0, lo_open=True),
     "seed": integer(0, SEED_MAX, words=f"in [0, 2**32-1 = {SEED_MAX}] (numpy's seed range)"),
     "schedule_only": boolean(),

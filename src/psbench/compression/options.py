@@ -10,17 +10,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from psbench.errors import ConfigError
-from psbench.schema import Group, Keys, boolean, integer, number, one_of
+from psbench.schema import MAX_COUNT, Group, Keys, boolean, integer, number, one_of
 
 _K = number(0, 1, lo_open=True)  # the fraction of elements kept
+#: QSGD's levels scale float32 magnitudes: integers are exact in float32 up to 2**24
+MAX_QSGD_LEVELS = 2**24
 CODEC_KEYS: dict[str, Keys] = {
     "none": {},
     "fp16": {},
-    "qsgd": {"levels": integer(1), "bucket": integer(1)},
+    "qsgd": {"levels": integer(1, MAX_QSGD_LEVELS, words=f"in [1, 2**24 = {MAX_QSGD_LEVELS}] (exact in float32)"),
+             "bucket": integer(1, MAX_COUNT)},
     "topk": {"k": _K},
     "randomk": {"k": _K},
     "signsgd": {"scale": one_of("l1", "seide")},
-    "terngrad": {"clip": number(0, lo_open=True, null="no clipping", unit="c of c·std"),
+    "terngrad": {"clip": number(0, lo_open=True, null="no clipping", unit="c of c·std", float32=True),
                  "wire": one_of("2bit", "base3")},
 }
 PIPELINE_KEYS: dict[str, Keys] = {

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from psbench.errors import ConfigError, require
-from psbench.schema import Group, Key, Keys, boolean, get, integer, number, one_of, sequence, text
+from psbench.machine import physical_memory
+from psbench.schema import MAX_COUNT, Group, Key, Keys, boolean, get, integer, number, one_of, sequence, text
 
 #: the data layers of the papers' code (:mod:`psbench.data.preprocess`; kept here torch-free), and ``none``
 PREPROCESS = ("unit_mean", "mean", "symmetric", "per_image", "minmax250", "none")
 #: the note every run on ``dataset=cifar10_jpeg`` carries (summary.json ``data_note``, MLflow tag ``data_note``)
 CIFAR10_JPEG_NOTE = "cifar10_jpeg_q75"
 
+_COUNT = integer(1, MAX_COUNT)
 _COMMON: Keys = {
     "download": boolean(),                                         # fetch the standard files if missing
-    "eval_batch_size": integer(1),
-    "subset": integer(1, null="all training samples", words="(the first N training samples)"),
+    "eval_batch_size": _COUNT,
+    "subset": integer(1, MAX_COUNT, null="all training samples", words="(the first N training samples)"),
     "verify": boolean().optional(),                            # md5 checks of the raw files
     "preprocess": one_of(*PREPROCESS).optional(),                 # the paper's data layer
     "data_note": text(null="no note", what="a short note on the data, e.g. cifar10_jpeg_q75").optional(),
@@ -57,18 +60,18 @@ DATASET_KEYS: dict[str, Keys] = {
     },
     "synthetic": {
         **_COMMON,
-        "shape": sequence(integer(1), min_length=1, what="a list of integers >= 1, e.g. [1, 8, 8]"),
-        "num_classes": integer(2),
-        "num_train": integer(1),
-        "num_test": integer(1),
+        "shape": sequence(_COUNT, min_length=1, what="a list of integers >= 1, e.g. [1, 8, 8]"),
+        "num_classes": integer(2, MAX_COUNT),
+        "num_train": _COUNT,
+        "num_test": _COUNT,
         "separation": number(0).optional(),
         "noise": number(0).optional(),
     },
     "imagenet": {
         "download": boolean(),
-        "eval_batch_size": integer(1),
+        "eval_batch_size": _COUNT,
         "subset": _COMMON["subset"],
-        "classes": integer(1, null="all classes", words="(the first N wnids in sorted order)"),
+        "classes": integer(1, MAX_COUNT, null="all classes", words="(the first N wnids in sorted order)"),
         "crop": integer(1, null="the model's crop (alexnet 227, googlenet and vgg_a 224)"),
         "resize": integer(1, words="(the shorter side before cropping, Caffe's 256)"),
         "mean": sequence(number(), length=3, what="three per-channel means, BGR (Caffe's [104, 117, 123])"),
@@ -146,11 +149,26 @@ def _check_files(cfg: Mapping[str, Any]) -> None:
                 "targets), which psbench's models and losses do not train yet")
 
 
+def _check_synthetic(ds: Mapping[str, Any]) -> None:
+    """The seeded draw fits in half this machine's memory: its float32 samples and float64 class centres."""
+    memory = physical_memory()
+    size = math.prod(ds["shape"])
+    need = 4 * size * (ds["num_train"] + ds["num_test"]) + 8 * size * ds["num_classes"]
+    if memory is not None and need > memory // 2:
+        raise ConfigError("dataset.shape", ds["shape"],
+                          f"a size whose samples fit in half this machine's memory ({memory / 2**30:.1f} GiB): "
+                          f"{ds['num_train']} + {ds['num_test']} samples of {size:,} floats and {ds['num_classes']} "
+                          f"class centres take {need / 2**30:.3g} GiB")
+
+
 def _check(cfg: Mapping[str, Any]) -> None:
     """ImageNet: a crop for the model within the resized image, the sim engine without local steps, and the
     folders present under ``paths.data_dir`` (checked here, before any run exists; no file is opened).
-    The data sets read from one file: :func:`_check_files`."""
+    The data sets read from one file: :func:`_check_files`; synthetic's size: :func:`_check_synthetic`."""
     ds = cfg["dataset"]
+    if ds["name"] == "synthetic":
+        _check_synthetic(ds)
+        return
     if ds["name"] in ("image_folder", "arrays", "cifar10_jpeg"):
         _check_files(cfg)
         return

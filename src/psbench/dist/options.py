@@ -15,14 +15,15 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from psbench.errors import ConfigError, require
-from psbench.schema import Group, Key, boolean, integer, is_num, mapping, number, one_of, text
+from psbench.schema import MAX_THREADS, Group, Key, boolean, integer, is_num, mapping, number, one_of, text
 
 #: the process limit: engine.max_learners may be lowered, never raised above this
 HARD_MAX_LEARNERS = 256
 MODES = ("free_run", "replay")
 BACKENDS = ("gloo", "nccl")
 LAUNCHES = ("spawn", "external")
-_SECONDS = number(0, lo_open=True, unit="seconds")
+#: gloo's timeouts are C ints of milliseconds: a week is far below their bound and above any wait a run needs
+_SECONDS = number(0, 7 * 86400, lo_open=True, unit="seconds, at most a week")
 
 
 def check_dist(cfg: Mapping[str, Any]) -> None:
@@ -36,7 +37,7 @@ def check_dist(cfg: Mapping[str, Any]) -> None:
             f"at most engine.max_learners={e['max_learners']} learner processes with engine=dist")
     for k, v in (e.get("learner_delay_s") or {}).items():
         require(str(k).isdigit() and int(k) < lam, f"engine.learner_delay_s.{k}", v,
-                f"seconds >= 0 for a learner index in [0, {lam})")
+                f"seconds in [0, 86400] for a learner index in [0, {lam})")
     _check_local_address(str(e.get("master_addr") or "127.0.0.1"))
     if e["backend"] == "nccl":
         raise ConfigError("engine.backend", "nccl", "gloo (the PS data plane is gloo-only; nccl also needs a GPU)")
@@ -78,7 +79,7 @@ def _check_schedule(path: str) -> None:
 
 
 def _delays(v: Any) -> bool:
-    return is_num(v) and v >= 0
+    return is_num(v) and 0 <= v <= 86400
 
 
 ENGINE = Group({
@@ -94,9 +95,9 @@ ENGINE = Group({
         "connect_timeout_s": _SECONDS,
         "timeout_s": _SECONDS,
         "tolerate_failures": boolean(),
-        "learner_threads": integer(1),
-        "learner_delay_s": mapping(Key(_delays, "seconds >= 0"), null=True,
-            what="{learner index: extra seconds >= 0 per gradient}"),
+        "learner_threads": integer(1, MAX_THREADS),
+        "learner_delay_s": mapping(Key(_delays, "seconds in [0, 86400]"), null=True,
+            what="{learner index: extra seconds in [0, 86400] per gradient}"),
     },
 }, check=lambda cfg: check_dist(cfg) if cfg["engine"]["name"] == "dist" else None)
 

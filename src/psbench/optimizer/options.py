@@ -13,15 +13,15 @@ _COMMON: Keys = {
     "weight_decay": number(0, float32=True),
     "milestones": sequence(number(0, lo_open=True), increasing=True,
                            what="an increasing list of epochs > 0 (lr × gamma after each)"),
-    "gamma": number(0, 1, lo_open=True),
+    "gamma": number(0, 1, lo_open=True, float32=True),
     "poly_power": number(0, lo_open=True, null="no polynomial decay"),             # TernGrad §4
     "poly_epochs": number(0, lo_open=True, unit="epochs until the polynomial decay reaches zero"),
 }
 OPTIMIZER_KEYS: dict[str, Keys] = {
-    "sgd": {**_COMMON, "momentum": number(0, 1, hi_open=True), "nesterov": boolean().optional()},
+    "sgd": {**_COMMON, "momentum": number(0, 1, hi_open=True, float32=True), "nesterov": boolean().optional()},
     "adagrad": _COMMON,
-    "adam": {**_COMMON, "betas": sequence(number(0, 1, hi_open=True), length=2,
-                                          what="[beta1, beta2], each a number in [0, 1)")},
+    "adam": {**_COMMON, "betas": sequence(number(0, 1, hi_open=True, float32=True), length=2,
+                                          what="[beta1, beta2], each a number in [0, 1) that float32 keeps")},
 }
 OPTIMIZERS = tuple(OPTIMIZER_KEYS)
 

@@ -8,18 +8,19 @@ from typing import Any
 from psbench.errors import require
 from psbench.ps.local import LOCAL_PROTOCOLS, is_elastic
 from psbench.ps.protocols import PROTOCOLS, Protocol
-from psbench.schema import Group, Keys, get, integer, is_num, number
+from psbench.schema import MAX_COUNT, Group, Keys, get, integer, is_num, number
 
-_LOCAL_STEPS = integer(1, what="an integer number of local steps H")
+_LOCAL_STEPS = integer(1, MAX_COUNT, what="an integer number of local steps H")
 
 
 def _keys(name: str) -> Keys:
     if name == "softsync":
         return {"n": integer(1, words="with 1 <= n <= learners")}
     if name == "ssp":
-        return {"staleness_bound": integer(0)}
+        return {"staleness_bound": integer(0, MAX_COUNT, words=f"in [0, {MAX_COUNT}] (clocks; a bound past the "
+                                                   "run's updates is async)")}
     if is_elastic(name):  # AEASGD: ρ is the elastic force
-        return {"local_steps": _LOCAL_STEPS, "rho": number(0, lo_open=True)}
+        return {"local_steps": _LOCAL_STEPS, "rho": number(0, lo_open=True, float32=True)}
     if name in LOCAL_PROTOCOLS:
         return {"local_steps": _LOCAL_STEPS}
     return {}

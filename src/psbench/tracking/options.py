@@ -53,7 +53,8 @@ LOGGER = Group({
         "artifact_location": text(what="a writable directory or an artifact URI",
                                   null="the tracking server's artifact root"),
         "run_name": text(null="derived from the choices"),
-        "lock_timeout_s": number(0, lo_open=True, unit="seconds to wait for a store another process holds locked"),
+        "lock_timeout_s": number(0, 86400, lo_open=True,
+                                 unit="seconds to wait for a store another process holds locked, at most a day"),
     },
     "none": {},
 }, check=_check)
