@@ -11,7 +11,7 @@ from pathlib import Path
 
 SCALES = ("ci", "small", "paper")
 REPO = Path(__file__).resolve().parents[1]
-#: the seeds of a scale whose page decides learning claims (analysis.core: ≥ 3 seeds per configuration)
+#: the seeds of a scale whose page decides learning claims (analysis.verdicts: ≥ 3 seeds per configuration)
 SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"
 #: scales whose jobs run in parallel on this machine by default (``paper`` is a cluster's: one local job at a time)
 LOCAL_PARALLEL = ("ci", "small")

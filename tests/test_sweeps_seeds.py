@@ -1,6 +1,6 @@
 """Every training entry point runs ≥ 3 seeds where the report must decide (issue 17, "scales that decide").
 
-The report decides a learning claim only with ≥ 3 seeds per configuration (analysis.core.MIN_SEEDS), so a scale
+The report decides a learning claim only with ≥ 3 seeds per configuration (analysis.verdicts.MIN_SEEDS), so a scale
 that runs one seed can only say "not measured". Each test composes the sweep's whole config (the preset, then the
 scale's overrides, ``hydra.*`` included, as ``sweeps/_runner.command`` passes them) and reads the seed space the
 sweeper builds from it. The CIFAR entry points of Rudra and Zhang run 3 seeds at every scale; TernGrad, SSP and AGN
@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import MIN_SEEDS  # noqa: E402
+from analysis.verdicts import MIN_SEEDS  # noqa: E402
 from sweeps import (  # noqa: E402
     agn_fig7,
     agn_table1,
