@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 SCALES = ("ci", "small", "paper")
@@ -62,6 +62,16 @@ def command(name: str, experiment: str, overrides: Sequence[str], scale: str, ex
             "trainer.progress=none", *extra]
 
 
+def scale_of(name: str, argv: Sequence[str], scales: Iterable[str] = SCALES) -> tuple[str, list[str]]:
+    """``(scale, the other arguments)`` of ``argv``: ``scale=<s>`` (the last one wins; default ``ci``). A scale not in
+    ``scales`` is a ``ValueError`` whose text is the one line to print: the scale check of every script of sweeps/."""
+    given = [a.split("=", 1)[1] for a in argv if a.startswith("scale=")]
+    scale = given[-1] if given else "ci"
+    if scale not in scales:
+        raise ValueError(f"{name}: error: scale={scale!r} is invalid: allowed one of {', '.join(scales)}")
+    return scale, [a for a in argv if not a.startswith("scale=")]
+
+
 def entry_command(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str],
                   resources: str | None = None) -> tuple[str, list[str]]:
     """``(scale, psbench command)`` of ``python sweeps/<name>.py <argv>``; ``ValueError`` for an unknown scale.
@@ -69,14 +79,21 @@ def entry_command(name: str, experiment: str, scales: Mapping[str, Sequence[str]
     At the :data:`LOCAL_PARALLEL` scales the trials run in parallel on this machine (:func:`parallel`)
     unless ``--serial`` asks for one at a time (with torch's default threads, as before).
     """
-    args = [a for a in argv if a != SERIAL]
-    scales_given = [a.split("=", 1)[1] for a in args if a.startswith("scale=")]
-    scale = scales_given[-1] if scales_given else "ci"
-    args = [a for a in args if not a.startswith("scale=")]
-    if scale not in scales:
-        raise ValueError(f"{name}: error: scale={scale!r} is invalid: allowed one of {', '.join(scales)}")
+    scale, args = scale_of(name, [a for a in argv if a != SERIAL], scales)
     local = [] if SERIAL in argv or scale not in LOCAL_PARALLEL else parallel(args)
     return scale, command(name, experiment, scales[scale], scale, [*local, *args], resources)
+
+
+def run(name: str, scale: str, cmd: Sequence[str]) -> int:
+    """Run ``cmd`` in the store's dir (``$PSBENCH_ROOT`` or the current dir; a new one is created) and print its wall
+    time; its exit code."""
+    print("+", " ".join(cmd[1:]), flush=True)
+    t0 = time.perf_counter()
+    root = Path(os.environ.get("PSBENCH_ROOT") or os.getcwd())
+    root.mkdir(parents=True, exist_ok=True)  # a new PSBENCH_ROOT is where this sweep's store begins
+    rc = subprocess.call(cmd, cwd=root)
+    print(f"{name} scale={scale}: exit {rc} after {time.perf_counter() - t0:.1f} s", flush=True)
+    return rc
 
 
 def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str] | None = None,
@@ -87,10 +104,4 @@ def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: 
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
-    print("+", " ".join(cmd[1:]), flush=True)
-    t0 = time.perf_counter()
-    root = Path(os.environ.get("PSBENCH_ROOT") or os.getcwd())
-    root.mkdir(parents=True, exist_ok=True)  # a new PSBENCH_ROOT is where this sweep's store begins
-    rc = subprocess.call(cmd, cwd=root)
-    print(f"{name} scale={scale}: exit {rc} after {time.perf_counter() - t0:.1f} s", flush=True)
-    return rc
+    return run(name, scale, cmd)
