@@ -72,16 +72,18 @@ def scale_of(name: str, argv: Sequence[str], scales: Iterable[str] = SCALES) -> 
     return scale, [a for a in argv if not a.startswith("scale=")]
 
 
-def entry_command(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str],
-                  resources: str | None = None) -> tuple[str, list[str]]:
+def entry_command(name: str, experiment: str | Mapping[str, str], scales: Mapping[str, Sequence[str]],
+                  argv: Sequence[str], resources: str | None = None) -> tuple[str, list[str]]:
     """``(scale, psbench command)`` of ``python sweeps/<name>.py <argv>``; ``ValueError`` for an unknown scale.
 
-    At the :data:`LOCAL_PARALLEL` scales the trials run in parallel on this machine (:func:`parallel`)
+    ``experiment``: the preset, or one per scale (AGN Table 1's ``ci`` is a preset of its own). At the
+    :data:`LOCAL_PARALLEL` scales the trials run in parallel on this machine (:func:`parallel`)
     unless ``--serial`` asks for one at a time (with torch's default threads, as before).
     """
     scale, args = scale_of(name, [a for a in argv if a != SERIAL], scales)
     local = [] if SERIAL in argv or scale not in LOCAL_PARALLEL else parallel(args)
-    return scale, command(name, experiment, scales[scale], scale, [*local, *args], resources)
+    preset = experiment if isinstance(experiment, str) else experiment[scale]
+    return scale, command(name, preset, scales[scale], scale, [*local, *args], resources)
 
 
 def run(name: str, scale: str, cmd: Sequence[str]) -> int:
@@ -96,8 +98,8 @@ def run(name: str, scale: str, cmd: Sequence[str]) -> int:
     return rc
 
 
-def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str] | None = None,
-         resources: str | None = None) -> int:
+def main(name: str, experiment: str | Mapping[str, str], scales: Mapping[str, Sequence[str]],
+         argv: Sequence[str] | None = None, resources: str | None = None) -> int:
     """``python sweeps/<name>.py [scale=ci] [--serial] [override ...]``: run the sweep, print its wall time."""
     try:
         scale, cmd = entry_command(name, experiment, scales, list(sys.argv[1:] if argv is None else argv), resources)

@@ -40,8 +40,8 @@ def commands(scale: str, only: list[str] | None = None, extra: list[str] | None 
     """(name, argv) of every entry point that has ``scale`` (and whose name starts with one of ``only``).
 
     ``extra`` overrides (``hydra/launcher=submitit_slurm``, ``hydra.launcher.partition=gpu``) go to every entry
-    point; ``hydra.sweeper.*`` ones and ``--serial`` only to those that run the psbench_optuna sweeper (not the
-    AGN ones, which run one job at a time).
+    point; ``hydra.sweeper.*`` ones and ``--serial`` only to those that batch their trials (not the AGN ones, which
+    run one trial at a time at every scale).
     """
     out = []
     for name, scales in ENTRY_POINTS.items():

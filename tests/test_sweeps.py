@@ -98,3 +98,12 @@ def test_every_paper_study_takes_the_shared_grid_settings_and_restates_none(tmp_
             assert {k: hydra["sweeper"]["sampler"][k] for k in shared["sweeper"]["sampler"]} == \
                 shared["sweeper"]["sampler"] and hydra["sweeper"]["n_trials"] is None, preset
     assert {"rudra/table2", "rudra/fig5", "zhang/fig3", "ssp/fig2_4", "terngrad/table1"} <= set(studies)
+
+
+def test_agn_fig7_takes_its_panel_and_refuses_another(capsys):
+    from sweeps import agn_fig7
+
+    assert agn_fig7.panel_of(["scale=ci", "--panel", "b", "epochs=1"]) == ("b", ["scale=ci", "epochs=1"])
+    assert agn_fig7.panel_of(["--panel=b"])[0] == "b" and agn_fig7.panel_of([])[0] == "a"
+    assert agn_fig7.main(["scale=ci", "--panel=c"]) == 2
+    assert capsys.readouterr().err.strip() == "agn_fig7: error: --panel='c' is invalid: allowed one of a, b"
