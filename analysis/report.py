@@ -16,21 +16,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from analysis import pages as pages_pkg
-from analysis.core import (
-    RULE,
-    SCALE_ORDER,
-    VERDICTS,
-    Claim,
-    Context,
-    Page,
-    Shown,
-    claims_md,
-    load_runs,
-    md_table,
-    md_to_html,
-    provenance_md,
-    status,
-)
+from analysis.page import Context, Page, Shown, status
+from analysis.render import claims_md, md_table, md_to_html, provenance_md
+from analysis.runs import SCALE_ORDER, load_runs
+from analysis.verdicts import RULE, VERDICTS, Claim
 
 
 def all_pages() -> list[Page]:
@@ -53,8 +42,8 @@ def shown_page(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) ->
     index, the builder's Markdown, its claims and the provenance of its runs."""
     shown, md = builder(ctx)
     bad = [c for c in shown.claims if not isinstance(c, Claim)]
-    if bad:  # every verdict comes from the rule in analysis.core
-        raise TypeError(f"a page's claims must be analysis.core.Claim (made by the verdict rule), got {bad[0]!r}")
+    if bad:  # every verdict comes from the rule in analysis.verdicts
+        raise TypeError(f"a page's claims must be analysis.verdicts.Claim (made by the verdict rule), got {bad[0]!r}")
     measured = [s for s, (k, _) in shown.configs.items() if k > 0]
     top = max(measured, key=lambda s: (SCALE_ORDER.get(s, 9), s), default="")
     claims = [c if c.scale else c._replace(scale=top) for c in shown.claims]
@@ -65,7 +54,7 @@ def shown_page(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) ->
 
 
 def render(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) -> tuple[str, str]:
-    """One page's (index status, Markdown) (:func:`shown_page`); the status is :func:`analysis.core.status` of
+    """One page's (index status, Markdown) (:func:`shown_page`); the status is :func:`analysis.page.status` of
     what the builder shows."""
     shown, md = shown_page(builder, ctx)
     return status(shown), md

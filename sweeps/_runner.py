@@ -6,12 +6,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 SCALES = ("ci", "small", "paper")
 REPO = Path(__file__).resolve().parents[1]
-#: the seeds of a scale whose page decides learning claims (analysis.core: ≥ 3 seeds per configuration)
+#: the seeds of a scale whose page decides learning claims (analysis.verdicts: ≥ 3 seeds per configuration)
 SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"
 #: scales whose jobs run in parallel on this machine by default (``paper`` is a cluster's: one local job at a time)
 LOCAL_PARALLEL = ("ci", "small")
@@ -62,31 +62,33 @@ def command(name: str, experiment: str, overrides: Sequence[str], scale: str, ex
             "trainer.progress=none", *extra]
 
 
-def entry_command(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str],
-                  resources: str | None = None) -> tuple[str, list[str]]:
-    """``(scale, psbench command)`` of ``python sweeps/<name>.py <argv>``; ``ValueError`` for an unknown scale.
-
-    At the :data:`LOCAL_PARALLEL` scales the trials run in parallel on this machine (:func:`parallel`)
-    unless ``--serial`` asks for one at a time (with torch's default threads, as before).
-    """
-    args = [a for a in argv if a != SERIAL]
-    scales_given = [a.split("=", 1)[1] for a in args if a.startswith("scale=")]
-    scale = scales_given[-1] if scales_given else "ci"
-    args = [a for a in args if not a.startswith("scale=")]
+def scale_of(name: str, argv: Sequence[str], scales: Iterable[str] = SCALES) -> tuple[str, list[str]]:
+    """``(scale, the other arguments)`` of ``argv``: ``scale=<s>`` (the last one wins; default ``ci``). A scale not in
+    ``scales`` is a ``ValueError`` whose text is the one line to print: the scale check of every script of sweeps/."""
+    given = [a.split("=", 1)[1] for a in argv if a.startswith("scale=")]
+    scale = given[-1] if given else "ci"
     if scale not in scales:
         raise ValueError(f"{name}: error: scale={scale!r} is invalid: allowed one of {', '.join(scales)}")
+    return scale, [a for a in argv if not a.startswith("scale=")]
+
+
+def entry_command(name: str, experiment: str | Mapping[str, str], scales: Mapping[str, Sequence[str]],
+                  argv: Sequence[str], resources: str | None = None) -> tuple[str, list[str]]:
+    """``(scale, psbench command)`` of ``python sweeps/<name>.py <argv>``; ``ValueError`` for an unknown scale.
+
+    ``experiment``: the preset, or one per scale (AGN Table 1's ``ci`` is a preset of its own). At the
+    :data:`LOCAL_PARALLEL` scales the trials run in parallel on this machine (:func:`parallel`)
+    unless ``--serial`` asks for one at a time (with torch's default threads, as before).
+    """
+    scale, args = scale_of(name, [a for a in argv if a != SERIAL], scales)
     local = [] if SERIAL in argv or scale not in LOCAL_PARALLEL else parallel(args)
-    return scale, command(name, experiment, scales[scale], scale, [*local, *args], resources)
+    preset = experiment if isinstance(experiment, str) else experiment[scale]
+    return scale, command(name, preset, scales[scale], scale, [*local, *args], resources)
 
 
-def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: Sequence[str] | None = None,
-         resources: str | None = None) -> int:
-    """``python sweeps/<name>.py [scale=ci] [--serial] [override ...]``: run the sweep, print its wall time."""
-    try:
-        scale, cmd = entry_command(name, experiment, scales, list(sys.argv[1:] if argv is None else argv), resources)
-    except ValueError as err:
-        print(err, file=sys.stderr)
-        return 2
+def run(name: str, scale: str, cmd: Sequence[str]) -> int:
+    """Run ``cmd`` in the store's dir (``$PSBENCH_ROOT`` or the current dir; a new one is created) and print its wall
+    time; its exit code."""
     print("+", " ".join(cmd[1:]), flush=True)
     t0 = time.perf_counter()
     root = Path(os.environ.get("PSBENCH_ROOT") or os.getcwd())
@@ -94,3 +96,14 @@ def main(name: str, experiment: str, scales: Mapping[str, Sequence[str]], argv: 
     rc = subprocess.call(cmd, cwd=root)
     print(f"{name} scale={scale}: exit {rc} after {time.perf_counter() - t0:.1f} s", flush=True)
     return rc
+
+
+def main(name: str, experiment: str | Mapping[str, str], scales: Mapping[str, Sequence[str]],
+         argv: Sequence[str] | None = None, resources: str | None = None) -> int:
+    """``python sweeps/<name>.py [scale=ci] [--serial] [override ...]``: run the sweep, print its wall time."""
+    try:
+        scale, cmd = entry_command(name, experiment, scales, list(sys.argv[1:] if argv is None else argv), resources)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
+    return run(name, scale, cmd)

@@ -20,9 +20,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sweeps._runner import main
+from sweeps._runner import SEEDS, main
 
-SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"  # the report decides a claim on ≥ 3 seeds
 SCALES = {
     "ci": ["dataset=cifar10_subset", "epochs=1", "optimizer.milestones=[]", SEEDS,
            "hydra.sweeper.constraints=['learners in [1,4,30] and batch_size in [4,32]']",

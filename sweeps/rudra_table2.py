@@ -24,9 +24,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sweeps._runner import main
+from sweeps._runner import SEEDS, main
 
-SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"  # the report decides a claim on ≥ 3 seeds
 SCALES = {
     "ci": ["dataset=cifar10_subset", "epochs=1", "optimizer.milestones=[]", SEEDS,
            "++tags.data_note=cifar10_subset_1_epoch"],

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from sweeps._runner import scale_of  # noqa: E402
+
 #: entry point -> scales it has (the AGN ones have no `small`)
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     **{name: ("ci", "small", "paper") for name in (
@@ -37,8 +40,8 @@ def commands(scale: str, only: list[str] | None = None, extra: list[str] | None 
     """(name, argv) of every entry point that has ``scale`` (and whose name starts with one of ``only``).
 
     ``extra`` overrides (``hydra/launcher=submitit_slurm``, ``hydra.launcher.partition=gpu``) go to every entry
-    point; ``hydra.sweeper.*`` ones and ``--serial`` only to those that run the psbench_optuna sweeper (not the
-    AGN ones, which run one job at a time).
+    point; ``hydra.sweeper.*`` ones and ``--serial`` only to those that batch their trials (not the AGN ones, which
+    run one trial at a time at every scale).
     """
     out = []
     for name, scales in ENTRY_POINTS.items():
@@ -53,12 +56,14 @@ def commands(scale: str, only: list[str] | None = None, extra: list[str] | None 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    opts = dict(a.split("=", 1) for a in args if a.startswith(("scale=", "only=")))
-    scale, only = opts.get("scale", "ci"), [o for o in opts.get("only", "").split(",") if o]
-    extra = [a for a in args if not a.startswith(("scale=", "only=", "--dry-run"))]  # psbench overrides
-    if scale not in ("ci", "small", "paper"):
-        print(f"run_all: error: scale={scale!r} is invalid: allowed one of ci, small, paper", file=sys.stderr)
+    try:
+        scale, rest = scale_of("run_all", args)
+    except ValueError as err:
+        print(err, file=sys.stderr)
         return 2
+    opts = dict(a.split("=", 1) for a in rest if a.startswith("only="))
+    only = [o for o in opts.get("only", "").split(",") if o]
+    extra = [a for a in rest if not a.startswith(("only=", "--dry-run"))]  # psbench overrides
     todo = commands(scale, only, extra)
     root = os.environ.get("PSBENCH_ROOT") or os.getcwd()
     report = [sys.executable, "-m", "analysis", "--root", root]

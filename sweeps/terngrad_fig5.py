@@ -9,28 +9,21 @@ cheap computation (well under a minute): it writes ``fig5.csv`` and ``fig5.png``
 """
 
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sweeps._runner import SCALES
+from sweeps._runner import SCALES, run, scale_of
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    scale = next((a.split("=", 1)[1] for a in args if a.startswith("scale=")), "ci")
-    if scale not in SCALES:
-        print(f"terngrad_fig5: error: scale={scale!r} is invalid: allowed one of {', '.join(SCALES)}", file=sys.stderr)
+    try:
+        scale, _ = scale_of("terngrad_fig5", list(sys.argv[1:] if argv is None else argv), SCALES)
+    except ValueError as err:
+        print(err, file=sys.stderr)
         return 2
     out = Path(os.environ.get("PSBENCH_ROOT") or os.getcwd()) / "sweeps" / "terngrad_fig5"
-    cmd = [sys.executable, "-m", "psbench.compression.perf_model", "--out", str(out)]
-    print("+", " ".join(cmd[1:]), flush=True)
-    t0 = time.perf_counter()
-    rc = subprocess.call(cmd)
-    print(f"terngrad_fig5 scale={scale}: exit {rc} after {time.perf_counter() - t0:.1f} s", flush=True)
-    return rc
+    return run("terngrad_fig5", scale, [sys.executable, "-m", "psbench.compression.perf_model", "--out", str(out)])
 
 
 if __name__ == "__main__":

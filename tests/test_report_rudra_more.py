@@ -15,10 +15,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import Context, load_runs  # noqa: E402
+from analysis.page import Context  # noqa: E402
 from analysis.pages import rudra, rudra_figs  # noqa: E402
 from analysis.pages import rudra_paper as P  # noqa: E402
 from analysis.report import build, render  # noqa: E402
+from analysis.runs import load_runs  # noqa: E402
 
 from report_store import ReportStore  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The report never claims more than it shows (issue 12, item 6; issue 17, item 5).
 
-A page's status in the index comes from one rule (:func:`analysis.core.status`) over the configurations its
+A page's status in the index comes from one rule (:func:`analysis.page.status`) over the configurations its
 runs cover and its claims' verdicts: an ad-hoc run of a preset (no ``scale`` tag), or one configuration of a
 scale, never makes a page "reproduced". Every page links back to the index and prints its runs' provenance;
 every measured cell shows n; curves never end on the run summary's copy of a metric.
@@ -18,20 +18,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import (  # noqa: E402
-    FAILS,
-    HOLDS,
-    NOT_MEASURED,
-    NOT_RESOLVABLE,
-    Claim,
-    Context,
-    Shown,
-    history,
-    load_runs,
-    status,
-)
+from analysis.page import Context, Shown, status  # noqa: E402
 from analysis.pages import rudra_paper, zhang  # noqa: E402
 from analysis.report import all_pages, build  # noqa: E402
+from analysis.runs import history, load_runs  # noqa: E402
+from analysis.verdicts import FAILS, HOLDS, NOT_MEASURED, NOT_RESOLVABLE, Claim  # noqa: E402
 
 from report_store import ReportStore  # noqa: E402
 
@@ -235,7 +226,7 @@ def test_the_index_lists_every_table_and_figure_of_the_five_papers(tmp_path):
 
 
 def test_html_renders_emphasis_code_and_aligns_text_left_numbers_right():
-    from analysis.core import md_to_html
+    from analysis.render import md_to_html
 
     page = md_to_html("t", "**Ours: synthetic** and *ours* with `a*b*c` [i](index.html), Rudra-adv* vs adv*\n\n"
                            "| claim | ours % |\n|---|---|\n| text | 18.10 ± 0.01 (n=3) |\n\n    psbench -m x=1,2\n")

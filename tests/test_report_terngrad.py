@@ -14,9 +14,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import FAILS, HOLDS, NOT_MEASURED, NOT_RESOLVABLE, Context, load_runs  # noqa: E402
+from analysis.page import Context  # noqa: E402
 from analysis.pages.terngrad import PAGES, fig5_claims  # noqa: E402
 from analysis.report import all_pages, render  # noqa: E402
+from analysis.runs import load_runs  # noqa: E402
+from analysis.verdicts import FAILS, HOLDS, NOT_MEASURED, NOT_RESOLVABLE  # noqa: E402
 
 from report_store import ReportStore  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""The verdict rule of analysis/core.py, on every page at once (issue 17, item 2).
+"""The verdict rule of analysis/verdicts.py and analysis/learning.py, on every page at once (issue 17, item 2).
 
 Three stores of hand-made runs (three seeds each, tagged and logged as psbench logs them) fill every page
 that decides a claim about learning: one where no run learned (errors at chance), one where every run learned
@@ -20,10 +20,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import FAILS, HOLDS, NOT_MEASURED, NOT_RESOLVABLE, Claim, errors, lower, majority, tail  # noqa: E402
+from analysis.evidence import errors  # noqa: E402
+from analysis.learning import lower, majority  # noqa: E402
 from analysis.pages import rudra_paper as RP  # noqa: E402
 from analysis.pages import zhang_paper as ZP  # noqa: E402
 from analysis.report import all_pages, build  # noqa: E402
+from analysis.verdicts import FAILS, HOLDS, NOT_MEASURED, NOT_RESOLVABLE, Claim, tail  # noqa: E402
 
 from report_store import ReportStore  # noqa: E402
 
@@ -177,7 +179,7 @@ def test_a_vacuous_premise_leaves_the_conditional_claim_not_measured(within_nois
 
 
 def test_a_failed_premise_reads_does_not_hold():
-    from analysis.core import simulated
+    from analysis.verdicts import simulated
 
     premise = Claim("P", FAILS, "", False, "simulation")
     assert simulated("Q", True, "n", premise=premise).numbers.endswith('its premise "P" does not hold')
@@ -211,7 +213,8 @@ def test_a_prediction_band_against_a_claimed_range():
     """A cost-model prediction is a band (the choices left open, widened by the model's measured error): inside the
     claimed range it holds, wholly outside it fails, straddling an end it is undetermined within the model's error;
     one band outside fails the claim, a missing one leaves it not measured; the index counts it as not decided."""
-    from analysis.core import UNDETERMINED, Shown, band, in_range, status
+    from analysis.page import Shown, status
+    from analysis.verdicts import UNDETERMINED, band, in_range
 
     assert band(23.0, 25.0) == (23.0, 25.0)
     assert band(23.0, 25.0, (-0.1, 0.2)) == pytest.approx((20.7, 30.0))  # widened by the error, never shifted
@@ -233,7 +236,8 @@ def test_a_prediction_band_against_a_claimed_range():
 
 
 def test_no_page_writes_a_verdict_itself():
-    """Pages get verdicts only from analysis.core's rule: no page names a verdict or builds a Claim."""
+    """Pages get verdicts only from the rule (analysis.verdicts, analysis.learning): no page names a verdict or builds
+    a Claim."""
     for f in sorted((REPO / "analysis" / "pages").glob("*.py")):
         src = f.read_text()
         for word in ("HOLDS", "FAILS", "NOT_RESOLVABLE", "NOT_MEASURED", "UNDETERMINED", "Claim(", "\"holds\"",
@@ -245,7 +249,7 @@ def test_no_page_writes_a_verdict_itself():
 def test_increasing_with_two_members_at_chance_is_not_measured_not_a_crash():
     """Zhang Fig 3 at ci, 3 seeds: n = 1 learned, n = 15 and n = 30 both at chance (90.95 %). The (15, 30) step
     cannot be decided (its lower member did not learn); the claim said "holds" or raised IndexError before."""
-    from analysis.core import increasing
+    from analysis.learning import increasing
 
     series = [errors("n=1", [0.68, 0.656, 0.698], "cifar10_subset"),
               errors("n=15", [0.9095] * 3, "cifar10_subset"), errors("n=30", [0.9095] * 3, "cifar10_subset")]

@@ -16,7 +16,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import learned, objective  # noqa: E402
+from analysis.evidence import objective  # noqa: E402
+from analysis.learning import learned  # noqa: E402
 from analysis.pages import cluster_model, ssp, zhang, zhang_paper  # noqa: E402
 from analysis.report import build  # noqa: E402
 
@@ -143,7 +144,7 @@ def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
 
 def test_fig3_convergence_claims_are_not_measured_when_no_run_learned():
     """At chance (90 %) everywhere, "stays at 90 %" and "indistinguishable" would hold vacuously: not measured."""
-    from analysis.core import errors
+    from analysis.evidence import errors
 
     err = {c: errors(c, [0.9086, 0.9076, 0.9096], "cifar10_subset") for c in zhang_paper.FIG3}
 
@@ -187,7 +188,8 @@ def test_empty_store_pages_say_not_run(tmp_path):
 
 def test_fig3_curves_are_the_mean_over_seeds(psbench_root, tmp_path):
     """Three seeds of a case: the plotted curve is their mean per epoch (the page kept the last seed's only)."""
-    from analysis.core import Context, load_runs
+    from analysis.page import Context
+    from analysis.runs import load_runs
 
     s = ReportStore(psbench_root)
     for seed in (0, 1, 2):
@@ -205,7 +207,7 @@ def test_fig3_curves_are_the_mean_over_seeds(psbench_root, tmp_path):
 def test_ssp_speedups_compare_machine_counts_within_one_seed():
     """With uneven seeds (1 machine: seeds 0–2; 6 machines: seed 0 only) the speed-up uses seed 0 for both, not
     seed 2 of one count against seed 0 of the other."""
-    from analysis.core import Run
+    from analysis.runs import Run
 
     def run(machines: int, seed: int) -> Run:
         return Run(f"r{machines}{seed}", {"case": f"m{machines}"}, {"seed": str(seed)}, {}, 0)
@@ -221,7 +223,8 @@ def test_ssp_speedups_compare_machine_counts_within_one_seed():
 def test_zhang_fig3_draws_the_training_loss_as_per_epoch_means(psbench_root, tmp_path, monkeypatch):
     """The per-update loss of an α0/τ run is a band of noise: the page draws its per-epoch means (the raw series
     faint behind them). The plotted mean series equals the per-epoch means of the logged series (mean over seeds)."""
-    import analysis.core as core
+    import analysis.render as render
+    from analysis.runs import epoch_means
 
     s = ReportStore(psbench_root)
     steps = list(range(10, 310, 10))  # 3 epochs of 100 updates, the loss logged every 10
@@ -234,7 +237,7 @@ def test_zhang_fig3_draws_the_training_loss_as_per_epoch_means(psbench_root, tmp
                   {"test_error": 0.6, "train_loss": 0.9, "ps_updates": 300, "epochs_done": 3}, seed=seed,
                   histories={"train_loss": loss, "test_error": [(100, 0.8), (200, 0.7), (300, 0.6)]})
     figs = {}
-    monkeypatch.setattr(core, "savefig", lambda fig, path: figs.__setitem__(Path(path).name, fig))
+    monkeypatch.setattr(render, "savefig", lambda fig, path: figs.__setitem__(Path(path).name, fig))
     build(psbench_root, tmp_path / "r")
     ax = figs["zhang_fig3_ci.png"].axes[2]  # row α0/τ, column training loss
     lines = {ln.get_label(): ln for ln in ax.get_lines()}
@@ -247,6 +250,6 @@ def test_zhang_fig3_draws_the_training_loss_as_per_epoch_means(psbench_root, tmp
         raw = [ln for ln in ax.get_lines() if ln.get_alpha() == 0.25 and ln.get_color() == mean.get_color()]
         assert len(raw) == 1 and list(raw[0].get_ydata()) == pytest.approx(
             [statistics.fmean(v) for v in zip(*([v for _, v in logged[(case, seed)]] for seed in (0, 1)), strict=True)])
-    assert core.epoch_means([(0.0, 1.0), (0.5, 3.0), (1.0, 5.0), (1.01, 7.0), (2.0, 9.0)]) == [
+    assert epoch_means([(0.0, 1.0), (0.5, 3.0), (1.0, 5.0), (1.01, 7.0), (2.0, 9.0)]) == [
         (0.5, 3.0), (1.5, 8.0)]
-    assert core.epoch_means([(0.5, float("nan")), (0.7, 2.0)]) == [(0.5, 2.0)]
+    assert epoch_means([(0.5, float("nan")), (0.7, 2.0)]) == [(0.5, 2.0)]

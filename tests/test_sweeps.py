@@ -69,3 +69,41 @@ def test_simulation_sweeps_run_at_paper_scale_in_under_5_minutes(name, psbench_r
     assert time.perf_counter() - t0 < 300
     runs = [r for r in mlflow_runs(psbench_root) if r["status"] == "FINISHED"]
     assert len(runs) == 3 and {r["tags"]["scale"] for r in runs} == {"paper"}
+
+
+def test_every_paper_study_takes_the_shared_grid_settings_and_restates_none(tmp_path):
+    """What every paper study shares (the psbench_optuna sweeper, a grid sampler, the whole grid, the sweep dir
+    ``<root>/sweeps/<study_name>``) is stated once, in ``conf/hydra/study/grid.yaml``: every preset that composes a
+    psbench_optuna study gets those values and none restates them in its own file."""
+    import yaml
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    shared = yaml.safe_load((CONF_DIR / "hydra" / "study" / "grid.yaml").read_text())["hydra"]
+    presets = CONF_DIR / "experiment"
+    studies = []
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for path in sorted(presets.rglob("*.yaml")):
+            preset = path.relative_to(presets).with_suffix("").as_posix()
+            cfg = compose("config", [f"paths.root_dir={tmp_path}", f"experiment={preset}"], return_hydra_config=True)
+            own = yaml.safe_load(path.read_text())
+            mine = own.get("hydra") or {}
+            assert "sweep" not in mine and not {"sampler", "n_trials"} & set(mine.get("sweeper") or {}), preset
+            assert "override /hydra/sweeper" not in str(own.get("defaults")), preset
+            if cfg.hydra.runtime.choices["hydra/sweeper"] != "psbench_optuna":
+                continue
+            studies.append(preset)
+            hydra = OmegaConf.to_container(cfg.hydra, resolve=False)
+            assert hydra["sweep"]["dir"] == shared["sweep"]["dir"], preset
+            assert {k: hydra["sweeper"]["sampler"][k] for k in shared["sweeper"]["sampler"]} == \
+                shared["sweeper"]["sampler"] and hydra["sweeper"]["n_trials"] is None, preset
+    assert {"rudra/table2", "rudra/fig5", "zhang/fig3", "ssp/fig2_4", "terngrad/table1"} <= set(studies)
+
+
+def test_agn_fig7_takes_its_panel_and_refuses_another(capsys):
+    from sweeps import agn_fig7
+
+    assert agn_fig7.panel_of(["scale=ci", "--panel", "b", "epochs=1"]) == ("b", ["scale=ci", "epochs=1"])
+    assert agn_fig7.panel_of(["--panel=b"])[0] == "b" and agn_fig7.panel_of([])[0] == "a"
+    assert agn_fig7.main(["scale=ci", "--panel=c"]) == 2
+    assert capsys.readouterr().err.strip() == "agn_fig7: error: --panel='c' is invalid: allowed one of a, b"

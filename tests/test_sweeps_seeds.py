@@ -1,6 +1,6 @@
 """Every training entry point runs ≥ 3 seeds where the report must decide (issue 17, "scales that decide").
 
-The report decides a learning claim only with ≥ 3 seeds per configuration (analysis.core.MIN_SEEDS), so a scale
+The report decides a learning claim only with ≥ 3 seeds per configuration (analysis.verdicts.MIN_SEEDS), so a scale
 that runs one seed can only say "not measured". Each test composes the sweep's whole config (the preset, then the
 scale's overrides, ``hydra.*`` included, as ``sweeps/_runner.command`` passes them) and reads the seed space the
 sweeper builds from it. The CIFAR entry points of Rudra and Zhang run 3 seeds at every scale; TernGrad, SSP and AGN
@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.core import MIN_SEEDS  # noqa: E402
+from analysis.verdicts import MIN_SEEDS  # noqa: E402
 from sweeps import (  # noqa: E402
     agn_fig7,
     agn_table1,
@@ -32,7 +32,7 @@ from sweeps import (  # noqa: E402
     terngrad_table1,
     zhang_fig3,
 )
-from sweeps._runner import command  # noqa: E402
+from sweeps._runner import command, entry_command  # noqa: E402
 
 ENTRY = {"rudra/table2": rudra_table2, "rudra/table3": rudra_table3, "rudra/fig5": rudra_fig5,
          "rudra/fig6_7": rudra_fig6_7, "zhang/fig3": zhang_fig3}
@@ -50,6 +50,19 @@ def _sweep_space(tmp_path: Path, cmd: list[str]) -> dict:
         cfg = compose("config", overrides=[f"paths.root_dir={tmp_path}", *overrides], return_hydra_config=True)
     params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=False)
     return parse({k: str(v) for k, v in params.items()}, [])[0]
+
+
+def _study(tmp_path: Path, cmd: list[str]) -> tuple[list[str], str]:
+    """The case labels and the ``hydra.sweep.dir`` (where the study and its trials' dirs live) of a composed
+    ``psbench -m`` command."""
+    from hydra import compose, initialize_config_dir
+
+    import psbench.cli
+
+    overrides = cmd[cmd.index("psbench.cli") + 2:]
+    with initialize_config_dir(config_dir=str(psbench.cli.CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"paths.root_dir={tmp_path}", *overrides], return_hydra_config=True)
+    return list(cfg.hydra.sweeper.cases or []), str(cfg.hydra.sweep.dir)
 
 
 def sweep_seeds(preset: str, scale: str, tmp_path: Path) -> tuple[int, ...]:
@@ -92,21 +105,21 @@ def test_optuna_entry_points_sweep_three_seeds_at_ci_and_small(tmp_path, preset,
 
 
 def test_agn_table1_ci_multirun_sweeps_three_seeds(tmp_path):
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    preset, ns, hs = agn_table1.SCALES["ci"]
-    for protocol in ("agn", "aeasgd"):
-        cmd = agn_table1.command(tmp_path, "ci", preset, protocol, ns[0], hs, [], agn_table1.SEEDS["ci"])
-        seed = next(o for o in OverridesParser.create().parse_overrides(cmd[cmd.index("psbench.cli") + 2:])
-                    if o.get_key_element() == "seed")
-        assert sorted(seed.sweep_iterator()) == [0, 1, 2] and len(agn_table1.SEEDS["ci"]) >= MIN_SEEDS
-        sub = next(a for a in cmd if a.startswith("hydra.sweep.subdir="))
-        assert "${seed}" in sub and "${protocol.local_steps}" in sub  # one job dir per (seed, H): reruns add seeds
+    """AGN Table 1 at ci: both optimizers' cells with seeds 0, 1, 2, in the scale's own study dir (a re-run resumes
+    the study and adds only the missing (cell, seed) trials)."""
+    _, cmd = entry_command("agn_table1", agn_table1.EXPERIMENT, agn_table1.SCALES, ["scale=ci"])
+    space, (cases, sweep_dir) = _sweep_space(tmp_path, cmd), _study(tmp_path, cmd)
+    assert sorted(space["seed"].choices) == [0, 1, 2] and len(space["seed"].choices) >= MIN_SEEDS
+    assert {c.split("_")[0] for c in cases} == {"agn", "aeasgd"}
+    assert sweep_dir == str(tmp_path / "sweeps" / "agn_table1_ci")
 
 
 def test_agn_fig7_ci_runs_each_optimizer_with_three_seeds_in_their_own_dirs(tmp_path):
-    seeds = agn_fig7.SEEDS["ci"]
-    assert len(set(seeds)) >= MIN_SEEDS
-    cmds = [agn_fig7.command(tmp_path, "agn/fig7a", "dynsgd", 20, "ci", [], k) for k in seeds]
-    assert [next(a for a in c if a.startswith("seed=")) for c in cmds] == [f"seed={k}" for k in seeds]
-    assert len({next(a for a in c if a.startswith("hydra.run.dir=")) for c in cmds}) == len(seeds)
+    dirs = set()
+    for panel in agn_fig7.PANELS:
+        _, cmd = entry_command(f"agn_fig7{panel}", f"agn/fig7{panel}", agn_fig7.SCALES, ["scale=ci"])
+        space, (cases, sweep_dir) = _sweep_space(tmp_path, cmd), _study(tmp_path, cmd)
+        assert sorted(space["seed"].choices) == [0, 1, 2] and len(set(space["seed"].choices)) >= MIN_SEEDS
+        assert set(cases) == {"agn", "aeasgd", "dynsgd"}
+        dirs.add(sweep_dir)
+    assert dirs == {str(tmp_path / "sweeps" / f"agn_fig7{p}_ci") for p in agn_fig7.PANELS}

@@ -136,7 +136,7 @@ def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow
     assert not (root / "mlartifacts").exists() and not (root / "mlflow.db").exists()
 
     # the report reads runs and their artifacts from the server
-    from analysis.core import attach_summaries, load_runs
+    from analysis.runs import attach_summaries, load_runs
 
     [loaded] = load_runs(mlflow_server.uri, name)
     attach_summaries(mlflow_server.uri, [loaded])

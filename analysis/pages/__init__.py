@@ -1,1 +1,1 @@
-"""One module per paper; each declares ``ORDER`` and ``PAGES`` (see :mod:`analysis.core`)."""
+"""One module per paper; each declares ``ORDER`` and ``PAGES`` (see :mod:`analysis.page`)."""

@@ -17,25 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.core import (
-    NO_RUNS,
-    Claim,
-    Context,
-    Errors,
-    Page,
-    Run,
-    Shown,
-    coverage,
-    errors,
-    figure,
-    history,
-    majority,
-    md_table,
-    scales_of,
-    select,
-    simulated,
-)
+from analysis.evidence import Errors, errors
+from analysis.learning import majority
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage
 from analysis.pages.agn_paper import TABLE1
+from analysis.render import figure, md_table
+from analysis.runs import Run, history, scales_of, select
+from analysis.verdicts import Claim, simulated
 
 ORDER = 3
 CASE = re.compile(r"^(agn|aeasgd)_n(\d+)_H(\d+)$")

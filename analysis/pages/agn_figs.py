@@ -15,27 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.core import (
-    NO_RUNS,
-    Claim,
-    Context,
-    Errors,
-    Page,
-    Run,
-    Shown,
-    all_of,
-    coverage,
-    figure,
-    gap_lower,
-    majority,
-    md_table,
-    not_measured,
-    scales_of,
-    select,
-    simulated,
-)
+from analysis.evidence import Errors
+from analysis.learning import gap_lower, majority
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage
 from analysis.pages.agn import CASE, _curve, _drop, _final, _pct, _train_errors
 from analysis.pages.agn_paper import TABLE1
+from analysis.render import figure, md_table
+from analysis.runs import Run, scales_of, select
+from analysis.verdicts import Claim, all_of, not_measured, simulated
 
 ORDER = 3
 DOWNPOUR = re.compile(r"^downpour_n(\d+)_H(\d+)$")

@@ -7,33 +7,14 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
-from analysis.core import (
-    NO_RUNS,
-    Claim,
-    Context,
-    Errors,
-    Page,
-    Run,
-    Shown,
-    attach_summaries,
-    by_means,
-    cell,
-    coverage,
-    equal,
-    errors,
-    figure,
-    fmt,
-    increasing,
-    md_table,
-    mean_std,
-    not_measured,
-    run_errors,
-    scales_of,
-    select,
-    simulated,
-)
+from analysis.evidence import Errors, errors, run_errors
+from analysis.learning import by_means, equal, increasing
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage
 from analysis.pages import cluster_model
 from analysis.pages import rudra_paper as P
+from analysis.render import cell, figure, fmt, md_table, mean_std
+from analysis.runs import Run, attach_summaries, scales_of, select
+from analysis.verdicts import Claim, not_measured, simulated
 
 ORDER = 0
 
@@ -210,7 +191,7 @@ def final(r: Run, key: str) -> float | None:
     """A run's total from its ``summary.json`` (see :func:`attach_summaries`), else its MLflow metric.
 
     Training runs also log ``sim_time_s`` per update (the update's time); the run's total is the summary's
-    (``summary.json``, or the ``summary/sim_time_s`` metric that :func:`analysis.core.run_metrics` reads), never
+    (``summary.json``, or the ``summary/sim_time_s`` metric that :func:`analysis.runs.run_metrics` reads), never
     the series' last point.
     """
     v = (r.summary or {}).get(key)
@@ -305,7 +286,7 @@ def _rule_reproduces_paper() -> str:
 def _t3_claims(ranked: list[tuple], front: list[tuple], points: Mapping[tuple, tuple],
                groups: list[Errors | None]) -> list[Claim]:
     """The ranking decides only when every ranked configuration learned, has ≥ 3 seeds and an error known to
-    better than the ranking's 1 pp margin (:func:`analysis.core.by_means`)."""
+    better than the ranking's 1 pp margin (:func:`analysis.learning.by_means`)."""
     key = (1, 4, 30)
     top = ", ".join(f"({s},{mu},{lam})" for s, mu, lam in ranked) or "—"
     measured = key in points

@@ -8,36 +8,16 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from analysis.core import (
-    NO_RUNS,
-    Claim,
-    Context,
-    Errors,
-    Page,
-    Run,
-    Shown,
-    at_chance,
-    attach_summaries,
-    cell,
-    coverage,
-    figure,
-    history,
-    lower,
-    md_table,
-    mean_std,
-    no_worse,
-    preset_cases,
-    run_errors,
-    scales_of,
-    select,
-    simulated,
-)
-from analysis.core import (
-    tail as tail_claim,
-)
+from analysis.evidence import Errors, run_errors
+from analysis.learning import at_chance, lower, no_worse
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage, preset_cases
 from analysis.pages import cluster_model
 from analysis.pages import rudra_paper as P
 from analysis.pages.rudra import by_config, diverged
+from analysis.render import cell, figure, md_table, mean_std
+from analysis.runs import Run, attach_summaries, history, scales_of, select
+from analysis.verdicts import Claim, simulated
+from analysis.verdicts import tail as tail_claim
 
 ORDER = 0
 

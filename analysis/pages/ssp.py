@@ -12,26 +12,13 @@ import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from analysis.core import (
-    Claim,
-    Context,
-    Page,
-    Run,
-    Shown,
-    cell,
-    coverage,
-    figure,
-    history,
-    increasing,
-    learned,
-    md_table,
-    not_measured,
-    objective,
-    scales_of,
-    select,
-    simulated,
-)
+from analysis.evidence import objective
+from analysis.learning import increasing, learned
+from analysis.page import Context, Page, Shown, coverage
 from analysis.pages import ssp_paper as P
+from analysis.render import cell, figure, md_table
+from analysis.runs import Run, history, scales_of, select
+from analysis.verdicts import Claim, not_measured, simulated
 
 ORDER = 4
 WINDOW = 10  # logged points in the trailing mean that smooths the mini-batch objective

@@ -4,8 +4,8 @@ from the Appendix B performance model.
 Runs come from ``sweeps/terngrad_fig3.py`` (tags ``paper=terngrad``, ``figure=3``,
 ``case=<momentum|vanilla>_<fp32|terngrad|noclip>_n<N>``) and ``sweeps/terngrad_table1.py`` (``table=1``,
 ``case=<fp32|terngrad|noclip>_n<N>``). Accuracy = 1 − the final ``test_error`` (mean ± std over seeds).
-Claims are decided by the verdict rule of :mod:`analysis.core` (runs that learned, ≥ 3 seeds, 2 SE). Fig 5 is analytic
-(:mod:`psbench.compression.perf_model`, Eq 15–18): the page evaluates it, it does not train.
+Claims are decided by the verdict rule of :mod:`analysis.verdicts` (runs that learned, ≥ 3 seeds, 2 SE). Fig 5 is
+analytic (:mod:`psbench.compression.perf_model`, Eq 15–18): the page evaluates it, it does not train.
 """
 
 from __future__ import annotations
@@ -14,32 +14,13 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from analysis.core import (
-    NO_RUNS,
-    Claim,
-    Context,
-    Errors,
-    Page,
-    Run,
-    Shown,
-    all_of,
-    at_scale,
-    coverage,
-    figure,
-    fmt,
-    gap_lower,
-    lower,
-    md_table,
-    mean_std,
-    no_worse,
-    not_measured,
-    preset_cases,
-    run_errors,
-    scales_of,
-    select,
-    simulated,
-)
+from analysis.evidence import Errors, run_errors
+from analysis.learning import gap_lower, lower, no_worse
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage, preset_cases
 from analysis.pages import terngrad_paper as paper
+from analysis.render import figure, fmt, md_table, mean_std
+from analysis.runs import Run, scales_of, select
+from analysis.verdicts import Claim, all_of, at_scale, not_measured, simulated
 
 ORDER = 2
 FIG3_CASE = re.compile(r"^(momentum|vanilla)_(fp32|terngrad|noclip)_n(\d+)$")
@@ -91,7 +72,7 @@ def _bytes_ratio(runs: Sequence[Run], ref: Sequence[Run]) -> str:
 
 def _within_claim(pairs: Mapping[str, tuple[Errors | None, Errors | None]], paper_text: str) -> Claim:
     """TernGrad's error at most WITHIN_PP above fp32's at every measured point; ``pairs``: label -> (fp32,
-    TernGrad) errors. Decided by :func:`analysis.core.no_worse` (a 1 pp claim needs a test set and seeds that
+    TernGrad) errors. Decided by :func:`analysis.learning.no_worse` (a 1 pp claim needs a test set and seeds that
     resolve 1 pp)."""
     return no_worse(f"TernGrad within {WITHIN_PP:g} pp of fp32 for every N ({paper_text})",
                     [(t, f) for f, t in pairs.values()], WITHIN_PP / 100)

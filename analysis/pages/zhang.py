@@ -12,39 +12,16 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from analysis.core import (
-    NO_RUNS,
-    Claim,
-    Context,
-    Errors,
-    Page,
-    Run,
-    Shown,
-    at_chance,
-    attach_summaries,
-    band,
-    cell,
-    coverage,
-    epoch_means,
-    equal,
-    figure,
-    history,
-    in_range,
-    increasing,
-    lower,
-    md_table,
-    near,
-    not_measured,
-    preset_cases,
-    run_errors,
-    scales_of,
-    select,
-    simulated,
-)
-from analysis.core import tail as tail_claim
+from analysis.evidence import Errors, run_errors
+from analysis.learning import at_chance, equal, increasing, lower, near
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage, preset_cases
 from analysis.pages import cluster_model
 from analysis.pages import zhang_paper as P
 from analysis.pages.rudra_figs import mean_curve
+from analysis.render import cell, figure, md_table
+from analysis.runs import Run, attach_summaries, epoch_means, history, scales_of, select
+from analysis.verdicts import Claim, band, in_range, not_measured, simulated
+from analysis.verdicts import tail as tail_claim
 from psbench.cluster.fit import RUDRA_SSGD_OVER_ASGD
 
 ORDER = 1

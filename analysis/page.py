@@ -1,0 +1,111 @@
+"""The page spec and its one status rule.
+
+A page module lives in ``analysis/pages/`` and declares ``ORDER`` (its place in the index) and
+``PAGES`` (one :class:`Page` per table/figure of its paper, with a builder or the reason it has none).
+A builder returns a :class:`Shown` (per scale, which of the table's configurations have runs; its
+claims and the runs it read) and its Markdown; :func:`status` alone decides what the index says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis.runs import SCALE_ORDER, Run, scales_of
+from analysis.verdicts import FAILS, HOLDS, Claim
+from psbench.conf import CONF_DIR
+
+NO_RUNS = ("\nNo runs of a scale in the store (a run without a scale tag, e.g. an ad-hoc run of the preset, "
+           "is not counted).\n")
+
+
+def preset_cases(experiment: str) -> list[str]:
+    """The case labels of ``psbench/conf/experiment/<experiment>.yaml``'s sweep: the configurations of its table."""
+    import yaml
+
+    conf = CONF_DIR / "experiment" / f"{experiment}.yaml"
+    return list(((yaml.safe_load(conf.read_text()).get("hydra") or {}).get("sweeper") or {}).get("cases") or [])
+
+
+def coverage(runs: Iterable[Run], configs: Iterable[str], key: Callable[[Run], str | None] | None = None,
+             measured: Callable[[Run], bool] | None = None) -> dict[str, tuple[int, int]]:
+    """``{scale: (configurations with a measured run, configurations)}`` over the scale-tagged ``runs``.
+
+    A run counts for the configuration ``key(run)`` (default its ``case`` tag) when ``measured(run)``
+    (default: always); runs of other labels count for nothing.
+    """
+    want = set(configs)
+    key = key or (lambda r: r.tags.get("case"))
+    runs = list(runs)
+    out = {}
+    for scale in scales_of(runs):
+        got = {key(r) for r in runs if r.tags.get("scale") == scale and (measured is None or measured(r))}
+        out[scale] = (len(got & want), len(want))
+    return out
+
+
+# --------------------------------------------------------------------------- page spec
+@dataclass(frozen=True)
+class Context:
+    """What a page builder reads: the runs of the store, the report dir, the tracking URI (for artifacts)."""
+
+    runs: list[Run]
+    out: Path
+    tracking_uri: str
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a page shows, the only input of its index :func:`status`.
+
+    ``configs``: per scale, (configurations of the table with measured runs, configurations of the table);
+    ``claims``: (claim, verdict, deciding numbers), rendered by the report below the page's Markdown;
+    ``runs``: the runs the page read (their provenance is printed); ``command``: the sweep that makes the
+    runs; ``note``: what the status adds (simulation only, data not available); a page with neither configs
+    nor command (analytic, or needing data not here) has ``note`` as its status, with its claims' count.
+    """
+
+    configs: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    claims: Sequence[Claim] = ()
+    runs: Sequence[Run] = ()
+    command: str = ""
+    note: str = ""
+
+
+def status(shown: Shown) -> str:
+    """The index's line for a page: "reproduced at scale X" only when every configuration of scale X has
+    measured runs and every claim was decided; "no runs", "partial (k of N …)" or "measured at scale X,
+    k of M claims not decided" otherwise."""
+    claims = [c for c in shown.claims if not c.ours]  # ours are shown, never counted
+    undecided = sum(c.verdict not in (HOLDS, FAILS) for c in claims)
+    verdicts = (f"{undecided} of {len(claims)} claims not decided" if undecided else "no claims decided"
+                if not claims else f"{sum(c.verdict == HOLDS for c in claims)} of {len(claims)} claims hold")
+    note = f"; {shown.note}" if shown.note else ""
+    if not shown.configs and not shown.command:
+        return shown.note + (f": {verdicts}" if claims else "")
+    seen = sorted(((s, kn) for s, kn in shown.configs.items() if kn[0] > 0),
+                  key=lambda x: (SCALE_ORDER.get(x[0], 9), x[0]))
+    if not seen:
+        return f"no runs ({shown.command})" + note
+    full = ", ".join(s for s, (k, n) in seen if k >= n)
+    part = "; ".join(f"{k} of {n} configurations at scale {s}" for s, (k, n) in seen if k < n)
+    if not full:
+        return f"partial ({part})" + note
+    text = (f"reproduced at scale {full}: {verdicts}" if claims and not undecided
+            else f"measured at scale {full}, {verdicts}")
+    return text + (f"; partial ({part})" if part else "") + note
+
+
+@dataclass(frozen=True)
+class Page:
+    """One table/figure of a paper: ``build(ctx) -> (Shown, markdown)`` writes ``<key>.md/.html`` (the report
+    adds a link to the index, the claims and the provenance); a page without a builder shows ``reason`` as
+    its status in the index (never invented numbers)."""
+
+    paper: str
+    item: str
+    key: str = ""
+    build: Callable[[Context], tuple[Shown, str]] | None = None
+    reason: str = ""
+
