@@ -10,11 +10,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 SCALES = ("ci", "small", "paper")
+#: the scales of the CIFAR-10 entry points: ``full`` trains on all 60,000 images (``dataset=cifar10_jpeg``, JPEG q75)
+#: for about an hour per entry point on this 2-core machine (issue 28)
+CIFAR_SCALES = ("ci", "small", "full", "paper")
 REPO = Path(__file__).resolve().parents[1]
 #: the seeds of a scale whose page decides learning claims (analysis.verdicts: ≥ 3 seeds per configuration)
 SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"
 #: scales whose jobs run in parallel on this machine by default (``paper`` is a cluster's: one local job at a time)
-LOCAL_PARALLEL = ("ci", "small")
+LOCAL_PARALLEL = ("ci", "small", "full")
 SERIAL = "--serial"
 #: trials handed to the launcher at once, per core: joblib gives the next trial of a batch to whichever core is
 #: free, so jobs of unequal length share the cores; with one trial per core each batch waits for its slowest

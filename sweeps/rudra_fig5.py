@@ -10,6 +10,14 @@
   inside 2 SE). 12 runs: 52 min with one thread a run at a load of 12–14. Substitution labelled
   (``data_note``).
 * ``small``: cifar10_subset, 30 epochs, α0 = 0.001, ÷10 at epochs 20 and 25.
+* ``full`` (~50 min here; issue 28): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 / 10,000
+  images; ``data_note``), 12 epochs, α0 = 0.001, no ÷10 steps, seeds 0, 1, 2. Measured here (one thread, the job's
+  CPU seconds, load 3–6, 2026-11-26): 36 s/epoch for 30-softsync and ~38 s/epoch for 4-softsync (μ = 128),
+  plus 5 s per evaluation of the 10,000 test images and 9 s to start: 168 s per seed and epoch for the four
+  curves, so 12 runs × 12 epochs on 2 parallel jobs ≈ 3,000 s + 1 min ≈ 51 min. Twelve epochs are 600,000
+  samples, 6× ci's 20 subset epochs, at which α0/30 had only just learned (81.4 %); on 10,000 test images a
+  curve's 2 SE is ~1 pp plus the seeds' spread, so the 4-softsync α0 vs α0/4 gap (3 pp at ci, inside 2 SE
+  there) is resolvable if it persists.
 * ``paper``: full CIFAR-10 (``dataset=cifar10``), 140 epochs, §4.2 hyperparameters (α0 = 0.001):
   a cluster or GPU job.
 """
@@ -25,6 +33,8 @@ SCALES = {
            "++tags.data_note=cifar10_subset_20_epochs"],
     "small": ["dataset=cifar10_subset", SEEDS, "epochs=30", "optimizer.milestones=[20,25]",
               "++tags.data_note=cifar10_subset_30_epochs"],
+    "full": ["dataset=cifar10_jpeg", SEEDS, "epochs=12", "optimizer.milestones=[]",
+             "++tags.data_note=cifar10_jpeg_q75_12_epochs"],
     "paper": ["dataset=cifar10", SEEDS],
 }
 

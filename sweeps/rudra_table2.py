@@ -16,6 +16,17 @@ Every scale runs seeds 0, 1, 2: the report decides an error claim only on ≥ 3 
   at 77.5–81.7 % (each learned), μλ ≈ 256–1024 at 84–87 %.
 * ``small`` (hours here): the whole cifar10_subset (5,085 images), 20 epochs, α0 = 0.001 with the paper's ÷10
   steps moved to epochs 15 and 18.
+* ``full`` (~1 h here; issue 28): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 training and
+  10,000 test images; tags ``data_note``), 2 epochs, α0 = 0.001, no ÷10 steps (they fall at epoch 120), seeds
+  0, 1, 2. Measured here (one thread, the job's CPU seconds over 0.1–0.5 epoch, at a load of 3–6, 2026-11-26):
+  37–48 s/epoch for most rows, 61 s/epoch for (18,8,18) and 83 s/epoch for (30,4,30) (one μ = 4 gradient per
+  update), plus 5 s per evaluation of the 10,000 test images and 9 s to start; the 23 rows sum to ~1,120 s per
+  seed and epoch, so 69 runs × 2 epochs on 2 parallel jobs ≈ 3,400 s + 300 s start ≈ 62 min (longer beside other
+  jobs). Two epochs are 100,000 samples a row, 20× ci's one subset epoch, at which the μλ ≈ 128 rows had already
+  learned (77.5–81.7 %): the "increasing with μλ" claim needs μλ ≈ 128, 256 and 512 learned and resolves gaps
+  above ~1.5–2 pp. What 10,000 test images cannot decide at any budget: "spread ≤ 1 pp for μλ ≈ 128" (2 SE of two
+  configurations is ≥ 1.3 pp at 30–70 % error from the test set alone, so it can only fail or stay unresolved)
+  and Table 3's ranking (it needs every row's 2 SE below 1 pp; the test set alone gives 0.9–1.0 pp at 30–70 %).
 * ``paper``: full CIFAR-10 (``dataset=cifar10``, needs ``cifar-10-batches-py``), 140 epochs,
   the §4.2 hyperparameters: a cluster or GPU job.
 """
@@ -31,6 +42,8 @@ SCALES = {
            "++tags.data_note=cifar10_subset_1_epoch"],
     "small": ["dataset=cifar10_subset", "epochs=20", "optimizer.milestones=[15,18]", SEEDS,
               "++tags.data_note=cifar10_subset_20_epochs"],
+    "full": ["dataset=cifar10_jpeg", "epochs=2", "optimizer.milestones=[]", SEEDS,
+             "++tags.data_note=cifar10_jpeg_q75_2_epochs"],
     "paper": ["dataset=cifar10", SEEDS],
 }
 

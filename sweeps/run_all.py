@@ -7,6 +7,9 @@ time. At ``scale=ci`` the whole set took 33 min on a 2-core machine (2026-11-24;
 The simulation-only entry points (:data:`SIMULATION_ONLY`: schedules, no training) always run their
 ``paper`` scale, whatever ``scale`` says: each takes a few minutes, and their claims are about the
 papers' clusters in steady state, which smaller scales do not reach (issue 17 item 3).
+``scale=full`` (all 60,000 CIFAR-10 images as JPEG q75, :data:`sweeps._runner.CIFAR_SCALES`) runs the CIFAR entry
+points that have it, the simulation-only ones at ``paper``, and ``cifar_jpeg_cost`` (what the JPEG re-encoding
+costs, measured on the subset at its one scale, ``ci``), first.
 ``--dry-run`` prints the commands only.
 """
 
@@ -20,11 +23,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from sweeps._runner import scale_of  # noqa: E402
+from sweeps._runner import CIFAR_SCALES, SCALES, scale_of  # noqa: E402
 
+#: the entry points that train on CIFAR-10 (they have ``full``)
+CIFAR = ("rudra_table2", "rudra_table3", "rudra_fig5", "rudra_fig6_7", "zhang_fig3", "terngrad_table1")
 #: entry point -> scales it has (the AGN ones have no `small`)
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
-    **{name: ("ci", "small", "paper") for name in (
+    "cifar_jpeg_cost": ("ci",),
+    **{name: CIFAR_SCALES if name in CIFAR else SCALES for name in (
         "rudra_table1", "rudra_fig4", "rudra_table2", "rudra_table3", "rudra_table4", "rudra_fig5", "rudra_fig6_7",
         "rudra_fig8", "zhang_fig1", "zhang_fig2", "zhang_fig3", "terngrad_fig3", "terngrad_table1", "terngrad_fig5",
         "ssp_fig2_4", "ssp_fig3_5")},
@@ -34,6 +40,11 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
 #: schedule-only entry points: run at ``paper`` at every scale
 SIMULATION_ONLY = ("rudra_table1", "rudra_fig4", "rudra_fig8", "rudra_table4", "zhang_fig1", "zhang_fig2",
                    "terngrad_fig5")
+#: entry points that run at one scale whatever run_all's: (the run_all scales that include them, the scale they run)
+FIXED: dict[str, tuple[tuple[str, ...], str]] = {
+    "cifar_jpeg_cost": (("full",), "ci"),  # the cost of full's JPEG pixels, on the subset (issue 28 item 2)
+    **{name: (CIFAR_SCALES, "paper") for name in SIMULATION_ONLY},
+}
 
 
 def commands(scale: str, only: list[str] | None = None, extra: list[str] | None = None) -> list[tuple[str, list[str]]]:
@@ -45,9 +56,9 @@ def commands(scale: str, only: list[str] | None = None, extra: list[str] | None 
     """
     out = []
     for name, scales in ENTRY_POINTS.items():
-        if scale not in scales or (only and not any(name.startswith(o) for o in only)):
+        along, run_at = FIXED.get(name, (scales, scale))
+        if scale not in along or (only and not any(name.startswith(o) for o in only)):
             continue
-        run_at = "paper" if name in SIMULATION_ONLY else scale
         own = [e for e in extra or [] if not (name.startswith("agn_") and e.startswith(("hydra.sweeper.", "--serial")))]
         script = [sys.executable, str(HERE / f"{name}.py"), f"scale={run_at}", *own]
         out += [(f"{name} 7{p}", [*script, f"--panel={p}"]) for p in "ab"] if name == "agn_fig7" else [(name, script)]
@@ -57,7 +68,7 @@ def commands(scale: str, only: list[str] | None = None, extra: list[str] | None 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        scale, rest = scale_of("run_all", args)
+        scale, rest = scale_of("run_all", args, CIFAR_SCALES)
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2

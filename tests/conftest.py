@@ -74,6 +74,21 @@ def compose_preset(compose_cfg):
     return _compose
 
 
+@pytest.fixture
+def jpeg_data_dir(tmp_path, monkeypatch) -> str:
+    """``paths.data_dir=<dir>`` of a tiny ``cifar10-jpeg/cifar10-jpeg.zip`` (its md5 registered): a config on
+    ``dataset=cifar10_jpeg`` (the sweeps' ``full`` scale) validates on any clone, the real zip or not."""
+    from data_files import write_cifar10_jpeg
+    from psbench.data import sources
+    from psbench.data.checksum import KNOWN_MD5, md5_file
+
+    data = tmp_path / "jpeg_data"
+    write_cifar10_jpeg(data)
+    key = sources.DATASET_FILES["cifar10_jpeg"][0]
+    monkeypatch.setitem(KNOWN_MD5, key, md5_file(data / key))
+    return f"paths.data_dir={data}"
+
+
 def _build_template(cache_dir: Path) -> Path:
     import fcntl
 

@@ -84,7 +84,7 @@ def test_the_check_knows_each_launcher_and_leaves_others_to_hydra():
 
 
 # --------------------------------------------------------------------------- resources
-@pytest.mark.parametrize("scale", ["ci", "small", "paper"])
+@pytest.mark.parametrize("scale", ["ci", "small", "full", "paper"])
 def test_each_scale_s_resources_reach_the_slurm_and_ray_launchers(scale, tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf

@@ -30,5 +30,10 @@ def test_commands_per_scale_and_filter(capsys):
     assert not [n for n, _ in run_all.commands("small") if n.startswith("agn")]  # AGN has ci and paper only
     assert [n for n, _ in run_all.commands("ci", ["terngrad"])] == ["terngrad_fig3", "terngrad_table1",
                                                                     "terngrad_fig5"]
+    full = run_all.commands("full")  # issue 28: the JPEG cost first, the CIFAR entry points at full, schedules at paper
+    assert full[0] == ("cifar_jpeg_cost", full[0][1]) and full[0][1][-1] == "scale=ci"
+    assert {n for n, a in full if a[-1] == "scale=full"} == set(run_all.CIFAR)
+    assert {n for n, a in full if a[-1] == "scale=paper"} == set(run_all.SIMULATION_ONLY)
+    assert "cifar_jpeg_cost" not in dict(run_all.commands("ci")) | dict(run_all.commands("paper"))
     assert run_all.main(["scale=huge"]) == 2
     assert "scale='huge' is invalid" in capsys.readouterr().err

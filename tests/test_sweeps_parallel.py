@@ -61,9 +61,10 @@ def _entry(*argv: str) -> list[str]:
 
 @pytest.mark.skipif(_runner.usable_cores() < 2 or not launchers.installed("joblib"),
                     reason="one core or no joblib plugin: the entry points run one job at a time")
-def test_entry_point_is_parallel_at_ci_and_small_and_serial_on_request_or_at_paper_scale():
+def test_entry_point_is_parallel_at_ci_small_and_full_and_serial_on_request_or_at_paper_scale():
     par = _runner.parallel([])
     assert par and _entry() == par and _entry("scale=small", "epochs=1") == [*par, "epochs=1"]
+    assert _entry("scale=full") == par  # all of CIFAR-10 on this machine (issue 28)
     assert _entry("scale=ci", "--serial", "epochs=1") == ["epochs=1"]
     assert _entry("scale=paper") == []
     # the user's keys come last: Hydra takes the last value of a key

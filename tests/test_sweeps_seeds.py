@@ -73,7 +73,7 @@ def sweep_seeds(preset: str, scale: str, tmp_path: Path) -> tuple[int, ...]:
     return tuple(_sweep_space(tmp_path, cmd)["seed"].choices)
 
 
-@pytest.mark.parametrize("scale", ["ci", "small", "paper"])
+@pytest.mark.parametrize("scale", ["ci", "small", "full", "paper"])
 @pytest.mark.parametrize("preset", sorted(ENTRY))
 def test_every_scale_runs_at_least_three_seeds(preset, scale, tmp_path):
     seeds = sweep_seeds(preset, scale, tmp_path)
@@ -96,9 +96,9 @@ OPTUNA = {"terngrad/fig3": terngrad_fig3, "terngrad/table1": terngrad_table1, "s
           "ssp/fig3_5": ssp_fig3_5}
 
 
-@pytest.mark.parametrize("preset", sorted(OPTUNA))
-@pytest.mark.parametrize("scale", ["ci", "small"])
-def test_optuna_entry_points_sweep_three_seeds_at_ci_and_small(tmp_path, preset, scale):
+@pytest.mark.parametrize(("preset", "scale"),
+                         [(p, s) for p in sorted(OPTUNA) for s in OPTUNA[p].SCALES if s != "paper"])
+def test_optuna_entry_points_sweep_three_seeds_below_paper_scale(tmp_path, preset, scale):
     mod = OPTUNA[preset]
     space = _sweep_space(tmp_path, command(Path(mod.__file__).stem, preset, mod.SCALES[scale], scale))
     assert sorted(space["seed"].choices) == [0, 1, 2] and len(space["seed"].choices) >= MIN_SEEDS
