@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 import torch
 
-from psbench.dist import messages as m
-from psbench.dist.learner import per_sample_loss
-from psbench.dist.ps_server import ParameterServer
-from psbench.dist.transport import Inbound, LearnerFailure
+from psbench.distributed import messages as m
+from psbench.distributed.learner import per_sample_loss
+from psbench.distributed.ps_server import ParameterServer
+from psbench.distributed.transport import Inbound, LearnerFailure
 from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule
 from psbench.ps.aggregate import learner_gradient
@@ -182,7 +182,7 @@ def test_replay_applies_a_simulated_schedule_in_order_whatever_the_arrival_order
 
 
 def _summary(ps, schedule, **kw):
-    from psbench.dist.launcher import run_summary
+    from psbench.distributed.launcher import run_summary
 
     return run_summary(ps, schedule, num_train=64, model_bytes=4 * sum(p.numel() for p in ps.params),
                        join_time_s=0.0, bytes_pushed=0, bytes_pulled=0, push_payload_bytes=None, test_error=0.5,
@@ -210,7 +210,7 @@ def test_a_free_runs_summary_carries_measured_time_under_run_time_s():
 
 def test_a_replays_summary_carries_the_schedules_simulated_time():
     from psbench.cluster import CostModel, Topology
-    from psbench.dist.launcher import simulated_time
+    from psbench.distributed.launcher import simulated_time
     from psbench.ps import Simulator
 
     p = Protocol("async", 3)

@@ -111,7 +111,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_reader_sees_module_function_level_and_lazy_imports():
     assert "psbench.ps.schedule" in GRAPH["psbench.strategy.executor"]  # module level
-    assert "psbench.dist.launcher" in GRAPH["psbench.train"]  # inside run()
+    assert "psbench.distributed.launcher" in GRAPH["psbench.train"]  # inside run()
     assert "psbench.optimizer.build" in GRAPH["psbench.optimizer"]  # lazy(__name__, {...})
     assert "psbench.ps.local" in GRAPH["psbench.ps.protocols"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -126,11 +126,11 @@ def _inside(module: str, package: str) -> bool:
 
 
 FORBIDDEN = [  # (importer, imported): the dist engine and the simulator's executor never meet; ps/ is theirs
-    ("psbench.strategy", "psbench.dist"),
-    ("psbench.dist", "psbench.strategy"),
-    ("psbench.dist", "psbench.train"),
+    ("psbench.strategy", "psbench.distributed"),
+    ("psbench.distributed", "psbench.strategy"),
+    ("psbench.distributed", "psbench.train"),
     ("psbench.ps", "psbench.strategy"),
-    ("psbench.ps", "psbench.dist"),
+    ("psbench.ps", "psbench.distributed"),
     ("psbench.ps", "psbench.train"),
     ("psbench.ps", "psbench.assemble"),
 ]

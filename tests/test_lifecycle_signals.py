@@ -339,7 +339,7 @@ def test_a_learner_that_cannot_reach_the_ps_says_so_in_one_line(tmp_path):
             "data_file": str(tmp_path / "data.pt"), "seed": 0, "samples_per_gradient": 1, "model": "mlp",
             "input_shape": [64], "num_classes": 10, "model_kwargs": {}}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    r = subprocess.run([sys.executable, "-m", "psbench.dist.learner", str(tmp_path / "spec.json"), "1"],
+    r = subprocess.run([sys.executable, "-m", "psbench.distributed.learner", str(tmp_path / "spec.json"), "1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert r.stderr.strip().splitlines()[-1] == ("psbench learner rank 1: error: no PS at 127.0.0.2:9 within 1 s "

@@ -2,7 +2,7 @@
 
 The parity tests record every call the :class:`~psbench.ps.simulator.Simulator` makes on its
 :class:`~psbench.ps.gate.Gate` (rudra_base, the dist engine's topology), turn that event order
-into the messages the real :class:`~psbench.dist.ps_server.ParameterServer` would receive
+into the messages the real :class:`~psbench.distributed.ps_server.ParameterServer` would receive
 (HELLO, PUSH, and its own queued PULL steps), deliver them in that order through a scripted
 in-process transport (free-run, no processes), and compare the two gates' decisions.
 
@@ -25,9 +25,9 @@ import pytest
 import torch
 
 from psbench.cluster import CostModel, JitterStreams, Topology
-from psbench.dist import messages as m
-from psbench.dist.ps_server import ParameterServer
-from psbench.dist.transport import Inbound, LearnerFailure
+from psbench.distributed import messages as m
+from psbench.distributed.ps_server import ParameterServer
+from psbench.distributed.transport import Inbound, LearnerFailure
 from psbench.lr import LRPolicy
 from psbench.ps import Contribution, Protocol, Schedule, Simulator
 from psbench.ps.gate import GRANT, PARK, STOP, Gate
@@ -101,7 +101,7 @@ def gates(monkeypatch):
         return built[-1]
 
     monkeypatch.setattr("psbench.ps.simulator.Gate", make)
-    monkeypatch.setattr("psbench.dist.ps_server.Gate", make)
+    monkeypatch.setattr("psbench.distributed.ps_server.Gate", make)
     return built
 
 
@@ -460,7 +460,7 @@ def test_the_partial_last_update_applies_what_is_left():
 
 def test_the_gate_and_the_simulator_import_neither_torch_nor_an_executor():
     code = ("import sys, psbench.ps.gate, psbench.ps.simulator; "
-            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('psbench.strategy', 'psbench.dist', "
+            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('psbench.strategy', 'psbench.distributed', "
             "'psbench.train'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

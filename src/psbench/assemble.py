@@ -3,7 +3,7 @@
 :func:`build_run` builds everything a run needs — data, model, protocol, topology, lr policy, codecs, cost
 model, the simulated schedule, the optimizer settings and the typed trainer/engine options — and makes every
 check that needs them (data files, the schedule's size, the memory budget, the device). Both engines take the
-:class:`RunSetup` (:func:`psbench.strategy.executor.train_sim`, :func:`psbench.dist.launcher.train_dist`), so a
+:class:`RunSetup` (:func:`psbench.strategy.executor.train_sim`, :func:`psbench.distributed.launcher.train_dist`), so a
 config means the same run in either; they, and the packages they run, never read the composed config. The CLI
 builds the setup before it creates the MLflow run: input that a check refuses leaves no run behind.
 """
@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from psbench import lifecycle
 from psbench.cluster import CostModel, Topology
-from psbench.dist.options import DistOptions
+from psbench.distributed.options import DistOptions
 from psbench.errors import ConfigError, require
 from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule, Simulator, Update
@@ -245,7 +245,7 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
     engine = str(resolved["engine"]["name"])
     dist = None
     if engine == "dist":  # what real processes cannot run (also checked by validate; torch-free)
-        from psbench.dist.options import ENGINE, check_dist
+        from psbench.distributed.options import ENGINE, check_dist
         from psbench.schema import check_group
 
         check_group("engine", resolved["engine"], ENGINE)

@@ -1,6 +1,6 @@
 """``summary.json``: one :class:`RunSummary` for both engines, and the one atomic JSON writer.
 
-Both executors (:func:`psbench.strategy.executor.train_sim`, :func:`psbench.dist.launcher.train_dist`)
+Both executors (:func:`psbench.strategy.executor.train_sim`, :func:`psbench.distributed.launcher.train_dist`)
 build a :class:`RunSummary`; the CLI adds the MLflow run id and provenance, writes it with
 :func:`write_json` and logs its numbers as ``summary/<key>`` metrics; a killed, stopped or failed job
 writes one too (status ``killed``/``failed``). Every field is always in the file, ``null`` where it

@@ -4,7 +4,7 @@ executes it.
 :func:`train` is the Python API of one run (``psbench`` itself, ``cli.py``, builds the setup with :func:`prepare`
 before it creates the MLflow run, then calls :func:`run`): ``engine=sim`` (default) trains on the simulated
 schedule with Lightning (:func:`psbench.strategy.executor.train_sim`); ``engine=dist`` runs real PS and learner
-processes (:func:`psbench.dist.launcher.train_dist`). Both return a :class:`~psbench.summary.RunSummary`.
+processes (:func:`psbench.distributed.launcher.train_dist`). Both return a :class:`~psbench.summary.RunSummary`.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ def run(setup: RunSetup, run_dir: Path, logger=None, plan=None) -> RunSummary:
     """Execute ``setup`` with the engine it names.
 
     ``plan`` (:class:`psbench.checkpoint.Plan`) turns on checkpoints and, with its ``state``, resumes
-    from one (``engine=sim``; :mod:`psbench.dist.options` refuses it for ``engine=dist``).
+    from one (``engine=sim``; :mod:`psbench.distributed.options` refuses it for ``engine=dist``).
     """
-    if setup.engine == "dist":  # real processes: psbench.dist
-        from psbench.dist.launcher import train_dist
+    if setup.engine == "dist":  # real processes: psbench.distributed
+        from psbench.distributed.launcher import train_dist
 
         return train_dist(setup, Path(run_dir), logger)
     from psbench.strategy.executor import train_sim

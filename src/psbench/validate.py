@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from psbench.cluster.options import HARDWARE, TOPOLOGY
 from psbench.compression.options import COMPRESSION
 from psbench.data.options import DATASET
-from psbench.dist.options import ENGINE
+from psbench.distributed.options import ENGINE
 from psbench.errors import ConfigError, require
 from psbench.launchers import RESOURCES
 from psbench.lr.options import LR_POLICY

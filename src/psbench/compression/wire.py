@@ -10,7 +10,7 @@ gradient that it then weights and aggregates as it does uncompressed ones.
 
 Not executed on real processes: scaler sharing across the c > 1 learners of an update (the update's
 contributors are known only when they have pushed) and parameter localization (pulls carry fp32
-weights); the config check (:func:`psbench.dist.options.check_dist`) refuses the first, the summary
+weights); the config check (:func:`psbench.distributed.options.check_dist`) refuses the first, the summary
 records the second.
 """
 

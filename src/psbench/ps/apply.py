@@ -1,7 +1,7 @@
 """The PS update step, one owner for both engines (Rudra §3.1: θ_{i+1} = θ_i − α·g_i).
 
 The simulator's strategy (:mod:`psbench.strategy.ps_strategy`) and the dist PS
-(:mod:`psbench.dist.ps_server`) call :func:`apply_update` with the aggregated gradient of update i, so
+(:mod:`psbench.distributed.ps_server`) call :func:`apply_update` with the aggregated gradient of update i, so
 the same pushes in the same order give the same weights bit for bit in either engine.
 """
 

@@ -2,7 +2,7 @@
 
 One object holds every protocol rule and the per-learner clocks; two drivers call it. The
 :class:`~psbench.ps.simulator.Simulator` calls it from its event heap on a virtual clock, the
-dist engine's :class:`~psbench.dist.ps_server.ParameterServer` from its messages on the wall
+dist engine's :class:`~psbench.distributed.ps_server.ParameterServer` from its messages on the wall
 clock. The gate keeps no time: callers stamp their own.
 
 A learner's round trip, as both drivers see it:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
-from psbench.dist import messages as m
+from psbench.distributed import messages as m
 from psbench.errors import RunFailure
 
 

@@ -5,7 +5,7 @@ With a local-step protocol (``downpour``, ``agn``, ``aeasgd``, ``dynsgd``; spec 
 weights (:func:`psbench.ps.local_window.local_window`, the simulator's code with k = 1), and the
 push carries the commit (Σ_h d_h, or the elastic −ρ(θ_l − θ̃)); the PS scales and applies it.
 
-Started by :mod:`psbench.dist.launcher` as ``python -m psbench.dist.learner SPEC RANK`` (or by
+Started by :mod:`psbench.distributed.launcher` as ``python -m psbench.distributed.learner SPEC RANK`` (or by
 torchrun, with ``RANK`` from the environment — see the README). ``SPEC`` is the JSON written by
 the PS: rendezvous address, model, training-data file, sample-stream seed, samples per gradient,
 threads and artificial delays. Imports only torch and the model code (no Lightning), so λ
@@ -28,7 +28,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from psbench.compression.wire import GradientWire
-from psbench.dist import messages as m
+from psbench.distributed import messages as m
 from psbench.ps.aggregate import learner_gradient
 from psbench.ps.local_window import LearnerOptimizer, elastic_commit, local_window
 from psbench.ps.samples import SampleStream

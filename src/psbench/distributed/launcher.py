@@ -5,7 +5,7 @@
 same :class:`~psbench.summary.RunSummary` as the simulator path, with the engine's own counts
 (:func:`run_summary`). The calling process is rank 0, the PS — the only one that talks to
 MLflow — and, with ``engine.launch=spawn`` (default), starts the learners itself as
-``python -m psbench.dist.learner <run_dir>/dist_spec.json <rank>``, each
+``python -m psbench.distributed.learner <run_dir>/dist_spec.json <rank>``, each
 killed by the kernel if the PS process dies (``PR_SET_PDEATHSIG``) and terminated on every exit
 path here, and ``learner_data.pt`` (their copy of the training set) is removed. With
 ``engine.launch=external`` it only waits, at most ``engine.connect_timeout_s``, for λ learners
@@ -14,13 +14,13 @@ started elsewhere, e.g. by torchrun on other nodes (README "engine=dist").
 SIGINT/SIGTERM/SIGHUP (:mod:`psbench.lifecycle`) stop the PS between messages; the run ends KILLED with
 what was done. Spawned learners ignore SIGINT (the terminal's Ctrl-C reaches the whole process
 group; the PS stops them); a learner ended by SIGINT/SIGTERM kills the run rather than failing it.
-Handled failures (:class:`~psbench.dist.transport.LearnerFailure`, a process group that does not
+Handled failures (:class:`~psbench.distributed.transport.LearnerFailure`, a process group that does not
 form) are :class:`~psbench.errors.RunFailure`: one line in the CLI.
 
 Bad input fails before any process starts, as one :class:`~psbench.errors.ConfigError`: λ above
 ``engine.max_learners`` (≤ 256), a port in use, ``backend=nccl`` (needs a GPU; the data plane here
 is gloo), a tree topology, or TernGrad scaler sharing among c > 1 learners
-(:func:`psbench.dist.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
+(:func:`psbench.distributed.options.check_dist`). Codecs run for real: learners push their exact bytes (:mod:`wire`).
 Local-step protocols (H > 1: downpour, agn, aeasgd, dynsgd) run for real: learners take their H
 local steps in their own processes (spec key ``window``) and push commits.
 
@@ -50,8 +50,8 @@ import numpy as np
 import torch
 
 from psbench import lifecycle
-from psbench.dist import messages as m
-from psbench.dist.transport import LearnerFailure
+from psbench.distributed import messages as m
+from psbench.distributed.transport import LearnerFailure
 from psbench.errors import ConfigError, RunFailure
 from psbench.summary import RunSummary
 
@@ -76,7 +76,7 @@ class Learners:
                 log = run_dir / f"learner_{rank}.log"
                 with open(log, "wb") as fh:
                     self.procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "psbench.dist.learner", str(spec_file), str(rank)],
+                        [sys.executable, "-m", "psbench.distributed.learner", str(spec_file), str(rank)],
                         stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, close_fds=True))
                 self.logs.append(log)
         (run_dir / "dist_pids.json").write_text(json.dumps({"ps": os.getpid(), **{
@@ -163,8 +163,8 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     import torch.distributed as dist
 
     from psbench.compression.wire import GradientWire
-    from psbench.dist.ps_server import ParameterServer
-    from psbench.dist.transport import GlooTransport
+    from psbench.distributed.ps_server import ParameterServer
+    from psbench.distributed.transport import GlooTransport
     from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
     from psbench.optimizer.build import configure, param_groups
     from psbench.ps.local import is_elastic, uses_local_steps
@@ -281,7 +281,7 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     artifacts.append(str(run_dir / "dist_timing.npz"))
     calibration = None
     if mode == "free_run" and stats.pushes_applied and not stats.failed_learners:
-        from psbench.dist.cost_fit import compare
+        from psbench.distributed.cost_fit import compare
 
         calibration = compare(log, timing, protocol, mu, dm.num_train, numel * 4, stats.run_time_s, seed)
     artifacts.append(str(plot_staleness(stats.staleness.as_dict(), f"{protocol.label} (measured)",

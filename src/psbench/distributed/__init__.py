@@ -1,7 +1,7 @@
 """``engine=dist``: real learner and parameter-server processes over ``torch.distributed``.
 
 Rank 0 is the parameter server (PS), ranks 1..λ are learners; they exchange point-to-point
-messages (:mod:`~psbench.dist.messages`). The PS applies the simulator's protocol rules
+messages (:mod:`~psbench.distributed.messages`). The PS applies the simulator's protocol rules
 (:class:`~psbench.ps.Protocol`), learning-rate policies and optimizer to real gradients:
 
 * ``free_run`` — true concurrency; the PS logs every event in the :class:`~psbench.ps.Schedule`

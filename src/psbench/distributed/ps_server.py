@@ -25,7 +25,7 @@ are in, in the schedule's row order.
 Every SSP read is checked against the invariant (all pushes with clock ≤ k−s−1 of every live
 learner, and all of the reader's own, are in the weights it reads); violations are counted.
 A learner whose process ends, or whose connection drops, fails the run with a
-:class:`~psbench.dist.transport.LearnerFailure` naming its rank — or, with
+:class:`~psbench.distributed.transport.LearnerFailure` naming its rank — or, with
 ``tolerate_failures`` (free-run, protocols without a barrier), is dropped and its in-flight
 gradient written off. No message for ``timeout_s`` while gradients are outstanding fails the
 run too (never a hang).
@@ -43,8 +43,8 @@ import numpy as np
 import torch
 
 from psbench import lifecycle
-from psbench.dist import messages as m
-from psbench.dist.transport import LearnerFailure
+from psbench.distributed import messages as m
+from psbench.distributed.transport import LearnerFailure
 from psbench.lr import LRPolicy
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
 from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
@@ -94,7 +94,7 @@ class ParameterServer:
         protocol, policy, batch_size: the simulator's protocol, lr policy and μ.
         samples_per_gradient: μ·H, the stream positions one gradient consumes.
         total_gradients: gradients to hand out in free-run (rounded down to a multiple of c).
-        transport: a :class:`~psbench.dist.transport.GlooTransport` (or a test double).
+        transport: a :class:`~psbench.distributed.transport.GlooTransport` (or a test double).
         replay: a schedule to re-execute, or None for free-run.
     """
 
