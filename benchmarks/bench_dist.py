@@ -7,7 +7,7 @@
    message is the model, 358 kB) with async free-runs at λ ∈ {2, 4, 8}.
 2. Free-run async vs hardsync at λ = 4 with the same number of gradients: the measured speedup
    (hardsync run time / async run time), printed next to the simulator's prediction for the same
-   costs — the cost model fitted (:mod:`psbench.distributed.cost_fit`) to each measured run, then both
+   costs — the cost model fitted (:mod:`psbench.calibration.free_run`) to each measured run, then both
    protocols simulated with the costs fitted to the async run.
 
 Every run is a real ``psbench engine=dist`` command (subprocess, ``logger=none``); one machine,
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from psbench.calibration.free_run import fit_cost
 from psbench.cluster import Topology
-from psbench.distributed.cost_fit import fit_cost
 from psbench.ps import Protocol, Schedule, Simulator
 
 DATA = ("dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_train=2000", "dataset.num_test=100",

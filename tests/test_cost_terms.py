@@ -1,6 +1,6 @@
 """The cluster terms of the cost model (issue 17 item 4): PS link contention, a sharded PS, node sharing,
 the hardsync barrier's straggler cost, the PS tree's overlap — and the ``p775_cluster`` profile's fits
-against the papers' published timings (psbench.cluster.fit)."""
+against the papers' published timings (psbench.calibration.paper_fit)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from psbench.calibration.paper_fit import checks
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.cluster.cost import PROFILES
-from psbench.cluster.fit import checks
 from psbench.errors import ConfigError
 from psbench.ps import Protocol, Schedule, Simulator
 
@@ -49,7 +49,7 @@ def test_contention_queues_concurrent_pushes_each_slower_behind_more():
 def test_contention_fitted_on_rudra_s_16_tasks_sending_300_mb():
     """§3.3: 16 × 300 MB to one receiver take over a second (alone: 10 ms) → β = 0.7, the p775_cluster value;
     tested on Table 1: Rudra-base's overlap falls from ~68 % to the paper's ~12 %, adv* keeps its ≥ 99 %."""
-    from psbench.cluster.fit import fit_contention, table1_overlap
+    from psbench.calibration.paper_fit import fit_contention, table1_overlap
 
     beta = fit_contention()
     assert beta == pytest.approx(0.7, abs=0.01)
@@ -82,7 +82,7 @@ def test_leaf_gather_relays_one_average_per_node():
 def test_leaf_gather_is_what_lets_rudra_adv_survive_contention():
     """With contention on, a Rudra-adv whose leaves relay every gradient alone is as contended as Rudra-base
     (Table 1 overlap ~7 %); averaging per node (§3.3) brings it back within ±15 pp of the paper's 56.75 %."""
-    from psbench.cluster.fit import table1_overlap
+    from psbench.calibration.paper_fit import table1_overlap
 
     alone = table1_overlap("rudra_adv", leaf_gather=False)
     gathered = table1_overlap("rudra_adv")  # 100 gradients per learner: past the start-up transient
@@ -153,7 +153,7 @@ def test_footnote_4_spreads_the_learners_evenly_over_its_nodes():
 def test_node_share_is_fitted_with_footnote_4s_packing():
     """Table 2's (1, 128, 10) runs λ = 10 on 4 nodes (3, 3, 2, 2): the fit gives the profile's 7.67 % per extra
     learner; 4 per node (4, 4, 2), the packing assumed before, needs only 4.71 % for the same 2,551 s."""
-    from psbench.cluster.fit import CIFAR_BYTES, _bisect, _proto, seconds_per_sample
+    from psbench.calibration.paper_fit import CIFAR_BYTES, _bisect, _proto, seconds_per_sample
 
     def t(b: float, nodes: int | None) -> float:
         cost = CostModel.from_profile("p775_cluster", CIFAR_BYTES, node_share=b)
@@ -188,7 +188,7 @@ def test_tree_and_background_threads_overlap_rudra_table1():
     """Rudra Table 1's scenario (μ = 4, 300 MB, 60 learners, 1-softsync) on p775_cluster: the PS tree's
     leaves average their node's gradients before the root sees them, and adv*'s background threads hide
     the rest (predictions: no term was fitted on Table 1)."""
-    from psbench.cluster.fit import table1_overlap
+    from psbench.calibration.paper_fit import table1_overlap
 
     overlap = {topo: table1_overlap(topo) for topo in ("rudra_base", "rudra_adv", "rudra_adv_star")}
     assert overlap["rudra_base"] < overlap["rudra_adv"] < overlap["rudra_adv_star"]
@@ -201,7 +201,7 @@ def test_p775_cluster_reproduces_its_fitted_numbers_and_predicts_the_others():
     """Every fitted number within 1 %, every prediction within its tolerance but one: with footnote 4's packing
     node_share rose from 4.71 % to 7.67 %, and Table 4's adv*-softsync (λ = 54, 4 per node: no paper gives its
     packing) is predicted 28 % slow (it was +19 %); the cost-model page says so."""
-    from psbench.cluster.fit import model_error
+    from psbench.calibration.paper_fit import model_error
 
     rows = checks()
     fitted = [c for c in rows if c.fitted]
@@ -218,8 +218,8 @@ def test_p775_cluster_reproduces_its_fitted_numbers_and_predicts_the_others():
 def test_barrier_jitter_is_fitted_per_network_and_the_alexnet_presets_carry_theirs():
     """The CIFAR10 CNN's CV (profile) and the AlexNet's (ALEXNET_JITTER_CV) each reproduce their network's
     hardsync / 1-softsync ratio; every 300 MB preset sets the AlexNet's, so the profile's reaches none of them."""
+    from psbench.calibration.paper_fit import ALEXNET_JITTER_CV, fit_p775_cluster
     from psbench.cli import CONF_DIR
-    from psbench.cluster.fit import ALEXNET_JITTER_CV, fit_p775_cluster
 
     fitted = fit_p775_cluster(rounds=1, per_learner=50)
     assert fitted["jitter_cv"] == pytest.approx(PROFILES["p775_cluster"]["jitter_cv"], rel=0.1)
@@ -274,8 +274,8 @@ def test_timing_pages_say_which_number_each_term_was_fitted_to(tmp_path):
 def test_presets_carry_footnote_4s_packing_and_one_alexnet_compute():
     """Fig 8's CIFAR10 runs sit on footnote 4's nodes; Zhang Fig 2's ImageNet cases compute as Rudra Table 4's
     AlexNet (the compute its jitter was fitted with), at 4 per node and, for λ ≥ 8, again at 6 (Zhang §2.3)."""
+    from psbench.calibration.paper_fit import ALEXNET_COMPUTE, FOOTNOTE4
     from psbench.cli import CONF_DIR
-    from psbench.cluster.fit import ALEXNET_COMPUTE, FOOTNOTE4
 
     exp = CONF_DIR / "experiment"
     fig8 = OmegaConf.load(exp / "rudra" / "fig8.yaml").hydra.sweeper.cases

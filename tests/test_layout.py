@@ -133,6 +133,9 @@ FORBIDDEN = [  # (importer, imported): the dist engine and the simulator's execu
     ("psbench.ps", "psbench.distributed"),
     ("psbench.ps", "psbench.train"),
     ("psbench.ps", "psbench.assemble"),
+    ("psbench.cluster", "psbench.ps"),  # the cost model is below the simulator that runs it
+    ("psbench.cluster", "psbench.calibration"),
+    ("psbench.ps", "psbench.calibration"),
 ]
 
 

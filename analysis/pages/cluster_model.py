@@ -1,5 +1,5 @@
 """The cost model's section on the timing pages: the ``p775_cluster`` terms, the ONE published number each
-was fitted to, and what it predicts for the others (psbench.cluster.fit), so every page says which numbers
+was fitted to, and what it predicts for the others (psbench.calibration.paper_fit), so every page says which numbers
 are fits and which are predictions."""
 
 from __future__ import annotations
@@ -9,21 +9,21 @@ import functools
 
 @functools.cache
 def _checks() -> list:
-    from psbench.cluster.fit import checks
+    from psbench.calibration.paper_fit import checks
 
     return checks()
 
 
 def _checks_md() -> str:
-    from psbench.cluster.fit import checks_markdown
+    from psbench.calibration.paper_fit import checks_markdown
 
     return checks_markdown(_checks())
 
 
 def model_error(network: str, units: tuple[str, ...] = ("s", "min")) -> tuple[float, float]:
     """The profile's measured (min, max) relative error on ``network``'s ("cifar", "alexnet") unfitted published
-    numbers in ``units`` (:func:`psbench.cluster.fit.model_error`): what widens a prediction band."""
-    from psbench.cluster.fit import model_error as err
+    numbers in ``units`` (:func:`psbench.calibration.paper_fit.model_error`): what widens a prediction band."""
+    from psbench.calibration.paper_fit import model_error as err
 
     return err(_checks(), network, units)
 
@@ -32,7 +32,7 @@ def model_error(network: str, units: tuple[str, ...] = ("s", "min")) -> tuple[fl
 def fig2_counterfactual() -> dict[str, tuple[float, dict[str, float]]]:
     """Zhang Fig 2's "ASGD 50 % faster": per reading of "on average" (every λ, λ = 30), the one compute CV that
     would give a mean SSGD/ASGD ratio of 1.5 and what that CV predicts for Rudra's measured barrier ratios."""
-    from psbench.cluster.fit import FIG2_LAMBDAS, barrier_ratios, fig2_cv_needed
+    from psbench.calibration.paper_fit import FIG2_LAMBDAS, barrier_ratios, fig2_cv_needed
 
     out = {}
     for reading, lams in (("over every λ", FIG2_LAMBDAS), ("at λ = 30", (30,))):
@@ -81,7 +81,7 @@ TERMS = (
     "1.17 at 4 learners per node, 1.19 at 6; at λ = 30 only, 1.32 and 1.27. A mean of 1.5 needs a compute CV of "
     "0.28 for both networks over every λ, or 0.18 at λ = 30 (2.3× / 1.5× the CIFAR10 fit), which would predict "
     "Rudra's measured barrier ratios at 1.80–1.83 (Table 3, paper 1.35–1.42) and 1.77 (Table 4, paper 1.22), or "
-    "1.50–1.53 and 1.52 — refuted by the papers' own timings (`python -m psbench.cluster.fit` prints these). "
+    "1.50–1.53 and 1.52 — refuted by the papers' own timings (`python -m psbench.calibration.paper_fit` prints these). "
     "(2) *Zhang Fig 2, 22–28× with 30 learners*: the model's speed-up is a band over the packings Zhang leaves "
     "open (4 or 6 per node), widened by the model's own error on that network's published times (Tables 2–3 for "
     "CIFAR10, Table 4 for the AlexNet); where a band straddles an end of 22–28× the claim is undetermined within "
@@ -99,5 +99,5 @@ def section(page_numbers: str, fitted_here: str = "") -> str:
             if fitted_here else f"No term is fitted on {page_numbers}: the claims on this page are predictions.")
     return ("\n## Cost model: which number each term was fitted to\n\n"
             "Hardware profile `p775_cluster` (src/psbench/conf/hardware/p775_cluster.yaml; "
-            "`python -m psbench.cluster.fit` refits and prints this table). Each term is fitted on ONE "
+            "`python -m psbench.calibration.paper_fit` refits and prints this table). Each term is fitted on ONE "
             f"published number. {here}\n\n" + TERMS + "\n" + _checks_md())

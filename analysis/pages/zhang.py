@@ -22,7 +22,7 @@ from analysis.render import cell, figure, md_table
 from analysis.runs import Run, attach_summaries, epoch_means, history, scales_of, select
 from analysis.verdicts import Claim, band, in_range, not_measured, simulated
 from analysis.verdicts import tail as tail_claim
-from psbench.cluster.fit import RUDRA_SSGD_OVER_ASGD
+from psbench.calibration.paper_fit import RUDRA_SSGD_OVER_ASGD
 
 ORDER = 1
 
@@ -101,7 +101,7 @@ def _fig1_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | Non
 
 
 # --------------------------------------------------------------------------- Fig 2
-#: the network of each Fig 2 benchmark whose published times measure the model's error (psbench.cluster.fit)
+#: the network of each Fig 2 benchmark whose published times measure the model's error (psbench.calibration.paper_fit)
 FIG2_NETWORK = {"cifar": "cifar", "imagenet": "alexnet"}
 
 Speedups = Mapping[tuple[str, int], Mapping[str, Mapping[int, tuple[float, float]]]]

@@ -112,7 +112,7 @@ def build_cost(cfg: DictConfig | Mapping[str, Any], message_bytes: int, net: tor
     overrides.update(straggler_fraction=strag.get("fraction"), straggler_slowdown=strag.get("slowdown"))
     cost = CostModel.from_profile(h["name"], message_bytes, **overrides)
     if h.get("calibrate") and net is not None:
-        from psbench.cluster.calibrate import calibrate
+        from psbench.calibration.model_time import calibrate
 
         mu = int(cfg["batch_size"])
         cost = replace(cost, compute=calibrate(net, input_shape, num_classes, sorted({1, 4, 16, 64, mu})))

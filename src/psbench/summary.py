@@ -85,7 +85,7 @@ class RunSummary:
     ssp_max_lag: int | None = None  #: largest clock lag seen at a read
     failed_learners: list[int] | None = None  #: learners written off (engine.tolerate_failures)
     lost_gradients: int | None = None  #: in-flight gradients of written-off learners
-    calibration: dict[str, Any] | None = None  #: free run: the fitted cost model vs measurement (dist.cost_fit)
+    calibration: dict[str, Any] | None = None  #: free run: the fitted cost model vs measurement (calibration.free_run)
     calib_ks_staleness: float | None = None  #: calibration's KS distance of σ, simulated vs measured
     calib_epoch_time_rel_error: float | None = None  #: calibration's relative error of time per epoch
     # ---- checkpoints (engine=sim)

@@ -36,7 +36,7 @@ PROFILES: dict[str, dict] = {
         overhead_s=1.46e-2, per_sample_s=3.09e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
         latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0,
     ),
-    # p775 plus the cluster terms, each fitted on ONE published number (psbench.cluster.fit.fit_p775_cluster,
+    # p775 plus the cluster terms, each fitted on ONE published number (psbench.calibration.paper_fit.fit_p775_cluster,
     # conf/hardware/p775_cluster.yaml): contention on Rudra §3.3's 16 × 300 MB to one receiver in 1 s;
     # node_share on Rudra Table 2 (σ, μ, λ) = (1, 128, 10) 2,551 s; compute t(4) on (1, 4, 30) 1,573 s given
     # node_share (t(128) from (128, 1) 22,392 s, §5.4); ps_service_s on (30, 4, 30) 2,073 s; jitter_cv, the
@@ -57,7 +57,7 @@ class ComputeModel:
 
     Either affine, ``t(μ) = overhead_s + per_sample_s·μ`` (Rudra §5.2: small μ loses GEMM
     throughput, the overhead term), or piecewise-linear through measured ``points``
-    ``((μ, seconds), …)`` from :func:`psbench.cluster.calibrate.calibrate`, extrapolated
+    ``((μ, seconds), …)`` from :func:`psbench.calibration.model_time.calibrate`, extrapolated
     linearly beyond the last point.
     """
 

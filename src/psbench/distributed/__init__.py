@@ -9,10 +9,10 @@ messages (:mod:`~psbench.distributed.messages`). The PS applies the simulator's 
 * ``replay`` — the PS applies pushes strictly in a given schedule's order (buffering early
   arrivals), so a simulated run is re-executed for real, bit for bit on CPU.
 
-Modules: :mod:`messages`, :mod:`transport`, :mod:`learner` (the learner process),
-:mod:`ps_server` (the PS event loop), :mod:`launcher` (process start, rendezvous, failure
-handling, ``train_dist``), :mod:`cost_fit` (fit the simulator's cost model to a free-run log),
-:mod:`options` (the torch-free ``engine`` checks). The aggregation rule and the sample stream are
-:mod:`psbench.ps`'s, the wire format :mod:`psbench.compression.wire`'s. Nothing heavy is imported here: a learner
-process imports only torch and the model code.
+Modules: :mod:`messages`, :mod:`transport`, :mod:`learner` (the learner process), :mod:`ps_server` (the PS event
+loop), :mod:`launcher` (process start, rendezvous, failure handling, ``train_dist``), :mod:`options` (the
+torch-free ``engine`` checks); a free run's calibration (the simulator's cost model fitted to its log) is
+:mod:`psbench.calibration.free_run`'s. The aggregation rule and the sample stream are :mod:`psbench.ps`'s, the
+wire format :mod:`psbench.compression.wire`'s. Nothing heavy is imported here: a learner process imports only
+torch and the model code.
 """

@@ -281,7 +281,7 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     artifacts.append(str(run_dir / "dist_timing.npz"))
     calibration = None
     if mode == "free_run" and stats.pushes_applied and not stats.failed_learners:
-        from psbench.distributed.cost_fit import compare
+        from psbench.calibration.free_run import compare
 
         calibration = compare(log, timing, protocol, mu, dm.num_train, numel * 4, stats.run_time_s, seed)
     artifacts.append(str(plot_staleness(stats.staleness.as_dict(), f"{protocol.label} (measured)",

@@ -23,7 +23,7 @@ machine's: processes that time-share a few cores are descheduled at random).
 :func:`compare` simulates the same protocol, μ and number of gradients with the fitted costs and reports
 the Kolmogorov–Smirnov distance between simulated and measured staleness distributions (``ks_staleness``:
 on the second half of the run, out of sample for the noise fit) and the relative error of the time per epoch.
-``python -m psbench.distributed.cost_fit RUN_DIR`` prints that report for a finished free run.
+``python -m psbench.calibration.free_run RUN_DIR`` prints that report for a finished free run.
 """
 
 from __future__ import annotations

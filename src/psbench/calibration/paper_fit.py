@@ -298,7 +298,7 @@ RUDRA_SSGD_OVER_ASGD = {"(0, 4, 30) / (1, 4, 30)": 2235 / 1573, "(0, 8, 30) / (1
                         "base-hardsync / base-softsync": 330 / 270}
 
 
-if __name__ == "__main__":  # python -m psbench.cluster.fit: refit, then check the profile as it stands
+if __name__ == "__main__":  # python -m psbench.calibration.paper_fit: refit, then check the profile as it stands
     print(fit_p775_cluster())
     print(checks_markdown(checks()))
     print("Table 1 overlap % without leaf gathering (a leaf relays every gradient alone):",
