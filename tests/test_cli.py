@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from data_files import build_tiny_data
-from psbench.cli import CONF_DIR, group_options, shared_datasets
+from psbench.cli import CONF_DIR, shared_datasets
+from psbench.console import group_options
 
 SUMMARY_KEYS = {
     "status", "diverged", "test_error", "test_loss", "train_loss", "staleness_mean",

@@ -12,11 +12,13 @@ import json
 import socket
 import subprocess
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
-from psbench.cli import REPO_ROOT
 from test_cli import STAND_IN_TRAIN, last_line
+
+REPO_ROOT = Path(__file__).resolve().parents[1]  # the checkout under test
 
 
 def _history(root, run_id: str, key: str) -> list[tuple[int, float]]:

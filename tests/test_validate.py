@@ -7,7 +7,8 @@ from omegaconf import OmegaConf
 
 from data_files import make_imagenet
 from psbench import validate as v
-from psbench.cli import CONF_DIR, group_options
+from psbench.cli import CONF_DIR
+from psbench.console import group_options
 from psbench.errors import ConfigError
 
 

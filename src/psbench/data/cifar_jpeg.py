@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root_dir or Path(os.environ.get("PSBENCH_ROOT") or Path.cwd())
     if args.data_dir is None:
-        from psbench.cli import default_data_dir
+        from psbench.paths import default_data_dir
 
         args.data_dir = Path(os.environ.get("PSBENCH_DATA") or default_data_dir(str(root)))
     try:

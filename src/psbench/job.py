@@ -1,0 +1,140 @@
+"""One job, start to end: check, build, track, run, record (:func:`execute`, the Hydra task of ``psbench``).
+
+In order: the composed config is checked (:func:`psbench.validate.validate`), the run is built
+(:func:`psbench.train.prepare`: data, model, schedule and every check they make possible), and only then is its
+MLflow run created (:class:`~psbench.tracking.job_run.JobRun`) and the engine started. ``resume=<run dir>|auto``
+reopens a checkpoint's run instead (:mod:`psbench.checkpoint`); a requested stop (``trainer.stop_after_updates``)
+ends the run KILLED with its checkpoint kept. Whatever ends the job once its run dir exists leaves its
+``summary.json`` — finished, diverged (still FINISHED, tag ``diverged=true``), killed by a signal
+(:mod:`psbench.lifecycle`: KILLED at an update boundary), failed (bad input, a handled failure, a crash) — and
+its MLflow run, if it has one, ends with the same status and ``failure_reason``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from psbench import lifecycle
+from psbench.console import print_config
+from psbench.errors import failure_reason
+from psbench.summary import RunSummary, write_json
+from psbench.tracking.job_run import JobRun
+from psbench.validate import validate
+
+log = logging.getLogger("psbench")
+
+
+def execute(cfg: DictConfig) -> float | None:
+    """Run one job for a composed config; return its test error (``None`` if not trained).
+
+    In order: the config is checked (:func:`~psbench.validate.validate`), the run is built
+    (:func:`psbench.train.prepare`: data, model, schedule and the checks they make possible), and only then is
+    the MLflow run created and the engine started — input refused at any of these steps leaves no MLflow run.
+    Whatever ends the job after its run dir exists (success, bad input, a signal, a failure) leaves its
+    ``summary.json``.
+    """
+    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    assert isinstance(resolved, dict)
+    run_dir = Path(resolved["paths"]["output_dir"])
+    summary_file = run_dir / "summary.json"
+    engine = resolved.get("engine") or {}
+    note = (resolved.get("dataset") or {}).get("data_note")  # in every summary.json of the run (RunSummary.data_note)
+    run: JobRun | None = None
+    prov: dict[str, Any] | None = None
+    try:
+        lifecycle.release()  # a signal held since start-up is raised here, where this job's record is kept
+        print_config(resolved)
+        validate(cfg)
+        # torch, Lightning and the training code load before the MLflow run exists: a signal is then not
+        # delivered in the middle of an import (where a finalizer could swallow it)
+        from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, resume_state
+        from psbench.train import prepare
+        from psbench.train import run as run_engine
+
+        mode, found = resume_state(resolved.get("resume"), run_dir, resolved)
+        if mode == "done":
+            print(f"psbench: {run_dir} already finished ({found.status}); not run again", file=sys.stderr)
+            return None if found.test_error is None else float(found.test_error)
+        config_file = run_dir / "resolved_config.yaml"
+        OmegaConf.save(OmegaConf.create(resolved), config_file)
+        overrides = run_dir / ".hydra" / "overrides.yaml"
+        files = [summary_file, config_file, overrides]
+
+        from psbench.tracking.provenance import provenance
+
+        prov = provenance(resolved["trainer"].get("num_threads"))
+        tr = resolved["trainer"]
+        plan = Plan(run_dir / CHECKPOINT_FILE, int(tr.get("checkpoint_every") or 0), tr.get("stop_after_updates"),
+                    {"config": resolved}, found if mode == "resume" else None)
+        setup = prepare(cfg, plan)  # every check that can refuse the job, before any MLflow run
+        with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
+            run = JobRun(resolved, run_dir, prov, plan.state)
+        plan.meta["mlflow_run_id"] = run.run_id
+        try:
+            summary = run_engine(setup, run_dir, run.lightning_logger(resolved), plan)
+        except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with its checkpoint
+            stopped = RunSummary(status="killed", updates_done=stop.update, checkpoint=str(stop.path),
+                                 failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov,
+                                 data_note=note)
+            write_json(summary_file, stopped)
+            run.abort("KILLED", str(stop), stopped, files)
+            log.info("%s; resume with resume=%s", stop, run_dir)
+            return None
+        summary = replace(summary, mlflow_run_id=run.run_id, provenance=prov, data_note=note)
+        artifacts = [*files, *(Path(p) for p in summary.artifacts)]
+        with lifecycle.deferred():
+            write_json(summary_file, summary)
+            run.finish(summary, artifacts)
+            plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
+    except lifecycle.Killed as k:
+        if run is None or not run.ended:
+            _end_killed(k, run, summary_file, prov, engine, note)
+        raise
+    except BaseException as err:
+        status, reason = _ended_by(err)
+        ended = RunSummary(status=status.lower(), failure_reason=" ".join(reason.split()), engine=engine.get("name"),
+                           mlflow_run_id=run.run_id if run is not None else None, provenance=prov, data_note=note)
+        with contextlib.suppress(OSError):  # an output dir that cannot be written is the error itself
+            write_json(summary_file, ended)
+        if run is not None:
+            run.abort(status, reason, ended, [summary_file])
+        raise
+    clock = "sim_time_s" if summary.run_time_s is None else "run_time_s"  # simulated, or measured (dist)
+    log.info("%s: test_error=%s staleness_mean=%s %s=%s -> %s", summary.status, summary.test_error,
+             summary.staleness_mean, clock, getattr(summary, clock), summary_file)
+    return None if summary.test_error is None else float(summary.test_error)
+
+
+def _ended_by(err: BaseException) -> tuple[str, str]:
+    """MLflow status and ``failure_reason`` of a job ended by ``err``: KILLED when submitit requeues it
+    (:mod:`hydra_plugins.psbench_launchers.requeue`: pre-empted or timed out, it resumes), else FAILED."""
+    requeue = sys.modules.get("hydra_plugins.psbench_launchers.requeue")
+    if isinstance(err, SystemExit) and requeue is not None and requeue.requeued:
+        return "KILLED", requeue.requeued[-1]
+    return "FAILED", failure_reason(err)
+
+
+def _end_killed(k: lifecycle.Killed, run: JobRun | None, summary_file: Path, prov: Mapping[str, Any] | None,
+                engine: Mapping[str, Any], note: str | None = None) -> None:
+    """A killed job: ``summary.json`` (status killed), its MLflow run (if one exists yet) KILLED with
+    ``failure_reason``, one line on stderr."""
+    dist = engine.get("name") == "dist"
+    summary = replace(lifecycle.summary(k), engine=engine.get("name", "sim"),
+                      mode=engine.get("mode", "free_run") if dist else None,
+                      mlflow_run_id=run.run_id if run is not None else None, provenance=prov, data_note=note)
+    with contextlib.suppress(OSError):
+        write_json(summary_file, summary)
+    if run is not None:
+        d = summary_file.parent
+        run.abort("KILLED", str(summary.failure_reason), summary,
+                  [summary_file, d / "resolved_config.yaml", d / ".hydra" / "overrides.yaml"])
+    print(f"psbench: {summary.failure_reason}; summary in {summary_file}", file=sys.stderr, flush=True)
+    k.reported = True
