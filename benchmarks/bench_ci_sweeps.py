@@ -1,4 +1,5 @@
-"""Wall time of ``scale=ci`` runs of three sweeps, before vs after issue 14's execution work, in one run.
+"""Wall time of ``scale=ci`` runs of three sweeps, before vs after the execution work (parallel trials, look-ahead
+gradients, several updates per Trainer step), in one run.
 
     python benchmarks/bench_ci_sweeps.py [--cases N | --all] [--sweeps a,b] [--repeats R] [--threads T]
                                          [--before REV] [--override KEY=VALUE ...]
@@ -23,7 +24,7 @@ case's seconds and new/old speed-up, the total, and the final weights' hashes (e
 execution agree bit for bit, e.g. hardsync).
 
 Cases: the first ``--cases`` (default 1) of each sweep's ``hydra.sweeper.cases`` in the order below (the
-asynchronous ones first: the cases issue 14 is about), or all of them with ``--all``. ``--override`` adds
+asynchronous ones first: the cases the look-ahead is for), or all of them with ``--all``. ``--override`` adds
 overrides to every run (e.g. ``epochs=1`` to shorten; printed with the results).
 """
 

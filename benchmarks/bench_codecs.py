@@ -6,7 +6,7 @@ For each codec, the median of ``--repeat`` timings of decompress(compress(g)) �
 payload tensors are the serialized bytes — in GB/s of fp32 gradient, its wire ratio (fp32 bytes /
 payload bytes) and the ratio of its throughput to ``g.clone()`` (a memory-bound reference; each
 codec run is paired with a clone run right before it, so both see the same load on a shared machine;
-the ratio is that of the medians). Target (issue 4): TernGrad 2-bit ≥ 0.1 of clone.
+the ratio is that of the medians). Target: TernGrad 2-bit ≥ 0.1 of clone.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_local_steps.py [--epochs 2] [--threads 1] [--repeats 2]
 
-Case (issue 5): MNIST, MLP 784-128-10, ``agn`` with n = 20 learners, H = 10 local Adam steps of
+Case: MNIST, MLP 784-128-10, ``agn`` with n = 20 learners, H = 10 local Adam steps of
 μ = 128 per commit, executed by :class:`ParameterServerStrategy` + :class:`LocalLearners` inside a
 Lightning Trainer — against a plain PyTorch loop of one learner with batch μ = 128 (Adam) over
 the same number of samples. Both are warmed up first. Prints samples/s and the ratio (target

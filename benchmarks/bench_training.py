@@ -1,4 +1,4 @@
-"""Simulated-training throughput against the equivalent large-batch PyTorch loop, in one run (issue 14).
+"""Simulated-training throughput against the equivalent large-batch PyTorch loop, in one run.
 
     python benchmarks/bench_training.py [--epochs 1] [--threads 2] [--repeats 5] [--skip-scaling] [--skip-rss]
                                         [--malloc pinned|default]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 SCALES = ("ci", "small", "paper")
 #: the scales of the CIFAR-10 entry points: ``full`` trains on all 60,000 images (``dataset=cifar10_jpeg``, JPEG q75)
-#: for about an hour per entry point on this 2-core machine (issue 28)
+#: for about an hour per entry point on this 2-core machine
 CIFAR_SCALES = ("ci", "small", "full", "paper")
 REPO = Path(__file__).resolve().parents[1]
 #: the seeds of a scale whose page decides learning claims (analysis.verdicts: ≥ 3 seeds per configuration)

@@ -1,5 +1,5 @@
 """What the JPEG re-encoding of ``dataset=cifar10_jpeg`` costs: the recipe on cifar10_subset's original pixels and
-on the JPEG q75 counterparts of the same images (issue 28 item 2; ``scale=full`` trains on the JPEG copy).
+on the JPEG q75 counterparts of the same images.
 
 Preset ``src/psbench/conf/experiment/reference/cifar_jpeg_cost.yaml``: Zhang Fig 3's recipe at its ``ci`` budget
 (λ = 30, μ = 4, the cifar10_full network and solver, α0 = 0.001, 6 epochs of the 5,085 subset images, no lr steps)

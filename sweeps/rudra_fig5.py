@@ -10,7 +10,7 @@
   inside 2 SE). 12 runs: 52 min with one thread a run at a load of 12–14. Substitution labelled
   (``data_note``).
 * ``small``: cifar10_subset, 30 epochs, α0 = 0.001, ÷10 at epochs 20 and 25.
-* ``full`` (~50 min here; issue 28): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 / 10,000
+* ``full`` (~50 min here): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 / 10,000
   images; ``data_note``), 12 epochs, α0 = 0.001, no ÷10 steps, seeds 0, 1, 2. Measured here (one thread, the job's
   CPU seconds, load 3–6, 2026-11-26): 36 s/epoch for 30-softsync and ~38 s/epoch for 4-softsync (μ = 128),
   plus 5 s per evaluation of the 10,000 test images and 9 s to start: 168 s per seed and epoch for the four

@@ -12,7 +12,7 @@ in ``data_note``:
   80.5 %, (0,32,30) 86.9 % mean test error, so Fig 6's "μ = 4 restores the error" is decided.
 * ``small`` (many hours here): all λ × μ ∈ {4, 16, 128} (48 cases × 3 seeds), all 5,085 cifar10_subset
   images, 10 epochs, α0 = 0.001.
-* ``full`` (~1 h here; issue 28): λ ∈ {1, 4, 30} × μ ∈ {4, 128} (14 cases × seeds 0, 1, 2): μ = 128 is the
+* ``full`` (~1 h here): λ ∈ {1, 4, 30} × μ ∈ {4, 128} (14 cases × seeds 0, 1, 2): μ = 128 is the
   paper's own contour ("μ = 4 restores the error lost at μ = 128") and (0,128,1) its §4.2 baseline of Fig 7a;
   all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``), 3 epochs, α0 = 0.001, no ÷10 steps. Measured here (one
   thread, the job's CPU seconds, load 3–6, 2026-11-26): μ = 4 cases 38–83 s/epoch ((0,4,1) and (4,4,4) 70 s/epoch,

@@ -16,7 +16,7 @@ Every scale runs seeds 0, 1, 2: the report decides an error claim only on ≥ 3 
   at 77.5–81.7 % (each learned), μλ ≈ 256–1024 at 84–87 %.
 * ``small`` (hours here): the whole cifar10_subset (5,085 images), 20 epochs, α0 = 0.001 with the paper's ÷10
   steps moved to epochs 15 and 18.
-* ``full`` (~1 h here; issue 28): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 training and
+* ``full`` (~1 h here): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 training and
   10,000 test images; tags ``data_note``), 2 epochs, α0 = 0.001, no ÷10 steps (they fall at epoch 120), seeds
   0, 1, 2. Measured here (one thread, the job's CPU seconds over 0.1–0.5 epoch, at a load of 3–6, 2026-11-26):
   37–48 s/epoch for most rows, 61 s/epoch for (18,8,18) and 83 s/epoch for (30,4,30) (one μ = 4 gradient per

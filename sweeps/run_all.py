@@ -6,7 +6,7 @@ resumes, since every study is persistent), then ``python -m analysis`` over the 
 time. At ``scale=ci`` the whole set took 33 min on a 2-core machine (2026-11-24; README, "Paper sweeps").
 The simulation-only entry points (:data:`SIMULATION_ONLY`: schedules, no training) always run their
 ``paper`` scale, whatever ``scale`` says: each takes a few minutes, and their claims are about the
-papers' clusters in steady state, which smaller scales do not reach (issue 17 item 3).
+papers' clusters in steady state, which smaller scales do not reach.
 ``scale=full`` (all 60,000 CIFAR-10 images as JPEG q75, :data:`sweeps._runner.CIFAR_SCALES`) runs the CIFAR entry
 points that have it, the simulation-only ones at ``paper``, and ``cifar_jpeg_cost`` (what the JPEG re-encoding
 costs, measured on the subset at its one scale, ``ci``), first.
@@ -42,7 +42,7 @@ SIMULATION_ONLY = ("rudra_table1", "rudra_fig4", "rudra_fig8", "rudra_table4", "
                    "terngrad_fig5")
 #: entry points that run at one scale whatever run_all's: (the run_all scales that include them, the scale they run)
 FIXED: dict[str, tuple[tuple[str, ...], str]] = {
-    "cifar_jpeg_cost": (("full",), "ci"),  # the cost of full's JPEG pixels, on the subset (issue 28 item 2)
+    "cifar_jpeg_cost": (("full",), "ci"),  # the cost of full's JPEG pixels, on the subset
     **{name: (CIFAR_SCALES, "paper") for name in SIMULATION_ONLY},
 }
 

@@ -13,7 +13,7 @@ run.
   65–80 % against chance 90 %; the report's bar is 85 %), so the budget is unchanged; the 1 pp claims stay "not
   resolvable" on the 1,017 test images (2 SE ≈ 4.7 pp), the errors say little about the paper's.
 * ``small`` (hours here): all 5,085 cifar10_subset images, 40 epochs (1,590 / 99 iterations), LR 0.0002.
-* ``full`` (~55 min here; issue 28): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 / 10,000
+* ``full`` (~55 min here): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 / 10,000
   images; ``data_note``), 3 epochs (1,170 iterations at N = 2, 73 at N = 16), the paper's Adam LR 0.0002, the ci
   cases (noclip at N = 2 only), seeds 0, 1, 2. Measured here (one thread, the job's CPU seconds, load 3–6,
   2026-11-26): fp32 N = 2 102 s/epoch, TernGrad N = 2 ~140, fp32 N = 16 ~90, TernGrad N = 16 172 s/epoch (16

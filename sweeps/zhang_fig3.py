@@ -12,7 +12,7 @@
   68.1 ± 2.1 %, 64.8 ± 1.4 %. 21 runs: 50 min with one thread a run at a load of 12–14 (~25 s a run quiet).
 * ``small`` (hours here: at a load of 12–14 about 10 min a run, 21 runs): the whole cifar10_subset (5,085
   images), 20 epochs, α0 = 0.001, ÷10 after epochs 15 and 18.
-* ``full`` (~1 h here; issue 28): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 / 10,000 images;
+* ``full`` (~1 h here): all of CIFAR-10 as JPEG q75 (``dataset=cifar10_jpeg``: 50,000 / 10,000 images;
   ``data_note``), 5 epochs, α0 = 0.001, no lr steps, seeds 0, 1, 2. Measured here (one thread, the job's CPU
   seconds over 0.1–0.5 epoch, load 3–6, 2026-11-26): hardsync 39 s/epoch (30 gradients on one snapshot),
   1-softsync ~40 s/epoch, 15-softsync 70 s/epoch, 30-softsync 83 s/epoch (one μ = 4 gradient per update), plus 5 s

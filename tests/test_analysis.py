@@ -1,4 +1,4 @@
-"""analysis/: paper-vs-measured pages and claims from an MLflow store, deterministic (issue 7, item 3).
+"""analysis/: paper-vs-measured pages and claims from an MLflow store, deterministic.
 
 The store is filled with hand-made runs (tags and metrics as psbench logs them) so the test
 needs no training and knows which claims must hold.

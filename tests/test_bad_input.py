@@ -1,6 +1,6 @@
 """Bad input through the real ``psbench`` command: one line naming the key, exit 2, no MLflow run.
 
-One row per case a user met (issue "nothing is lost", item 4): each is refused by the config
+One row per case a user met: each is refused by the config
 schema or the store checks before any MLflow run exists — before, each crashed with a traceback
 after the run was created, or was silently ignored.
 """

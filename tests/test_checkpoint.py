@@ -1,4 +1,4 @@
-"""Checkpoint and resume (issue 13, item 3): an interrupted and resumed run equals the uninterrupted one.
+"""Checkpoint and resume: an interrupted and resumed run equals the uninterrupted one.
 
 In-process tests drive :func:`psbench.train.train` with a :class:`~psbench.checkpoint.Plan` (the code path the
 CLI uses); the CLI tests run the real ``psbench`` command and check the MLflow run's lifecycle and history.

@@ -1,4 +1,4 @@
-"""Outputs where they belong (issue 16, item 3): run from a clone, psbench leaves ``git status`` clean.
+"""Outputs where they belong: run from a clone, psbench leaves ``git status`` clean.
 
 A temporary git repository holds the project's ``.gitignore`` (and a tracked ``sweeps/`` entry point, as a clone
 has); the real commands run in it with ``PSBENCH_ROOT`` unset, so the root dir is the launch dir, as for a user who

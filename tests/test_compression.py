@@ -1,4 +1,4 @@
-"""Codecs (issue 4): TernGrad unbiasedness and wire sizes, QSGD, error feedback, scaler sharing, bad input."""
+"""Codecs: TernGrad unbiasedness and wire sizes, QSGD, error feedback, scaler sharing, bad input."""
 
 from __future__ import annotations
 

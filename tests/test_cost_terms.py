@@ -1,4 +1,4 @@
-"""The cluster terms of the cost model (issue 17 item 4): PS link contention, a sharded PS, node sharing,
+"""The cluster terms of the cost model: PS link contention, a sharded PS, node sharing,
 the hardsync barrier's straggler cost, the PS tree's overlap — and the ``p775_cluster`` profile's fits
 against the papers' published timings (psbench.calibration.paper_fit)."""
 

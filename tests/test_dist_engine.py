@@ -1,4 +1,4 @@
-"""engine=dist (issue 6): the PS event loop, replay ≡ simulation, stress counts, SSP, failures, bad input.
+"""engine=dist: the PS event loop, replay ≡ simulation, stress counts, SSP, failures, bad input.
 
 Two kinds of tests:
 

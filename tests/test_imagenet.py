@@ -1,4 +1,4 @@
-"""``dataset=imagenet``: ILSVRC-2012 folders streamed in the schedule's sample order (issue 16, item 4).
+"""``dataset=imagenet``: ILSVRC-2012 folders streamed in the schedule's sample order.
 
 Every test writes a tiny data set in the real layout (class folders of JPEGs of random sizes, written with
 Pillow; validation as class folders or flat with ``LOC_val_solution.csv``) and reads it back for real.

@@ -1,4 +1,4 @@
-"""Hydra's launchers as psbench options (issue 16, item 1): joblib, submitit (local, SLURM), Ray.
+"""Hydra's launchers as psbench options: joblib, submitit (local, SLURM), Ray.
 
 Real launchers, real subprocesses, the real sqlite MLflow store and Optuna storage; tiny digits jobs:
 

@@ -1,4 +1,4 @@
-"""The import layout (issue 15): no circle, and the engines and ps/ keep to their side.
+"""The import layout: no circle, and the engines and ps/ keep to their side.
 
 Every module under ``src/psbench`` is read with :mod:`ast` — module-level imports, imports inside
 functions (they run later, but a circle through them is still a circle), and the modules a package

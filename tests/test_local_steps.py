@@ -1,4 +1,4 @@
-"""Local-step protocols (issue 5): DOWNPOUR windows, AGN, asynchronous EASGD, DynSGD; temporal efficiency.
+"""Local-step protocols: DOWNPOUR windows, AGN, asynchronous EASGD, DynSGD; temporal efficiency.
 
 Papers: Hermans et al. (AGN) Eq 1–2, Algorithm 1, Eq 4; Zhang, Choromanska, LeCun 2015 (EASGD).
 """

@@ -1,4 +1,4 @@
-"""Look-ahead execution (issue 14, item 1): gradients of upcoming updates computed in batches, same weights.
+"""Look-ahead execution: gradients of upcoming updates computed in batches, same weights.
 
 Against the execution without look-ahead (``ahead=0``: every update's gradients when it is reached):
 bit-identical in the ``loop`` mode, equal to float tolerance otherwise, and the batches really span updates.

@@ -1,4 +1,4 @@
-"""The papers' remaining models (issue 7, item 4): parameter counts against the papers, forward passes,
+"""The papers' remaining models: parameter counts against the papers, forward passes,
 TF/Caffe layer semantics, vmap compatibility, one harness training step, and refusing BatchNorm training.
 
 Large models (AlexNet, GoogLeNet, VGG-A, the ImageNet-63K MLP) are counted on the ``meta`` device here;

@@ -320,7 +320,7 @@ def test_single_learner_cifar10_full_learns_on_the_subset(run_psbench, psbench_r
     NOT match that number; it checks what the subset allows. After 6 epochs of μ = 128 (240 updates) the
     recipe must be at most 70 % test error (chance: 90 %; measured here 63.8 %), and the pre-recipe setting
     at the same α0 — inputs in [0, 1], torch init, no LRN/multipliers/decay — must still be within 5 points
-    of chance (measured here 90.9 %): the 255× input scale is what made α0 = 0.001 a different step (issue 17).
+    of chance (measured here 90.9 %): the 255× input scale is what made α0 = 0.001 a different step.
     """
     common = ["learners=1", "batch_size=128", "epochs=6", "dataset=cifar10_subset", "model=cifar_cnn",
               "optimizer.lr=0.001", "optimizer.momentum=0.9", "trainer.progress=plain", "logger=none",

@@ -1,4 +1,4 @@
-"""analysis/pages/agn.py: AGN Table 1 and Fig 7 pages from an MLflow store of hand-made runs (issue 7, item 3).
+"""analysis/pages/agn.py: AGN Table 1 and Fig 7 pages from an MLflow store of hand-made runs.
 
 The runs carry the tags and metric histories psbench logs (``train_accuracy`` and ``sim_time_s`` per
 step), chosen so the test knows which claims hold and which do not.

@@ -1,4 +1,4 @@
-"""analysis/pages/rudra.py, rudra_figs.py: Rudra Tables 3–4 and Figs 5–8 pages from hand-made MLflow runs (issue 7).
+"""analysis/pages/rudra.py, rudra_figs.py: Rudra Tables 3–4 and Figs 5–8 pages from hand-made MLflow runs.
 
 The runs carry the tags and metrics psbench logs (``case``, ``scale``, ``test_error``, ``sim_time_s``,
 ``samples``, per-evaluation ``test_error`` history), so the tests need no training and know which

@@ -1,4 +1,4 @@
-"""The report never claims more than it shows (issue 12, item 6; issue 17, item 5).
+"""The report never claims more than it shows.
 
 A page's status in the index comes from one rule (:func:`analysis.page.status`) over the configurations its
 runs cover and its claims' verdicts: an ad-hoc run of a preset (no ``scale`` tag), or one configuration of a
@@ -177,7 +177,7 @@ def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root
 def test_the_ssp_final_objective_and_its_claim_ignore_the_summary_copy(psbench_root, tmp_path, legacy):
     """The SSP pages smooth the objective over its last 10 points; a summary copy of train_loss (3.08, a run
     total) kept as the last point raised 6 machines' objective at the common time above 1 machine's and
-    flipped "more machines converge faster" (issue 17)."""
+    flipped "more machines converge faster"."""
     s = ReportStore(psbench_root)
     for m in (1, 6):
         for seed in (0, 1, 2):

@@ -1,4 +1,4 @@
-"""analysis/pages/terngrad.py: TernGrad Fig 3, Table 1, Tables 2–3 and Fig 5 pages (issue 7, item 3).
+"""analysis/pages/terngrad.py: TernGrad Fig 3, Table 1, Tables 2–3 and Fig 5 pages.
 
 Fig 3 and Table 1 read hand-made MLflow runs carrying the tags and metrics psbench logs, with errors chosen
 so the test knows which claims hold and which do not; Fig 5 evaluates the performance model.

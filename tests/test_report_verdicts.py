@@ -1,4 +1,4 @@
-"""The verdict rule of analysis/verdicts.py and analysis/learning.py, on every page at once (issue 17, item 2).
+"""The verdict rule of analysis/verdicts.py and analysis/learning.py, on every page at once.
 
 Three stores of hand-made runs (three seeds each, tagged and logged as psbench logs them) fill every page
 that decides a claim about learning: one where no run learned (errors at chance), one where every run learned

@@ -1,4 +1,4 @@
-"""analysis/pages/zhang.py and ssp.py: paper-vs-ours rows and claim verdicts from hand-made MLflow runs (issue 7).
+"""analysis/pages/zhang.py and ssp.py: paper-vs-ours rows and claim verdicts from hand-made MLflow runs.
 
 The store holds runs tagged and logged as psbench logs them (summary metrics at step 0, per-update
 histories at their update index), built so the test knows which claims must hold and which must not.

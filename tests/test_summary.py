@@ -1,4 +1,4 @@
-"""summary.json (issue 15): one RunSummary for both engines, written by one atomic strict-JSON writer."""
+"""summary.json: one RunSummary for both engines, written by one atomic strict-JSON writer."""
 
 from __future__ import annotations
 

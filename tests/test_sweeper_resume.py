@@ -1,7 +1,7 @@
 """hydra/sweeper=psbench_optuna on a generic Hydra app (tests/sweep_app): resume, identity, objectives, failures.
 
-Every test runs the app's real multirun in a subprocess with real sqlite Optuna storage (issue 12,
-items 1–4); the same on psbench itself is in ``test_sweeper.py``. ``SWEEP_APP_KILL_AT=k``
+Every test runs the app's real multirun in a subprocess with real sqlite Optuna storage; the same on psbench
+itself is in ``test_sweeper.py``. ``SWEEP_APP_KILL_AT=k``
 SIGKILLs the sweep when its k-th job starts: trials 0…k-2 are COMPLETE and trial k-1 RUNNING.
 """
 

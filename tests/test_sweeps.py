@@ -1,4 +1,4 @@
-"""sweeps/: entry points per paper table/figure, their scales and fixed study names (issue 7, item 2).
+"""sweeps/: entry points per paper table/figure, their scales and fixed study names.
 
 The long runs are slow tests: Fig 4 and Table 1 at scale=paper (< 5 min each is the acceptance).
 """
@@ -23,7 +23,7 @@ from sweeps._runner import CIFAR_SCALES, SCALES, command, main  # noqa: E402
 @pytest.mark.parametrize(("mod", "scales"), [(rudra_table1, SCALES), (rudra_fig4, SCALES),
                                              (rudra_table2, CIFAR_SCALES)])
 def test_every_entry_point_has_its_scales(mod, scales):
-    assert tuple(mod.SCALES) == scales  # the CIFAR ones also `full`: all 60,000 images (issue 28)
+    assert tuple(mod.SCALES) == scales  # the CIFAR ones also `full`: all 60,000 images
 
 
 def test_command_has_a_fixed_study_name_per_scale_and_tags_the_scale():

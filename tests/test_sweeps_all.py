@@ -1,4 +1,4 @@
-"""sweeps/run_all.py covers every entry point of sweeps/ at each scale it has (issue 7, item 2)."""
+"""sweeps/run_all.py covers every entry point of sweeps/ at each scale it has."""
 
 from __future__ import annotations
 
@@ -24,13 +24,13 @@ def test_commands_per_scale_and_filter(capsys):
     ci = dict(run_all.commands("ci"))
     assert ci["agn_fig7 7a"][-2:] == ["scale=ci", "--panel=a"] and "agn_fig7 7b" in ci
     assert ci["rudra_table2"][-1] == "scale=ci"
-    for name in run_all.SIMULATION_ONLY:  # schedules run their paper scale whatever run_all's scale (issue 17)
+    for name in run_all.SIMULATION_ONLY:  # schedules run their paper scale whatever run_all's scale
         assert ci[name][-1] == "scale=paper", name
         assert dict(run_all.commands("small"))[name][-1] == "scale=paper", name
     assert not [n for n, _ in run_all.commands("small") if n.startswith("agn")]  # AGN has ci and paper only
     assert [n for n, _ in run_all.commands("ci", ["terngrad"])] == ["terngrad_fig3", "terngrad_table1",
                                                                     "terngrad_fig5"]
-    full = run_all.commands("full")  # issue 28: the JPEG cost first, the CIFAR entry points at full, schedules at paper
+    full = run_all.commands("full")  # the JPEG cost first, the CIFAR entry points at full, schedules at paper
     assert full[0] == ("cifar_jpeg_cost", full[0][1]) and full[0][1][-1] == "scale=ci"
     assert {n for n, a in full if a[-1] == "scale=full"} == set(run_all.CIFAR)
     assert {n for n, a in full if a[-1] == "scale=paper"} == set(run_all.SIMULATION_ONLY)

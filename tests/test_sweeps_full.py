@@ -1,4 +1,4 @@
-"""Issue 28: the CIFAR entry points' ``full`` scale (all 60,000 images, ``dataset=cifar10_jpeg``) and
+"""The CIFAR entry points' ``full`` scale (all 60,000 images, ``dataset=cifar10_jpeg``) and
 ``sweeps/cifar_jpeg_cost.py`` (the recipe on cifar10_subset's pixels and on their JPEG counterparts, paired).
 
 Composes and validates every command on tiny files the tests write (any clone); builds both arms' data; no training.

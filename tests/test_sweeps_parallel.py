@@ -1,4 +1,4 @@
-"""The ``sweeps/`` entry points run their trials in parallel on this machine by default (issue 14).
+"""The ``sweeps/`` entry points run their trials in parallel on this machine by default.
 
 * the overrides: Hydra's joblib launcher, ``n_jobs`` = cores for the launcher (4 × cores for the sweeper), one thread
   per job — none when the user chose a launcher or set one of those keys, or the machine has one core;
@@ -64,7 +64,7 @@ def _entry(*argv: str) -> list[str]:
 def test_entry_point_is_parallel_at_ci_small_and_full_and_serial_on_request_or_at_paper_scale():
     par = _runner.parallel([])
     assert par and _entry() == par and _entry("scale=small", "epochs=1") == [*par, "epochs=1"]
-    assert _entry("scale=full") == par  # all of CIFAR-10 on this machine (issue 28)
+    assert _entry("scale=full") == par  # all of CIFAR-10 on this machine
     assert _entry("scale=ci", "--serial", "epochs=1") == ["epochs=1"]
     assert _entry("scale=paper") == []
     # the user's keys come last: Hydra takes the last value of a key

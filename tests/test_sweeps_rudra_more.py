@@ -1,4 +1,4 @@
-"""sweeps/ for Rudra Tables 3–4 and Figs 5–8: scales, presets' cases vs the paper, sub-grids (issue 7)."""
+"""sweeps/ for Rudra Tables 3–4 and Figs 5–8: scales, presets' cases vs the paper, sub-grids."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def cases(name: str) -> dict:
 
 @pytest.mark.parametrize("mod", [rudra_table3, rudra_table4, rudra_fig5, rudra_fig6_7, rudra_fig8])
 def test_every_new_entry_point_has_its_scales_and_a_docstring_with_costs(mod):
-    trains = mod in (rudra_table3, rudra_fig5, rudra_fig6_7)  # on CIFAR-10: also `full` (issue 28)
+    trains = mod in (rudra_table3, rudra_fig5, rudra_fig6_7)  # on CIFAR-10: also `full`
     assert tuple(mod.SCALES) == (CIFAR_SCALES if trains else SCALES)
     for scale in mod.SCALES:
         assert f"``{scale}``" in mod.__doc__

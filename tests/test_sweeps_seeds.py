@@ -1,4 +1,4 @@
-"""Every training entry point runs ≥ 3 seeds where the report must decide (issue 17, "scales that decide").
+"""Every training entry point runs ≥ 3 seeds at the scales where the report must decide.
 
 The report decides a learning claim only with ≥ 3 seeds per configuration (analysis.verdicts.MIN_SEEDS), so a scale
 that runs one seed can only say "not measured". Each test composes the sweep's whole config (the preset, then the

@@ -1,4 +1,4 @@
-"""sweeps/terngrad_*.py: three scales, presets that compose and validate, the paper's cases and iterations (issue 7)."""
+"""sweeps/terngrad_*.py: three scales, presets that compose and validate, the paper's cases and iterations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""sweeps/zhang_fig*.py, ssp_fig*.py: three scales, presets that compose and validate, the papers' cases (issue 7)."""
+"""sweeps/zhang_fig*.py, ssp_fig*.py: three scales, presets that compose and validate, the papers' cases."""
 
 from __future__ import annotations
 

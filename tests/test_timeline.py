@@ -1,4 +1,4 @@
-"""The picture of the schedule (issue 31 item 4): the simulator's trace, the figure drawn from it, the artifact.
+"""The picture of the schedule: the simulator's trace, the figure drawn from it, the artifact.
 
 The trace must be the simulator's own (compute starts, push times and weight timestamps are the
 schedule's; waits exactly where the protocol parks a learner: Rudra §3.1 Eq 3, Kumar et al. §3.1),

@@ -1,4 +1,4 @@
-"""MLflow you can browse (issue 12, items 4–5), through the real ``psbench`` command and sqlite store.
+"""MLflow you can browse, through the real ``psbench`` command and sqlite store.
 
 A run's per-update series end with measured values and ``epoch`` is the PS's epoch; summary
 values are ``summary/<key>``; runs record provenance; a multirun has one parent run; a plain

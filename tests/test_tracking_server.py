@@ -1,4 +1,4 @@
-"""psbench against a real tracking server and a real study database (issue 16, item 2; README "On a cluster").
+"""psbench against a real tracking server and a real study database.
 
 A real PostgreSQL 16 (``pgserver``) holds both the store of a real ``mlflow server`` on loopback and the Optuna
 studies (``hydra.sweeper.storage=postgresql+psycopg://…``); psbench runs as the real command in subprocesses

@@ -1,4 +1,4 @@
-"""Several PS updates per Trainer step (issue 14, item 2): the same run, whatever K.
+"""Several PS updates per Trainer step: the same run, whatever K.
 
 ``trainer.updates_per_step=K`` (null: auto) hands the Trainer K consecutive updates per step. Against K = 1:
 bit-identical weights, the same per-update metrics at the same steps, evaluations after the same updates,

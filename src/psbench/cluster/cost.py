@@ -197,10 +197,6 @@ class CostModel:
         b = min(max(1, missed) * self.pull_bytes, self.message_bytes) if self.pull_delta else self.pull_bytes
         return b + self.TIMESTAMP_BYTES
 
-    def transfer_s(self, nbytes: int, intra_node: bool = False) -> float:
-        bw = self.intra_node_bandwidth_Bps if intra_node else self.bandwidth_Bps
-        return self.latency_s + nbytes / bw
-
     @property
     def apply_s(self) -> float:
         """PS time to apply one update to the weights (read + write the model once; k shards in parallel)."""

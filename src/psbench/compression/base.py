@@ -69,12 +69,6 @@ class Codec:
     def load_state_dict(self, state: dict) -> None:
         pass
 
-    def roundtrip(self, g: torch.Tensor, key: str = "", generator: torch.Generator | None = None,
-                  **kwargs) -> tuple[torch.Tensor, int]:
-        """(decoded tensor, wire bytes) — what the receiver applies and what the link carried."""
-        p = self.compress(g, key, generator, **kwargs)
-        return self.decompress(p), self.nbytes(p)
-
 
 def learner_generator(seed: int, learner: int) -> torch.Generator:
     """The codec RNG of one learner: independent streams per learner, a pure function of the run seed."""

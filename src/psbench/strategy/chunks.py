@@ -1,4 +1,4 @@
-"""Several PS updates per Trainer step: consecutive updates as one training batch (issue 14).
+"""Several PS updates per Trainer step: consecutive updates as one training batch.
 
 A Trainer step costs Lightning's per-batch bookkeeping (hooks, progress, logging: a fixed cost of a few
 ms); for asynchronous schedules at small μ an update is a handful of samples, so that cost would rival

@@ -392,7 +392,3 @@ def reopen_run(tracking_uri: str, run_id: str, update: int) -> dict[str, int]:
     resumed = run.data.tags.get("psbench.resumed_from_update")
     set_tags(tracking_uri, run_id, {"psbench.resumed_from_update": f"{resumed},{update}" if resumed else update})
     return last
-
-
-def run_status(tracking_uri: str, run_id: str) -> str:
-    return client(tracking_uri).get_run(run_id).info.status
