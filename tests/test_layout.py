@@ -10,6 +10,7 @@ names for :func:`psbench.lazy.lazy` — and an edge goes to the most specific mo
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,29 @@ FORBIDDEN = [  # (importer, imported): the dist engine and the simulator's execu
 def test_no_import_across_the_line(importer, imported):
     bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _inside(m, importer)
                  for t in ts if _inside(t, imported))
+    assert bad == []
+
+
+#: the engines and every package they run: they take a psbench.assemble.RunSetup, never the composed config
+RUN_PACKAGES = ("strategy", "distributed", "ps", "cluster", "models", "data", "compression", "lr", "optimizer",
+                "calibration")
+GROUPS = ("model", "dataset", "protocol", "lr_policy", "optimizer", "compression", "topology", "hardware", "engine",
+          "trainer", "logger", "paths", "resources")
+
+
+@pytest.mark.parametrize("package", RUN_PACKAGES)
+def test_the_config_stops_at_assembly(package):
+    """No module of the engines or what they run imports OmegaConf or reads a composed config's groups
+    (``cfg.trainer``, ``cfg["protocol"]``): the config goes as far as ``psbench.assemble.build_run`` (and the
+    torch-free ``options.py`` declarations, which check a resolved mapping before any run is built)."""
+    reads = re.compile(r"\bcfg(?:\.|\[[\"'])(" + "|".join(GROUPS) + r")\b")
+    bad = []
+    for path in sorted((SRC / "psbench" / package).rglob("*.py")):
+        text = path.read_text()
+        if path.name != "options.py" and reads.search(text):
+            bad.append(f"{path.relative_to(SRC)}: {reads.search(text).group(0)}")
+        if re.search(r"^\s*(from omegaconf|import omegaconf)|DictConfig|OmegaConf", text, re.M):
+            bad.append(f"{path.relative_to(SRC)}: omegaconf")
     assert bad == []
 
 
