@@ -30,7 +30,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytorch_lightning as pl
@@ -186,18 +186,19 @@ class Checkpointer(pl.Callback):
         s = self.plan.state
         if s is None:
             return
-        pl_module.net.load_state_dict(s["weights"])
+        cast(torch.nn.Module, pl_module.net).load_state_dict(s["weights"])
         trainer.optimizers[0].load_state_dict(s["optimizer"])
         for cfg, sd in zip(trainer.lr_scheduler_configs, s["schedulers"], strict=True):
             cfg.scheduler.load_state_dict(sd)
-        trainer.strategy.load_ps_state(s["strategy"])
+        cast(Any, trainer.strategy).load_ps_state(s["strategy"])  # psbench's ParameterServerStrategy
         k = int(s["update"])
         loop = trainer.fit_loop.epoch_loop
         for p in (loop.batch_progress.total, loop.automatic_optimization.optim_progress.optimizer.step.total,
                   loop.manual_optimization.optim_step_progress.total):  # global_step, whichever optimization
             p.ready = p.completed = k
-            if hasattr(p, "started"):
-                p.started = p.processed = k
+            for name in ("started", "processed"):  # the trackers that count them
+                if hasattr(p, name):
+                    setattr(p, name, k)
         loop._batches_that_stepped = k  # the logging step and the lr scheduler's step count
         self._rng = s["rng"]
 
@@ -227,10 +228,10 @@ class Checkpointer(pl.Callback):
         now = time.perf_counter()
         state = {
             "format": FORMAT, "update": update, "schedule_sha256": self.sha, **self.plan.meta,
-            "weights": trainer.lightning_module.net.state_dict(),
+            "weights": cast(torch.nn.Module, trainer.lightning_module.net).state_dict(),
             "optimizer": trainer.optimizers[0].state_dict(),
             "schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
-            "strategy": trainer.strategy.ps_state(), "rng": rng_state(),
+            "strategy": cast(Any, trainer.strategy).ps_state(), "rng": rng_state(),
             "elapsed": {"fit_time_s": self.plan.prior("fit_time_s") + now - self._t_fit0,
                         "wall_time_s": self.plan.prior("wall_time_s") + now - self.t_wall0},
         }

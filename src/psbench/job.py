@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -41,8 +41,7 @@ def execute(cfg: DictConfig) -> float | None:
     Whatever ends the job after its run dir exists (success, bad input, a signal, a failure) leaves its
     ``summary.json``.
     """
-    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert isinstance(resolved, dict)
+    resolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))
     run_dir = Path(resolved["paths"]["output_dir"])
     summary_file = run_dir / "summary.json"
     engine = resolved.get("engine") or {}
@@ -122,7 +121,7 @@ def _ended_by(err: BaseException) -> tuple[str, str]:
     return "FAILED", failure_reason(err)
 
 
-def _end_killed(k: lifecycle.Killed, run: JobRun | None, summary_file: Path, prov: Mapping[str, Any] | None,
+def _end_killed(k: lifecycle.Killed, run: JobRun | None, summary_file: Path, prov: dict[str, Any] | None,
                 engine: Mapping[str, Any], note: str | None = None) -> None:
     """A killed job: ``summary.json`` (status killed), its MLflow run (if one exists yet) KILLED with
     ``failure_reason``, one line on stderr."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from psbench.errors import ConfigError
 from psbench.schema import Group, integer
@@ -94,7 +95,8 @@ def register_configs() -> None:
         for name, conf, target, more in (("submitit_slurm", SlurmQueueConf, "SlurmLauncher", {"max_num_timeout": 3}),
                                          ("submitit_local", LocalQueueConf, "LocalLauncher", {})):
             target = f"hydra_plugins.psbench_launchers.requeue.{target}"
-            node = OmegaConf.merge(OmegaConf.structured(conf), {"_target_": target, **SUBMITIT, **more})
+            keys: dict[str, Any] = {"_target_": target, **SUBMITIT, **more}
+            node = OmegaConf.merge(OmegaConf.structured(conf), keys)
             cs.store(group="hydra/launcher", name=name, node=node, provider="psbench")
     try:
         from hydra_plugins.hydra_ray_launcher._config import RayLauncherConf

@@ -9,8 +9,8 @@ starting over. The run is KILLED in between (tag ``failure_reason``), as after S
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 try:
     from hydra_plugins.hydra_submitit_launcher import submitit_launcher
@@ -31,7 +31,8 @@ class _Resume:
         import submitit
 
         requeued.append("pre-empted or timed out: requeued, resumes from its checkpoint")
-        return submitit.helpers.DelayedSubmission(self, resuming(sweep_overrides), *args, **kwargs)
+        launcher = cast(Callable[..., Any], self)  # a launcher: the class this mixes into is callable
+        return submitit.helpers.DelayedSubmission(launcher, resuming(sweep_overrides), *args, **kwargs)
 
 
 if submitit_launcher is not None:

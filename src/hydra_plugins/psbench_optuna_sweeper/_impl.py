@@ -41,7 +41,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import optuna
@@ -105,7 +105,7 @@ class _AskTellGridSampler(optuna.samplers.GridSampler):
     itself when :meth:`is_exhausted` says so.
     """
 
-    def after_trial(self, study, trial, state, values) -> None:  # type: ignore[no-untyped-def]
+    def after_trial(self, study, trial, state, values) -> None:
         return None
 
 
@@ -280,8 +280,8 @@ class OptunaSweeperImpl:
         if not self.objectives or len(set(self.objectives)) != len(self.objectives) or not all(self.objectives):
             raise _invalid("objectives", self.objectives, "a list of distinct keys of what a job reports")
         reported = self._reported_keys()
-        unknown = [k for k in self.objectives if reported is not None and k not in reported]
-        if unknown:
+        unknown = [k for k in self.objectives if k not in (reported or self.objectives)]
+        if reported is not None and unknown:
             close = difflib.get_close_matches(unknown[0], reported, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise _invalid("objectives", self.objectives, f"numbers a psbench job reports in summary.json{hint}: "
@@ -332,7 +332,7 @@ class OptunaSweeperImpl:
     def _use_sweep_dir(self, fp: str) -> Path:
         """The sweep dir: the user's, or the study's deterministic default (see :mod:`._identity`)."""
         assert self.config is not None
-        raw = OmegaConf.to_container(self.config.hydra.sweep, resolve=False)["dir"]  # type: ignore[index]
+        raw = cast(dict[str, Any], OmegaConf.to_container(self.config.hydra.sweep, resolve=False))["dir"]
         new = default_sweep_dir(str(raw), self.study_name, fp)
         if new is not None:
             old = Path(str(self.config.hydra.sweep.dir))
@@ -353,7 +353,8 @@ class OptunaSweeperImpl:
             check_storage(str(self.storage_url), OmegaConf.select(self.config, "logger.tracking_uri"))
         study = optuna.create_study(study_name=self.study_name, storage=make_storage(self.storage_url),
                                     sampler=optuna.samplers.RandomSampler(),  # replaced at each ask
-                                    directions=self.directions, load_if_exists=True)
+                                    directions=[optuna.study.StudyDirection[d.upper()] for d in self.directions],
+                                    load_if_exists=True)
         old = study.user_attrs.get("identity")
         diffs = differences(old, ident) if old is not None else []
         c = counts(study)
@@ -534,10 +535,11 @@ class OptunaSweeperImpl:
             # batch would end in FAIL duplicate_of trials that a one-at-a-time study does not have
             started = {t.system_attrs.get("grid_id") for t in study.get_trials(deepcopy=False)
                        if t.state == TrialState.RUNNING or t.state.is_finished()}
-            return bool(study.sampler.is_exhausted(study)) or started >= set(range(study.sampler._n_min_trials))
+            grid = cast(_AskTellGridSampler, study.sampler)
+            return bool(grid.is_exhausted(study)) or started >= set(range(grid._n_min_trials))
         if not all(isinstance(d, CategoricalDistribution) for d in space.values()):
             return False
-        size = math.prod(len(d.choices) for d in space.values())  # type: ignore[attr-defined]
+        size = math.prod(len(cast(CategoricalDistribution, d).choices) for d in space.values())
         trials = study.get_trials(deepcopy=False)
         retried = retried_numbers(trials)
         seen = {_params_key(t.params) for t in trials

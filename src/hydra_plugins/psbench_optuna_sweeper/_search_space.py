@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -48,6 +48,7 @@ def distribution(override: Override) -> BaseDistribution:
         return CategoricalDistribution([_plain(v) for v in override.sweep_iterator(transformer=Transformer.encode)])
     if isinstance(value, IntervalSweep):
         log = "log" in value.tags
+        assert value.start is not None and value.end is not None  # an interval's ends (Hydra's grammar)
         if isinstance(value.start, int) and isinstance(value.end, int):
             return IntDistribution(int(value.start), int(value.end), log=log)
         return FloatDistribution(float(value.start), float(value.end), log=log)
@@ -71,6 +72,7 @@ def parse(params: Mapping[str, str], arguments: list[str]) -> tuple[dict[str, Ba
             space[key] = distribution(o)
         else:
             space.pop(key, None)
+            assert o.input_line is not None  # parsed from a line
             fixed.append(o.input_line)
     return space, fixed
 
@@ -112,7 +114,7 @@ _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
         ast.NotIn: lambda a, b: a not in b}
-_FUNCS = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round,
+_FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs, "int": int, "float": float, "round": round,
           "log2": math.log2, "sqrt": math.sqrt}
 
 

@@ -147,6 +147,8 @@ def compare_run(run_dir: str | Path) -> dict[str, Any]:
     from psbench.ps.options import build_protocol
 
     protocol = build_protocol(cfg)
+    assert summary.samples and summary.epochs_done and summary.model_bytes and summary.run_time_s is not None, \
+        f"{run_dir} is not a finished engine=dist free run"
     num_train = round(summary.samples / summary.epochs_done)
     return compare(log, timing, protocol, int(cfg["batch_size"]), num_train, int(summary.model_bytes),
                    float(summary.run_time_s), int(cfg["seed"]))

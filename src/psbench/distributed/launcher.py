@@ -173,13 +173,13 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
 
     t_start = time.perf_counter()
     run_dir = Path(run_dir)
-    e = setup.dist
-    assert e is not None, "engine=dist runs with the dist engine's options (psbench.assemble.build_run)"
+    opts = setup.dist
+    assert opts is not None, "engine=dist runs with the dist engine's options (psbench.assemble.build_run)"
     seed, dm, net, protocol, policy = setup.seed, setup.data, setup.net, setup.protocol, setup.policy
     model = dict(setup.model)
     model_name = model.pop("name")  # learners rebuild the same model from these
     lam, mu, spg = protocol.learners, setup.batch_size, setup.samples_per_gradient
-    mode = e.mode
+    mode = opts.mode
     meta = setup.schedule_meta
     artifacts: list[str] = []
     replay = setup.schedule if mode == "replay" else None
@@ -205,9 +205,9 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
                                                        seed)
     opt, sched = configure(param_groups(net), opt_cfg, updates_per_epoch(updates, G, spg, dm.num_train))
 
-    addr, timeout_s, connect_s = e.master_addr, float(e.timeout_s), float(e.connect_timeout_s)
+    addr, timeout_s, connect_s = opts.master_addr, float(opts.timeout_s), float(opts.connect_timeout_s)
     world = lam + 1
-    store = _store(addr, int(e.port), world, connect_s)
+    store = _store(addr, int(opts.port), world, connect_s)
     data_file = run_dir / "learner_data.pt"
     spec_file = run_dir / "dist_spec.json"
     procs = Learners()
@@ -218,12 +218,12 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
             "addr": addr, "port": store.port, "world_size": world, "timeout_s": max(timeout_s, 3600.0),
             "connect_timeout_s": connect_s, "model": model_name, "model_kwargs": model,
             "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
-            "seed": seed, "samples_per_gradient": spg, "threads": int(e.learner_threads),
-            "delay_s": {str(k): float(v) for k, v in dict(e.learner_delay_s or {}).items()},
+            "seed": seed, "samples_per_gradient": spg, "threads": int(opts.learner_threads),
+            "delay_s": {str(k): float(v) for k, v in dict(opts.learner_delay_s or {}).items()},
             "rank_offset": 1, "window": window, "compression": comp_opts,
         }
         spec_file.write_text(json.dumps(spec, indent=1))
-        if e.launch == "spawn":
+        if opts.launch == "spawn":
             procs.spawn(spec_file, lam, run_dir, spec["threads"])
         print(f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting up to {connect_s:g} s "
               f"(engine.connect_timeout_s) for {lam} learners (spec {spec_file})", file=sys.stderr, flush=True)
@@ -242,7 +242,7 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
             numel = sum(p.numel() for p in net.parameters())
             transport = GlooTransport(lam, numel, procs.alive, push_bytes=None if wire is None else wire.push_bytes)
             ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
-                                 timeout_s=timeout_s, tolerate_failures=e.tolerate_failures,
+                                 timeout_s=timeout_s, tolerate_failures=opts.tolerate_failures,
                                  gradient_clip_val=setup.trainer.gradient_clip_val, logger=logger,
                                  log_every=setup.trainer.log_every_n_updates, wire=wire, num_train=dm.num_train)
             with lifecycle.deferred():  # the PS loop checks for a signal between messages (update boundaries)
@@ -276,7 +276,7 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
 
     log = ps.event_log({**meta, "engine": "dist", "mode": mode})
     artifacts.append(str(log.save(run_dir / ("dist_log.npz" if mode == "replay" else "schedule.npz"))))
-    timing = ps.timing(log)
+    timing: dict[str, Any] = ps.timing(log)
     np.savez(run_dir / "dist_timing.npz", **timing)
     artifacts.append(str(run_dir / "dist_timing.npz"))
     calibration = None
@@ -333,8 +333,8 @@ def run_summary(ps, schedule, *, mode: str, num_train: int, model_bytes: int, jo
         parks=stats.parks, ssp_reads=stats.ssp_reads, ssp_violations=stats.ssp_violations,
         ssp_max_lag=stats.ssp_max_lag, failed_learners=list(stats.failed_learners),
         lost_gradients=stats.lost_gradients, calibration=calibration,
-        calib_ks_staleness=calibration and calibration["ks_staleness"],
-        calib_epoch_time_rel_error=calibration and calibration["epoch_time_rel_error"],
+        calib_ks_staleness=None if calibration is None else calibration["ks_staleness"],
+        calib_epoch_time_rel_error=None if calibration is None else calibration["epoch_time_rel_error"],
         weights_sha256=weights_sha256, artifacts=list(artifacts or []),
     )
 

@@ -36,7 +36,8 @@ def param_groups(net: torch.nn.Module) -> list:
         return list(net.parameters())
     groups: dict[tuple[float, float], list[torch.nn.Parameter]] = {}
     for n, p in net.named_parameters():
-        groups.setdefault(tuple(map(float, mult.get(n, (1.0, 1.0)))), []).append(p)
+        lr_mult, decay_mult = mult.get(n, (1.0, 1.0))
+        groups.setdefault((float(lr_mult), float(decay_mult)), []).append(p)
     return [{"params": ps, "lr_mult": lm, "decay_mult": dm} for (lm, dm), ps in groups.items()]
 
 
@@ -67,7 +68,7 @@ def finite_update(loss: float, params: Iterable[torch.Tensor], grads: Iterable[t
     """May the PS apply this update? Its loss and the surrogate Σ⟨p, g⟩ (whose gradient is g) are finite;
     NaN/inf anywhere in the weights or the aggregate shows in the surrogate. False: the run diverged."""
     with torch.no_grad():
-        surrogate = sum((p * g).sum() for p, g in zip(params, grads, strict=True))
+        surrogate = sum(((p * g).sum() for p, g in zip(params, grads, strict=True)), torch.zeros(()))
     return math.isfinite(loss) and bool(torch.isfinite(surrogate))
 
 
@@ -114,6 +115,7 @@ def lr_schedule(cfg: Mapping, updates_per_epoch: float):
         epochs = cfg.get("poly_epochs")
         require(_positive(epochs), "optimizer.poly_epochs", epochs,
                 "a number of epochs > 0 (where the polynomial decay reaches zero)")
+        assert epochs is not None
         factors.append(poly_decay(float(power), float(epochs) * updates_per_epoch))
     if not factors:
         return None

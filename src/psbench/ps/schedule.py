@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,7 +32,7 @@ class Contribution(NamedTuple):
 
 
 class Update(NamedTuple):
-    index: int
+    index: int  # type: ignore[assignment]  # the update's index i (shadows tuple.index, which no caller uses)
     time: float
     contributions: list[Contribution]
 
@@ -85,7 +85,7 @@ class Schedule:
             times.append(u.time)
             counts.append(len(u.contributions))
             rows.extend(u.contributions)
-        cols = list(zip(*rows, strict=True)) if rows else [[] for _ in _COLUMNS]
+        cols: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [[] for _ in _COLUMNS]
         arrays = {k: np.asarray(c, dtype=dt) for (k, dt), c in zip(_COLUMNS.items(), cols, strict=True)}
         offsets = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
@@ -121,7 +121,7 @@ class Schedule:
                 strict=True)]
             yield Update(i, float(self.update_time[i]), contribs)
 
-    def _arrays(self) -> dict[str, np.ndarray]:
+    def _arrays(self) -> dict[str, Any]:  # np.ndarray values (Any: numpy's savez stubs take **kwds as its flags)
         return {"update_time": self.update_time, "offsets": self.offsets,
                 **{k: getattr(self, k) for k in _COLUMNS}}
 

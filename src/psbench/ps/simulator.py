@@ -49,6 +49,10 @@ _READY, _START, _PULL_ROOT, _PUSH_ROOT, _PUSH_LEAF, _RELAY, _RELAY_DONE, _SERVE_
     _PUSH_DONE, _BCAST, _COMPUTED = range(11)
 
 
+def _unit() -> float:
+    return 1.0
+
+
 @dataclass
 class SimStats:
     """Run-level results of a simulation (all exact, from the event log)."""
@@ -132,10 +136,10 @@ class Simulator:
         jitter = JitterStreams(cost, lam, self.seed)
         factor = jitter.factor
         psj = cost.ps_jitter_cv > 0  # PS busy periods × a seeded mean-one factor (off: exactly as before)
-        psf = PSJitter(cost.ps_jitter_cv, self.seed).factor if psj else None
+        psf = PSJitter(cost.ps_jitter_cv, self.seed).factor if psj else _unit  # called only when psj
         compute_s = cost.compute.seconds(self.batch_size) * p.local_steps
         shared = cost.node_share > 0  # learners sharing a node compute slower (off: exactly as before)
-        node_f = cost.node_factors(topo.node_sizes(lam)) if shared else None
+        node_f = cost.node_factors(topo.node_sizes(lam)) if shared else []
         lat, svc = cost.latency_s, cost.ps_service_s
         wire = cost.push_wire_bytes  # a push (codec payload; the fp32 model without compression)
         rate = cost.root_rate()  # root link (k shards)

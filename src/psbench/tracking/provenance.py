@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ def provenance(threads: int | None = None) -> dict[str, Any]:
     }
 
 
-def provenance_tags(prov: dict[str, Any]) -> dict[str, str]:
+def provenance_tags(prov: Mapping[str, Any]) -> dict[str, str]:
     """``psbench.<key>`` tags (``git_dirty`` as ``"true"``/``"false"``); unknown values are left out."""
     return {f"psbench.{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items()
             if v is not None}

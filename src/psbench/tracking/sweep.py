@@ -29,9 +29,9 @@ import contextlib
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -160,7 +160,7 @@ def in_basic_sweep() -> bool:
 
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return False
-    return OmegaConf.select(HydraConfig.get(), "sweeper._target_") == BASIC_SWEEPER
+    return _hydra_target("sweeper") == BASIC_SWEEPER
 
 
 def in_worker() -> bool:
@@ -174,7 +174,14 @@ def in_worker() -> bool:
 
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return False
-    return OmegaConf.select(HydraConfig.get(), "launcher._target_") not in (None, BASIC_LAUNCHER)
+    return _hydra_target("launcher") not in (None, BASIC_LAUNCHER)
+
+
+def _hydra_target(node: str) -> str | None:
+    """The ``_target_`` of ``hydra.<node>`` of the running job (Hydra's config is a DictConfig at run time)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return OmegaConf.select(cast(DictConfig, HydraConfig.get()), f"{node}._target_")
 
 
 def job_tags(tracking_uri: str) -> dict[str, str]:
@@ -254,7 +261,7 @@ def end_sweep(config: DictConfig) -> str | None:
     return line
 
 
-def _close(status: str, reason: str | None, metrics: dict[str, float] | None = None) -> None:
+def _close(status: str, reason: str | None, metrics: Mapping[str, float] | None = None) -> None:
     """End the open parent run ``status``; delete it too if no job run points at it (nothing to group)."""
     if not _open:
         return

@@ -30,8 +30,8 @@ import numpy as np
 Curve = tuple[np.ndarray, np.ndarray]  # (t, f(t)), t increasing
 
 
-def _curve(t: Sequence[float], f: Sequence[float]) -> Curve:
-    t, f = np.asarray(t, dtype=np.float64), np.asarray(f, dtype=np.float64)
+def _curve(times: Sequence[float] | np.ndarray, values: Sequence[float] | np.ndarray) -> Curve:
+    t, f = np.asarray(times, dtype=np.float64), np.asarray(values, dtype=np.float64)
     if t.ndim != 1 or t.shape != f.shape or len(t) == 0:
         raise ValueError("a curve needs equally long, non-empty 1-D t and f")
     keep = np.isfinite(t) & np.isfinite(f)
