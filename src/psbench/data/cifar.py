@@ -29,7 +29,7 @@ _ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
 class _BatchUnpickler(pickle.Unpickler):
     """Unpickles numpy arrays and builtin data only; any other global raises ``pickle.UnpicklingError``."""
 
-    def find_class(self, module: str, name: str):  # type: ignore[no-untyped-def]
+    def find_class(self, module: str, name: str) -> object:
         if (module, name) in _ALLOWED:
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"it would run {module}.{name} when unpickled, which a CIFAR batch never holds")

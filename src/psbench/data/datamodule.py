@@ -61,7 +61,7 @@ class ArrayDataModule(pl.LightningDataModule):
                 raise ConfigError(f"dataset.{key}", val, "an integer >= 1")
         if subset is not None and int(subset) < 1:
             raise ConfigError("dataset.subset", subset, "an integer >= 1 or null")
-        self.name = name
+        self.name: str = name
         self.input_shape = None if input_shape is None else tuple(int(s) for s in input_shape)
         self.num_classes = None if num_classes is None else int(num_classes)
         self.num_train = None if num_train is None else (
@@ -126,20 +126,24 @@ class ArrayDataModule(pl.LightningDataModule):
         """Test-set size (after ``setup``)."""
         return 0 if self.y_test is None else len(self.y_test)
 
-    def _require_setup(self) -> None:
+    def _require_setup(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(x_train, y_train, x_test, y_test)``, set up first if needed."""
         if self.x_train is None:
             self.setup()
+        assert self.x_train is not None and self.y_train is not None
+        assert self.x_test is not None and self.y_test is not None
+        return self.x_train, self.y_train, self.x_test, self.y_test
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled training batches of ``batch_size``; the order is seeded by ``seed``."""
-        self._require_setup()
+        x, y, _, _ = self._require_setup()
         gen = torch.Generator().manual_seed(self.seed)
-        return _batched_loader(TensorDataset(self.x_train, self.y_train), self.batch_size, gen)
+        return _batched_loader(TensorDataset(x, y), self.batch_size, gen)
 
     def test_dataloader(self) -> DataLoader:
         """The test set in order, ``eval_batch_size`` per batch."""
-        self._require_setup()
-        return _batched_loader(TensorDataset(self.x_test, self.y_test), self.eval_batch_size)
+        _, _, x, y = self._require_setup()
+        return _batched_loader(TensorDataset(x, y), self.eval_batch_size)
 
     def val_dataloader(self) -> DataLoader:
         """Same as :meth:`test_dataloader` (the papers report test error during training)."""

@@ -116,11 +116,11 @@ def _walk(root: Path, base: Path) -> tuple[dict, list]:
         with csv_path.open(newline="") as fh:
             rows = {r["ImageId"]: r["PredictionString"].split()[0] for r in csv.DictReader(fh)}
         for stem in sorted(files):
-            w = rows.get(stem)
-            if w is None or w not in label:
+            wnid = rows.get(stem)
+            if wnid is None or wnid not in label:
                 raise DataError(f"imagenet: {csv_path} gives no known wnid for val/{files[stem]}")
             val.append(f"val/{files[stem]}")
-            val_y.append(label[w])
+            val_y.append(label[wnid])
         layout = "flat"
     if not train or not val:
         raise DataError(f"imagenet: no images (*.JPEG) under {root / ('train' if not train else 'val')}")
@@ -191,6 +191,7 @@ class StreamedImages:
                  mean: Sequence[float] = MEAN_BGR, prefetch: int = 256, threads: int = 4) -> None:
         self.root, self.files, self.resize, self.crop, self.train = root, files, int(resize), int(crop), train
         self.seed, self.prefetch = int(seed), int(prefetch)
+        self.eval_batch_size: int | None = None  # the evaluation batch, set by the data module for its test set
         self.mean = torch.tensor([float(m) for m in mean], dtype=torch.float32).view(3, 1, 1)
         self.shape = (len(files), 3, self.crop, self.crop)
         self.dtype, self.device = torch.float32, torch.device("cpu")
@@ -319,9 +320,12 @@ class ImageNetDataModule(pl.LightningDataModule):
             train, train_y = train[:self.subset], train_y[:self.subset]
         self.index = index
         self.num_classes, self.num_train = len(index.wnids), len(train)
-        common = dict(resize=self.resize, crop=self.crop, mean=self.mean, threads=self.threads)
-        self.x_train = StreamedImages(index.root, train, train=True, seed=self.seed, prefetch=self.prefetch, **common)
-        self.x_test = StreamedImages(index.root, index.val, train=False, prefetch=0, **common)
+        def streamed(files: list[str], train: bool, prefetch: int) -> StreamedImages:
+            return StreamedImages(index.root, files, self.resize, self.crop, train, seed=self.seed, mean=self.mean,
+                                  prefetch=prefetch, threads=self.threads)
+
+        self.x_train = streamed(train, True, self.prefetch)
+        self.x_test = streamed(index.val, False, 0)
         self.x_test.eval_batch_size = self.eval_batch_size
         self.y_train, self.y_test = torch.from_numpy(train_y.copy()), torch.from_numpy(index.val_labels.copy())
 
@@ -332,6 +336,7 @@ class ImageNetDataModule(pl.LightningDataModule):
     def test_dataloader(self) -> torch.utils.data.DataLoader:
         """The validation set in order, centre crops, ``eval_batch_size`` per batch."""
         self.setup()
+        assert self.x_test is not None and self.y_test is not None
         return torch.utils.data.DataLoader(_EvalBatches(self.x_test, self.y_test, self.eval_batch_size),
                                            batch_size=None)
 

@@ -16,7 +16,10 @@ def _lrn(x: torch.Tensor, k: int, alpha: float, beta: float) -> tuple[torch.Tens
     return x * s, z, s
 
 
-def _lrn_backward(g: torch.Tensor, x, y, z, s, k: int, alpha: float, beta: float) -> torch.Tensor:
+def _lrn_backward(
+    g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, s: torch.Tensor, k: int, alpha: float,
+    beta: float,
+) -> torch.Tensor:
     """∂L/∂x = g·z^(−β) − 2αβ·x·A(g·y/z)."""
     back = F.avg_pool2d(g * y / z, k, stride=1, padding=(k - 1) // 2, count_include_pad=True)
     return g * s - (2.0 * alpha * beta) * x * back
@@ -47,7 +50,8 @@ class _WithinChannelLRN(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g: torch.Tensor, _gz, _gs):
-        return _lrn_backward(g, *ctx.saved_tensors, ctx.k, ctx.alpha, ctx.beta), None, None, None
+        x, y, z, s = ctx.saved_tensors
+        return _lrn_backward(g, x, y, z, s, ctx.k, ctx.alpha, ctx.beta), None, None, None
 
 
 class _WithinChannelLRNEager(torch.autograd.Function):
@@ -64,7 +68,8 @@ class _WithinChannelLRNEager(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g: torch.Tensor):
-        return _lrn_backward(g, *ctx.saved_tensors, ctx.k, ctx.alpha, ctx.beta), None, None, None
+        x, y, z, s = ctx.saved_tensors
+        return _lrn_backward(g, x, y, z, s, ctx.k, ctx.alpha, ctx.beta), None, None, None
 
 
 class WithinChannelLRN(nn.Module):

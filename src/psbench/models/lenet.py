@@ -32,7 +32,8 @@ class LeNet(nn.Module):
             for m in self.modules():
                 if isinstance(m, nn.Conv2d | nn.Linear):
                     caffe_xavier_(m.weight)
-                    nn.init.zeros_(m.bias)
+                    if m.bias is not None:
+                        nn.init.zeros_(m.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
