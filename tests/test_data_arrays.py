@@ -154,12 +154,14 @@ def test_cli_refuses_a_bad_file_before_any_run(run_psbench, mlflow_runs, psbench
     assert mlflow_runs(psbench_root) == []
 
 
-def test_validate_refuses_regression_until_models_train_it(compose_cfg, tmp_path):
+def test_validate_takes_regression_targets_but_no_classes_for_them(compose_cfg, tmp_path):
+    """Float y train since models take a regression loss (tests/test_user_target.py); classes make no sense."""
     from psbench.validate import validate
 
     path = save(tmp_path, **arrays(y={"y_train": np.zeros(12), "y_test": np.zeros(5)}))
-    with pytest.raises(ConfigError, match=r"dataset\.path=.* is invalid: allowed an \.npz with integer class labels"):
-        validate(compose_cfg("dataset=arrays", f"dataset.path={path}"))
+    validate(compose_cfg("dataset=arrays", f"dataset.path={path}"))
+    with pytest.raises(ConfigError, match=r"dataset\.num_classes=3 is invalid: allowed null with float targets"):
+        validate(compose_cfg("dataset=arrays", f"dataset.path={path}", "dataset.num_classes=3"))
     validate(compose_cfg("dataset=arrays", f"dataset.path={save(tmp_path, 'ok.npz', **arrays())}"))
     with pytest.raises(ConfigError, match=r"dataset\.path=.*nowhere\.npz.* is invalid: allowed an existing \.npz"):
         validate(compose_cfg("dataset=arrays", f"dataset.path={tmp_path / 'nowhere.npz'}"))

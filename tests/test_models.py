@@ -222,4 +222,4 @@ def test_config_errors() -> None:
     with pytest.raises(ConfigError, match=r"model\.input_shape"):
         build_model("cifar_cnn", (784,), 10)
     with pytest.raises(ConfigError, match=r"model\.num_classes"):
-        build_model("mlp", (4,), 1)
+        build_model("mlp", (4,), 0)  # 1 is a regression's one target

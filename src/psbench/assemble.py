@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from psbench import lifecycle
 from psbench.cluster import CostModel, Topology
+from psbench.data import output_size, task_of
 from psbench.distributed.options import DistOptions
 from psbench.errors import ConfigError, require
 from psbench.lr import LRPolicy
@@ -36,10 +37,12 @@ class RunSetup:
 
     ``config`` is the resolved config as plain data (for tracking and checkpoints only). ``data`` is a set-up
     data module (``x_train``, ``y_train``, ``x_test``, ``y_test``, ``num_train``, ``input_shape``,
-    ``num_classes``); ``model`` the model's config node as plain data (how a dist learner builds the same
-    ``net``). ``schedule`` is the simulated schedule (engine sim, and a dist replay of this config), the
-    replayed file (``engine.schedule``) or None (a dist free run); ``sim_stats`` its simulation's statistics and
-    ``trace`` its record of the first ``trainer.timeline_updates`` updates (:mod:`psbench.ps.timeline`).
+    ``num_classes``, ``task``, ``output_size``); ``model`` the model's config node as plain data (how a dist learner
+    builds the same ``net``, :func:`psbench.models.net.build_net`); ``loss`` the per-sample loss
+    (:class:`psbench.models.loss.SampleLoss`, ``model.loss``). ``schedule`` is the simulated schedule (engine sim,
+    and a dist replay of this config), the replayed file (``engine.schedule``) or None (a dist free run);
+    ``sim_stats`` its simulation's statistics and ``trace`` its record of the first ``trainer.timeline_updates``
+    updates (:mod:`psbench.ps.timeline`).
     """
 
     config: Mapping[str, Any]
@@ -47,6 +50,7 @@ class RunSetup:
     data: Any
     net: torch.nn.Module
     model: Mapping[str, Any]
+    loss: Any  # psbench.models.loss.SampleLoss
     protocol: Protocol
     topology: Topology
     policy: LRPolicy
@@ -101,7 +105,8 @@ def build_topology(cfg: DictConfig | Mapping[str, Any]) -> Topology:
 
 
 def build_cost(cfg: DictConfig | Mapping[str, Any], message_bytes: int, net: torch.nn.Module | None = None,
-               input_shape: tuple = (), num_classes: int = 10) -> CostModel:
+               input_shape: tuple = (), num_classes: int = 10, loss=None, target_shape: tuple | None = None
+               ) -> CostModel:
     h = cfg["hardware"]
     overrides = {k: h.get(k) for k in ("bandwidth_Bps", "intra_node_bandwidth_Bps", "latency_s", "ps_service_s",
                                        "ps_apply_Bps", "jitter_cv", "ps_jitter_cv", "heavy_tail",
@@ -115,14 +120,18 @@ def build_cost(cfg: DictConfig | Mapping[str, Any], message_bytes: int, net: tor
         from psbench.calibration.model_time import calibrate
 
         mu = int(cfg["batch_size"])
-        cost = replace(cost, compute=calibrate(net, input_shape, num_classes, sorted({1, 4, 16, 64, mu})))
+        cost = replace(cost, compute=calibrate(net, input_shape, num_classes, sorted({1, 4, 16, 64, mu}), loss=loss,
+                                               target_shape=target_shape))
     return cost
 
 
 def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
-    """The data module (prepared and set up) and the seeded model of a config; sets the torch thread count."""
+    """The data module (prepared and set up) and the seeded model of a config; sets the torch thread count.
+
+    Either may be a user's ``_target_`` (:mod:`psbench.data.target`, :mod:`psbench.models.net`)."""
     from psbench.data import build_datamodule
-    from psbench.models import build_model
+    from psbench.models.net import build_net
+    from psbench.target import is_target
 
     resolved = _plain(cfg)
     seed = int(resolved["seed"])
@@ -131,39 +140,82 @@ def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
         torch.set_num_threads(int(threads))
     torch.manual_seed(seed)
     ds = dict(resolved["dataset"])
-    if ds["name"] == "imagenet":
-        from psbench.data.options import imagenet_crop
+    model = resolved["model"]
+    if is_target(ds):
+        from psbench.data.target import target_datamodule
 
-        ds["crop"] = imagenet_crop(ds["crop"], resolved["model"]["name"])
-    dm = build_datamodule(ds.pop("name"), resolved["paths"]["data_dir"], seed=seed,
-                          root_dir=resolved["paths"]["root_dir"], **ds)
+        dm = target_datamodule(ds, resolved["paths"]["data_dir"], seed=seed)
+    else:
+        if ds["name"] == "imagenet":
+            from psbench.data.options import imagenet_crop
+
+            ds["crop"] = imagenet_crop(ds["crop"], model.get("name", ""))
+        dm = build_datamodule(ds.pop("name"), resolved["paths"]["data_dir"], seed=seed,
+                              root_dir=resolved["paths"]["root_dir"], **ds)
     dm.prepare_data()
     dm.setup("fit")
-    m = dict(resolved["model"])
-    name = m.pop("name")
-    _check_model_memory(name, dm.input_shape, dm.num_classes, m)
+    _check_model_memory(model, dm.input_shape, output_size(dm))
     torch.manual_seed(seed)
-    net = build_model(name, dm.input_shape, dm.num_classes, **m)
+    net = build_net(model, dm.input_shape, output_size(dm))
     return dm, net
 
 
-def _check_model_memory(name: str, input_shape, num_classes: int, options: Mapping[str, Any]) -> None:
+def _check_model_memory(node: Mapping[str, Any], input_shape, outputs: int) -> None:
     """The model's weights, a gradient and two optimizer buffers fit in half this machine's memory (its parameters
-    counted on the meta device, nothing allocated); else :class:`ConfigError` naming the model."""
+    counted on the meta device, nothing allocated); else :class:`ConfigError` naming the model. A user's model
+    that cannot be built on the meta device is counted once it is built."""
     from psbench.machine import physical_memory
-    from psbench.models import build_model, model_bytes
+    from psbench.models import model_bytes
+    from psbench.models.net import build_net
+    from psbench.target import is_target
 
     memory = physical_memory()
     if memory is None:
         return
-    with torch.device("meta"):
-        need = 4 * model_bytes(build_model(name, input_shape, num_classes, **options))
+    try:
+        with torch.device("meta"):
+            need = 4 * model_bytes(build_net(node, input_shape, outputs))
+    except ConfigError:
+        if not is_target(node):
+            raise
+        return  # the real build says why (one line naming model._target_)
+    except Exception:  # a user's network that needs real tensors to build
+        if not is_target(node):
+            raise
+        return
     if need > memory // 2:  # name the key that sized it where there is one (the hidden layers), else the model
-        key, shown = ("model.hidden", options["hidden"]) if options.get("hidden") else ("model", {"name": name,
-                                                                                                  **options})
+        if is_target(node):
+            key, shown = "model._target_", node["_target_"]
+        else:
+            key, shown = ("model.hidden", node["hidden"]) if node.get("hidden") else ("model", dict(node))
         raise ConfigError(key, shown, f"a model whose weights, gradient and optimizer state fit in half this "
                           f"machine's memory ({memory / 2**30:.1f} GiB): {need // 16:,} parameters take "
                           f"{need / 2**30:.3g} GiB")
+
+
+def build_run_loss(resolved: Mapping[str, Any], dm, net: torch.nn.Module):
+    """The run's per-sample loss (``model.loss``, :func:`psbench.models.loss.build_loss`), checked with the network
+    on one training batch where anything is the user's (a ``_target_`` model, a loss, float targets):
+    :func:`~psbench.models.loss.check_fit`, in the memory layout the executor feeds; and a ``_target_`` network's
+    layers (:func:`~psbench.models.net.check_net`)."""
+    from psbench.models.loss import build_loss, check_fit
+    from psbench.models.net import check_net
+    from psbench.strategy.module import prefers_channels_last
+    from psbench.target import is_target
+
+    model = resolved["model"]
+    loss = build_loss(model.get("loss"), task_of(dm))
+    check_net(model, net, bool(resolved["schedule_only"]))
+    if not (is_target(model) or model.get("loss") is not None or task_of(dm) != "classification"):
+        return loss
+    if not isinstance(dm.x_train, torch.Tensor):
+        return loss
+    key, shown = ("model._target_", model["_target_"]) if is_target(model) else ("model.name", model["name"])
+    x, y = dm.x_train[:4], dm.y_train[:4]
+    check_fit(net, loss, x, y, output_size(dm), key, shown)
+    if prefers_channels_last(net, x):  # the layout the sim engine's grouped gradients feed on the CPU
+        check_fit(net, loss, x.contiguous(memory_format=torch.channels_last), y, output_size(dm), key, shown)
+    return loss
 
 
 def build_lr_policy(cfg: DictConfig | Mapping[str, Any]) -> LRPolicy:
@@ -201,11 +253,13 @@ def optimizers(cfg: DictConfig | Mapping[str, Any], protocol: Protocol) -> tuple
 
 
 def build_run_cost(cfg: DictConfig | Mapping[str, Any], net: torch.nn.Module, dm, protocol: Protocol,
-                   compression=None) -> CostModel:
+                   compression=None, loss=None) -> CostModel:
     """The run's cost model: the hardware profile for this model, with the codec's exact push/pull payloads."""
     from psbench.models import model_bytes
 
-    cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, dm.num_classes)
+    regression = task_of(dm) == "regression"
+    cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, output_size(dm), loss=loss,
+                      target_shape=tuple(dm.y_train.shape[1:]) if regression else None)
     if compression is None:
         return cost
     # codec payloads are data-independent: they set the transfer times
@@ -253,14 +307,16 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
         dist = DistOptions.from_config(resolved["engine"])
     seed = int(resolved["seed"])
     dm, net = build_data_and_model(resolved)
+    loss = build_run_loss(resolved, dm, net)
     protocol, topology, policy = build_protocol(resolved), build_topology(resolved), build_lr_policy(resolved)
     codecs = build_compression(resolved, net)
-    cost = build_run_cost(resolved, net, dm, protocol, codecs)
+    cost = build_run_cost(resolved, net, dm, protocol, codecs, loss)
     require(int(resolved["batch_size"]) <= dm.num_train, "batch_size", resolved["batch_size"],
             f"an integer in [1, {dm.num_train}] (a mini-batch of at most the training set's N samples)")
     gradients = total_gradients(resolved, dm.num_train, protocol)
     opt, learner_opt = optimizers(resolved, protocol)
-    setup = RunSetup(config=resolved, seed=seed, data=dm, net=net, model=dict(resolved["model"]), protocol=protocol,
+    setup = RunSetup(config=resolved, seed=seed, data=dm, net=net, model=dict(resolved["model"]), loss=loss,
+                     protocol=protocol,
                      topology=topology, policy=policy, batch_size=int(resolved["batch_size"]), gradients=gradients,
                      cost=cost, compression=compression_options(resolved), codecs=codecs, optimizer=opt,
                      learner_optimizer=learner_opt, schedule=None, sim_stats=None, trace=None, trainer=trainer,

@@ -32,6 +32,18 @@ from psbench.validate import validate
 log = logging.getLogger("psbench")
 
 
+def add_user_paths() -> list[str]:
+    """Put the folders a user's ``_target_`` modules live in first on ``sys.path``: the launch directory and the
+    parent of every ``--config-dir`` / ``hydra.searchpath`` folder (:func:`psbench.target.user_paths`)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from psbench.conf import CONF_DIR
+    from psbench.target import add_to_sys_path, user_paths
+
+    sources = HydraConfig.get().runtime.config_sources if HydraConfig.initialized() else []
+    return add_to_sys_path(user_paths([{"schema": s.schema, "path": s.path} for s in sources], CONF_DIR))
+
+
 def execute(cfg: DictConfig) -> float | None:
     """Run one job for a composed config; return its test error (``None`` if not trained).
 
@@ -51,6 +63,7 @@ def execute(cfg: DictConfig) -> float | None:
     try:
         lifecycle.release()  # a signal held since start-up is raised here, where this job's record is kept
         print_config(resolved)
+        add_user_paths()
         validate(cfg)
         # torch, Lightning and the training code load before the MLflow run exists: a signal is then not
         # delivered in the middle of an import (where a finalizer could swallow it)

@@ -61,11 +61,14 @@ class Group:
     ``named``: the options are chosen by a ``name`` key (every group but ``trainer`` and
     ``paths``, whose one option is ``default``). ``check(cfg)`` runs on the whole resolved
     config after every key has passed its own check, and raises :class:`ConfigError`.
+    ``target``: the group also takes a node with ``_target_`` (a user's callable, :mod:`psbench.target`),
+    whose keys are the target's but for these, psbench's own (optional).
     """
 
     options: Mapping[str, Keys]
     check: Callable[[Mapping[str, Any]], None] | None = None
     named: bool = True
+    target: Keys | None = None
 
     def keys(self, option: str) -> tuple[str, ...]:
         return (("name",) if self.named else ()) + tuple(self.options[option])
@@ -201,6 +204,13 @@ def check_keys(prefix: str, node: Mapping[str, Any], keys: Keys, where: str, par
 def check_group(group: str, node: Any, spec: Group) -> str:
     """Check one group's node against its declaration; return the option it chose."""
     require(isinstance(node, Mapping), group, node, "a config group (" + ", ".join(spec.options) + ")")
+    if spec.target is not None and "_target_" in node:  # a user's callable: its keys are its own, but psbench's
+        target = node["_target_"]
+        require(isinstance(target, str) and target.strip() != "" and " " not in target.strip(), f"{group}._target_",
+                target, "a dotted path to a callable, e.g. my_net.ResNet20")
+        check_keys(group, {k: v for k, v in node.items() if k in spec.target}, spec.target, f"{group}=<_target_>",
+                   partial=True)
+        return "_target_"
     if spec.named:
         name = node.get("name")
         require(name in spec.options, f"{group}.name", name, "one of " + ", ".join(spec.options))

@@ -36,8 +36,8 @@ class RunSummary:
     failure_reason: str | None = None  #: one line for a killed/failed job (MLflow tag ``failure_reason``)
     signal: str | None = None  #: SIGINT | SIGTERM | SIGHUP for a killed run (none for trainer.stop_after_updates)
     checkpoint: str | None = None  #: where a stopped run's checkpoint is (resume=<run dir>)
-    test_error: float | None = None  #: final test error of the PS weights (null: not trained/evaluated)
-    test_loss: float | None = None  #: final mean test cross-entropy
+    test_error: float | None = None  #: final test error of the PS weights (null: not trained/evaluated, or no classes)
+    test_loss: float | None = None  #: final mean test loss (``model.loss``: cross-entropy unless set)
     train_loss: float | None = None  #: mean training loss of the last updates (up to 100)
     # ---- what ran
     engine: str | None = None  #: sim (simulated schedule, Lightning) | dist (real processes); null: failed before

@@ -93,8 +93,12 @@ def unknown_override(path: str, value: Any) -> ConfigError:
     group, _, rest = path.partition(".")
     if not rest or group not in GROUPS:
         return unknown_key(path, value, top_level_keys(), "the top level")
+    if rest == "_target_" and GROUPS[group].target is not None:  # a user's callable is a node of its own
+        return ConfigError(path, value, f"a {group} of your own as an option of the {group} group: a yaml whose node "
+                           f"holds _target_ and its arguments, e.g. ./conf/{group}/mine.yaml, chosen with "
+                           f"--config-dir ./conf {group}=mine")
     spec, *parents, last = [GROUPS[group], *rest.split(".")]
-    users, known = [], {}
+    users, known, optional = [], {}, True
     for option, keys in spec.options.items():
         node: Any = {"name": None, **keys} if spec.named else keys
         for part in parents:
@@ -103,12 +107,16 @@ def unknown_override(path: str, value: Any) -> ConfigError:
             known.update(dict.fromkeys(node))
             if last in node:
                 users.append(option)
+                optional = optional and isinstance(node[last], Key) and not node[last].required
     where = ".".join([group, *parents])
     if not known and parents:  # the parent is the unknown key: name what is allowed at its level
         return ConfigError(path, value, unknown_override(where, value).allowed)
+    add = f"+{path}={value} (an optional key, not in the option's file: add it with +)"
+    if users and spec.named and optional and len(users) == len(spec.options):
+        return ConfigError(path, value, add)
     if users and spec.named:
-        return ConfigError(path, value, f"only with {group}=" + "|".join(users) +
-                           f" (choose the option first: {group}={users[0]} {path}={value})")
+        return ConfigError(path, value, f"only with {group}=" + "|".join(users) + " (choose the option first: "
+                           f"{group}={users[0]} {'+' if optional else ''}{path}={value})")
     return unknown_key(path, value, known, f"the {where} group" if not parents else where)
 
 

@@ -3,7 +3,8 @@
 In memory: ``digits``, ``mnist``, ``fashion_mnist``, ``cifar10``, ``cifar10_subset``, ``synthetic``,
 ``cifar10_jpeg`` (all 60,000 CIFAR-10 images re-encoded as JPEG q75, a preset of ``image_folder``) and a
 user's own files: ``image_folder`` (torchvision's ImageFolder layout, a folder or a .zip,
-:mod:`psbench.data.image_folder`) and ``arrays`` (an .npz, :mod:`psbench.data.arrays`);
+:mod:`psbench.data.image_folder`) and ``arrays`` (an .npz, :mod:`psbench.data.arrays`), and a user's own datasets
+or LightningDataModule by ``_target_`` (:mod:`psbench.data.target`);
 streamed from its JPEG folders, never held whole in memory: ``imagenet``
 (:class:`~psbench.data.imagenet.ImageNetDataModule`, Caffe's ImageNet data layer). The in-memory
 sets' inputs are preprocessed as ``preprocess`` says (default ``unit_mean``: scaled to [0, 1] and
@@ -88,6 +89,16 @@ def _arrays(path: str, md5: str | None, num_classes: int | None):
                           scale=255.0 if a["x_train"].dtype == np.uint8 else None, num_classes=size)  # uint8: pixels
 
     return load
+
+
+def task_of(dm: Any) -> str:
+    """``classification`` (integer labels) or ``regression`` (float targets) of a set-up data module."""
+    return getattr(dm, "task", "classification")
+
+
+def output_size(dm: Any) -> int:
+    """The model's output width for a set-up data module: its classes, or its regression targets k."""
+    return int(getattr(dm, "output_size", None) or dm.num_classes)
 
 
 def build_datamodule(
@@ -185,4 +196,6 @@ __all__ = [
     "load_digits_split",
     "load_idx_folder",
     "make_synthetic",
+    "output_size",
+    "task_of",
 ]

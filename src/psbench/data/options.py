@@ -1,4 +1,5 @@
-"""The ``dataset`` config group: one option per data set of :mod:`psbench.data`, with its keys."""
+"""The ``dataset`` config group: one option per data set of :mod:`psbench.data`, with its keys; a node with
+``_target_`` (a user's datasets or LightningDataModule, :mod:`psbench.data.target`) takes any keys."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ PREPROCESS = ("unit_mean", "mean", "symmetric", "per_image", "minmax250", "none"
 CIFAR10_JPEG_NOTE = "cifar10_jpeg_q75"
 
 _COUNT = integer(1, MAX_COUNT)
+_SUBSET = integer(1, MAX_COUNT, null="all training samples", words="(the first N training samples)")
 _COMMON: Keys = {
     "download": boolean(),                                         # fetch the standard files if missing
     "eval_batch_size": _COUNT,
-    "subset": integer(1, MAX_COUNT, null="all training samples", words="(the first N training samples)"),
+    "subset": _SUBSET,
     "verify": boolean().optional(),                            # md5 checks of the raw files
     "preprocess": one_of(*PREPROCESS).optional(),                 # the paper's data layer
     "data_note": text(null="no note", what="a short note on the data, e.g. cifar10_jpeg_q75").optional(),
@@ -81,6 +83,14 @@ DATASET_KEYS: dict[str, Keys] = {
     },
 }
 DATASET_NAMES = tuple(DATASET_KEYS)
+#: psbench's own keys of a ``_target_`` data set node (the others are the target's arguments:
+#: :mod:`psbench.data.target`)
+TARGET_KEYS: Keys = {
+    "name": text(what="a short name of the data set (run names, tags)").optional(),
+    "subset": _SUBSET.optional(),
+    "eval_batch_size": _COUNT.optional(),
+    "data_note": _COMMON["data_note"],
+}
 
 #: the papers' ImageNet crops per model: Caffe's bvlc_alexnet ``crop_size: 227`` (Rudra §4.2, Zhang §4.3.2 and
 #: TernGrad §4.2 train Caffe's AlexNet), bvlc_googlenet's 224 (TernGrad §4.2), VGG's 224 (TernGrad §5)
@@ -143,10 +153,9 @@ def _check_files(cfg: Mapping[str, Any]) -> None:
         require(not ds["download"], "dataset.download", ds["download"],
                 "false (cifar10-jpeg.zip has no public download: copy it to paths.data_dir/cifar10-jpeg/)")
     header = check_files(name, ds, cfg["paths"]["data_dir"])
-    if header is not None:  # dataset=arrays
-        require(header.task == "classification", "dataset.path", ds["path"],
-                f"an .npz with integer class labels y: its y_train is {header.dtypes['y_train']} (regression "
-                "targets), which psbench's models and losses do not train yet")
+    if header is not None and header.task == "regression":  # float targets: no classes to count
+        require(ds.get("num_classes") is None, "dataset.num_classes", ds.get("num_classes"),
+                f"null with float targets y (regression), as {ds['path']} has")
 
 
 def _check_synthetic(ds: Mapping[str, Any]) -> None:
@@ -166,6 +175,8 @@ def _check(cfg: Mapping[str, Any]) -> None:
     folders present under ``paths.data_dir`` (checked here, before any run exists; no file is opened).
     The data sets read from one file: :func:`_check_files`; synthetic's size: :func:`_check_synthetic`."""
     ds = cfg["dataset"]
+    if "_target_" in ds:  # a user's datasets: checked as they are read (psbench.data.target), before any run
+        return
     if ds["name"] == "synthetic":
         _check_synthetic(ds)
         return
@@ -193,4 +204,4 @@ def _check(cfg: Mapping[str, Any]) -> None:
             f"a folder with ImageNet (ILSVRC-2012) in imagenet/: missing {gap}")
 
 
-DATASET = Group(DATASET_KEYS, check=_check)
+DATASET = Group(DATASET_KEYS, check=_check, target=TARGET_KEYS)

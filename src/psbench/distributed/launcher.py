@@ -163,6 +163,7 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     import torch.distributed as dist
 
     from psbench.compression.wire import GradientWire
+    from psbench.data import output_size, task_of
     from psbench.distributed.ps_server import ParameterServer
     from psbench.distributed.transport import GlooTransport
     from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
@@ -176,8 +177,6 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     opts = setup.dist
     assert opts is not None, "engine=dist runs with the dist engine's options (psbench.assemble.build_run)"
     seed, dm, net, protocol, policy = setup.seed, setup.data, setup.net, setup.protocol, setup.policy
-    model = dict(setup.model)
-    model_name = model.pop("name")  # learners rebuild the same model from these
     lam, mu, spg = protocol.learners, setup.batch_size, setup.samples_per_gradient
     mode = opts.mode
     meta = setup.schedule_meta
@@ -216,8 +215,10 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
         torch.save({"x": dm.x_train.contiguous(), "y": dm.y_train.contiguous()}, data_file)
         spec = {
             "addr": addr, "port": store.port, "world_size": world, "timeout_s": max(timeout_s, 3600.0),
-            "connect_timeout_s": connect_s, "model": model_name, "model_kwargs": model,
-            "input_shape": list(dm.input_shape), "num_classes": int(dm.num_classes), "data_file": str(data_file),
+            "connect_timeout_s": connect_s, "model": dict(setup.model),  # learners build it as the run did
+            "input_shape": list(dm.input_shape), "output_size": output_size(dm), "task": task_of(dm),
+            "python_path": [p for p in sys.path if p],  # a user's _target_ modules import there as here
+            "data_file": str(data_file),
             "seed": seed, "samples_per_gradient": spg, "threads": int(opts.learner_threads),
             "delay_s": {str(k): float(v) for k, v in dict(opts.learner_delay_s or {}).items()},
             "rank_offset": 1, "window": window, "compression": comp_opts,
@@ -265,7 +266,8 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
             from psbench.models.evaluate import quick_evaluate
 
             k.progress.update(updates_done=ps.stats.updates_stepped, samples=ps.stats.pushes_applied * spg,
-                              run_time_s=time.time() - ps.t0, **quick_evaluate(net, dm.x_test, dm.y_test))
+                              run_time_s=time.time() - ps.t0,
+                              **quick_evaluate(net, dm.x_test, dm.y_test, loss=setup.loss))
         raise
     finally:
         with lifecycle.deferred():  # no learner process and no copy of the data outlive the run
@@ -286,7 +288,7 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
         calibration = compare(log, timing, protocol, mu, dm.num_train, numel * 4, stats.run_time_s, seed)
     artifacts.append(str(plot_staleness(stats.staleness.as_dict(), f"{protocol.label} (measured)",
                                         run_dir / "staleness_hist.png")))
-    test_error, test_loss = evaluate(net, dm.x_test, dm.y_test)
+    test_error, test_loss = evaluate(net, dm.x_test, dm.y_test, loss=setup.loss)
     save_final_weights(setup.trainer.save_weights, net, run_dir, artifacts)
     summary = run_summary(
         ps, replay or log, mode=mode, num_train=dm.num_train, model_bytes=numel * 4, join_time_s=join_s,
@@ -296,8 +298,8 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
         sim_time_s=sim_time_s, calibration=calibration, artifacts=artifacts)
     if logger is not None:
         # the series' final points; the run's totals are its summary/… metrics (cli)
-        logger.log_metrics({"test_error": test_error, "test_loss": test_loss, "run_time_s": stats.run_time_s},
-                           step=max(0, stats.updates))
+        final = {"test_error": test_error, "test_loss": test_loss, "run_time_s": stats.run_time_s}
+        logger.log_metrics({k: v for k, v in final.items() if v is not None}, step=max(0, stats.updates))
     return replace(summary, wall_time_s=time.perf_counter() - t_start)
 
 

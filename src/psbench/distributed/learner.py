@@ -7,10 +7,11 @@ push carries the commit (Σ_h d_h, or the elastic −ρ(θ_l − θ̃)); the PS 
 
 Started by :mod:`psbench.distributed.launcher` as ``python -m psbench.distributed.learner SPEC RANK`` (or by
 torchrun, with ``RANK`` from the environment — see the README). ``SPEC`` is the JSON written by
-the PS: rendezvous address, model, training-data file, sample-stream seed, samples per gradient,
-threads and artificial delays. Imports only torch and the model code (no Lightning), so λ
-learners start fast. The learner never decides anything: the PS tells it which weights
-(timestamp), which samples and which scale to use, or to stop.
+the PS: rendezvous address, the model's config node (built as the run built it,
+:func:`psbench.models.net.build_net`, a user's ``_target_`` imported from the PS's ``sys.path``) and its
+loss, training-data file, sample-stream seed, samples per gradient, threads and artificial delays.
+Imports only torch and the model code (no Lightning), so λ learners start fast. The learner never decides
+anything: the PS tells it which weights (timestamp), which samples and which scale to use, or to stop.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from psbench.ps.samples import SampleStream
 
 
 def per_sample_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Per-sample cross-entropy, as :meth:`psbench.strategy.ClassifierModule.loss`."""
+    """Per-sample cross-entropy, as :meth:`psbench.strategy.ClassifierModule.loss` (the default ``model.loss``)."""
     return F.cross_entropy(logits, y, reduction="none")
 
 
@@ -50,8 +51,8 @@ def die_with_parent() -> None:
 class LocalLearner:
     """The learner's own model θ_l, optimizer buffers and step count across windows (k = 1 stacks)."""
 
-    def __init__(self, net: torch.nn.Module, window: dict) -> None:
-        self.net, self.H, self.mu = net, int(window["local_steps"]), int(window["batch_size"])
+    def __init__(self, net: torch.nn.Module, window: dict, loss=per_sample_loss) -> None:
+        self.net, self.H, self.mu, self.loss = net, int(window["local_steps"]), int(window["batch_size"]), loss
         self.elastic, self.rho = bool(window["elastic"]), float(window.get("rho") or 0.0)
         self.opt = LearnerOptimizer(window["optimizer"])
         self.theta: dict[str, torch.Tensor] = {}
@@ -70,8 +71,8 @@ class LocalLearner:
         else:
             theta, commit = pulled, {}
         xs = x.view(self.H, 1, self.mu, *x.shape[1:])
-        ys = y.view(self.H, 1, self.mu)
-        theta, acc, seen, _ = local_window(self.net, per_sample_loss, self.opt, theta, self.state, self.steps, xs, ys,
+        ys = y.view(self.H, 1, self.mu, *y.shape[1:])
+        theta, acc, seen, _ = local_window(self.net, self.loss, self.opt, theta, self.state, self.steps, xs, ys,
                                            lr, accumulate=not self.elastic)
         self.theta = theta
         self.steps += self.H
@@ -82,9 +83,11 @@ class LocalLearner:
 
 def run(spec: dict, rank: int) -> int:
     """The learner loop; returns the number of gradients pushed."""
-    from psbench.models import build_model
+    from psbench.models.loss import build_loss
+    from psbench.models.net import build_net
 
     torch.set_num_threads(int(spec["threads"]))
+    sys.path[:0] = [p for p in spec.get("python_path", []) if p not in sys.path]
     l = rank - 1
     delay = float(spec.get("delay_s", {}).get(str(l), 0.0))
     data = torch.load(spec["data_file"], mmap=True)
@@ -92,7 +95,8 @@ def run(spec: dict, rank: int) -> int:
     stream = SampleStream(len(x), int(spec["seed"]))
     spg = int(spec["samples_per_gradient"])
     torch.manual_seed(int(spec["seed"]))
-    net = build_model(spec["model"], spec["input_shape"], spec["num_classes"], **spec["model_kwargs"])
+    net = build_net(spec["model"], spec["input_shape"], int(spec["output_size"]))
+    loss = build_loss(spec["model"].get("loss"), spec["task"])
     names = [k for k, _ in net.named_parameters()]
     shapes = [p.shape for _, p in net.named_parameters()]
     sizes = [p.numel() for _, p in net.named_parameters()]
@@ -109,7 +113,7 @@ def run(spec: dict, rank: int) -> int:
     store.set(m.READY_KEY.format(rank=rank), str(os.getpid()))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=int(spec["world_size"]), timeout=timeout)
     dist.send(m.encode(m.HELLO), 0)
-    local = LocalLearner(net, spec["window"]) if spec.get("window") else None
+    local = LocalLearner(net, spec["window"], loss) if spec.get("window") else None
     wire = GradientWire(spec["compression"], dict(zip(names, shapes, strict=True)), int(spec["seed"])) \
         if spec.get("compression") else None
     header = m.empty_header()
@@ -124,7 +128,7 @@ def run(spec: dict, rank: int) -> int:
         t0 = time.time()
         idx = stream.indices(r.sample_start, spg)
         if local is None:
-            grads, per = learner_gradient(net, per_sample_loss, params, x[idx], y[idx],
+            grads, per = learner_gradient(net, loss, params, x[idx], y[idx],
                                           torch.tensor(r.weight, dtype=torch.float32))
             g = wire.encode(l, dict(zip(names, grads, strict=True))) if wire is not None else \
                 torch.cat([t.reshape(-1) for t in grads])

@@ -8,7 +8,8 @@ sigmoid MLPs), ``agn_net`` (AGN §4's MNIST convnet). None uses dropout or in-pl
 ``batchnorm`` none has BatchNorm, so all work with ``torch.func.functional_call`` + ``vmap`` over
 stacked parameter sets; their initialisation is a deterministic function of ``torch.manual_seed``.
 Large ones build on the ``meta`` device (``with torch.device("meta"): build_model(...)``) for
-parameter counts without allocating memory.
+parameter counts without allocating memory. A config node — built-in or a user's ``_target_`` — is built by
+:func:`psbench.models.net.build_net`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def _check_options(name: str, kwargs: dict[str, Any]) -> None:
 
 
 def build_model(name: str, input_shape: Sequence[int], num_classes: int, **kwargs: Any) -> nn.Module:
-    """Build model ``name`` for inputs ``input_shape`` (C, H, W; any shape for ``mlp``/``ssp_mlp``).
+    """Build model ``name`` for inputs ``input_shape`` (C, H, W; any shape for ``mlp``/``ssp_mlp``) with
+    ``num_classes`` outputs (the classes, or a regression's k targets).
 
     Options: ``mlp``: ``hidden`` (default (128,)); ``lenet``: ``init`` ("torch" default or
     "caffe" fillers); ``cifar_cnn``: ``lrn`` (default False), ``init``, ``multipliers`` (None or
@@ -64,8 +66,8 @@ def build_model(name: str, input_shape: Sequence[int], num_classes: int, **kwarg
     shape = tuple(int(s) for s in input_shape)
     if not shape or min(shape) < 1:
         raise ConfigError("model.input_shape", list(shape), "positive dimensions")
-    if int(num_classes) < 2:
-        raise ConfigError("model.num_classes", num_classes, "an integer >= 2")
+    if int(num_classes) < 1:
+        raise ConfigError("model.num_classes", num_classes, "an integer >= 1 (the classes, or a regression's targets)")
     _check_options(name, kwargs)
     if name in ("mlp", "ssp_mlp"):
         default = (128,) if name == "mlp" else SSP_VARIANTS[kwargs.pop("variant", "timit")]

@@ -27,29 +27,36 @@ def save_final_weights(save: bool, net: torch.nn.Module, run_dir: Path, artifact
 
 
 @torch.no_grad()
-def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 128) -> tuple[float, float]:
+def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 128,
+             loss=None) -> tuple[float | None, float]:
     """(test error, test loss) over a whole data set: a tensor, or streamed images (at most their
     ``eval_batch_size`` per batch, :class:`psbench.data.imagenet.StreamedImages`). ``batch`` 128: conv nets'
-    activations stay in cache (on the CPU the CIFAR CNN evaluates 1.85x and LeNet 1.4x faster than at 1,000)."""
+    activations stay in cache (on the CPU the CIFAR CNN evaluates 1.85x and LeNet 1.4x faster than at 1,000).
+    ``loss``: the run's :class:`~psbench.models.loss.SampleLoss` (None: cross-entropy); the test error is None
+    where the task has no classes (regression)."""
+    from psbench.models.loss import CROSS_ENTROPY
+
+    loss = CROSS_ENTROPY if loss is None else loss
     net.eval()
-    wrong, loss = 0, 0.0
+    wrong, total = 0, 0.0
     batch = min(batch, getattr(x, "eval_batch_size", batch))
     for i in range(0, len(x), batch):
-        logits = net(x[i:i + batch])
-        wrong += int((logits.argmax(1) != y[i:i + batch]).sum())
-        loss += float(torch.nn.functional.cross_entropy(logits, y[i:i + batch], reduction="sum"))
+        out = net(x[i:i + batch])
+        if loss.classes:
+            wrong += int((out.argmax(1) != y[i:i + batch]).sum())
+        total += float(loss.total(out, y[i:i + batch]))
     net.train()
-    return wrong / len(x), loss / len(x)
+    return (wrong / len(x) if loss.classes else None), total / len(x)
 
 
 def quick_evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-                   budget_s: float = 2.0) -> dict[str, float | None]:
+                   budget_s: float = 2.0, loss=None) -> dict[str, float | None]:
     """``test_error``/``test_loss`` of the current weights for a killed run's summary, or None for both
     when a first small batch says the whole test set would take more than ``budget_s``."""
     probe = min(len(x), 64)
     t0 = time.perf_counter()
-    evaluate(net, x[:probe], y[:probe])
+    evaluate(net, x[:probe], y[:probe], loss=loss)
     if probe == 0 or (time.perf_counter() - t0) * len(x) / probe > budget_s:
         return {"test_error": None, "test_loss": None}
-    err, loss = evaluate(net, x, y)
-    return {"test_error": err, "test_loss": loss if math.isfinite(loss) else None}
+    err, total = evaluate(net, x, y, loss=loss)
+    return {"test_error": err, "test_loss": total if math.isfinite(total) else None}

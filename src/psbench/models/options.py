@@ -1,4 +1,5 @@
-"""The ``model`` config group: one option per network of :mod:`psbench.models`, with its keys."""
+"""The ``model`` config group: one option per network of :mod:`psbench.models`, with its keys; a node with
+``_target_`` (a user's network, built by Hydra's ``instantiate``: :mod:`psbench.models.net`) takes any keys."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from psbench.errors import require
-from psbench.schema import Group, Keys, boolean, integer, one_of, sequence
+from psbench.schema import Group, Key, Keys, boolean, integer, one_of, sequence, text
 
 #: SSP-DNN §5's variants of ``ssp_mlp`` → hidden layer sizes
 SSP_VARIANTS: dict[str, tuple[int, ...]] = {
@@ -36,14 +37,32 @@ MODEL_KEYS: dict[str, Keys] = {
     "agn_net": {},
 }
 MODEL_NAMES = tuple(MODEL_KEYS)
+#: the per-sample losses psbench has (:mod:`psbench.models.loss`); a classification task's default is the first,
+#: a regression task's (float targets) ``mse``
+LOSSES = ("cross_entropy", "mse", "l1", "smooth_l1")
+#: ``model.loss``: one of :data:`LOSSES`, a dotted path to a function (outputs, y) -> per-sample losses, or a node
+#: with ``_target_`` that builds such a callable (``torch.nn.HuberLoss`` with ``reduction: none``)
+def _loss_ok(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and v.strip() != "") or (isinstance(v, Mapping) and "_target_" in v)
+
+
+LOSS = Key(_loss_ok,
+           "null (cross_entropy for class labels, mse for float targets), one of " + ", ".join(LOSSES)
+           + ", a dotted path to a function (outputs, y) -> per-sample losses, or a node with _target_ building one",
+           required=False)
+#: psbench's own keys of a ``_target_`` model node (the others are the target's arguments)
+TARGET_KEYS: Keys = {"name": text(what="a short name of the model (run names, tags)").optional(), "loss": LOSS}
 
 
 def _check(cfg: Mapping[str, Any]) -> None:
-    """``batchnorm`` only for schedule-only runs (the gradient path cannot train BN)."""
+    """``batchnorm`` only for schedule-only runs (the gradient path cannot train BN); a ``_target_`` model's layers
+    are checked once it is built (:func:`psbench.models.net.check_net`)."""
+    if "_target_" in cfg["model"]:
+        return
     bn = cfg["model"].get("batchnorm", False)
     require(not bn or cfg["schedule_only"], "model.batchnorm", bn,
             "false unless schedule_only=true (learners' gradients are vmapped over stacked weight snapshots, "
             "where BatchNorm cannot update its running statistics)")
 
 
-MODEL = Group(MODEL_KEYS, check=_check)
+MODEL = Group({name: {**keys, "loss": LOSS} for name, keys in MODEL_KEYS.items()}, check=_check, target=TARGET_KEYS)

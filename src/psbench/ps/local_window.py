@@ -92,7 +92,10 @@ def local_window(net: torch.nn.Module, loss: LossFn, opt: LearnerOptimizer, thet
     def f(p, x, y, wt):
         logits = functional_call(net, p, (x,))
         per = loss(logits, y)
-        return (per * wt).sum(), (per.detach().sum(), (logits.detach().argmax(-1) == y).sum())
+        out = logits.detach()
+        hits = torch.zeros_like(per.detach(), dtype=torch.int64).sum() if y.is_floating_point() else \
+            (out.argmax(-1) == y).sum()
+        return (per * wt).sum(), (per.detach().sum(), hits)  # correct predictions: class labels only
 
     step_grad = vmap(grad(f, has_aux=True))
     acc: Params = {}

@@ -165,7 +165,7 @@ def _fit(setup: RunSetup, schedule: Schedule, logger, plan=None, t_start: float 
         local = LocalLearners(protocol, schedule, dm.x_train, dm.y_train, setup.batch_size, setup.seed,
                               setup.learner_optimizer, setup.policy)
     dev = device(setup)
-    module = ClassifierModule(net, setup.optimizer, per_epoch)
+    module = ClassifierModule(net, setup.optimizer, per_epoch, loss=setup.loss)
     strategy = ParameterServerStrategy(schedule, tr.batching, log_every_n_updates=tr.log_every_n_updates,
                                        local=local, compression=compression, num_train=dm.num_train,
                                        memory_budget_bytes=memory_budget(setup), gradient_clip_val=tr.gradient_clip_val,
@@ -213,7 +213,7 @@ def _fit(setup: RunSetup, schedule: Schedule, logger, plan=None, t_start: float 
         net.cpu()
         k.progress.update(updates_done=strategy.updates_done, updates_total=schedule.num_updates,
                           samples=strategy.samples_done, sim_time_s=strategy.sim_time_s,
-                          **quick_evaluate(net, _layout(net, dm.x_test), dm.y_test))
+                          **quick_evaluate(net, _layout(net, dm.x_test), dm.y_test, loss=setup.loss))
         raise
     net.cpu()  # evaluation, hashing and saving on the CPU, whatever the accelerator
     fit_s = time.perf_counter() - t0 + (plan.prior("fit_time_s") if plan is not None else 0.0)
@@ -225,12 +225,13 @@ def _fit(setup: RunSetup, schedule: Schedule, logger, plan=None, t_start: float 
             and last[3] == len(dm.y_test)):
         test_error, test_loss = last[1], last[2]
     else:
-        test_error, test_loss = evaluate(net, _layout(net, dm.x_test), dm.y_test, batch=dm.eval_batch_size)
+        test_error, test_loss = evaluate(net, _layout(net, dm.x_test), dm.y_test, batch=dm.eval_batch_size,
+                                         loss=setup.loss)
     diverged = strategy.diverged or not math.isfinite(test_loss)
     samples = int(schedule.offsets[done]) * spg if done else 0
     if logger is not None:
-        logger.log_metrics({"test_error": test_error, "test_loss": test_loss, "samples_per_s": samples / fit_s},
-                           step=max(0, trainer.global_step))
+        final = {"test_error": test_error, "test_loss": test_loss, "samples_per_s": samples / fit_s}
+        logger.log_metrics({k: v for k, v in final.items() if v is not None}, step=max(0, trainer.global_step))
     return {"status": "diverged" if diverged else "finished", "diverged": diverged,
             "diverged_at_update": strategy.diverged_at, "test_error": test_error, "test_loss": test_loss,
             "train_loss": strategy.recent_loss, "updates_done": done, "samples_trained": samples,

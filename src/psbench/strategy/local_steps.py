@@ -163,7 +163,7 @@ class LocalLearners:
                                            self.rho, lr)
         sample_idx = torch.cat([self.stream.indices(int(self.schedule.sample_start[r]), mu * H) for r in rows])
         xs = self.x[sample_idx].view(k, H, mu, *self.x.shape[1:]).transpose(0, 1).contiguous()
-        ys = self.y[sample_idx].view(k, H, mu).transpose(0, 1).contiguous()
+        ys = self.y[sample_idx].view(k, H, mu, *self.y.shape[1:]).transpose(0, 1).contiguous()
         theta, acc, seen, right = local_window(net, loss, self.opt, theta, state, steps, xs, ys, lr,
                                                accumulate=not self.elastic)
         if not self.elastic:

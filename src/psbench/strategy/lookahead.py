@@ -287,7 +287,7 @@ class Lookahead:
         x, y = self.data.samples(rows)
         w = torch.ones(R, dtype=x.dtype, device=x.device) if self.per_learner else self._row_weights(rows)
         ws = (w / s).unsqueeze(1).expand(R, s)
-        grads, sums = vmap(grad(f, has_aux=True))(stacked, x.view(R, s, *x.shape[1:]), y.view(R, s), ws)
+        grads, sums = vmap(grad(f, has_aux=True))(stacked, x.view(R, s, *x.shape[1:]), y.view(R, s, *y.shape[1:]), ws)
         self._track(2 * R * self.p_bytes)
         if self.by_row:
             for j, r in enumerate(rows.tolist()):

@@ -1,9 +1,10 @@
-"""An ordinary classification LightningModule; the PS strategy supplies its gradients.
+"""An ordinary classification (or regression) LightningModule; the PS strategy supplies its gradients.
 
-The strategy needs only ``net`` (an ``nn.Module`` mapping inputs to logits) and ``loss``
-(per-sample losses). ``training_step`` is the plain large-batch step, used when the module is
+The strategy needs only ``net`` (an ``nn.Module`` mapping inputs to outputs) and ``loss``
+(per-sample losses: cross-entropy, or the run's ``model.loss``, :class:`psbench.models.loss.SampleLoss`).
+``training_step`` is the plain large-batch step, used when the module is
 trained without :class:`~psbench.strategy.ParameterServerStrategy` (the baselines of the
-benchmarks and the Rudra Eq 7 equivalence test).
+benchmarks and the Rudra Eq 7 equivalence test). The test error is logged where the loss's task has classes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 
+from psbench.models.loss import CROSS_ENTROPY
 from psbench.optimizer.build import configure, param_groups
 
 
@@ -24,15 +26,19 @@ def prefers_channels_last(net: torch.nn.Module, x) -> bool:
 
 
 class ClassifierModule(pl.LightningModule):
-    def __init__(self, net: torch.nn.Module, optimizer: Mapping | None = None, updates_per_epoch: float = 1.0) -> None:
+    def __init__(self, net: torch.nn.Module, optimizer: Mapping | None = None, updates_per_epoch: float = 1.0,
+                 loss=None) -> None:
         super().__init__()
         self.net = net
+        self.objective = CROSS_ENTROPY if loss is None else loss
+        if loss is not None:  # the instance's loss (the class's is cross-entropy)
+            self.loss = loss  # type: ignore[method-assign]  # shadows the class's cross-entropy
         self.optimizer_cfg = dict(optimizer or {"name": "sgd", "lr": 0.1})
         self.updates_per_epoch = updates_per_epoch
         #: (updates done, test error, test loss, samples) of the last evaluation, summed as
         #: :func:`psbench.models.evaluate.evaluate` sums them (the run's final evaluation reuses it when no
-        #: update came after it); None before the first
-        self.last_evaluation: tuple[int, float, float, int] | None = None
+        #: update came after it; the test error None without classes); None before the first
+        self.last_evaluation: tuple[int, float | None, float, int] | None = None
         self._sums = [0, 0.0, 0]  # wrong, loss sum, samples of the evaluation under way
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -40,7 +46,7 @@ class ClassifierModule(pl.LightningModule):
 
     @staticmethod
     def loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Per-sample cross-entropy (the strategy weights and sums it)."""
+        """Per-sample cross-entropy (the strategy weights and sums it); a module given a ``loss`` uses that."""
         return F.cross_entropy(logits, y, reduction="none")
 
     def training_step(self, batch, batch_idx):
@@ -54,12 +60,14 @@ class ClassifierModule(pl.LightningModule):
         if prefers_channels_last(self.net, x):
             x = x.contiguous(memory_format=torch.channels_last)
         logits = self(x)
-        miss = logits.argmax(1) != y
-        self.log("test_loss", F.cross_entropy(logits, y), on_epoch=True, batch_size=len(y))
-        self.log("test_error", miss.float().mean(), on_epoch=True, batch_size=len(y), prog_bar=True)
+        loss, classes = self.objective, self.objective.classes
+        self.log("test_loss", loss.mean(logits, y), on_epoch=True, batch_size=len(y), prog_bar=not classes)
+        if classes:
+            miss = logits.argmax(1) != y
+            self.log("test_error", miss.float().mean(), on_epoch=True, batch_size=len(y), prog_bar=True)
         if logits.device.type == "cpu":  # only a CPU run reuses them (no device sync per batch elsewhere)
-            self._sums[0] += int(miss.sum())
-            self._sums[1] += float(F.cross_entropy(logits, y, reduction="sum"))
+            self._sums[0] += int(miss.sum()) if classes else 0
+            self._sums[1] += float(loss.total(logits, y))
             self._sums[2] += len(y)
 
     def on_validation_epoch_start(self) -> None:
@@ -68,7 +76,8 @@ class ClassifierModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         wrong, loss, n = self._sums
         if n:
-            self.last_evaluation = (int(getattr(self.trainer.strategy, "updates_done", -1)), wrong / n, loss / n, n)
+            self.last_evaluation = (int(getattr(self.trainer.strategy, "updates_done", -1)),
+                                    wrong / n if self.objective.classes else None, loss / n, int(n))
 
     def configure_optimizers(self):
         opt, sched = configure(param_groups(self.net), self.optimizer_cfg, self.updates_per_epoch)

@@ -69,6 +69,17 @@ def protocol_label(proto: Mapping[str, Any]) -> str:
     return label
 
 
+def _choice(node: Any) -> str | None:
+    """A group's option as runs name it: its ``name``; a user's ``_target_`` node's name or target (its last part)."""
+    if not isinstance(node, Mapping):
+        return None
+    if "_target_" in node:
+        from psbench.target import label
+
+        return label(node)
+    return None if node.get("name") is None else str(node["name"])
+
+
 def run_name(cfg: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
     """``logger.run_name`` if set, else the protocol and what differs from ``defaults``.
 
@@ -87,7 +98,7 @@ def run_name(cfg: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) 
             parts.append(f"{NAMED_KEYS[key]}{cfg.get(key)}")
     for group in NAMED_GROUPS:
         node = cfg.get(group)
-        choice = node.get("name") if isinstance(node, Mapping) else None
+        choice = _choice(node)
         if choice is not None and choice != defaults.get(group):
             parts.append(str(choice))
     if cfg.get("seed") != defaults.get("seed"):
@@ -108,9 +119,9 @@ def run_tags(
     """
     tags: dict[str, str] = {}
     for group in TAGGED_GROUPS:
-        node = cfg.get(group)
-        if isinstance(node, Mapping) and "name" in node:
-            tags[group] = str(node["name"])
+        choice = _choice(cfg.get(group))
+        if choice is not None:
+            tags[group] = choice
     tags["learners"] = str(cfg.get("learners"))
     tags["batch_size"] = str(cfg.get("batch_size"))
     if choices:
