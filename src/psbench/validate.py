@@ -130,9 +130,10 @@ def validate(cfg: DictConfig | Mapping[str, Any]) -> None:
     (md5, the zip's directory, the layout, the npz's headers) and raise :class:`~psbench.errors.DataError`;
     the others' files are read by the data modules.
     """
-    resolved = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
-    require(isinstance(resolved, Mapping), "config", resolved, "a mapping")
-    assert isinstance(resolved, Mapping)
+    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    require(isinstance(container, Mapping), "config", container, "a mapping")
+    assert isinstance(container, Mapping)
+    resolved: dict[str, Any] = {str(k): v for k, v in container.items()}
     for k, v in resolved.items():
         if k not in TOP and k not in GROUPS:
             raise unknown_key(str(k), v, top_level_keys(), "the top level")

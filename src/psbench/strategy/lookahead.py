@@ -137,8 +137,8 @@ class Lookahead:
         out = {k: parts[0][0][k] for k in names}
         for g, _, _ in parts[1:]:
             out = {k: out[k] + g[k] for k in names}
-        seen, n = 0.0, 0
-        for _, per_sum, m in parts:
+        _, seen, n = parts[0]
+        for _, per_sum, m in parts[1:]:
             seen, n = seen + per_sum, n + m
         return out, seen / n
 
@@ -148,8 +148,8 @@ class Lookahead:
         order = self._order(i)
         parts = [self._pop(r) for r in order]
         each = {k: torch.stack([g[k] for g, _, _ in parts]) for k in params}
-        seen, n = 0.0, 0
-        for _, per_sum, m in parts:
+        _, seen, n = parts[0]
+        for _, per_sum, m in parts[1:]:
             seen, n = seen + per_sum, n + m
         return [int(self.s.learner[r]) for r in order], self._row_weights(np.array(order)), each, seen / n
 
@@ -271,6 +271,7 @@ class Lookahead:
             g = torch.autograd.grad((per * w[a:a + step]).sum(), list(params.values()))
             gr = list(g) if gr is None else [p + q for p, q in zip(gr, g, strict=True)]
             per_sum = per.detach().sum() if per_sum is None else per_sum + per.detach().sum()
+        assert gr is not None and per_sum is not None, "a learner's mini-batch is never empty"
         if self.channels_last:  # weight gradients come out NHWC-strided: the PS and codecs read them flat
             gr = [g.contiguous() for g in gr]
         self._add(u, dict(zip(params, gr, strict=True)), per_sum, len(y))
