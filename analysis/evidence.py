@@ -12,9 +12,17 @@ from dataclasses import dataclass
 from analysis.runs import Run
 from analysis.verdicts import LEARN_MARGIN, span
 
-#: classes and test images of each data set (the test set's size sets its noise)
-DATASETS = {"cifar10": (10, 10_000), "cifar10_subset": (10, 1_017), "mnist": (10, 10_000),
-            "fashion_mnist": (10, 10_000), "digits": (10, 360)}
+#: classes and test images of each data set (the test set's size sets its noise); cifar10_jpeg is CIFAR-10's 60,000
+#: images re-encoded as JPEG q75, its test set the same 10,000 images
+DATASETS = {"cifar10": (10, 10_000), "cifar10_jpeg": (10, 10_000), "cifar10_subset": (10, 1_017),
+            "mnist": (10, 10_000), "fashion_mnist": (10, 10_000), "digits": (10, 360)}
+#: data sets whose test set is the whole one the papers report on: noise on it is the papers' own, not a lack of
+#: test images (:func:`why_unresolved` says what it is)
+FULL_TEST_SETS = frozenset({"cifar10", "cifar10_jpeg", "mnist", "fashion_mnist"})
+#: ``dataset=arrays`` runs of a preset (tag ``experiment``) whose arrays are a named data set's images in another
+#: encoding: the test set, hence its noise, is that data set's (reference/cifar_jpeg_cost: the subset's 1,017 test
+#: images as JPEG q75)
+ARRAYS_OF = {"reference/cifar_jpeg_cost": "cifar10_subset"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,8 @@ class Errors:
     bar: float | None = None
     #: "%" for error fractions; "" for losses (nats)
     unit: str = "%"
+    #: the data set (a key of :data:`DATASETS`) the errors were measured on, "" if not known
+    dataset: str = ""
 
     @property
     def n(self) -> int:
@@ -75,16 +85,26 @@ def errors(label: str, values: Iterable[float | None], dataset: str | None = Non
     if not vals:
         return None
     k, m = DATASETS.get(dataset or "", (10, None))
-    return Errors(label, vals, 1 - 1 / (classes or k), images if images is not None else m)
+    return Errors(label, vals, 1 - 1 / (classes or k), images if images is not None else m, dataset=dataset or "")
+
+
+def dataset_of(run: Run) -> str | None:
+    """The data set whose test set ``run`` was scored on: its ``dataset`` tag (or param), an ``arrays`` run of a
+    preset in :data:`ARRAYS_OF` the data set its arrays re-encode."""
+    ds = run.tags.get("dataset") or run.params.get("dataset.name")
+    return ARRAYS_OF.get(run.tags.get("experiment", ""), ds) if ds == "arrays" else ds
 
 
 def run_errors(label: str, runs: Iterable[Run], key: str = "test_error") -> Errors | None:
     """:func:`errors` of ``key`` over ``runs``; a diverged run counts as chance (it learned nothing)."""
     runs = list(runs)
-    ds = next((r.tags.get("dataset") or r.params.get("dataset.name") for r in runs), None)
-    chance = 1 - 1 / DATASETS.get(ds or "", (10, 0))[0]
-    vals = [chance if _diverged(r) else r.metrics.get(key) for r in runs]
-    return errors(label, vals, ds)
+    ds = next((dataset_of(r) for r in runs), None)
+    return errors(label, [run_value(r, key) for r in runs], ds)
+
+
+def run_value(r: Run, key: str = "test_error") -> float | None:
+    """``r``'s final ``key``; chance (1 − 1/classes of its data set) for a run that diverged."""
+    return 1 - 1 / DATASETS.get(dataset_of(r) or "", (10, 0))[0] if _diverged(r) else r.metrics.get(key)
 
 
 def objective(label: str, values: Iterable[float | None], classes: int) -> Errors | None:
@@ -107,6 +127,35 @@ def seeds_of(groups: Iterable[Errors | None]) -> str:
 def two_se(*gs: Errors) -> float:
     """Two standard errors of the sum (or difference) of the means of ``gs``."""
     return 2 * math.sqrt(sum(g.var for g in gs))
+
+
+def noise_parts(*gs: Errors) -> tuple[float, float]:
+    """Two standard errors of the sum (or difference) of the means of ``gs``, as its test sets' part (binomial) and
+    its seeds' part: ``two_se(*gs)² = test² + seeds²``."""
+    test = sum(min(max(g.mean, 0.0), 1.0) * (1 - min(max(g.mean, 0.0), 1.0)) / g.images for g in gs if g.images)
+    seeds = sum(statistics.variance(g.values) / g.n for g in gs if g.n > 1)
+    return 2 * math.sqrt(test), 2 * math.sqrt(seeds)
+
+
+def why_unresolved(gs: Sequence[Errors | None], tol: float | None = None) -> str:
+    """Why a claim measured on the whole test set of its data set (:data:`FULL_TEST_SETS`, the papers' own) is
+    inside the noise — never the lack of test images: the test set alone is noisier than the claim's ``tol`` at
+    these errors, or the seeds' spread dominates, or the difference is below what the whole test set resolves at
+    this budget. "" for any other test set (a subset: there it is the lack of test images)."""
+    gs = [g for g in gs if g is not None]
+    if not gs or any(g.dataset not in FULL_TEST_SETS or not g.images for g in gs):
+        return ""
+    test, seeds = noise_parts(*gs)
+    g = gs[0]
+    parts = f"2 SE {g.diff(two_se(*gs))} = test set {g.diff(test)} ⊕ seeds {g.diff(seeds)}"
+    whole = f"{g.dataset}'s whole test set ({g.images:,} images, the paper's own)"
+    if tol is not None and test >= tol:
+        return (f"; {parts}: {whole} alone is noisier than the claim's {g.diff(tol)} at these errors, so the claim "
+                "is finer than any test of it on this test set resolves")
+    if seeds > test:
+        return (f"; {parts}: the seeds' spread (n = {span(x.n for x in gs)}) is most of the noise: more seeds "
+                "would decide it")
+    return f"; {parts}: at this budget the difference is inside the noise of {whole}"
 
 
 def listed(groups: Sequence[Errors | None]) -> str:

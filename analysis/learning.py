@@ -10,7 +10,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 
-from analysis.evidence import Errors, listed, seeds_of, two_se
+from analysis.evidence import Errors, listed, seeds_of, two_se, why_unresolved
 from analysis.verdicts import FAILS, HOLDS, MIN_SEEDS, NOT_MEASURED, NOT_RESOLVABLE, Claim, span, unmet
 
 
@@ -46,7 +46,8 @@ def lower(text: str, a: Errors | None, b: Errors | None, *, premise: Claim | Non
     d, noise = b.mean - a.mean, two_se(a, b)
     v = HOLDS if d > noise else FAILS if -d > noise else NOT_RESOLVABLE
     return Claim(text, v, f"{a}, {b}: difference {a.diff(d)}, 2 SE {a.diff(noise)}"
-                 + (" (inside the noise)" if v == NOT_RESOLVABLE else ""), ours, seeds=seeds_of([a, b]))
+                 + (" (inside the noise)" + why_unresolved([a, b]) if v == NOT_RESOLVABLE else ""), ours,
+                 seeds=seeds_of([a, b]))
 
 
 def increasing(text: str, series: Sequence[Errors | None], *, ours: bool = False,
@@ -78,8 +79,8 @@ def equal(text: str, groups: Sequence[Errors | None], tol: float, *, premise: Cl
     hi, lo = max(gs, key=lambda g: g.mean), min(gs, key=lambda g: g.mean)
     spread, noise = hi.mean - lo.mean, two_se(hi, lo)
     v = HOLDS if spread + noise <= tol else FAILS if spread - noise > tol else NOT_RESOLVABLE
-    reason = (f"; not resolvable with this test set: 2 SE {hi.diff(noise)} vs the claim's {hi.diff(tol)}"
-              if v == NOT_RESOLVABLE else "")
+    reason = (why_unresolved([hi, lo], tol) or f"; not resolvable with this test set: 2 SE {hi.diff(noise)} vs the "
+              f"claim's {hi.diff(tol)}" if v == NOT_RESOLVABLE else "")
     return Claim(text, v, f"{listed(gs)}: spread {hi.diff(spread)}, 2 SE {hi.diff(noise)}{reason}", ours,
                  seeds=seeds_of(groups))
 
@@ -122,15 +123,16 @@ def no_worse(text: str, pairs: Sequence[tuple[Errors | None, Errors | None]], to
     why = _gate(flat, flat, None, labels) if pairs else "no pairs measured"
     if why:
         return Claim(text, NOT_MEASURED, f"{listed(flat)}; {why}".lstrip("; "), ours, seeds=seeds_of(flat))
-    out, vs = [], []
+    out, vs, open_ = [], [], []
     for a, ref in pairs:
         assert a is not None and ref is not None
         d, noise = a.mean - ref.mean, two_se(a, ref)
         vs.append(HOLDS if d + noise <= tol else FAILS if d - noise > tol else NOT_RESOLVABLE)
         out.append(f"{a.label} − {ref.label} {a.diff(d)} ± {a.diff(noise)}")
+        open_ += [(a, ref)] if vs[-1] == NOT_RESOLVABLE else []
     v = FAILS if FAILS in vs else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else HOLDS
-    reason = (f"; not resolvable with this test set: the claim's {flat[0].diff(tol)} is inside 2 SE"
-              if v == NOT_RESOLVABLE else "")
+    reason = ("".join(why_unresolved(p, tol) for p in open_[:1]) or "; not resolvable with this test set: the "
+              f"claim's {flat[0].diff(tol)} is inside 2 SE" if v == NOT_RESOLVABLE else "")
     return Claim(text, v, "; ".join(out) + reason, ours, seeds=seeds_of(flat))
 
 
@@ -146,7 +148,8 @@ def gap_lower(text: str, small: tuple[Errors | None, Errors | None], large: tupl
     assert a1 and b1 and a2 and b2
     g1, g2, noise = b1.mean - a1.mean, b2.mean - a2.mean, two_se(a1, b1, a2, b2)
     v = HOLDS if g1 - g2 > noise else FAILS if g2 - g1 > noise else NOT_RESOLVABLE
-    return Claim(text, v, f"gap {a2.diff(g2)} vs {a1.diff(g1)}, 2 SE {a1.diff(noise)}", ours, seeds=seeds_of(flat))
+    return Claim(text, v, f"gap {a2.diff(g2)} vs {a1.diff(g1)}, 2 SE {a1.diff(noise)}"
+                 + (why_unresolved(flat) if v == NOT_RESOLVABLE else ""), ours, seeds=seeds_of(flat))
 
 
 def majority(text: str, cells: Mapping[str, Sequence[float]], above: float, *, gate: Sequence[Errors | None] = (),
@@ -194,10 +197,12 @@ def by_means(text: str, groups: Sequence[Errors | None], ok: bool | None, number
     why = _gate(groups, groups, None, [g.label if g else "?" for g in groups]) if groups else "no runs"
     if why:
         return Claim(text, NOT_MEASURED, f"{numbers}; {why}", ours, seeds=seeds_of(groups))
-    worst = max(two_se(g) for g in groups if g is not None)
-    if worst > resolution:
-        return Claim(text, NOT_RESOLVABLE, f"{numbers}; not resolvable with this test set: 2 SE up to "
-                     f"{worst * 100:.2f} pp > the rule's {resolution * 100:.2f} pp", ours, seeds=seeds_of(groups))
+    worst = max((g for g in groups if g is not None), key=two_se)
+    if two_se(worst) > resolution:
+        why = why_unresolved([worst], resolution)
+        return Claim(text, NOT_RESOLVABLE, f"{numbers}; {'' if why else 'not resolvable with this test set: '}2 SE "
+                     f"up to {two_se(worst) * 100:.2f} pp > the rule's {resolution * 100:.2f} pp{why}", ours,
+                     seeds=seeds_of(groups))
     return Claim(text, NOT_MEASURED if ok is None else HOLDS if ok else FAILS, numbers, ours, seeds=seeds_of(groups))
 
 

@@ -48,11 +48,14 @@ def coverage(runs: Iterable[Run], configs: Iterable[str], key: Callable[[Run], s
 # --------------------------------------------------------------------------- page spec
 @dataclass(frozen=True)
 class Context:
-    """What a page builder reads: the runs of the store, the report dir, the tracking URI (for artifacts)."""
+    """What a page builder reads: the FINISHED runs of the store, the report dir, the tracking URI (for artifacts),
+    and the runs still RUNNING (a page says a run it waits for is not finished; it reads no number of theirs as
+    final)."""
 
     runs: list[Run]
     out: Path
     tracking_uri: str
+    unfinished: list[Run] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,31 @@ def cell(values: Sequence[float | None], scale: float = 1.0, digits: int = 2) ->
     return fmt(mean_std(vals), scale, digits, len(vals))
 
 
+#: a ``data_note`` that names a JPEG re-encoding (every run on ``dataset=cifar10_jpeg`` carries ``cifar10_jpeg_q75``)
+JPEG_NOTE = re.compile(r"cifar10_jpeg_q(\d+)")
+
+
+def jpeg_quality(run: Run) -> str | None:
+    """The JPEG quality of ``run``'s images ("75") when its ``data_note`` says they are a JPEG re-encoding."""
+    m = JPEG_NOTE.match(run.tags.get("data_note", ""))
+    return m[1] if m else None
+
+
+def data_note(run: Run) -> str:
+    """``run``'s data as a page shows it next to its numbers: its ``data_note`` tag (else its ``dataset``), a JPEG
+    re-encoding said in words."""
+    note = run.tags.get("data_note") or run.tags.get("dataset", "")
+    q = jpeg_quality(run)
+    return f"**JPEG q{q} re-encoding** of CIFAR-10 images, not the original pixels ({note})" if q else note
+
+
+def scale_data(runs: Iterable[Run]) -> str:
+    """What a scale's heading adds when its images are a JPEG re-encoding: " — images: JPEG q75 re-encoding …"."""
+    qs = sorted({q for r in runs if (q := jpeg_quality(r))})
+    return (f" — images: JPEG q{'/'.join(qs)} re-encoding of CIFAR-10 (`dataset=cifar10_jpeg`), not the original "
+            "pixels") if qs else ""
+
+
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
@@ -181,5 +206,6 @@ def provenance_md(runs: Sequence[Run]) -> str:
                                        if untagged else ""),
              f"- commit: {_counted(commit(r) for r in runs)}"]
     lines += [f"- {name}: {_counted(r.tags.get(tag) or 'unknown' for r in runs)}" for tag, name in PROVENANCE.items()]
+    lines.append(f"- data: {_counted(data_note(r) or 'unknown' for r in runs)}")
     return md + "\n".join(lines) + "\n"
 

@@ -68,15 +68,19 @@ def claim_rows(page: Page, claims: Sequence[Claim]) -> list[list[str]]:
             for c in claims]
 
 
-def counts_md(rows: Sequence[Sequence[str]], papers: Sequence[str]) -> str:
-    """Per paper: its claims by verdict (ours apart, never counted)."""
+def counts_md(rows: Sequence[Sequence[str]], papers: Sequence[str], by_scale: bool = False) -> str:
+    """Per paper (``by_scale``: per paper and the scale its claims were decided at, ci → … → paper): its claims by
+    verdict (ours apart, never counted)."""
     out = []
     for paper in papers:
         mine = [r for r in rows if r[0] == paper]
-        theirs = [r for r in mine if not r[3]]
-        out.append([paper, str(len(theirs)), *(str(sum(r[5] == v for r in theirs)) for v in VERDICTS),
-                    str(len(mine) - len(theirs))])
-    return md_table(["paper", "claims", *VERDICTS, "ours (not counted)"], out)
+        scales = sorted({r[6] for r in mine}, key=lambda s: (SCALE_ORDER.get(s, 9), s)) if by_scale else [None]
+        for scale in scales:
+            at = [r for r in mine if scale is None or r[6] == scale]
+            theirs = [r for r in at if not r[3]]
+            out.append([paper, *([scale or "—"] if by_scale else []), str(len(theirs)),
+                        *(str(sum(r[5] == v for r in theirs)) for v in VERDICTS), str(len(at) - len(theirs))])
+    return md_table(["paper", *(["scale"] if by_scale else []), "claims", *VERDICTS, "ours (not counted)"], out)
 
 
 def write_claims(out: Path, rows: Sequence[Sequence[str]], papers: Sequence[str]) -> None:
@@ -87,7 +91,8 @@ def write_claims(out: Path, rows: Sequence[Sequence[str]], papers: Sequence[str]
     body = [[*r[:2], ("*ours, not counted:* " if r[3] else "") + r[2], *r[4:]] for r in rows]
     (out / "claims.md").write_text(
         "# Every claim, with its verdict\n\n[← index](index.html)\n\n" + RULE + "\n\n## Counts per paper\n\n"
-        + counts_md(rows, papers) + "\n## Claims\n\n"
+        + counts_md(rows, papers) + "\n## Counts per paper and scale\n\n" + counts_md(rows, papers, by_scale=True)
+        + "\n## Claims\n\n"
         + md_table([c for c in CLAIM_COLUMNS if c != "ours"], [[c.replace("|", "/") for c in r] for r in body]))
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
@@ -100,9 +105,10 @@ def build(root: Path, out: Path, tracking_uri: str | None = None, experiment: st
     """Write the report of ``experiment`` in ``tracking_uri`` (default: the sqlite store ``root/mlflow.db``; a
     tracking server ``http://host:5000`` too) into ``out``; return ``{page key: status}``."""
     uri = tracking_uri or f"sqlite:///{root / 'mlflow.db'}"
-    runs = load_runs(uri, experiment) if (tracking_uri or (root / "mlflow.db").exists()) else []
+    have = bool(tracking_uri) or (root / "mlflow.db").exists()
+    runs = load_runs(uri, experiment) if have else []
     out.mkdir(parents=True, exist_ok=True)
-    ctx = Context(runs, out, uri)
+    ctx = Context(runs, out, uri, load_runs(uri, experiment, "RUNNING") if have else [])
     statuses: dict[str, str] = {}
     rows, claims = [], []
     pages = all_pages()
@@ -125,7 +131,8 @@ def build(root: Path, out: Path, tracking_uri: str | None = None, experiment: st
                 "not be decided; \"partial (k of N …)\" when only k of the N configurations have runs; \"no runs\" "
                 "when none has (runs without a scale tag never count). Numbers come from the MLflow store only; "
                 "nothing is invented.\n\n## Verdicts per paper\n\n" + RULE + " Every claim: [claims](claims.html) "
-                "(also claims.csv).\n\n" + counts_md(claims, papers) + "\n## Tables and figures\n\n"
+                "(also claims.csv).\n\n" + counts_md(claims, papers) + "\nPer scale (a claim decided at several scales "
+                "counts at each):\n\n" + counts_md(claims, papers, by_scale=True) + "\n## Tables and figures\n\n"
                 + md_table(["paper", "table / figure", "status"], rows))
     (out / "index.md").write_text(index_md)
     (out / "index.html").write_text(md_to_html("psbench report", index_md))

@@ -36,9 +36,9 @@ def _summary_at(metrics: Iterable[Any]) -> tuple[int, int] | None:
     return next((at[k] for k in SUMMARY_ONLY if k in at), None)
 
 
-def load_runs(tracking_uri: str, experiment: str = "psbench") -> list[Run]:
-    """FINISHED job runs of ``experiment`` (sweep parents left out); for one (table, scale, case, seed) the latest
-    run wins."""
+def load_runs(tracking_uri: str, experiment: str = "psbench", status: str = "FINISHED") -> list[Run]:
+    """Job runs of ``experiment`` in ``status`` (FINISHED; RUNNING for the runs a page may say are not finished),
+    sweep parents left out; for one (table, scale, case, seed) the latest run wins."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -47,7 +47,7 @@ def load_runs(tracking_uri: str, experiment: str = "psbench") -> list[Run]:
         return []
     runs, token = [], None
     while True:
-        page = client.search_runs([exp.experiment_id], "attributes.status = 'FINISHED'", max_results=1000,
+        page = client.search_runs([exp.experiment_id], f"attributes.status = '{status}'", max_results=1000,
                                   page_token=token)
         runs += [Run(r.info.run_id, dict(r.data.tags), dict(r.data.params), run_metrics(r.data.metrics),
                      r.info.start_time, summary_at=_summary_at(getattr(r.data, "_metric_objs", ())))  # step, time
@@ -119,10 +119,12 @@ def select(runs: Iterable[Run], **tags: str) -> list[Run]:
     return [r for r in runs if all(r.tags.get(k) == v for k, v in tags.items())]
 
 
-SCALE_ORDER = {"ci": 0, "small": 1, "paper": 2}
+#: the scales, smallest first: ``full`` is every CIFAR entry point on all 60,000 CIFAR-10 images (JPEG q75), a short
+#: budget; ``paper`` the papers' own budget
+SCALE_ORDER = {"ci": 0, "small": 1, "full": 2, "paper": 3}
 
 
 def scales_of(runs: Iterable[Run]) -> list[str]:
-    """The ``scale`` tags of ``runs``, ci → small → paper; a run without one (an ad-hoc run) has no scale."""
+    """The ``scale`` tags of ``runs``, ci → small → full → paper; a run without one (an ad-hoc run) has no scale."""
     return sorted({r.tags["scale"] for r in runs if r.tags.get("scale")}, key=lambda s: (SCALE_ORDER.get(s, 9), s))
 

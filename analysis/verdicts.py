@@ -149,3 +149,9 @@ def at_scale(scale: str, claims: Iterable[Claim]) -> list[Claim]:
     """``claims`` decided at ``scale``, which prefixes their text (``[ci] …``)."""
     return [c._replace(text=f"[{scale}] {c.text}", scale=scale) for c in claims]
 
+
+def at_scales(scale: str, scales: Sequence[str], claims: Iterable[Claim]) -> list[Claim]:
+    """``claims`` decided at ``scale``, one of the ``scales`` a page decides claims at: prefixed ``[scale]`` where
+    there are several (the page shows each scale's verdicts, ci beside full), only tagged with it where one."""
+    return at_scale(scale, claims) if len(scales) > 1 else [c._replace(scale=scale) for c in claims]
+

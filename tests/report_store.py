@@ -25,12 +25,14 @@ class ReportStore:
 
     def run(self, tags: Mapping, metrics: Mapping[str, float] | None = None, *, seed: int = 0,
             params: Mapping | None = None, histories: Mapping[str, Sequence[tuple[int, float]]] | None = None,
-            summary: Mapping | None = None, summary_step: int | None = None, legacy: bool = False) -> str:
+            summary: Mapping | None = None, summary_step: int | None = None, legacy: bool = False,
+            status: str = "FINISHED") -> str:
         """One run: ``histories`` ({key: [(step, value), …]}) and the final ``metrics`` as ``summary/<key>`` (as
         psbench.cli logs a run's summary; at ``summary_step``, default the last history step, and a later
         timestamp), tags, params (``seed`` always) and, if given, the ``summary.json`` artifact. ``legacy``: the
         summary under the per-update keys themselves, as psbench logged it before ``summary/<key>`` (a copy of
-        ``train_loss`` etc. at ``summary_step``). Returns the run id."""
+        ``train_loss`` etc. at ``summary_step``). ``status="RUNNING"``: a run left open, as one still training
+        (give it histories only: it has no summary yet). Returns the run id."""
         from mlflow.entities import Metric, Param, RunTag
 
         rid = self.c.create_run(self.exp, start_time=1_000 + seed).info.run_id
@@ -48,5 +50,6 @@ class ReportStore:
             f.parent.mkdir(parents=True)
             f.write_text(json.dumps(summary))
             self.c.log_artifact(rid, str(f))
-        self.c.set_terminated(rid, "FINISHED")
+        if status != "RUNNING":
+            self.c.set_terminated(rid, status)
         return rid

@@ -10,11 +10,11 @@ from pathlib import Path
 from analysis.evidence import Errors, errors, run_errors
 from analysis.learning import by_means, equal, increasing
 from analysis.page import NO_RUNS, Context, Page, Shown, coverage
-from analysis.pages import cluster_model
+from analysis.pages import cifar_jpeg, cluster_model
 from analysis.pages import rudra_paper as P
-from analysis.render import cell, figure, fmt, md_table, mean_std
+from analysis.render import cell, data_note, figure, fmt, md_table, mean_std, scale_data
 from analysis.runs import Run, attach_summaries, scales_of, select
-from analysis.verdicts import Claim, not_measured, simulated
+from analysis.verdicts import Claim, at_scales, not_measured, simulated
 
 ORDER = 0
 
@@ -75,7 +75,8 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         rows = [[f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}", "—", f"{t:g}", "—", "0", ""]
                 for g, (s, mu, lam, e, t) in rows_all]
         md.append(md_table(_T2_HEADER, rows))
-        return Shown(runs=t2, command=cmd), "".join(md)
+        extra, read = cifar_jpeg.sections(ctx, t2, "rudra_table2", (P.BASELINE["test_error"], "Rudra §4.2", ""))
+        return Shown(runs=[*t2, *read], command=cmd), "".join(md) + extra
     attach_summaries(ctx.tracking_uri, t2)  # the run totals (see final)
     scales = scales_of(t2)
     claims: list[Claim] = []
@@ -86,19 +87,19 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
             err = mean_std([r.metrics.get("test_error") for r in rs])
             tim = mean_std([final(r, "sim_time_s") for r in rs])
             measured[(g, s, mu, lam)] = (err, tim, run_errors(P.case_label(s, mu, lam), rs))
-            note = rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")) if rs else ""
+            note = data_note(rs[0]) if rs else ""
             rows.append([f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}",
                          cell([r.metrics.get("test_error") for r in rs], 100), f"{t:g}",
                          cell([final(r, "sim_time_s") for r in rs], 1, 3), str(len(rs)), note])
-        md += [f"\n## scale = {scale}\n\n", md_table(_T2_HEADER, rows)]
+        md += [f"\n## scale = {scale}{scale_data(select(t2, scale=scale))}\n\n", md_table(_T2_HEADER, rows)]
         png = _t2_plot(measured, out / f"rudra_table2_{scale}.png")
         if png:
             md.append(f"\n![test error vs simulated time per μλ]({png.name})\n")
-        if scale == scales[-1]:
-            claims = _t2_claims(measured)
+        claims += at_scales(scale, scales, _t2_claims(measured))
+    extra, read = cifar_jpeg.sections(ctx, t2, "rudra_table2", (P.BASELINE["test_error"], "Rudra §4.2", ""))
     covered = coverage(t2, [P.case_label(s, mu, lam) for _, (s, mu, lam, _, _) in rows_all],
                        measured=lambda r: r.metrics.get("test_error") is not None)
-    return Shown(covered, claims, t2, cmd), "".join(md)
+    return Shown(covered, claims, [*t2, *read], cmd), "".join(md) + extra
 
 
 _T2_HEADER = ["μλ", "σ", "μ", "λ", "paper error %", "ours error %", "paper time s", "ours sim time s", "runs", "data"]
@@ -221,7 +222,7 @@ def by_config(runs: list[Run]) -> dict[tuple[int, int, int], tuple]:
     for key, rs in groups.items():
         errs = [final(r, "test_error") for r in rs if not diverged(r)]
         tim = mean_std([_run_time(r) for r in rs])
-        out[key] = (mean_std(errs), tim, len(rs), rs[0].tags.get("data_note", rs[0].tags.get("dataset", "")),
+        out[key] = (mean_std(errs), tim, len(rs), data_note(rs[0]),
                     sum(e is not None for e in errs), run_errors(P.case_label(*key), rs))
     return out
 
@@ -241,8 +242,8 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
           "hardsync run holds whole updates only).\n"]
     cmd = "python sweeps/rudra_table3.py scale=ci, after sweeps/rudra_table2.py"
     if not scales_of(t3):
-        md.append(NO_RUNS)
-        return Shown(runs=t3, command=cmd), "".join(md)
+        extra, read = cifar_jpeg.sections(ctx, t3, "rudra_table3")
+        return Shown(runs=[*t3, *read], command=cmd), "".join(md) + NO_RUNS + extra
     paper_rank = {(s, mu, lam): i for i, (s, mu, lam, *_rest) in enumerate(P.TABLE3, 1)}
     claims: list[Claim] = []
     used, covered = list(t3), {}
@@ -258,7 +259,7 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
             err, tim, n, note, n_err, _ = configs[k]
             rows.append([str(i), *map(str, k), _sml(k[0]), fmt(err, 100, 2, n_err), fmt(tim, 1, 3, n),
                          "yes" if k in front else "no", str(paper_rank.get(k, "—")), str(n), note])
-        md += [f"\n## scale = {scale}\n\nOur top-5 among {len(points)} measured configurations "
+        md += [f"\n## scale = {scale}{scale_data(cand)}\n\nOur top-5 among {len(points)} measured configurations "
                f"(Table 2 and Table 3 runs of this scale):\n\n",
                md_table(["rank", "σ", "μ", "λ", "protocol", "ours error %", "ours sim time s", "Pareto front",
                          "paper rank", "runs", "data"], rows),
@@ -266,8 +267,9 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
                + (", ".join(f"({s},{mu},{lam}) {points[(s, mu, lam)][0]:.2f}% {points[(s, mu, lam)][1]:.3g} s"
                             for s, mu, lam in front) or "—") + "\n"]
         covered[scale] = (len(set(points) & set(_T3_CONFIGS)), len(_T3_CONFIGS))
-        claims = _t3_claims(ranked, front, points, [configs[k][5] for k in points])
-    return Shown(covered, claims, used, cmd), "".join(md)
+        claims += at_scales(scale, scales_of(t3), _t3_claims(ranked, front, points, [configs[k][5] for k in points]))
+    extra, read = cifar_jpeg.sections(ctx, used, "rudra_table3")
+    return Shown(covered, claims, [*used, *read], cmd), "".join(md) + extra
 
 
 #: the configurations Table 3 ranks: Table 2's 23 rows and Table 3's two hardsync rows

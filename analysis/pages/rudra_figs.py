@@ -11,12 +11,12 @@ from pathlib import Path
 from analysis.evidence import Errors, run_errors
 from analysis.learning import at_chance, lower, no_worse
 from analysis.page import NO_RUNS, Context, Page, Shown, coverage, preset_cases
-from analysis.pages import cluster_model
+from analysis.pages import cifar_jpeg, cluster_model
 from analysis.pages import rudra_paper as P
 from analysis.pages.rudra import by_config, diverged
-from analysis.render import cell, figure, md_table, mean_std
+from analysis.render import cell, data_note, figure, md_table, mean_std, scale_data
 from analysis.runs import Run, attach_summaries, history, scales_of, select
-from analysis.verdicts import Claim, simulated
+from analysis.verdicts import Claim, at_scales, simulated
 from analysis.verdicts import tail as tail_claim
 
 ORDER = 0
@@ -108,7 +108,8 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
     scales = scales_of(f5)
     cmd = "python sweeps/rudra_fig5.py scale=ci"
     if not scales:
-        return Shown(runs=f5, command=cmd), "".join(md) + NO_RUNS
+        extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
+        return Shown(runs=[*f5, *read], command=cmd), "".join(md) + NO_RUNS + extra
     claims: list[Claim] = []
     for scale in scales:
         rows, curves, final = [], {}, {}
@@ -124,16 +125,17 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
             div = sum(diverged(x) for x in rs)
             rows.append([f"{n}-softsync", rule, cell([x.metrics.get("test_error") for x in rs], 100),
                          cell(bests, 100), "no" if not div else "yes" if div == len(rs) else f"{div} of {len(rs)}",
-                         str(len(rs)), rs[0].tags.get("data_note", "")])
-        md += [f"\n## scale = {scale}\n\n",
+                         str(len(rs)), data_note(rs[0])])
+        md += [f"\n## scale = {scale}{scale_data(select(f5, scale=scale))}\n\n",
                md_table(["protocol", "α", "ours final error %", "ours best error %", "diverged", "runs", "data"],
                         rows)]
         png = _fig5_plot(curves, ctx.out / f"rudra_fig5_{scale}.png")
         if png:
             md.append(f"\n![test error vs epoch]({png.name})\n")
-        claims = _fig5_claims(final)
+        claims += at_scales(scale, scales, _fig5_claims(final))
+    extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
     covered = coverage(f5, P.FIG5, measured=lambda r: r.metrics.get("test_error") is not None)
-    return Shown(covered, claims, f5, cmd), "".join(md)
+    return Shown(covered, claims, [*f5, *read], cmd), "".join(md) + extra
 
 
 def _fig5_claims(final: Mapping[str, Errors | None]) -> list[Claim]:
@@ -195,28 +197,31 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
     scales = scales_of(f67)
     cmd = "python sweeps/rudra_fig6_7.py scale=ci"
     if not scales:
-        return Shown(runs=f67, command=cmd), "".join(md) + NO_RUNS
+        extra, read = cifar_jpeg.sections(ctx, f67, "rudra_fig6_7", (P.BASELINE["test_error"], "Rudra §4.2", ""))
+        return Shown(runs=[*f67, *read], command=cmd), "".join(md) + NO_RUNS + extra
     claims: list[Claim] = []
     for scale in scales:
         runs = select(f67, scale=scale)
         attach_summaries(ctx.tracking_uri, runs)  # the run totals (see final)
         configs = by_config(runs)
-        md.append(f"\n## scale = {scale}\n\nEach cell: test error % / simulated training time s (P775 cost model, "
-                  "for the configured epochs: sim_time_s × epochs / epochs_done), mean over n seeds "
+        md.append(f"\n## scale = {scale}{scale_data(runs)}\n\nEach cell: test error % / simulated training time s "
+                  "(P775 cost model, for the configured epochs: sim_time_s × epochs / epochs_done), mean over n seeds "
                   "(± std where n > 1).\n")
         for fam in FAMILIES:
             pts = family_points(configs, fam)
             lams = sorted({lam for _, lam in pts})
             rows = [[f"μ = {mu}"] + [_cell(pts.get((mu, lam))) for lam in lams]
+                    + ["; ".join(sorted({pts[k][3] for k in pts if k[0] == mu and pts[k][3]}))]
                     for mu in sorted({mu for mu, _ in pts})]
-            md += [f"\n### {fam}\n\n", md_table(["", *(f"λ = {lam}" for lam in lams)], rows)]
+            md += [f"\n### {fam}\n\n", md_table(["", *(f"λ = {lam}" for lam in lams), "data"], rows)]
         notes = sorted({v[3] for v in configs.values() if v[3]})
         md.append(f"\nRuns: {sum(v[2] for v in configs.values())}; data: {', '.join(notes) or '—'}.\n")
         png = _fig67_plot(configs, ctx.out / f"rudra_fig6_7_{scale}.png")
         if png:
             md.append(f"\n![tradeoff curves]({png.name})\n")
-        claims = _fig67_claims(configs)
-    return Shown(coverage(f67, preset_cases("rudra/fig6_7")), claims, f67, cmd), "".join(md)
+        claims += at_scales(scale, scales, _fig67_claims(configs))
+    extra, read = cifar_jpeg.sections(ctx, f67, "rudra_fig6_7", (P.BASELINE["test_error"], "Rudra §4.2", ""))
+    return Shown(coverage(f67, preset_cases("rudra/fig6_7")), claims, [*f67, *read], cmd), "".join(md) + extra
 
 
 def _cell(v: tuple | None) -> str:
