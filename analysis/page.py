@@ -45,6 +45,18 @@ def coverage(runs: Iterable[Run], configs: Iterable[str], key: Callable[[Run], s
     return out
 
 
+#: seeds per configuration of a ``full`` sweep (sweeps/_runner.py's SEEDS: 0, 1, 2)
+FULL_SEEDS = 3
+
+
+def planned(scale: str, configurations: int, runs: Sequence[Run]) -> tuple[int, int]:
+    """(finished, planned) runs of a page's sweep at ``scale`` from its finished ``runs`` of that scale: at ``full``
+    (measured while the report is read) ``configurations`` × :data:`FULL_SEEDS`; at another scale the finished runs
+    are what was planned. :func:`analysis.verdicts.pending` holds the scale's claims until they are equal."""
+    n = len(runs)
+    return n, configurations * FULL_SEEDS if scale == "full" else n
+
+
 # --------------------------------------------------------------------------- page spec
 @dataclass(frozen=True)
 class Context:

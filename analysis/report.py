@@ -19,7 +19,7 @@ from analysis import pages as pages_pkg
 from analysis.page import Context, Page, Shown, status
 from analysis.render import claims_md, md_table, md_to_html, provenance_md
 from analysis.runs import SCALE_ORDER, load_runs
-from analysis.verdicts import RULE, VERDICTS, Claim
+from analysis.verdicts import RULE, VERDICTS, Claim, verdict_of
 
 
 def all_pages() -> list[Page]:
@@ -79,7 +79,8 @@ def counts_md(rows: Sequence[Sequence[str]], papers: Sequence[str], by_scale: bo
             at = [r for r in mine if scale is None or r[6] == scale]
             theirs = [r for r in at if not r[3]]
             out.append([paper, *([scale or "—"] if by_scale else []), str(len(theirs)),
-                        *(str(sum(r[5] == v for r in theirs)) for v in VERDICTS), str(len(at) - len(theirs))])
+                        *(str(sum(verdict_of(r[5]) == v for r in theirs)) for v in VERDICTS),
+                        str(len(at) - len(theirs))])
     return md_table(["paper", *(["scale"] if by_scale else []), "claims", *VERDICTS, "ours (not counted)"], out)
 
 

@@ -11,8 +11,10 @@ from typing import NamedTuple
 
 HOLDS, FAILS, NOT_MEASURED, NOT_RESOLVABLE = "holds", "does not hold", "not measured", "not resolvable"
 UNDETERMINED = "undetermined within the model's error"
+#: a claim of a scale whose runs are not all finished: not decided yet ("pending (n of N runs)", :func:`pending`)
+PENDING = "pending"
 #: every verdict, in the order the counts show them
-VERDICTS = (HOLDS, FAILS, NOT_RESOLVABLE, UNDETERMINED, NOT_MEASURED)
+VERDICTS = (HOLDS, FAILS, NOT_RESOLVABLE, UNDETERMINED, PENDING, NOT_MEASURED)
 
 # Every claim of every page is a :class:`Claim` made by one of the functions below or of :mod:`analysis.learning`.
 #
@@ -41,7 +43,8 @@ RULE = (f"Verdict rule (every page): a claim about learning is decided only on r
         "probability P < b needs its 95 % upper bound below b (≈ 3/b samples). A cost-model prediction of a claimed "
         "range is a band (the model over the choices the papers leave open, widened by its own measured error on "
         "published timings it was not fitted to): held when the band lies inside the range, failed when wholly "
-        f"outside, otherwise \"{UNDETERMINED}\".")
+        f"outside, otherwise \"{UNDETERMINED}\". A claim of a scale whose sweep has not finished all its runs is "
+        f"\"{PENDING} (n of N runs)\", never decided on part of them.")
 
 
 class Claim(NamedTuple):
@@ -155,3 +158,17 @@ def at_scales(scale: str, scales: Sequence[str], claims: Iterable[Claim]) -> lis
     there are several (the page shows each scale's verdicts, ci beside full), only tagged with it where one."""
     return at_scale(scale, claims) if len(scales) > 1 else [c._replace(scale=scale) for c in claims]
 
+
+def pending(claims: Iterable[Claim], done: int, planned: int) -> list[Claim]:
+    """``claims`` of a scale of which ``done`` of the ``planned`` runs have finished: none is decided on part of its
+    runs (a missing configuration or seed can change it), each says "pending (done of planned runs)" and shows the
+    numbers so far; all of them as they are once ``done`` reaches ``planned``."""
+    if done >= planned:
+        return list(claims)
+    return [c._replace(verdict=f"{PENDING} ({done} of {planned} runs)", numbers=f"so far, not final: {c.numbers}")
+            for c in claims]
+
+
+def verdict_of(claim_verdict: str) -> str:
+    """The verdict a claim's verdict text counts as (``pending (3 of 21 runs)`` is :data:`PENDING`)."""
+    return PENDING if claim_verdict.startswith(PENDING + " (") else claim_verdict

@@ -5,7 +5,9 @@ claims decided at ``full`` beside ``ci`` — from hand-made MLflow runs tagged a
 
 from __future__ import annotations
 
+import importlib
 import math
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -15,8 +17,8 @@ sys.path.insert(0, str(REPO))
 
 from analysis.evidence import errors, run_errors  # noqa: E402
 from analysis.learning import equal, lower  # noqa: E402
-from analysis.page import Context  # noqa: E402
-from analysis.pages import rudra_figs, zhang  # noqa: E402
+from analysis.page import FULL_SEEDS, Context  # noqa: E402
+from analysis.pages import cifar_jpeg, rudra_figs, zhang  # noqa: E402
 from analysis.pages import rudra_paper as RP  # noqa: E402
 from analysis.report import build, render  # noqa: E402
 from analysis.runs import Run, load_runs, scales_of  # noqa: E402
@@ -56,6 +58,25 @@ def test_the_jpeg_cost_arrays_arm_is_scored_on_the_subsets_test_images():
     arm = {"dataset": "arrays", "experiment": "reference/cifar_jpeg_cost", "data_note": "cifar10_jpeg_q75"}
     assert run_errors("jpeg", [_run(arm, 0.6)]).images == 1_017
     assert run_errors("other", [_run({**arm, "experiment": "mine"}, 0.6)]).images is None  # arrays of unknown size
+
+
+def test_the_runs_a_page_waits_for_are_its_sweeps():
+    """The planned runs behind "pending (n of N runs)": seeds and cases as the ``full`` sweeps and the cost sweep
+    run them."""
+    from sweeps import _runner, cifar_jpeg_cost
+
+    def seeds(override: str) -> int:
+        return len(re.search(r"choice\(([^)]*)\)", override)[1].split(","))
+
+    assert seeds(_runner.SEEDS) == FULL_SEEDS and seeds(cifar_jpeg_cost.SEEDS) == cifar_jpeg.COST_SEEDS == 5
+    assert cifar_jpeg.cost_runs(Context([], Path("."), "")) == (0, 20)
+    for name in ("rudra_table2", "rudra_fig5", "rudra_fig6_7", "zhang_fig3", "terngrad_table1"):
+        assert _runner.SEEDS in importlib.import_module(f"sweeps.{name}").SCALES["full"], name
+    full67 = importlib.import_module("sweeps.rudra_fig6_7").SCALES["full"]
+    assert "hydra.sweeper.constraints=['learners in [1,4,30] and batch_size in [4,128]']" in full67
+    assert len(rudra_figs.FULL_SUBGRID) == 14  # 6 hardsync + 4 λ-softsync + 4 1-softsync
+    assert "hydra.sweeper.constraints=['case != \"noclip_n16\"']" in \
+        importlib.import_module("sweeps.terngrad_table1").SCALES["full"]
 
 
 # --------------------------------------------------------------------------- 5: why a claim on 10,000 images stays open
@@ -123,28 +144,36 @@ def test_full_pages_say_jpeg_next_to_their_numbers_and_decide_claims_beside_ci(p
     assert "| [full] at n = λ = 30, α0/τ trains where α0 (Downpour) does not: lower final test error | holds |" in f3
     assert ("| [full] with α0/τ the model reaches ~18 % test error irrespective of staleness | not measured | needs "
             "scale=paper: the paper's ~18 % is after 140 epochs of CIFAR-10; this is full (5 epochs)") in f3
-    # Rudra Table 2 at full: the 1 pp claim is open for the whole test set's noise, said as such
+    assert "| pending (" not in f3  # all 21 runs of full (7 cases × 3 seeds) have finished
+    # Rudra Table 2 at full: 18 of its 23 × 3 runs: every claim waits for the others, showing what it has so far
+    # (the 1 pp claim is open for the whole test set's noise, said as such)
     t2 = (out / "rudra_table2.md").read_text()
     assert f"| 3 | {SAID} (cifar10_jpeg_q75; cifar10_jpeg_q75_2_epochs) |" in t2  # the data column
     claim = next(line for line in t2.splitlines() if "spread ≤ 1 pp" in line)
-    assert f"| {NOT_RESOLVABLE} |" in claim and "cifar10_jpeg's whole test set (10,000 images, the paper's own) " \
-                                                "alone is noisier than the claim's 1.00 pp" in claim
-    # the verdict counts per paper and scale
+    assert "| pending (18 of 69 runs) | so far, not final: " in claim
+    assert "cifar10_jpeg's whole test set (10,000 images, the paper's own) alone is noisier than the claim's " \
+           "1.00 pp" in claim
+    assert "| holds |" not in t2 and "| does not hold |" not in t2 and f"| {NOT_RESOLVABLE} |" not in t2
+    # the verdict counts per paper and scale (columns: claims, holds, does not hold, not resolvable, undetermined,
+    # pending, not measured, ours)
     claims = (out / "claims.md").read_text()
-    assert "| staleness-aware ASGD | ci | 6 | 3 | 0 | 1 | 0 | 2 | 0 |" in claims
-    assert "| staleness-aware ASGD | full | 6 | 4 | 0 | 0 | 0 | 2 | 0 |" in claims
+    assert "| staleness-aware ASGD | ci | 6 | 3 | 0 | 1 | 0 | 0 | 2 | 0 |" in claims
+    assert "| staleness-aware ASGD | full | 6 | 4 | 0 | 0 | 0 | 0 | 2 | 0 |" in claims
+    n_t2 = sum("| pending (18 of 69 runs) |" in line for line in t2.splitlines())
+    assert n_t2 > 0 and f"| Rudra | full | {n_t2} | 0 | 0 | 0 | 0 | {n_t2} | 0 | 0 |" in claims
     assert "| staleness-aware ASGD | full | 6 |" in (out / "index.md").read_text()
 
 
 # --------------------------------------------------------------------------- 3 and 4: the JPEG cost and the reference
-ORIG = {"hardsync": (0.600, 0.610, 0.620), "s30_tau": (0.700, 0.690, 0.680)}
-JPEG = {"hardsync": (0.609, 0.620, 0.631), "s30_tau": (0.701, 0.689, 0.682)}
+# the cost sweep's 5 seeds (sweeps/cifar_jpeg_cost.py) of its 2 configurations × 2 pixels: 20 runs
+ORIG = {"hardsync": (0.600, 0.610, 0.620, 0.610, 0.610), "s30_tau": (0.700, 0.690, 0.680, 0.690, 0.690)}
+JPEG = {"hardsync": (0.609, 0.620, 0.631, 0.620, 0.620), "s30_tau": (0.701, 0.689, 0.682, 0.691, 0.690)}
 
 
-def _cost_runs(s: ReportStore) -> None:
+def _cost_runs(s: ReportStore, seeds: int = 5) -> None:
     for conf in ORIG:
         for pixels, ds, vals in (("original", "cifar10_subset", ORIG[conf]), ("jpeg_q75", "arrays", JPEG[conf])):
-            for seed, e in enumerate(vals):
+            for seed, e in enumerate(vals[:seeds]):
                 s.run({"experiment": "reference/cifar_jpeg_cost", "configuration": conf, "pixels": pixels,
                        "case": f"{conf}_{pixels}", "scale": "ci", "dataset": ds,
                        "data_note": "cifar10_subset_6_epochs" if pixels == "original" else
@@ -152,7 +181,7 @@ def _cost_runs(s: ReportStore) -> None:
 
 
 def _two_se_unpaired(a: tuple, b: tuple, images: int = 1_017) -> float:
-    return 2 * math.sqrt(sum(statistics.variance(v) / 3 + statistics.fmean(v) * (1 - statistics.fmean(v)) / images
+    return 2 * math.sqrt(sum(statistics.variance(v) / len(v) + statistics.fmean(v) * (1 - statistics.fmean(v)) / images
                              for v in (a, b)))
 
 
@@ -173,14 +202,17 @@ def test_cifar_pages_state_the_jpeg_cost_and_the_reference_within_its_tolerance(
     s.run(REFERENCE_TAGS, {"test_error": 0.199, "epochs_done": 140.0, "ps_updates": 70_000}, params={"epochs": 140},
           histories={"test_error": curve})
     md = _page(psbench_root, tmp_path / "r", rudra_figs.rudra_fig6_7)  # no Figs 6–7 runs: the sections still show
-    d = [j - o for j, o in zip(JPEG["hardsync"], ORIG["hardsync"], strict=True)]  # +0.9, +1.0, +1.1 pp
-    paired = 2 * statistics.stdev(d) / math.sqrt(3)
-    unpaired = _two_se_unpaired(ORIG["hardsync"], JPEG["hardsync"])
-    assert (f"| hardsync | 61.00 ± 1.00 (n=3) | 62.00 ± 1.10 (n=3) | +1.00 | 3 | {paired * 100:.2f} | "
-            f"{unpaired * 100:.2f} | +0.90, +1.00, +1.10 |") in md
-    assert (f"hardsync +1.00 pp ± {paired * 100:.2f} pp (2 SE of the paired difference, n = 3 seeds; unpaired 2 SE "
+    o, j = ORIG["hardsync"], JPEG["hardsync"]
+    d = [b - a for a, b in zip(o, j, strict=True)]  # +0.9, +1.0, +1.1, +1.0, +1.0 pp
+    paired = 2 * statistics.stdev(d) / math.sqrt(5)
+    unpaired = _two_se_unpaired(o, j)
+    assert (f"| hardsync | 61.00 ± {statistics.stdev(o) * 100:.2f} (n=5) | 62.00 ± {statistics.stdev(j) * 100:.2f} "
+            f"(n=5) | +1.00 | 5 | {paired * 100:.2f} | {unpaired * 100:.2f} | +0.90, +1.00, +1.10, +1.00, "
+            "+1.00 |") in md
+    assert (f"hardsync +1.00 pp ± {paired * 100:.2f} pp (2 SE of the paired difference, n = 5 seeds; unpaired 2 SE "
             f"{unpaired * 100:.2f} pp), outside its paired 2 SE: a measured cost") in md
-    assert "s30_tau +0.07 pp ± " in md and "inside its paired 2 SE: no cost resolved" in md
+    assert "s30_tau +0.06 pp ± " in md and "inside its paired 2 SE: no cost resolved" in md
+    assert "pending (" not in md and "**JPEG − original test error:**" in md
     # the reference: |19.9 − 17.9| = 2.0 pp ≤ 3 + |1.00| + 2 SE (2·√(0.199 · 0.801 / 10,000) = 0.80 pp)
     se2 = 2 * math.sqrt(0.199 * 0.801 / 10_000)
     assert (f"| Rudra §4.2 | 17.9 | 19.90 (n=1, 10,000 test images) | 2.00 | 3 + 1.00 + {se2 * 100:.2f} = "
@@ -205,9 +237,24 @@ def test_a_reference_far_from_the_paper_is_outside_its_tolerance(psbench_root, t
 def test_a_reference_still_running_is_said_not_finished(psbench_root, tmp_path):
     s = ReportStore(psbench_root)
     s.run(REFERENCE_TAGS, params={"epochs": 140}, status="RUNNING",
-          histories={"test_error": [(499, 0.55), (999, 0.47), (1_499, 0.42)], "epoch": [(1_500, 3.0)]})
+          histories={"test_error": [(499, 0.55), (999, 0.47), (1_499, 0.42)], "epoch": [(1_509, 3.02)]})
     md = _page(psbench_root, tmp_path / "r", rudra_figs.rudra_fig6_7)
-    assert ("**Not finished:** the run is RUNNING (epoch 3 of 140, last test error 42.00 % (not final); data: "
-            f"{SAID} (cifar10_jpeg_q75)). No comparison until it finishes.") in md
+    # steps are 0-based update indices: the evaluation at step 1,499 follows update 1,500; 500 updates an epoch
+    assert ("**Not finished:** the run is RUNNING (update 1,500 of 70,000 (epoch 3 of 140): latest test error "
+            f"42.00 %, not final; data: {SAID} (cifar10_jpeg_q75)). No comparison until it finishes.") in md
     assert "Within the tolerance" not in md and "| yes |" not in md
     assert "Not measured: no runs of `experiment=reference/cifar_jpeg_cost`" in md  # the cost: not yet
+
+
+def test_an_unfinished_cost_study_is_pending_and_holds_back_the_reference(psbench_root, tmp_path):
+    s = ReportStore(psbench_root)
+    _cost_runs(s, seeds=3)  # 12 of the sweep's 20 runs
+    s.run(REFERENCE_TAGS, {"test_error": 0.199, "epochs_done": 140.0, "ps_updates": 70_000}, params={"epochs": 140},
+          histories={"test_error": [(499, 0.6), (69_999, 0.199)]})
+    md = _page(psbench_root, tmp_path / "r", zhang.zhang_fig3)
+    assert "**JPEG − original test error, pending (12 of 20 runs):** hardsync +1.00 pp ± " in md
+    assert "outside its paired 2 SE, not final" not in md and md.count("), not final") == 2
+    assert "a measured cost" not in md and "no cost resolved" not in md
+    assert "| pending (12 of 20 cost runs) |" in md
+    assert "**No comparison yet:** the JPEG cost in the tolerance is pending (12 of 20 cost runs)." in md
+    assert "Within the tolerance" not in md

@@ -147,8 +147,9 @@ def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_pat
                   params={"epochs": 2}, seed=seed)
     status, md = page(psbench_root, tmp_path / "r", "rudra_fig6_7")
     assert status == "partial (7 of 96 configurations at scale ci)"
-    assert "### hardsync\n\n|  | λ = 1 | λ = 30 | data |\n|---|---|---|---|\n| μ = 4 | 18.00 ± 0.10 / 300 ± 0 (n=3) | " \
-           "22.00 ± 0.10 / 20 ± 0 (n=3) |  |\n| μ = 128 | 20.00 ± 0.10 / 100 ± 0 (n=3) | " \
+    assert "### hardsync\n\n|  | λ = 1 | λ = 30 | data |\n|---|---|---|---|\n" \
+           "| μ = 4 | 18.00 ± 0.10 / 300 ± 0 (n=3) | 22.00 ± 0.10 / 20 ± 0 (n=3) |  |\n" \
+           "| μ = 128 | 20.00 ± 0.10 / 100 ± 0 (n=3) | " \
            "30.00 ± 0.10 / 6 ± 0 (n=3) |  |" in md
     # λ-softsync: λ = 1 is the hardsync run
     assert "| μ = 4 | 18.00 ± 0.10 / 300 ± 0 (n=3) | 20.50 ± 0.10 / 40 ± 0 (n=3) |" in md

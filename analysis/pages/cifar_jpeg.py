@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.evidence import Errors, run_errors, run_value, two_se
-from analysis.page import Context
+from analysis.page import Context, preset_cases
 from analysis.render import cell, data_note, figure, jpeg_quality, md_table
 from analysis.runs import Run, history, select
 
 #: the ``experiment`` tags of the cost runs and of the reference run
 COST, REFERENCE = "reference/cifar_jpeg_cost", "reference/cifar10_full"
+#: seeds per case of the cost sweep (sweeps/cifar_jpeg_cost.py: 0–4)
+COST_SEEDS = 5
 #: the cost runs' ``pixels`` tags
 ORIGINAL, JPEG = "original", "jpeg_q75"
 #: the reference's tolerance, stated in its preset before the run: |ours − paper| ≤ 3 pp + |JPEG cost| + 2 SE
@@ -80,6 +82,11 @@ def jpeg_costs(runs: Sequence[Run]) -> dict[str, Cost]:
     return out
 
 
+def cost_runs(ctx: Context) -> tuple[int, int]:
+    """(finished, planned) runs of the cost sweep: its preset's cases × :data:`COST_SEEDS`."""
+    return len(select(ctx.runs, experiment=COST)), len(preset_cases(COST)) * COST_SEEDS
+
+
 def shows_jpeg(runs: Sequence[Run]) -> bool:
     """Whether a page's ``runs`` hold numbers on JPEG-re-encoded images."""
     return any(jpeg_quality(r) for r in runs)
@@ -102,6 +109,8 @@ def cost_section(ctx: Context) -> str:
     costs = jpeg_costs(ctx.runs)
     if not costs:
         return "".join(md) + "Not measured: no runs of `experiment=reference/cifar_jpeg_cost` in the store.\n"
+    done, planned = cost_runs(ctx)
+    pending = done < planned
     rows = []
     for c in costs.values():
         rows.append([c.configuration, cell(c.original.values, 100), cell(c.jpeg.values, 100), _pp(c.mean, "+"),
@@ -116,13 +125,14 @@ def cost_section(ctx: Context) -> str:
             said.append(f"{c.configuration} {_pp(c.mean, '+')} pp from one paired seed (no paired 2 SE; unpaired "
                         f"2 SE {u} pp)")
             continue
-        where = "outside its paired 2 SE: a measured cost" if abs(c.mean) > p else \
-            "inside its paired 2 SE: no cost resolved"
+        where = ("not final" if pending else "outside its paired 2 SE: a measured cost" if abs(c.mean) > p else
+                 "inside its paired 2 SE: no cost resolved")
         said.append(f"{c.configuration} {_pp(c.mean, '+')} pp ± {_pp(p)} pp (2 SE of the paired difference, n = "
                     f"{c.n} seeds; unpaired 2 SE {u} pp), {where}")
     notes = sorted({data_note(r) for r in select(ctx.runs, experiment=COST, pixels=JPEG)})
     alone = len(select(ctx.runs, experiment=COST)) - 2 * sum(c.n for c in costs.values())
-    md.append(f"\n**JPEG − original test error:** {'; '.join(said)}. Measured at 6 epochs of the 5,085-image subset; "
+    md.append(f"\n**JPEG − original test error{f', pending ({done} of {planned} runs)' if pending else ''}:** "
+              f"{'; '.join(said)}. Measured at 6 epochs of the 5,085-image subset; "
               f"not measured at other budgets. JPEG arm's data: {', '.join(notes)}."
               + (f" {alone} finished run{'s' if alone != 1 else ''} without a finished pair (same configuration and "
                  "seed) left out." if alone else "") + "\n")
@@ -140,6 +150,20 @@ def _curve(ctx: Context, run: Run) -> list[tuple[float, float]]:
             return []
         updates, epochs = last[0]
     return [(s / updates * epochs, v) for s, v in pts]
+
+
+def _latest(ctx: Context, run: Run, want: str) -> str:
+    """Where an unfinished ``run`` is: its latest evaluation's update (of the planned updates, from its latest
+    ``epoch`` metric and the update it was logged at) and test error, said not final. A metric's step is the index
+    of the update it follows (0-based), so update k is step k − 1."""
+    pts = history(ctx.tracking_uri, run, "test_error")
+    if not pts:
+        return "no evaluation yet"
+    step, err = pts[-1][0] + 1, pts[-1][1]
+    last = history(ctx.tracking_uri, run, "epoch")[-1:]
+    per = (last[0][0] + 1) / last[0][1] if last and last[0][1] else None  # updates per epoch
+    of = f" of {round(per * float(want)):,} (epoch {step / per:.0f} of {want})" if per else ""
+    return f"update {step:,}{of}: latest test error {err * 100:.2f} %, not final"
 
 
 def reference_section(ctx: Context, paper: float, who: str, path: Path, approx: str = "") -> str:
@@ -165,11 +189,8 @@ def reference_section(ctx: Context, paper: float, who: str, path: Path, approx: 
     band = None
     if not done:
         r = running[0]
-        pts = _curve(ctx, r)
-        at = f"epoch {pts[-1][0]:.0f} of {want}, last test error {pts[-1][1] * 100:.2f} % (not final)" if pts else \
-            "no evaluation yet"
-        md.append(f"**Not finished:** the run is RUNNING ({at}; data: {data_note(r)}). No comparison until it "
-                  "finishes.\n")
+        md.append(f"**Not finished:** the run is RUNNING ({_latest(ctx, r, want)}; data: {data_note(r)}). No "
+                  "comparison until it finishes.\n")
     else:
         g = run_errors("reference", done)
         got = [r.metrics.get("epochs_done") for r in done]
@@ -180,8 +201,10 @@ def reference_section(ctx: Context, paper: float, who: str, path: Path, approx: 
                       f"{', '.join('—' if e is None else f'{e:.2f}' for e in got)}).\n")
         else:
             d, se2 = abs(g.mean - paper / 100), two_se(g)
+            n_cost, planned = cost_runs(ctx)
             tol = None if cost is None else BASE_TOL + abs(cost.mean) + se2
-            within = "—" if tol is None else "yes" if d <= tol else "no"
+            within = ("—" if tol is None else f"pending ({n_cost} of {planned} cost runs)" if n_cost < planned
+                      else "yes" if d <= tol else "no")
             band = tol
             md.append(md_table(
                 ["paper", "paper error %", f"ours, epoch {want}, error %", f"|ours − {paper:g} %| pp",
@@ -189,7 +212,10 @@ def reference_section(ctx: Context, paper: float, who: str, path: Path, approx: 
                 [[who, f"{paper:g}", f"{g.mean * 100:.2f} (n={g.n}, {g.images or 0:,} test images)", _pp(d),
                   "JPEG cost not measured" if cost is None else
                   f"3 + {_pp(abs(cost.mean))} + {_pp(se2)} = {_pp(tol)}", within, data_note(done[0])]]))
-            md.append("\n" + (f"**Within the tolerance stated before the run: {within}.**" if tol is not None else
+            md.append("\n" + (f"**Within the tolerance stated before the run: {within}.**" if tol is not None and
+                              not within.startswith("pending") else
+                              f"**No comparison yet:** the JPEG cost in the tolerance is {within}." if tol is not None
+                              else
                               "**No comparison:** the tolerance needs the JPEG cost (`sweeps/cifar_jpeg_cost.py`).")
                       + "\n")
     png = _plot(ctx, shown[0], f"{approx}{paper:g}", paper, band, path, finished=bool(done), want=want)

@@ -9,12 +9,12 @@ from pathlib import Path
 
 from analysis.evidence import Errors, errors, run_errors
 from analysis.learning import by_means, equal, increasing
-from analysis.page import NO_RUNS, Context, Page, Shown, coverage
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
 from analysis.pages import cifar_jpeg, cluster_model
 from analysis.pages import rudra_paper as P
 from analysis.render import cell, data_note, figure, fmt, md_table, mean_std, scale_data
 from analysis.runs import Run, attach_summaries, scales_of, select
-from analysis.verdicts import Claim, at_scales, not_measured, simulated
+from analysis.verdicts import Claim, at_scales, not_measured, pending, simulated
 
 ORDER = 0
 
@@ -95,7 +95,8 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         png = _t2_plot(measured, out / f"rudra_table2_{scale}.png")
         if png:
             md.append(f"\n![test error vs simulated time per μλ]({png.name})\n")
-        claims += at_scales(scale, scales, _t2_claims(measured))
+        claims += at_scales(scale, scales, pending(_t2_claims(measured), *planned(scale, len(rows_all),
+                                                                                     select(t2, scale=scale))))
     extra, read = cifar_jpeg.sections(ctx, t2, "rudra_table2", (P.BASELINE["test_error"], "Rudra §4.2", ""))
     covered = coverage(t2, [P.case_label(s, mu, lam) for _, (s, mu, lam, _, _) in rows_all],
                        measured=lambda r: r.metrics.get("test_error") is not None)
@@ -267,7 +268,9 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
                + (", ".join(f"({s},{mu},{lam}) {points[(s, mu, lam)][0]:.2f}% {points[(s, mu, lam)][1]:.3g} s"
                             for s, mu, lam in front) or "—") + "\n"]
         covered[scale] = (len(set(points) & set(_T3_CONFIGS)), len(_T3_CONFIGS))
-        claims += at_scales(scale, scales_of(t3), _t3_claims(ranked, front, points, [configs[k][5] for k in points]))
+        t3_claims = _t3_claims(ranked, front, points, [configs[k][5] for k in points])  # Table 2's runs rank too
+        claims += at_scales(scale, scales_of(t3), pending(t3_claims, *planned(
+            scale, sum(len(rows) for rows in P.TABLE2.values()) + len(preset_cases("rudra/table3")), cand)))
     extra, read = cifar_jpeg.sections(ctx, used, "rudra_table3")
     return Shown(covered, claims, [*used, *read], cmd), "".join(md) + extra
 

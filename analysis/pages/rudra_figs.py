@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -10,13 +11,13 @@ from pathlib import Path
 
 from analysis.evidence import Errors, run_errors
 from analysis.learning import at_chance, lower, no_worse
-from analysis.page import NO_RUNS, Context, Page, Shown, coverage, preset_cases
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
 from analysis.pages import cifar_jpeg, cluster_model
 from analysis.pages import rudra_paper as P
 from analysis.pages.rudra import by_config, diverged
 from analysis.render import cell, data_note, figure, md_table, mean_std, scale_data
 from analysis.runs import Run, attach_summaries, history, scales_of, select
-from analysis.verdicts import Claim, at_scales, simulated
+from analysis.verdicts import Claim, at_scales, pending, simulated
 from analysis.verdicts import tail as tail_claim
 
 ORDER = 0
@@ -132,7 +133,8 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
         png = _fig5_plot(curves, ctx.out / f"rudra_fig5_{scale}.png")
         if png:
             md.append(f"\n![test error vs epoch]({png.name})\n")
-        claims += at_scales(scale, scales, _fig5_claims(final))
+        claims += at_scales(scale, scales, pending(_fig5_claims(final), *planned(scale, len(P.FIG5),
+                                                                                  select(f5, scale=scale))))
     extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
     covered = coverage(f5, P.FIG5, measured=lambda r: r.metrics.get("test_error") is not None)
     return Shown(covered, claims, [*f5, *read], cmd), "".join(md) + extra
@@ -173,6 +175,10 @@ def _fig5_plot(curves: Mapping[str, list[tuple[float, float]]], path: Path) -> P
 
 # --------------------------------------------------------------------------- Rudra Figs 6–7
 FAMILIES = ("hardsync", "λ-softsync", "1-softsync")
+#: the cases the ``full`` sweep runs (sweeps/rudra_fig6_7.py: λ ∈ {1, 4, 30} and μ ∈ {4, 128}, a labelled sub-grid)
+FULL_SUBGRID = [c for c in preset_cases("rudra/fig6_7")
+                if (m := re.fullmatch(r"s\d+_mu(\d+)_lam(\d+)", c)) and int(m[1]) in (4, 128)
+                and int(m[2]) in (1, 4, 30)]
 
 
 def family_points(configs: Mapping[tuple[int, int, int], tuple], family: str) -> dict[tuple[int, int], tuple]:
@@ -219,7 +225,7 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
         png = _fig67_plot(configs, ctx.out / f"rudra_fig6_7_{scale}.png")
         if png:
             md.append(f"\n![tradeoff curves]({png.name})\n")
-        claims += at_scales(scale, scales, _fig67_claims(configs))
+        claims += at_scales(scale, scales, pending(_fig67_claims(configs), *planned(scale, len(FULL_SUBGRID), runs)))
     extra, read = cifar_jpeg.sections(ctx, f67, "rudra_fig6_7", (P.BASELINE["test_error"], "Rudra §4.2", ""))
     return Shown(coverage(f67, preset_cases("rudra/fig6_7")), claims, [*f67, *read], cmd), "".join(md) + extra
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from analysis.evidence import Errors, run_errors
 from analysis.learning import at_chance, equal, increasing, lower, near
-from analysis.page import NO_RUNS, Context, Page, Shown, coverage, preset_cases
+from analysis.page import NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
 from analysis.pages import cifar_jpeg, cluster_model
 from analysis.pages import zhang_paper as P
 from analysis.pages.rudra_figs import mean_curve
 from analysis.render import cell, data_note, figure, md_table, scale_data
 from analysis.runs import Run, attach_summaries, epoch_means, history, scales_of, select
-from analysis.verdicts import Claim, at_scales, band, in_range, not_measured, simulated
+from analysis.verdicts import Claim, at_scales, band, in_range, not_measured, pending, simulated
 from analysis.verdicts import tail as tail_claim
 from psbench.calibration.paper_fit import RUDRA_SSGD_OVER_ASGD
 
@@ -374,9 +374,9 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
         if png:
             md.append(f"\n![test error and training loss vs epoch]({png.name})\n")
         epochs = "/".join(sorted({r.params["epochs"] for r in rs if r.params.get("epochs")}))
-        claims += at_scales(scale, scales, fig3_claims({c: run_errors(P.FIG3[c][2] + ("" if c == "hardsync" else
-                                                                               f" {P.FIG3[c][1]}"),
-                                                             select(rs, case=c)) for c in P.FIG3}, scale, epochs))
+        err = {c: run_errors(P.FIG3[c][2] + ("" if c == "hardsync" else f" {P.FIG3[c][1]}"), select(rs, case=c))
+               for c in P.FIG3}
+        claims += at_scales(scale, scales, pending(fig3_claims(err, scale, epochs), *planned(scale, len(P.FIG3), rs)))
     extra, read = cifar_jpeg.sections(ctx, f3, "zhang_fig3", REFERENCE)
     covered = coverage(f3, P.FIG3, measured=lambda r: r.metrics.get("test_error") is not None)
     return Shown(covered, claims, [*f3, *read], cmd), "".join(md) + extra
