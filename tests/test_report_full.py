@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO))
 from analysis.evidence import errors, run_errors  # noqa: E402
 from analysis.learning import equal, lower  # noqa: E402
 from analysis.page import FULL_SEEDS, Context  # noqa: E402
-from analysis.pages import cifar_jpeg, rudra_figs, zhang  # noqa: E402
+from analysis.pages import cifar_jpeg, rudra_figs, terngrad, zhang  # noqa: E402
 from analysis.pages import rudra_paper as RP  # noqa: E402
 from analysis.report import build, render  # noqa: E402
 from analysis.runs import Run, load_runs, scales_of  # noqa: E402
@@ -222,6 +222,10 @@ def test_cifar_pages_state_the_jpeg_cost_and_the_reference_within_its_tolerance(
     assert (tmp_path / "r" / "rudra_fig6_7_reference.png").stat().st_size > 0
     z = _page(psbench_root, tmp_path / "z", zhang.zhang_fig3)
     assert "Zhang §4.1: ~18 % test error" in z and "| Zhang §4.1 | 18 | 19.90 (n=1, 10,000 test images) | 1.90 |" in z
+    # TernGrad Table 1 (CifarNet, no runs yet): the cost, said to be another network's; no 17.9 % reference
+    t = _page(psbench_root, tmp_path / "t", terngrad.terngrad_table1)
+    assert "**JPEG − original test error:** hardsync +1.00 pp" in t and "not CifarNet and Adam" in t
+    assert "The recipe's reference" not in t
 
 
 def test_a_reference_far_from_the_paper_is_outside_its_tolerance(psbench_root, tmp_path):
