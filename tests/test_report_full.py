@@ -79,6 +79,18 @@ def test_the_runs_a_page_waits_for_are_its_sweeps():
         importlib.import_module("sweeps.terngrad_table1").SCALES["full"]
 
 
+def test_a_claim_that_fails_on_full_data_says_its_reason_is_not_yet_found():
+    from analysis.verdicts import FAILS, Claim, at_scale, at_scales
+
+    c = Claim("x", FAILS, "a 1 pp worse")
+    assert at_scales("full", ["full"], [c])[0].numbers == "a 1 pp worse; why it does not hold on all of CIFAR-10 " \
+                                                         "is not yet found (the recipe, the budget, the schedule or " \
+                                                         "a real difference)"
+    assert at_scale("full", [c])[0].numbers.endswith("a real difference)")
+    assert at_scales("ci", ["ci", "full"], [c])[0].numbers == "a 1 pp worse"  # the subset: its noise, as before
+    assert at_scale("full", [c._replace(verdict=HOLDS)])[0].numbers == "a 1 pp worse"
+
+
 # --------------------------------------------------------------------------- 5: why a claim on 10,000 images stays open
 def test_a_claim_on_the_whole_test_set_says_why_it_is_not_resolvable():
     def grp(label: str, vals: list[float], ds: str = "cifar10_jpeg"):
