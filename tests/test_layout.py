@@ -168,25 +168,3 @@ def test_the_config_stops_at_assembly(package):
         if re.search(r"^\s*(from omegaconf|import omegaconf)|DictConfig|OmegaConf", text, re.M):
             bad.append(f"{path.relative_to(SRC)}: omegaconf")
     assert bad == []
-
-
-def test_the_readme_layout_has_one_line_per_module():
-    """README "Layout": every module of src/psbench on its own line, under its package, and nothing else."""
-    text = (SRC.parent / "README.md").read_text()
-    block = text[text.index("\n## Layout\n"):]
-    block = block[block.index("```\n") + 4:]
-    block = block[:block.index("```")]
-    listed, package = [], None
-    for line in block.splitlines()[1:]:  # after "src/psbench/"
-        name = line.split()[0] if line.strip() else ""
-        if line.startswith("    "):
-            listed.append(f"{package}/{name}")
-        elif line.startswith("  "):
-            package = name.rstrip("/") if name.endswith("/") else None
-            if package is None:
-                listed.append(name)
-        else:
-            break
-    files = sorted(str(p.relative_to(SRC / "psbench")) for p in (SRC / "psbench").rglob("*.py")
-                   if p.name != "__init__.py" and "conf" not in p.parts)
-    assert sorted(listed) == files

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 import signal
-from pathlib import Path
 
 import pytest
 
 from psbench import lifecycle
 from psbench.summary import FIELDS, RunSummary, write_json
-
-README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_a_summary_survives_summary_json_unchanged(tmp_path):
@@ -63,11 +59,3 @@ def test_the_simulators_summary_is_a_run_summary(compose_cfg, tmp_path):
     assert r.engine == "sim" and r.mode is None and r.run_time_s is None and r.pushes_received is None
     assert r.sim_time_s > 0 and r.wall_time_s > 0 and r.ps_updates > 0
     assert r.sim_time_s != r.wall_time_s  # the virtual clock: simulated seconds, not the seconds this took
-
-
-def test_the_readme_documents_every_summary_key():
-    text = README.read_text()
-    section = text[text.index("\n## summary.json\n"):]
-    section = section[:section.index("\n## ", 1)]
-    documented = set(re.findall(r"`(\w+)`(?=(?:, `\w+`)*:)", section))  # `key`: … and `a`, `b`: …
-    assert documented == set(FIELDS)

@@ -120,16 +120,10 @@ def unknown_override(path: str, value: Any) -> ConfigError:
     return unknown_key(path, value, known, f"the {where} group" if not parents else where)
 
 
-def validate(cfg: DictConfig | Mapping[str, Any]) -> None:
-    """Raise :class:`ConfigError` for the first invalid key or value in a composed config.
-
-    First every key on its own (unknown keys, types, ranges), group by group; then each group's
-    rules that span keys or groups (``protocol.n`` <= λ, …); then the output and artifact
-    directories are created if missing and probed for writability. No data file is decoded: the data
-    sets read from one file (``image_folder``, ``arrays``, ``cifar10_jpeg``) are checked without decoding
-    (md5, the zip's directory, the layout, the npz's headers) and raise :class:`~psbench.errors.DataError`;
-    the others' files are read by the data modules.
-    """
+def validate_keys(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """Check every key on its own against its declaration (unknown keys, types, ranges), group by group, and
+    return the resolved config. Nothing here looks at the machine, the files or the store (``docs/`` commands
+    are checked with it); :func:`validate` does that next."""
     container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     require(isinstance(container, Mapping), "config", container, "a mapping")
     assert isinstance(container, Mapping)
@@ -142,6 +136,20 @@ def validate(cfg: DictConfig | Mapping[str, Any]) -> None:
         if group not in resolved:
             raise ConfigError(group, None, "a config group (the group is missing from the config)")
         check_group(group, resolved[group], spec)
+    return resolved
+
+
+def validate(cfg: DictConfig | Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` for the first invalid key or value in a composed config.
+
+    First every key on its own (unknown keys, types, ranges), group by group; then each group's
+    rules that span keys or groups (``protocol.n`` <= λ, …); then the output and artifact
+    directories are created if missing and probed for writability. No data file is decoded: the data
+    sets read from one file (``image_folder``, ``arrays``, ``cifar10_jpeg``) are checked without decoding
+    (md5, the zip's directory, the layout, the npz's headers) and raise :class:`~psbench.errors.DataError`;
+    the others' files are read by the data modules.
+    """
+    resolved = validate_keys(cfg)
     for spec in GROUPS.values():
         if spec.check is not None:
             spec.check(resolved)

@@ -13,9 +13,11 @@ class SamplerConf:
     """Optuna sampler: ``tpe`` | ``random`` | ``grid`` | ``nsgaii`` (multi-objective GA)."""
 
     name: str = "tpe"
+    # the sampler's seed; a resumed study's sampler is seeded from it and the trial number
     seed: int | None = 0
     # tpe: random trials before the model kicks in (Optuna's default when null)
     n_startup_trials: int | None = None
+    # tpe: model the parameters jointly (Optuna's multivariate TPE)
     multivariate: bool = False
     # nsgaii: population size (Optuna's default 50 when null)
     population_size: int | None = None
