@@ -212,8 +212,33 @@ def compose(overrides: list[str], config_dir: str | None, scratch: Path):
     return cfg
 
 
-@pytest.mark.parametrize("where,line,env", all_commands(), ids=lambda v: v if isinstance(v, str) and
-                         re.match(r"^[\w./-]+\.md:\d+$", v) else "")
+#: Commands of docs/how-to/own-model.md that need code not on this branch yet — branch ``own``: models and data
+#: by ``_target_``, ``model.loss``, examples/resnet20 and examples/regression. Each is expected NOT to compose
+#: (a strict xfail), so the merge that makes it compose fails this test until its line is deleted here: the list
+#: is emptied when ``own`` is merged, and nothing else may be added to it.
+PENDING_MERGE = {
+    "psbench --config-dir examples/resnet20/conf experiment=resnet20_softsync": "own",
+    "psbench --config-dir examples/resnet20/conf model=resnet20 dataset=shapes protocol=async learners=16": "own",
+    "psbench -m --config-dir examples/resnet20/conf experiment=resnet20_softsync hparams_search=resnet20_nmu": "own",
+    "psbench -m --config-dir examples/regression/conf experiment=friedman1 protocol=hardsync,async": "own",
+    "psbench -m --config-dir examples/resnet20/conf model=resnet20 dataset=shapes hparams_search=rudra_pareto": "own",
+}
+
+
+def _cases():
+    for where, line, env in all_commands():
+        marks = ([pytest.mark.xfail(strict=True, reason=f"needs branch {PENDING_MERGE[line]} (PENDING_MERGE)")]
+                 if line in PENDING_MERGE else [])
+        yield pytest.param(where, line, env, marks=marks, id=where)
+
+
+def test_every_pending_command_is_in_the_docs():
+    """PENDING_MERGE names commands of the docs, word for word: a stale entry would excuse nothing and hide nothing."""
+    lines = {line for _, line, _ in all_commands()}
+    assert sorted(set(PENDING_MERGE) - lines) == []
+
+
+@pytest.mark.parametrize("where,line,env", list(_cases()))
 def test_every_psbench_command_in_the_docs_composes(where, line, env, tmp_path):
     from psbench.validate import validate_keys
 
@@ -359,28 +384,4 @@ def test_the_strict_build_fails_on_a_broken_link_and_on_nothing_else(tmp_path):
     warnings = [ln for ln in out.splitlines() if ln.startswith("WARNING")]
     assert len(warnings) == 1 and "no-such-page.md" in warnings[0], out[-3000:]
     assert "Aborted with 1 warnings in strict mode" in out, out[-3000:]
-
-
-def test_the_layout_page_has_one_line_per_module():
-    """docs/reference/layout.md: every module of src/psbench on its own line, under its package, and nothing else."""
-    src = REPO / "src"
-    text = (DOCS / "reference" / "layout.md").read_text()
-    block = text[text.index("```text\n") + len("```text\n"):]
-    block = block[:block.index("```")]
-    listed, package = [], None
-    lines = block.splitlines()
-    assert lines[0] == "src/psbench/"
-    for line in lines[1:]:
-        name = line.split()[0] if line.strip() else ""
-        if line.startswith("    "):
-            listed.append(f"{package}/{name}")
-        elif line.startswith("  "):
-            package = name.rstrip("/") if name.endswith("/") else None
-            if package is None:
-                listed.append(name)
-        else:
-            break
-    files = sorted(str(p.relative_to(src / "psbench")) for p in (src / "psbench").rglob("*.py")
-                   if p.name != "__init__.py" and "conf" not in p.parts)
-    assert sorted(listed) == files
 

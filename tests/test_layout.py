@@ -168,3 +168,26 @@ def test_the_config_stops_at_assembly(package):
         if re.search(r"^\s*(from omegaconf|import omegaconf)|DictConfig|OmegaConf", text, re.M):
             bad.append(f"{path.relative_to(SRC)}: omegaconf")
     assert bad == []
+
+
+def test_the_layout_page_has_one_line_per_module():
+    """docs/reference/layout.md: every module of src/psbench on its own line, under its package, and nothing else."""
+    text = (SRC.parent / "docs" / "reference" / "layout.md").read_text()
+    block = text[text.index("```text\n") + len("```text\n"):]
+    block = block[:block.index("```")]
+    lines = block.splitlines()
+    assert lines[0] == "src/psbench/"
+    listed, package = [], None
+    for line in lines[1:]:
+        name = line.split()[0] if line.strip() else ""
+        if line.startswith("    "):
+            listed.append(f"{package}/{name}")
+        elif line.startswith("  "):
+            package = name.rstrip("/") if name.endswith("/") else None
+            if package is None:
+                listed.append(name)
+        else:
+            break
+    files = sorted(str(p.relative_to(SRC / "psbench")) for p in (SRC / "psbench").rglob("*.py")
+                   if p.name != "__init__.py" and "conf" not in p.parts)
+    assert sorted(listed) == files

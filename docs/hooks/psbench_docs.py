@@ -99,9 +99,11 @@ def yaml_notes(path: Path) -> Notes:
 
 # ------------------------------------------------------------------------------------------- Markdown
 def cell(text: Any) -> str:
-    """``text`` safe inside a Markdown table cell (no pipes, no HTML tags, no emphasis)."""
+    """``text`` safe inside a Markdown table cell (no pipes, no HTML tags, no emphasis, no braces: attr_list would
+    take a trailing ``{a: b}`` for attributes and drop it)."""
     s = str(text)
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("*", "\\*"), ("_", "\\_")):
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("*", "\\*"), ("_", "\\_"),
+                 ("{", "&#123;"), ("}", "&#125;")):
         s = s.replace(a, b)
     return s.replace("\n", " ")
 
