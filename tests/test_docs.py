@@ -3,7 +3,8 @@ pages list exactly what the code declares, the README's picture is what the code
 the strict site build.
 
 A command is a line of a ```` ```bash ```` block (``\\`` continues it) whose words start with ``psbench`` or
-``python -m psbench``; ```` ```text ```` blocks are shown, not checked. Before it is composed:
+``python -m psbench``; ```` ```text ```` blocks are shown, except a ``$ psbench …`` line of one: a command shown
+failing, which must fail with the very error line shown under it. Before it is composed:
 
 * ``$VAR`` takes the value an ``export VAR=…`` of the same block gives it, else the word ``VAR``;
 * a ``<placeholder>`` standing alone (``psbench <same overrides> …``) and a bare ``…`` are dropped (they stand for
@@ -385,3 +386,33 @@ def test_the_strict_build_fails_on_a_broken_link_and_on_nothing_else(tmp_path):
     assert len(warnings) == 1 and "no-such-page.md" in warnings[0], out[-3000:]
     assert "Aborted with 1 warnings in strict mode" in out, out[-3000:]
 
+
+
+def transcripts() -> list[tuple[str, str, str]]:
+    """(where, command, the error line shown under it) of every ``$ psbench …`` of a ``text`` block: a command shown
+    failing, with what psbench prints."""
+    out = []
+    for page in _pages():
+        for lang, start, body in fenced_blocks(page):
+            for i, ln in enumerate(body):
+                if lang == "text" and ln.startswith("$ psbench ") and i + 1 < len(body):
+                    out.append((f"{page.relative_to(REPO)}:{start + i}", ln[2:], body[i + 1]))
+    return out
+
+
+@pytest.mark.parametrize("where,line,shown", transcripts())
+def test_a_shown_error_is_the_error_psbench_prints(where, line, shown, tmp_path):
+    """A command the docs show failing fails with the very line shown (the real checks, as the CLI runs them)."""
+    from psbench import console
+    from psbench.errors import ConfigError, DataError
+    from psbench.validate import validate
+
+    overrides, multirun, config_dir = _split(_substitute(line, {}, tmp_path))
+    assert not multirun
+    with pytest.raises((ConfigError, DataError)) as err:
+        validate(compose(overrides, config_dir, tmp_path))
+    assert f"psbench: error: {console.error_message(err.value)}" == shown
+
+
+def test_the_docs_show_a_failing_command():
+    assert [where for where, _, _ in transcripts()] == ["docs/concepts/checks.md:7"]
