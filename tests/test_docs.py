@@ -213,33 +213,8 @@ def compose(overrides: list[str], config_dir: str | None, scratch: Path):
     return cfg
 
 
-#: Commands of docs/how-to/own-model.md that need code not on this branch yet — branch ``own``: models and data
-#: by ``_target_``, ``model.loss``, examples/resnet20 and examples/regression. Each is expected NOT to compose
-#: (a strict xfail), so the merge that makes it compose fails this test until its line is deleted here: the list
-#: is emptied when ``own`` is merged, and nothing else may be added to it.
-PENDING_MERGE = {
-    "psbench --config-dir examples/resnet20/conf experiment=resnet20_softsync": "own",
-    "psbench --config-dir examples/resnet20/conf model=resnet20 dataset=shapes protocol=async learners=16": "own",
-    "psbench -m --config-dir examples/resnet20/conf experiment=resnet20_softsync hparams_search=resnet20_nmu": "own",
-    "psbench -m --config-dir examples/regression/conf experiment=friedman1 protocol=hardsync,async": "own",
-    "psbench -m --config-dir examples/resnet20/conf model=resnet20 dataset=shapes hparams_search=rudra_pareto": "own",
-}
-
-
-def _cases():
-    for where, line, env in all_commands():
-        marks = ([pytest.mark.xfail(strict=True, reason=f"needs branch {PENDING_MERGE[line]} (PENDING_MERGE)")]
-                 if line in PENDING_MERGE else [])
-        yield pytest.param(where, line, env, marks=marks, id=where)
-
-
-def test_every_pending_command_is_in_the_docs():
-    """PENDING_MERGE names commands of the docs, word for word: a stale entry would excuse nothing and hide nothing."""
-    lines = {line for _, line, _ in all_commands()}
-    assert sorted(set(PENDING_MERGE) - lines) == []
-
-
-@pytest.mark.parametrize("where,line,env", list(_cases()))
+@pytest.mark.parametrize("where,line,env", all_commands(), ids=lambda v: v if isinstance(v, str) and
+                         re.match(r"^[\w./-]+\.md:\d+$", v) else "")
 def test_every_psbench_command_in_the_docs_composes(where, line, env, tmp_path):
     from psbench.validate import validate_keys
 
@@ -416,3 +391,21 @@ def test_a_shown_error_is_the_error_psbench_prints(where, line, shown, tmp_path)
 
 def test_the_docs_show_a_failing_command():
     assert [where for where, _, _ in transcripts()] == ["docs/concepts/checks.md:7"]
+
+
+def test_a_yaml_shown_from_a_file_of_the_repository_says_what_the_file_says():
+    """A ```` ```yaml ```` block whose first line names a file (``# examples/…/resnet20.yaml``) shows some of its keys:
+    each with the file's value."""
+    import yaml
+
+    shown = 0
+    for page in _pages():
+        for lang, start, body in fenced_blocks(page):
+            m = re.match(r"^# ([\w./-]+\.yaml)$", body[0]) if lang == "yaml" and body else None
+            if m:
+                path = REPO / m[1]
+                assert path.is_file(), f"{page.relative_to(REPO)}:{start}: no file {m[1]}"
+                block, file = yaml.safe_load("\n".join(body)), yaml.safe_load(path.read_text())
+                assert {k: file.get(k) for k in block} == block, f"{page.relative_to(REPO)}:{start}"
+                shown += 1
+    assert shown >= 1
