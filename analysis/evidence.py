@@ -14,8 +14,14 @@ from analysis.verdicts import LEARN_MARGIN, span
 
 #: classes and test images of each data set (the test set's size sets its noise); cifar10_jpeg is CIFAR-10's 60,000
 #: images re-encoded as JPEG q75, its test set the same 10,000 images
-DATASETS = {"cifar10": (10, 10_000), "cifar10_jpeg": (10, 10_000), "cifar10_subset": (10, 1_017),
-            "mnist": (10, 10_000), "fashion_mnist": (10, 10_000), "digits": (10, 360)}
+DATASETS = {
+    "cifar10": (10, 10_000),
+    "cifar10_jpeg": (10, 10_000),
+    "cifar10_subset": (10, 1_017),
+    "mnist": (10, 10_000),
+    "fashion_mnist": (10, 10_000),
+    "digits": (10, 360),
+}
 #: data sets whose test set is the whole one the papers report on: noise on it is the papers' own, not a lack of
 #: test images (:func:`why_unresolved` says what it is)
 FULL_TEST_SETS = frozenset({"cifar10", "cifar10_jpeg", "mnist", "fashion_mnist"})
@@ -77,8 +83,14 @@ class Errors:
         return f"{self.label} {self.fmt(self.mean)} (n={self.n})"
 
 
-def errors(label: str, values: Iterable[float | None], dataset: str | None = None, *,
-           classes: int | None = None, images: int | None = None) -> Errors | None:
+def errors(
+    label: str,
+    values: Iterable[float | None],
+    dataset: str | None = None,
+    *,
+    classes: int | None = None,
+    images: int | None = None,
+) -> Errors | None:
     """:class:`Errors` of the finite ``values`` (test errors of one configuration's seeds) on ``dataset`` (its
     classes and test images from :data:`DATASETS`, or given); None when no value is finite."""
     vals = tuple(float(v) for v in values if v is not None and math.isfinite(v))
@@ -115,8 +127,11 @@ def objective(label: str, values: Iterable[float | None], classes: int) -> Error
 
 
 def _diverged(r: Run) -> bool:
-    return (r.tags.get("diverged") == "true" or r.metrics.get("diverged", 0.0) >= 1.0
-            or (r.summary or {}).get("diverged") is True)
+    return (
+        r.tags.get("diverged") == "true"
+        or r.metrics.get("diverged", 0.0) >= 1.0
+        or (r.summary or {}).get("diverged") is True
+    )
 
 
 def seeds_of(groups: Iterable[Errors | None]) -> str:
@@ -150,11 +165,15 @@ def why_unresolved(gs: Sequence[Errors | None], tol: float | None = None) -> str
     parts = f"2 SE {g.diff(two_se(*gs))} = test set {g.diff(test)} ⊕ seeds {g.diff(seeds)}"
     whole = f"{g.dataset}'s whole test set ({g.images:,} images, the paper's own)"
     if tol is not None and test >= tol:
-        return (f"; {parts}: {whole} alone is noisier than the claim's {g.diff(tol)} at these errors, so the claim "
-                "is finer than any test of it on this test set resolves")
+        return (
+            f"; {parts}: {whole} alone is noisier than the claim's {g.diff(tol)} at these errors, so the claim "
+            "is finer than any test of it on this test set resolves"
+        )
     if seeds > test:
-        return (f"; {parts}: the seeds' spread (n = {span(x.n for x in gs)}) is most of the noise: more seeds "
-                "would decide it")
+        return (
+            f"; {parts}: the seeds' spread (n = {span(x.n for x in gs)}) is most of the noise: more seeds "
+            "would decide it"
+        )
     return f"; {parts}: at this budget the difference is inside the noise of {whole}"
 
 

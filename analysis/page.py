@@ -16,8 +16,9 @@ from analysis.runs import SCALE_ORDER, Run, scales_of
 from analysis.verdicts import FAILS, HOLDS, Claim
 from psbench.conf import CONF_DIR
 
-NO_RUNS = ("\nNo runs of a scale in the store (a run without a scale tag, e.g. an ad-hoc run of the preset, "
-           "is not counted).\n")
+NO_RUNS = (
+    "\nNo runs of a scale in the store (a run without a scale tag, e.g. an ad-hoc run of the preset, is not counted).\n"
+)
 
 
 def preset_cases(experiment: str) -> list[str]:
@@ -28,8 +29,12 @@ def preset_cases(experiment: str) -> list[str]:
     return list(((yaml.safe_load(conf.read_text()).get("hydra") or {}).get("sweeper") or {}).get("cases") or [])
 
 
-def coverage(runs: Iterable[Run], configs: Iterable[str], key: Callable[[Run], str | None] | None = None,
-             measured: Callable[[Run], bool] | None = None) -> dict[str, tuple[int, int]]:
+def coverage(
+    runs: Iterable[Run],
+    configs: Iterable[str],
+    key: Callable[[Run], str | None] | None = None,
+    measured: Callable[[Run], bool] | None = None,
+) -> dict[str, tuple[int, int]]:
     """``{scale: (configurations with a measured run, configurations)}`` over the scale-tagged ``runs``.
 
     A run counts for the configuration ``key(run)`` (default its ``case`` tag) when ``measured(run)``
@@ -94,21 +99,30 @@ def status(shown: Shown) -> str:
     k of M claims not decided" otherwise."""
     claims = [c for c in shown.claims if not c.ours]  # ours are shown, never counted
     undecided = sum(c.verdict not in (HOLDS, FAILS) for c in claims)
-    verdicts = (f"{undecided} of {len(claims)} claims not decided" if undecided else "no claims decided"
-                if not claims else f"{sum(c.verdict == HOLDS for c in claims)} of {len(claims)} claims hold")
+    verdicts = (
+        f"{undecided} of {len(claims)} claims not decided"
+        if undecided
+        else "no claims decided"
+        if not claims
+        else f"{sum(c.verdict == HOLDS for c in claims)} of {len(claims)} claims hold"
+    )
     note = f"; {shown.note}" if shown.note else ""
     if not shown.configs and not shown.command:
         return shown.note + (f": {verdicts}" if claims else "")
-    seen = sorted(((s, kn) for s, kn in shown.configs.items() if kn[0] > 0),
-                  key=lambda x: (SCALE_ORDER.get(x[0], 9), x[0]))
+    seen = sorted(
+        ((s, kn) for s, kn in shown.configs.items() if kn[0] > 0), key=lambda x: (SCALE_ORDER.get(x[0], 9), x[0])
+    )
     if not seen:
         return f"no runs ({shown.command})" + note
     full = ", ".join(s for s, (k, n) in seen if k >= n)
     part = "; ".join(f"{k} of {n} configurations at scale {s}" for s, (k, n) in seen if k < n)
     if not full:
         return f"partial ({part})" + note
-    text = (f"reproduced at scale {full}: {verdicts}" if claims and not undecided
-            else f"measured at scale {full}, {verdicts}")
+    text = (
+        f"reproduced at scale {full}: {verdicts}"
+        if claims and not undecided
+        else f"measured at scale {full}, {verdicts}"
+    )
     return text + (f"; partial ({part})" if part else "") + note
 
 
@@ -123,4 +137,3 @@ class Page:
     key: str = ""
     build: Callable[[Context], tuple[Shown, str]] | None = None
     reason: str = ""
-

@@ -59,8 +59,11 @@ def data_note(run: Run) -> str:
 def scale_data(runs: Iterable[Run]) -> str:
     """What a scale's heading adds when its images are a JPEG re-encoding: " — images: JPEG q75 re-encoding …"."""
     qs = sorted({q for r in runs if (q := jpeg_quality(r))})
-    return (f" — images: JPEG q{'/'.join(qs)} re-encoding of CIFAR-10 (`dataset=cifar10_jpeg`), not the original "
-            "pixels") if qs else ""
+    return (
+        (f" — images: JPEG q{'/'.join(qs)} re-encoding of CIFAR-10 (`dataset=cifar10_jpeg`), not the original pixels")
+        if qs
+        else ""
+    )
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -105,9 +108,14 @@ def md_to_html(title: str, md: str) -> str:
         if table:
             rows = [r for r in table if not set(r.replace("|", "").strip()) <= {"-"}]
             cells = [r.strip().strip("|").split("|") for r in rows]
-            out.append("<table>" + "".join(
-                "<tr>" + "".join(_td("th" if i == 0 else "td", c) for c in row) + "</tr>"
-                for i, row in enumerate(cells)) + "</table>")
+            out.append(
+                "<table>"
+                + "".join(
+                    "<tr>" + "".join(_td("th" if i == 0 else "td", c) for c in row) + "</tr>"
+                    for i, row in enumerate(cells)
+                )
+                + "</table>"
+            )
             table.clear()
         if items:
             out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
@@ -136,13 +144,14 @@ def md_to_html(title: str, md: str) -> str:
         elif line.strip():
             out.append(f"<p>{_inline(line)}</p>")
     flush()
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            "<style>body{font-family:sans-serif;max-width:80em;margin:2em auto;line-height:1.4}"
-            "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #999;padding:2px 8px;"
-            "text-align:left;vertical-align:top}th{background:#eee}td.num{text-align:right;white-space:nowrap}"
-            "img{max-width:100%}code,pre{background:#f4f4f4}pre{padding:.5em;white-space:pre-wrap}"
-            "</style></head><body>\n"
-            + "\n".join(out) + "\n</body></html>\n")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        "<style>body{font-family:sans-serif;max-width:80em;margin:2em auto;line-height:1.4}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #999;padding:2px 8px;"
+        "text-align:left;vertical-align:top}th{background:#eee}td.num{text-align:right;white-space:nowrap}"
+        "img{max-width:100%}code,pre{background:#f4f4f4}pre{padding:.5em;white-space:pre-wrap}"
+        "</style></head><body>\n" + "\n".join(out) + "\n</body></html>\n"
+    )
 
 
 def claims_md(claims: Sequence[Claim]) -> str:
@@ -173,10 +182,14 @@ def figure(path: Path, nrows: int = 1, ncols: int = 1, **subplots: Any) -> Itera
         plt.close(fig)
 
 
-
 PROVENANCE = {  # MLflow tag → what the page calls it
-    "psbench.version": "psbench", "psbench.torch_version": "torch", "psbench.lightning_version": "lightning",
-    "psbench.mlflow_version": "mlflow", "psbench.host": "host", "psbench.threads": "threads"}
+    "psbench.version": "psbench",
+    "psbench.torch_version": "torch",
+    "psbench.lightning_version": "lightning",
+    "psbench.mlflow_version": "mlflow",
+    "psbench.host": "host",
+    "psbench.threads": "threads",
+}
 
 
 def _counted(values: Iterable[str]) -> str:
@@ -202,10 +215,10 @@ def provenance_md(runs: Sequence[Run]) -> str:
             return "unknown"
         return c[:7] + ("-dirty" if r.tags.get("psbench.git_dirty") == "true" else "")
 
-    lines = [f"- runs: {len(runs)}" + (f" ({untagged} without a scale tag: not counted in any scale)"
-                                       if untagged else ""),
-             f"- commit: {_counted(commit(r) for r in runs)}"]
+    lines = [
+        f"- runs: {len(runs)}" + (f" ({untagged} without a scale tag: not counted in any scale)" if untagged else ""),
+        f"- commit: {_counted(commit(r) for r in runs)}",
+    ]
     lines += [f"- {name}: {_counted(r.tags.get(tag) or 'unknown' for r in runs)}" for tag, name in PROVENANCE.items()]
     lines.append(f"- data: {_counted(data_note(r) or 'unknown' for r in runs)}")
     return md + "\n".join(lines) + "\n"
-

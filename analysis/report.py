@@ -48,8 +48,12 @@ def shown_page(builder: Callable[[Context], tuple[Shown, str]], ctx: Context) ->
     top = max(measured, key=lambda s: (SCALE_ORDER.get(s, 9), s), default="")
     claims = [c if c.scale else c._replace(scale=top) for c in shown.claims]
     shown = replace(shown, claims=claims)
-    md = (f"[← index: every table and figure](index.html)\n\n{md}"
-          + (f"\n{claims_md(claims)}" if claims else "") + "\n" + provenance_md(shown.runs))
+    md = (
+        f"[← index: every table and figure](index.html)\n\n{md}"
+        + (f"\n{claims_md(claims)}" if claims else "")
+        + "\n"
+        + provenance_md(shown.runs)
+    )
     return shown, md
 
 
@@ -64,8 +68,10 @@ CLAIM_COLUMNS = ["paper", "table / figure", "claim", "ours", "kind", "verdict", 
 
 
 def claim_rows(page: Page, claims: Sequence[Claim]) -> list[list[str]]:
-    return [[page.paper, page.item, c.text, "yes" if c.ours else "", c.kind, c.verdict, c.scale, c.seeds, c.numbers]
-            for c in claims]
+    return [
+        [page.paper, page.item, c.text, "yes" if c.ours else "", c.kind, c.verdict, c.scale, c.seeds, c.numbers]
+        for c in claims
+    ]
 
 
 def counts_md(rows: Sequence[Sequence[str]], papers: Sequence[str], by_scale: bool = False) -> str:
@@ -78,9 +84,15 @@ def counts_md(rows: Sequence[Sequence[str]], papers: Sequence[str], by_scale: bo
         for scale in scales:
             at = [r for r in mine if scale is None or r[6] == scale]
             theirs = [r for r in at if not r[3]]
-            out.append([paper, *([scale or "—"] if by_scale else []), str(len(theirs)),
-                        *(str(sum(verdict_of(r[5]) == v for r in theirs)) for v in VERDICTS),
-                        str(len(at) - len(theirs))])
+            out.append(
+                [
+                    paper,
+                    *([scale or "—"] if by_scale else []),
+                    str(len(theirs)),
+                    *(str(sum(verdict_of(r[5]) == v for r in theirs)) for v in VERDICTS),
+                    str(len(at) - len(theirs)),
+                ]
+            )
     return md_table(["paper", *(["scale"] if by_scale else []), "claims", *VERDICTS, "ours (not counted)"], out)
 
 
@@ -91,10 +103,15 @@ def write_claims(out: Path, rows: Sequence[Sequence[str]], papers: Sequence[str]
 
     body = [[*r[:2], ("*ours, not counted:* " if r[3] else "") + r[2], *r[4:]] for r in rows]
     (out / "claims.md").write_text(
-        "# Every claim, with its verdict\n\n[← index](index.html)\n\n" + RULE + "\n\n## Counts per paper\n\n"
-        + counts_md(rows, papers) + "\n## Counts per paper and scale\n\n" + counts_md(rows, papers, by_scale=True)
+        "# Every claim, with its verdict\n\n[← index](index.html)\n\n"
+        + RULE
+        + "\n\n## Counts per paper\n\n"
+        + counts_md(rows, papers)
+        + "\n## Counts per paper and scale\n\n"
+        + counts_md(rows, papers, by_scale=True)
         + "\n## Claims\n\n"
-        + md_table([c for c in CLAIM_COLUMNS if c != "ours"], [[c.replace("|", "/") for c in r] for r in body]))
+        + md_table([c for c in CLAIM_COLUMNS if c != "ours"], [[c.replace("|", "/") for c in r] for r in body])
+    )
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CLAIM_COLUMNS)
@@ -126,15 +143,19 @@ def build(root: Path, out: Path, tracking_uri: str | None = None, experiment: st
     papers = list(dict.fromkeys(p.paper for p in pages))
     write_claims(out, claims, papers)
     (out / "claims.html").write_text(md_to_html("psbench claims", (out / "claims.md").read_text()))
-    index_md = ("# psbench reproducibility report\n\nEvery table/figure of the five papers and its status, computed "
-                "from the page's rows and claims: \"reproduced at scale X\" when every configuration of scale X "
-                "has measured runs and every claim was decided (held or not); \"measured\" when some claims could "
-                "not be decided; \"partial (k of N …)\" when only k of the N configurations have runs; \"no runs\" "
-                "when none has (runs without a scale tag never count). Numbers come from the MLflow store only; "
-                "nothing is invented.\n\n## Verdicts per paper\n\n" + RULE + " Every claim: [claims](claims.html) "
-                "(also claims.csv).\n\n" + counts_md(claims, papers) + "\nPer scale (a claim decided at several scales "
-                "counts at each):\n\n" + counts_md(claims, papers, by_scale=True) + "\n## Tables and figures\n\n"
-                + md_table(["paper", "table / figure", "status"], rows))
+    index_md = (
+        "# psbench reproducibility report\n\nEvery table/figure of the five papers and its status, computed "
+        'from the page\'s rows and claims: "reproduced at scale X" when every configuration of scale X '
+        'has measured runs and every claim was decided (held or not); "measured" when some claims could '
+        'not be decided; "partial (k of N …)" when only k of the N configurations have runs; "no runs" '
+        "when none has (runs without a scale tag never count). Numbers come from the MLflow store only; "
+        "nothing is invented.\n\n## Verdicts per paper\n\n" + RULE + " Every claim: [claims](claims.html) "
+        "(also claims.csv).\n\n" + counts_md(claims, papers) + "\nPer scale (a claim decided at several scales "
+        "counts at each):\n\n"
+        + counts_md(claims, papers, by_scale=True)
+        + "\n## Tables and figures\n\n"
+        + md_table(["paper", "table / figure", "status"], rows)
+    )
     (out / "index.md").write_text(index_md)
     (out / "index.html").write_text(md_to_html("psbench report", index_md))
     return statuses
@@ -144,8 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.environ.get("PSBENCH_ROOT", "."), help="dir holding mlflow.db")
     ap.add_argument("--out", default=None, help="report dir (default <root>/reports)")
-    ap.add_argument("--tracking-uri", default=None,
-                    help="MLflow store to read (default sqlite:///<root>/mlflow.db), e.g. http://host:5000")
+    ap.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="MLflow store to read (default sqlite:///<root>/mlflow.db), e.g. http://host:5000",
+    )
     ap.add_argument("--experiment", default="psbench", help="MLflow experiment (logger.experiment_name)")
     a = ap.parse_args(argv)
     root = Path(a.root).resolve()

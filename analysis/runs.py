@@ -47,18 +47,34 @@ def load_runs(tracking_uri: str, experiment: str = "psbench", status: str = "FIN
         return []
     runs, token = [], None
     while True:
-        page = client.search_runs([exp.experiment_id], f"attributes.status = '{status}'", max_results=1000,
-                                  page_token=token)
-        runs += [Run(r.info.run_id, dict(r.data.tags), dict(r.data.params), run_metrics(r.data.metrics),
-                     r.info.start_time, summary_at=_summary_at(getattr(r.data, "_metric_objs", ())))  # step, time
-                 for r in page if r.data.tags.get("psbench.sweep_parent") != "true"]
+        page = client.search_runs(
+            [exp.experiment_id], f"attributes.status = '{status}'", max_results=1000, page_token=token
+        )
+        runs += [
+            Run(
+                r.info.run_id,
+                dict(r.data.tags),
+                dict(r.data.params),
+                run_metrics(r.data.metrics),
+                r.info.start_time,
+                summary_at=_summary_at(getattr(r.data, "_metric_objs", ())),
+            )  # step, time
+            for r in page
+            if r.data.tags.get("psbench.sweep_parent") != "true"
+        ]
         token = page.token
         if not token:
             break
     latest: dict[tuple, Run] = {}
     for r in sorted(runs, key=lambda r: (r.start_time, r.run_id)):
-        key = (r.tags.get("paper"), r.tags.get("table"), r.tags.get("figure"), r.tags.get("scale"),
-               r.tags.get("case"), r.params.get("seed"))
+        key = (
+            r.tags.get("paper"),
+            r.tags.get("table"),
+            r.tags.get("figure"),
+            r.tags.get("scale"),
+            r.tags.get("case"),
+            r.params.get("seed"),
+        )
         latest[key] = r
     return sorted(latest.values(), key=lambda r: (r.tags.get("case", ""), r.params.get("seed", ""), r.run_id))
 
@@ -68,7 +84,7 @@ def run_metrics(metrics: dict[str, float]) -> dict[str, float]:
     apart from the per-update series) is read as ``<key>``; runs without them keep their latest values."""
     prefix = "summary/"
     out = {k: v for k, v in metrics.items() if not k.startswith(prefix)}
-    out.update({k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)})
+    out.update({k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix)})
     return out
 
 
@@ -127,4 +143,3 @@ SCALE_ORDER = {"ci": 0, "small": 1, "full": 2, "paper": 3}
 def scales_of(runs: Iterable[Run]) -> list[str]:
     """The ``scale`` tags of ``runs``, ci → small → full → paper; a run without one (an ad-hoc run) has no scale."""
     return sorted({r.tags["scale"] for r in runs if r.tags.get("scale")}, key=lambda s: (SCALE_ORDER.get(s, 9), s))
-

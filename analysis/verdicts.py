@@ -35,16 +35,18 @@ VERDICTS = (HOLDS, FAILS, NOT_RESOLVABLE, UNDETERMINED, PENDING, NOT_MEASURED)
 #   within the model's error".
 MIN_SEEDS = 3
 LEARN_MARGIN = 0.05
-RULE = (f"Verdict rule (every page): a claim about learning is decided only on runs that learned (test error ≥ "
-        f"{LEARN_MARGIN * 100:g} pp below chance, 1 − 1/classes) with ≥ {MIN_SEEDS} seeds per configuration, and a "
-        "difference counts only outside mean ± 2 SE (SE² = seed variance / n + p(1 − p) / test images, per "
-        "configuration); otherwise \"not measured\" or \"not resolvable\", with the reason. Claims marked *ours* "
-        "are psbench's, not the paper's, and are not counted; a conditional claim needs its premise; a tail "
-        "probability P < b needs its 95 % upper bound below b (≈ 3/b samples). A cost-model prediction of a claimed "
-        "range is a band (the model over the choices the papers leave open, widened by its own measured error on "
-        "published timings it was not fitted to): held when the band lies inside the range, failed when wholly "
-        f"outside, otherwise \"{UNDETERMINED}\". A claim of a scale whose sweep has not finished all its runs is "
-        f"\"{PENDING} (n of N runs)\", never decided on part of them.")
+RULE = (
+    f"Verdict rule (every page): a claim about learning is decided only on runs that learned (test error ≥ "
+    f"{LEARN_MARGIN * 100:g} pp below chance, 1 − 1/classes) with ≥ {MIN_SEEDS} seeds per configuration, and a "
+    "difference counts only outside mean ± 2 SE (SE² = seed variance / n + p(1 − p) / test images, per "
+    'configuration); otherwise "not measured" or "not resolvable", with the reason. Claims marked *ours* '
+    "are psbench's, not the paper's, and are not counted; a conditional claim needs its premise; a tail "
+    "probability P < b needs its 95 % upper bound below b (≈ 3/b samples). A cost-model prediction of a claimed "
+    "range is a band (the model over the choices the papers leave open, widened by its own measured error on "
+    "published timings it was not fitted to): held when the band lies inside the range, failed when wholly "
+    f'outside, otherwise "{UNDETERMINED}". A claim of a scale whose sweep has not finished all its runs is '
+    f'"{PENDING} (n of N runs)", never decided on part of them.'
+)
 
 
 class Claim(NamedTuple):
@@ -65,7 +67,7 @@ class Claim(NamedTuple):
 
 def unmet(premise: Claim) -> str:
     """Why a claim with an undecided or failed premise is not measured: "its premise "…" does not hold"."""
-    return f"its premise \"{premise.text}\" {'is ' + premise.verdict if premise.verdict != FAILS else FAILS}"
+    return f'its premise "{premise.text}" {"is " + premise.verdict if premise.verdict != FAILS else FAILS}'
 
 
 def span(ns: Iterable[int]) -> str:
@@ -78,19 +80,35 @@ def all_of(text: str, parts: Sequence[Claim], *, ours: bool = False) -> Claim:
     """The conjunction of ``parts``: failed if one fails, not measured if one is, not resolvable (or undetermined
     within the model's error) if one is."""
     vs = [c.verdict for c in parts]
-    v = (NOT_MEASURED if not parts else FAILS if FAILS in vs else NOT_MEASURED if NOT_MEASURED in vs
-         else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else UNDETERMINED if UNDETERMINED in vs else HOLDS)
+    v = (
+        NOT_MEASURED
+        if not parts
+        else FAILS
+        if FAILS in vs
+        else NOT_MEASURED
+        if NOT_MEASURED in vs
+        else NOT_RESOLVABLE
+        if NOT_RESOLVABLE in vs
+        else UNDETERMINED
+        if UNDETERMINED in vs
+        else HOLDS
+    )
     numbers = "; ".join(f"{c.text}: {c.numbers}" if c.text else c.numbers for c in parts) or "—"
-    return Claim(text, v, numbers, ours, parts[0].kind if parts else "learning",
-                 span(int(n) for c in parts for n in c.seeds.split("–") if n))
+    return Claim(
+        text,
+        v,
+        numbers,
+        ours,
+        parts[0].kind if parts else "learning",
+        span(int(n) for c in parts for n in c.seeds.split("–") if n),
+    )
 
 
 def simulated(text: str, ok: bool | None, numbers: str, *, premise: Claim | None = None, ours: bool = False) -> Claim:
     """A claim about the schedule or the cost model (deterministic): decided on ``ok`` as it is; None (or a
     premise that does not hold) is not measured."""
     if premise is not None and premise.verdict != HOLDS:
-        return Claim(text, NOT_MEASURED, f"{numbers}; {unmet(premise)}", ours,
-                     "simulation")
+        return Claim(text, NOT_MEASURED, f"{numbers}; {unmet(premise)}", ours, "simulation")
     return Claim(text, NOT_MEASURED if ok is None else HOLDS if ok else FAILS, numbers or "—", ours, "simulation")
 
 
@@ -101,8 +119,16 @@ def band(lo: float, hi: float, error: tuple[float, float] = (0.0, 0.0)) -> tuple
     return lo * (1 + min(error[0], 0.0)), hi * (1 + max(error[1], 0.0))
 
 
-def in_range(text: str, bands: Mapping[str, tuple[float, float] | None], claimed: tuple[float, float],
-             numbers: str = "", *, unit: str = "", first: str = "", ours: bool = False) -> Claim:
+def in_range(
+    text: str,
+    bands: Mapping[str, tuple[float, float] | None],
+    claimed: tuple[float, float],
+    numbers: str = "",
+    *,
+    unit: str = "",
+    first: str = "",
+    ours: bool = False,
+) -> Claim:
     """A claimed range ``[lo, hi]`` (an end may be ±inf) against cost-model prediction bands (:func:`band`), one per
     cell: a cell holds when its band lies inside the range, fails when it lies wholly outside; the claim holds
     when every cell holds, fails when one fails, and is otherwise "undetermined within the model's error" (a
@@ -116,19 +142,24 @@ def in_range(text: str, bands: Mapping[str, tuple[float, float] | None], claimed
             continue
         v = HOLDS if lo <= b[0] and b[1] <= hi else FAILS if b[1] < lo or b[0] > hi else UNDETERMINED
         vs.append(v)
-        where = ("inside" if v == HOLDS else "outside" if v == FAILS
-                 else "straddles " + " and ".join(f"{e:g}{unit}" for e in (lo, hi) if b[0] < e < b[1]))
+        where = (
+            "inside"
+            if v == HOLDS
+            else "outside"
+            if v == FAILS
+            else "straddles " + " and ".join(f"{e:g}{unit}" for e in (lo, hi) if b[0] < e < b[1])
+        )
         parts.append(f"{k} [{b[0]:.3g}, {b[1]:.3g}]{unit} {where}")
-    v = (NOT_MEASURED if missing or not vs else FAILS if FAILS in vs else UNDETERMINED if UNDETERMINED in vs
-         else HOLDS)
+    v = NOT_MEASURED if missing or not vs else FAILS if FAILS in vs else UNDETERMINED if UNDETERMINED in vs else HOLDS
     ends = " … ".join("∞" if math.isinf(e) else f"{e:g}{unit}" for e in claimed)
-    head = f"band vs the claimed {ends}: " + "; ".join(parts) + (f"; no runs of {', '.join(missing)}"
-                                                                  if missing else "")
+    head = (
+        f"band vs the claimed {ends}: " + "; ".join(parts) + (f"; no runs of {', '.join(missing)}" if missing else "")
+    )
     return Claim(text, v, ". ".join(x for x in (first, head, numbers) if x), ours, "simulation")
 
 
 def tail(text: str, events: int, total: int, bound: float, what: str = "samples", *, ours: bool = False) -> Claim:
-    """"P(event) < ``bound``" from ``events`` of ``total``: held when the 95 % Clopper–Pearson upper bound is
+    """ "P(event) < ``bound``" from ``events`` of ``total``: held when the 95 % Clopper–Pearson upper bound is
     below ``bound``, failed when the lower bound is above it, otherwise not resolvable with so few."""
     if total <= 0:
         return Claim(text, NOT_MEASURED, f"no {what}", ours, "tail")
@@ -149,8 +180,10 @@ def not_measured(text: str, reason: str, *, ours: bool = False, kind: str = "lea
 
 
 #: what a claim that does not hold at ``full`` (all of CIFAR-10) says until its page names the reason
-NOT_YET_WHY = ("; why it does not hold on all of CIFAR-10 is not yet found (the recipe, the budget, the schedule or a "
-               "real difference)")
+NOT_YET_WHY = (
+    "; why it does not hold on all of CIFAR-10 is not yet found (the recipe, the budget, the schedule or a "
+    "real difference)"
+)
 
 
 def _unexplained(scale: str, c: Claim) -> Claim:
@@ -167,8 +200,9 @@ def at_scale(scale: str, claims: Iterable[Claim]) -> list[Claim]:
 def at_scales(scale: str, scales: Sequence[str], claims: Iterable[Claim]) -> list[Claim]:
     """``claims`` decided at ``scale``, one of the ``scales`` a page decides claims at: prefixed ``[scale]`` where
     there are several (the page shows each scale's verdicts, ci beside full), only tagged with it where one."""
-    return at_scale(scale, claims) if len(scales) > 1 else [_unexplained(scale, c)._replace(scale=scale)
-                                                             for c in claims]
+    return (
+        at_scale(scale, claims) if len(scales) > 1 else [_unexplained(scale, c)._replace(scale=scale) for c in claims]
+    )
 
 
 def pending(claims: Iterable[Claim], done: int, planned: int) -> list[Claim]:
@@ -177,8 +211,10 @@ def pending(claims: Iterable[Claim], done: int, planned: int) -> list[Claim]:
     numbers so far; all of them as they are once ``done`` reaches ``planned``."""
     if done >= planned:
         return list(claims)
-    return [c._replace(verdict=f"{PENDING} ({done} of {planned} runs)", numbers=f"so far, not final: {c.numbers}")
-            for c in claims]
+    return [
+        c._replace(verdict=f"{PENDING} ({done} of {planned} runs)", numbers=f"so far, not final: {c.numbers}")
+        for c in claims
+    ]
 
 
 def verdict_of(claim_verdict: str) -> str:

@@ -79,19 +79,38 @@ def runs(n: int | None, sweeps: list[str]) -> list[tuple[str, list[str]]]:
 def env_for(src: Path, root: Path, threads: int) -> dict[str, str]:
     from psbench.cli import default_data_dir
 
-    env = dict(os.environ, PYTHONPATH=str(src), PSBENCH_ROOT=str(root), PSBENCH_DATA=default_data_dir(str(REPO)),
-               OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(src),
+        PSBENCH_ROOT=str(root),
+        PSBENCH_DATA=default_data_dir(str(REPO)),
+        OMP_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
+    )
     return env
 
 
 def which(env: dict[str, str]) -> str:
-    return subprocess.run([sys.executable, "-c", "import psbench; print(psbench.__file__)"], env=env,
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", "import psbench; print(psbench.__file__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def run_once(env: dict[str, str], args: list[str], run_dir: Path) -> tuple[float, dict]:
-    cmd = [sys.executable, "-m", "psbench.cli", *args, "logger=none", "trainer.progress=none",
-           f"trainer.num_threads={env['OMP_NUM_THREADS']}", f"hydra.run.dir={run_dir}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "psbench.cli",
+        *args,
+        "logger=none",
+        "trainer.progress=none",
+        f"trainer.num_threads={env['OMP_NUM_THREADS']}",
+        f"hydra.run.dir={run_dir}",
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=env["PSBENCH_ROOT"], capture_output=True, text=True)
     secs = time.perf_counter() - t0
@@ -115,8 +134,12 @@ def whole_sweeps(args: argparse.Namespace, tmp: Path, old_tree: Path) -> None:
         assert Path(where).resolve().is_relative_to((tree / "src").resolve()), f"{side} imports {where}"
         print(f"{side}: {tree / 'sweeps'}/<name>.py, psbench from {where}")
     print(f"best of {args.repeats}; load before: {os.getloadavg()}")
-    print(f"{'sweep':<16}" + "".join(f"{side + ' s':>16}" for side in sides) + "".join(
-        f"{side + '/old':>18}" for side in list(sides)[1:]) + "  jobs finished")
+    print(
+        f"{'sweep':<16}"
+        + "".join(f"{side + ' s':>16}" for side in sides)
+        + "".join(f"{side + '/old':>18}" for side in list(sides)[1:])
+        + "  jobs finished"
+    )
     total = dict.fromkeys(sides, 0.0)
     for sweep in args.sweeps.split(","):
         best = dict.fromkeys(sides, float("inf"))
@@ -125,8 +148,7 @@ def whole_sweeps(args: argparse.Namespace, tmp: Path, old_tree: Path) -> None:
             for side, (tree, extra) in sides.items():  # interleaved: the same load for all
                 root = tmp / f"whole-{side.replace(' ', '')}-{sweep}-{r}"
                 root.mkdir()
-                env = dict(os.environ, PYTHONPATH=str(tree / "src"), PSBENCH_ROOT=str(root),
-                           PSBENCH_DATA=data_dir())
+                env = dict(os.environ, PYTHONPATH=str(tree / "src"), PSBENCH_ROOT=str(root), PSBENCH_DATA=data_dir())
                 cmd = [sys.executable, str(tree / "sweeps" / f"{sweep}.py"), "scale=ci", *extra, *args.override]
                 t0 = time.perf_counter()
                 proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
@@ -139,11 +161,19 @@ def whole_sweeps(args: argparse.Namespace, tmp: Path, old_tree: Path) -> None:
                 print(f"  {sweep} {side}: {secs:.1f} s, load {os.getloadavg()}", flush=True)
         for side in sides:
             total[side] += best[side]
-        print(f"{sweep:<16}" + "".join(f"{best[side]:>16.1f}" for side in sides)
-              + "".join(f"{best['old'] / best[side]:>17.2f}×" for side in list(sides)[1:])
-              + "  " + ", ".join(str(done[side]) for side in sides), flush=True)
-    print(f"{'total':<16}" + "".join(f"{total[side]:>16.1f}" for side in sides)
-          + "".join(f"{total['old'] / total[side]:>17.2f}×" for side in list(sides)[1:]))
+        print(
+            f"{sweep:<16}"
+            + "".join(f"{best[side]:>16.1f}" for side in sides)
+            + "".join(f"{best['old'] / best[side]:>17.2f}×" for side in list(sides)[1:])
+            + "  "
+            + ", ".join(str(done[side]) for side in sides),
+            flush=True,
+        )
+    print(
+        f"{'total':<16}"
+        + "".join(f"{total[side]:>16.1f}" for side in sides)
+        + "".join(f"{total['old'] / total[side]:>17.2f}×" for side in list(sides)[1:])
+    )
     print(f"load after: {os.getloadavg()}")
 
 
@@ -171,8 +201,9 @@ def main() -> None:
         tmp = Path(tmp)
         old_tree = tmp / "before"
         old_tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", args.before, "src", "sweeps"],
-                                 capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", args.before, "src", "sweeps"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
         if args.whole:
             return whole_sweeps(args, tmp, old_tree)
@@ -193,14 +224,18 @@ def main() -> None:
             sha = {}
             for r in range(args.repeats):
                 for side in ("old", "new"):  # interleaved: the same load for both
-                    secs, summary = run_once(sides[side], [*case, *args.override],
-                                             tmp / f"root-{side}" / f"{name.replace('/', '_')}-{r}")
+                    secs, summary = run_once(
+                        sides[side], [*case, *args.override], tmp / f"root-{side}" / f"{name.replace('/', '_')}-{r}"
+                    )
                     best[side] = min(best[side], secs)
                     sha[side] = summary.get("weights_sha256")
             total["old"] += best["old"]
             total["new"] += best["new"]
-            print(f"{name:<36}{best['old']:>9.1f}{best['new']:>9.1f}{best['old'] / best['new']:>9.2f}×  "
-                  f"{'yes' if sha['old'] == sha['new'] else 'no (float tolerance)'}", flush=True)
+            print(
+                f"{name:<36}{best['old']:>9.1f}{best['new']:>9.1f}{best['old'] / best['new']:>9.2f}×  "
+                f"{'yes' if sha['old'] == sha['new'] else 'no (float tolerance)'}",
+                flush=True,
+            )
         print(f"{'total':<36}{total['old']:>9.1f}{total['new']:>9.1f}{total['old'] / total['new']:>9.2f}×")
         print(f"load after: {os.getloadavg()}")
 

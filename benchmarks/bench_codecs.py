@@ -21,9 +21,15 @@ from psbench.compression import FP16, QSGD, NoCompression, RandomK, SignSGD, Ter
 from psbench.compression.error_feedback import ErrorFeedback
 
 CODECS = {
-    "none": NoCompression, "fp16": FP16, "qsgd s=4 b=512": lambda: QSGD(4, 512), "topk 1%": lambda: TopK(0.01),
-    "randomk 1%": lambda: RandomK(0.01), "signsgd": SignSGD, "signsgd+ef": lambda: ErrorFeedback(SignSGD()),
-    "terngrad 2bit": lambda: TernGrad(2.5, "2bit"), "terngrad base3": lambda: TernGrad(2.5, "base3"),
+    "none": NoCompression,
+    "fp16": FP16,
+    "qsgd s=4 b=512": lambda: QSGD(4, 512),
+    "topk 1%": lambda: TopK(0.01),
+    "randomk 1%": lambda: RandomK(0.01),
+    "signsgd": SignSGD,
+    "signsgd+ef": lambda: ErrorFeedback(SignSGD()),
+    "terngrad 2bit": lambda: TernGrad(2.5, "2bit"),
+    "terngrad base3": lambda: TernGrad(2.5, "base3"),
     "terngrad noclip 2bit": lambda: TernGrad(None, "2bit"),
 }
 
@@ -60,11 +66,12 @@ def main() -> None:
             continue
         codec = make()
         p = codec.compress(g, "g", gen)
-        clone_s, codec_s = paired(lambda: g.clone(), lambda c=codec: c.decompress(c.compress(g, "g", gen)),
-                                  args.repeat)
+        clone_s, codec_s = paired(lambda: g.clone(), lambda c=codec: c.decompress(c.compress(g, "g", gen)), args.repeat)
         clone_gbs = gb / clone_s
-        print(f"{name:24s} {gb / codec_s:8.2f} {4 * n / codec.nbytes(p):8.2f} {clone_s / codec_s:8.3f}"
-              f"   (clone {clone_gbs:.1f} GB/s)")
+        print(
+            f"{name:24s} {gb / codec_s:8.2f} {4 * n / codec.nbytes(p):8.2f} {clone_s / codec_s:8.3f}"
+            f"   (clone {clone_gbs:.1f} GB/s)"
+        )
 
 
 if __name__ == "__main__":

@@ -54,8 +54,10 @@ def main() -> None:
                 for p in range(0, dm.num_train, a.batch):
                     x = dm.x_train.take(stream.indices(p, a.batch), torch.arange(p, p + a.batch))
                 dt = time.perf_counter() - t0
-                print(f"threads={threads} prefetch={prefetch}: {dm.num_train / dt:7.1f} images/s "
-                      f"({tuple(x.shape[1:])} crops, peak {dm.x_train.peak_ahead} decoded ahead)")
+                print(
+                    f"threads={threads} prefetch={prefetch}: {dm.num_train / dt:7.1f} images/s "
+                    f"({tuple(x.shape[1:])} crops, peak {dm.x_train.peak_ahead} decoded ahead)"
+                )
 
 
 if __name__ == "__main__":

@@ -78,9 +78,16 @@ def strategy_run(dm, proto: Protocol, mu: int, samples: int, repeats: int, cls=L
     def fit() -> tuple[float, LocalLearners]:
         local = cls(proto, sched, dm.x_train, dm.y_train, mu, 0, OPT)
         module = ClassifierModule(net, server_optimizer(OPT))
-        trainer = pl.Trainer(strategy=ParameterServerStrategy(sched, local=local), accelerator="cpu", max_epochs=1,
-                             logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, limit_val_batches=0)
+        trainer = pl.Trainer(
+            strategy=ParameterServerStrategy(sched, local=local),
+            accelerator="cpu",
+            max_epochs=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+        )
         t0 = time.perf_counter()
         trainer.fit(module, train_dataloaders=data)
         return time.perf_counter() - t0, local
@@ -106,13 +113,16 @@ def main() -> None:
     samples = int(args.epochs * dm.num_train) // (mu * H) * (mu * H)
     print(f"threads={torch.get_num_threads()} samples={samples} best of {args.repeats}")
     print(f"{'case':<34}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'windows/flush':>15}{'⟨σ⟩':>8}")
-    cases = [("agn n=20 H=10 μ=128 (vmap)", LocalLearners)] + ([("agn ... one window per flush", _OneWindow)]
-                                                              if args.loop else [])
+    cases = [("agn n=20 H=10 μ=128 (vmap)", LocalLearners)] + (
+        [("agn ... one window per flush", _OneWindow)] if args.loop else []
+    )
     for label, cls in cases:
         base = samples / plain_loop(dm, samples, mu, args.repeats)  # re-measured before each case
         secs, done, local, st = strategy_run(dm, Protocol("agn", n, local_steps=H), mu, samples, args.repeats, cls)
-        print(f"{label:<34}{done / secs:>12,.0f}{base:>10,.0f}{done / secs / base:>8.2f}"
-              f"{local.windows_computed / local.flushes:>15.1f}{st['staleness_mean']:>8.2f}")
+        print(
+            f"{label:<34}{done / secs:>12,.0f}{base:>10,.0f}{done / secs / base:>8.2f}"
+            f"{local.windows_computed / local.flushes:>15.1f}{st['staleness_mean']:>8.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ def bare_loop(events: int, learners: int) -> float:
     return time.perf_counter() - t0
 
 
-
 def count_events(sim_args: tuple) -> int:
     calls = 0
     real = heapq.heappop
@@ -60,8 +59,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--trace-updates", type=int, default=0)
     args = ap.parse_args()
-    cost = CostModel(compute=ComputeModel(1.46e-2, 3.09e-3), message_bytes=358_312, bandwidth_Bps=3e10,
-                     ps_service_s=5e-6, ps_apply_Bps=2e10)
+    cost = CostModel(
+        compute=ComputeModel(1.46e-2, 3.09e-3),
+        message_bytes=358_312,
+        bandwidth_Bps=3e10,
+        ps_service_s=5e-6,
+        ps_apply_Bps=2e10,
+    )
     print(f"{'case':<34}{'events':>10}{'grad/s':>12}{'bare ev/s':>12}{'sim ev/s':>12}{'ratio':>8}")
     for lam in (30, 1000):
         for proto in (Protocol("softsync", lam, n=1), Protocol("async", lam), Protocol("hardsync", lam)):
@@ -74,8 +78,10 @@ def main() -> None:
                 for _ in Simulator(*sim_args, trace_updates=args.trace_updates).run():
                     pass
                 best_sim = min(best_sim, time.perf_counter() - t0)
-            print(f"{proto.label + f' λ={lam}':<34}{events:>10}{args.gradients / best_sim:>12,.0f}"
-                  f"{events / best_bare:>12,.0f}{events / best_sim:>12,.0f}{best_bare / best_sim:>8.2f}")
+            print(
+                f"{proto.label + f' λ={lam}':<34}{events:>10}{args.gradients / best_sim:>12,.0f}"
+                f"{events / best_bare:>12,.0f}{events / best_sim:>12,.0f}{best_bare / best_sim:>8.2f}"
+            )
 
 
 if __name__ == "__main__":

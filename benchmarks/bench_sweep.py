@@ -32,8 +32,14 @@ REPO = Path(__file__).resolve().parents[1]
 def run(root: Path, extra: list[str]) -> float:
     env = {**os.environ, "PSBENCH_ROOT": str(root)}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, str(REPO / "sweeps/rudra_table2.py"), "scale=ci", *extra],
-                   cwd=root, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, str(REPO / "sweeps/rudra_table2.py"), "scale=ci", *extra],
+        cwd=root,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
@@ -41,8 +47,11 @@ def overrides(launcher: str, jobs: int) -> list[str]:
     """The launcher's overrides: ``basic`` one trial at a time, the others ``jobs`` trials at once."""
     if launcher == "basic":
         return ["hydra.sweeper.n_jobs=1"]
-    own = {"joblib": [f"hydra.launcher.n_jobs={jobs}"], "submitit_local": [],
-           "ray": [f"hydra.launcher.ray.init.num_cpus={jobs}"]}[launcher]
+    own = {
+        "joblib": [f"hydra.launcher.n_jobs={jobs}"],
+        "submitit_local": [],
+        "ray": [f"hydra.launcher.ray.init.num_cpus={jobs}"],
+    }[launcher]
     return [f"hydra/launcher={launcher}", *own, f"hydra.sweeper.n_jobs={jobs}"]
 
 
@@ -50,11 +59,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=23)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--launchers", default="basic,joblib,submitit_local",
-                    help="comma-separated: basic, joblib, submitit_local, ray (basic is the reference)")
+    ap.add_argument(
+        "--launchers",
+        default="basic,joblib,submitit_local",
+        help="comma-separated: basic, joblib, submitit_local, ray (basic is the reference)",
+    )
     ap.add_argument("--logger", default="none", choices=("none", "mlflow"))
-    ap.add_argument("--threads", default="1", help="trainer.num_threads of every job (null: torch's default), "
-                    "so that every launcher's jobs compute alike and only their parallelism differs")
+    ap.add_argument(
+        "--threads",
+        default="1",
+        help="trainer.num_threads of every job (null: torch's default), "
+        "so that every launcher's jobs compute alike and only their parallelism differs",
+    )
     a = ap.parse_args()
     chosen = [n.strip() for n in a.launchers.split(",") if n.strip()]
     if "basic" not in chosen:
@@ -69,8 +85,10 @@ def main() -> None:
             wall = run(Path(d), common + overrides(name, a.jobs))
         results[name] = wall
         workers = "1 trial at a time" if name == "basic" else f"{a.jobs} workers"
-        print(f"{name} ({workers}): {a.trials} trials in {wall:.1f} s = {3600 * a.trials / wall:.1f} trials/hour",
-              flush=True)
+        print(
+            f"{name} ({workers}): {a.trials} trials in {wall:.1f} s = {3600 * a.trials / wall:.1f} trials/hour",
+            flush=True,
+        )
     base = results.get("basic")
     if base:
         for name, wall in results.items():

@@ -63,9 +63,13 @@ logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
 DATA = Path(os.environ.get("PSBENCH_DATA") or default_data_dir("."))  # where psbench itself looks
 OPT = {"name": "sgd", "lr": 0.001, "momentum": 0.9}
 LAM, MU = 30, 4
-CASES = {"hardsync": Protocol("hardsync", LAM), "1-softsync": Protocol("softsync", LAM, n=1),
-         "30-softsync": Protocol("softsync", LAM, n=LAM), "async": Protocol("async", LAM),
-         "ssp-s3": Protocol("ssp", LAM, staleness_bound=3)}
+CASES = {
+    "hardsync": Protocol("hardsync", LAM),
+    "1-softsync": Protocol("softsync", LAM, n=1),
+    "30-softsync": Protocol("softsync", LAM, n=LAM),
+    "async": Protocol("async", LAM),
+    "ssp-s3": Protocol("ssp", LAM, staleness_bound=3),
+}
 
 
 def pin_malloc() -> bool:
@@ -102,8 +106,9 @@ def plain_loop(dm, samples: int, batch: int, nhwc: bool = False) -> Callable[[],
     return epoch
 
 
-def strategy_run(dm, proto: Protocol, mu: int, samples: int,
-                 updates_per_step: int | None = None) -> tuple[Callable[[], float], int, dict, Callable[[], int]]:
+def strategy_run(
+    dm, proto: Protocol, mu: int, samples: int, updates_per_step: int | None = None
+) -> tuple[Callable[[], float], int, dict, Callable[[], int]]:
     """(timer of one fit, samples, simulator stats, peak snapshot bytes of the last fit) of the strategy on
     ``proto``'s schedule."""
     torch.manual_seed(0)
@@ -113,17 +118,25 @@ def strategy_run(dm, proto: Protocol, mu: int, samples: int,
     sched = Schedule.collect(sim.run())
     updates = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0, with_samples=False)
     k = updates_per_step if updates_per_step is not None else auto_updates_per_step(sched, mu)
-    data = torch.utils.data.DataLoader(UpdateChunks(updates, 0, sched.num_updates, k, sched.num_updates),
-                                       batch_size=None)  # as psbench runs it: K updates per Trainer step
+    data = torch.utils.data.DataLoader(
+        UpdateChunks(updates, 0, sched.num_updates, k, sched.num_updates), batch_size=None
+    )  # as psbench runs it: K updates per Trainer step
     peak = 0
 
     def fit() -> float:
         nonlocal peak
         module = ClassifierModule(net, OPT)
         strategy = ParameterServerStrategy(sched)
-        trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             limit_val_batches=0)
+        trainer = pl.Trainer(
+            strategy=strategy,
+            accelerator="cpu",
+            max_epochs=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+        )
         t0 = time.perf_counter()
         trainer.fit(module, train_dataloaders=data)
         peak = strategy.peak_snapshot_bytes
@@ -185,8 +198,12 @@ def main() -> None:
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES))
     ap.add_argument("--skip-scaling", action="store_true")
     ap.add_argument("--skip-rss", action="store_true")
-    ap.add_argument("--malloc", choices=("pinned", "default"), default="pinned",
-                    help="glibc's allocator thresholds fixed before anything is allocated (see above), or glibc's own")
+    ap.add_argument(
+        "--malloc",
+        choices=("pinned", "default"),
+        default="pinned",
+        help="glibc's allocator thresholds fixed before anything is allocated (see above), or glibc's own",
+    )
     ap.add_argument("--rss-case", help=argparse.SUPPRESS)
     args = ap.parse_args()
     pinned = args.malloc == "pinned" and pin_malloc()
@@ -197,24 +214,33 @@ def main() -> None:
     dm = build_datamodule("cifar10_subset", DATA, seed=0)
     dm.setup("fit")
     samples = int(args.epochs * dm.num_train) // (MU * LAM) * (MU * LAM)
-    print(f"threads={torch.get_num_threads()} samples={samples} malloc={'pinned' if pinned else 'default'}; median of "
-          f"{args.repeats} rounds, each round the plain loop, the strategy, the NHWC loop and the μ=4 loop back to "
-          "back; ratios per round, then their median (floor: the μ=4 loop's own ratio to the plain loop)")
-    print(f"{'case':<28}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'NHWC loop':>11}{'ratio':>8}"
-          f"{'μ=4 loop':>10}{'ratio':>8}{'floor':>8}{'⟨σ⟩':>8}")
+    print(
+        f"threads={torch.get_num_threads()} samples={samples} malloc={'pinned' if pinned else 'default'}; median of "
+        f"{args.repeats} rounds, each round the plain loop, the strategy, the NHWC loop and the μ=4 loop back to "
+        "back; ratios per round, then their median (floor: the μ=4 loop's own ratio to the plain loop)"
+    )
+    print(
+        f"{'case':<28}{'samples/s':>12}{'baseline':>10}{'ratio':>8}{'NHWC loop':>11}{'ratio':>8}"
+        f"{'μ=4 loop':>10}{'ratio':>8}{'floor':>8}{'⟨σ⟩':>8}"
+    )
     for name in args.cases.split(","):
         proto = CASES[name]
         fit, n, st, _ = strategy_run(dm, proto, MU, samples)
-        timers = {"plain": plain_loop(dm, samples, MU * LAM), "strategy": fit,
-                  "nhwc": plain_loop(dm, samples, MU * LAM, nhwc=True),
-                  "mu": plain_loop(dm, samples, MU, nhwc=True)}
+        timers = {
+            "plain": plain_loop(dm, samples, MU * LAM),
+            "strategy": fit,
+            "nhwc": plain_loop(dm, samples, MU * LAM, nhwc=True),
+            "mu": plain_loop(dm, samples, MU, nhwc=True),
+        }
         t = paired(timers, args.repeats)
-        line = (f"{proto.label + ' λ=30 μ=4':<28}{n / median(t['strategy']):>12,.0f}"
-                f"{samples / median(t['plain']):>10,.0f}{speedup(t, 'plain') * n / samples:>8.2f}"
-                f"{samples / median(t['nhwc']):>11,.0f}{speedup(t, 'nhwc') * n / samples:>8.2f}"
-                f"{samples / median(t['mu']):>10,.0f}{speedup(t, 'mu') * n / samples:>8.2f}"
-                f"{median(p / m for p, m in zip(t['plain'], t['mu'], strict=True)):>8.2f}"
-                f"{st['staleness_mean']:>8.2f}")
+        line = (
+            f"{proto.label + ' λ=30 μ=4':<28}{n / median(t['strategy']):>12,.0f}"
+            f"{samples / median(t['plain']):>10,.0f}{speedup(t, 'plain') * n / samples:>8.2f}"
+            f"{samples / median(t['nhwc']):>11,.0f}{speedup(t, 'nhwc') * n / samples:>8.2f}"
+            f"{samples / median(t['mu']):>10,.0f}{speedup(t, 'mu') * n / samples:>8.2f}"
+            f"{median(p / m for p, m in zip(t['plain'], t['mu'], strict=True)):>8.2f}"
+            f"{st['staleness_mean']:>8.2f}"
+        )
         print(line, flush=True)
         rounds = [round(p / s * n / samples, 2) for s, p in zip(t["strategy"], t["plain"], strict=True)]
         floors = [round(p / m, 2) for p, m in zip(t["plain"], t["mu"], strict=True)]
@@ -228,20 +254,37 @@ def main() -> None:
             secs = median(paired({"fit": fit}, args.repeats)["fit"])
             rows[lam] = (secs / n, peak(), st["staleness_mean"])
         for lam, (cost, peak, sigma) in rows.items():
-            print(f"{'λ=' + str(lam):<16}{1e3 * cost:>10.3f}{cost / rows[30][0]:>9.2f}{peak / 2**20:>10.1f}"
-                  f"{sigma:>8.1f}")
+            print(
+                f"{'λ=' + str(lam):<16}{1e3 * cost:>10.3f}{cost / rows[30][0]:>9.2f}{peak / 2**20:>10.1f}{sigma:>8.1f}"
+            )
         print(f"λ=1000 / λ=30 cost per sample: {rows[1000][0] / rows[30][0]:.2f} (target ≤ 1.5)")
     if not args.skip_rss:
         rss = {}
         for case in ("plain", "30-softsync"):
-            out = subprocess.run([sys.executable, __file__, "--rss-case", case, "--epochs", str(args.epochs),
-                                  "--threads", str(torch.get_num_threads()), "--malloc", args.malloc],
-                                 capture_output=True, text=True, check=True)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--rss-case",
+                    case,
+                    "--epochs",
+                    str(args.epochs),
+                    "--threads",
+                    str(torch.get_num_threads()),
+                    "--malloc",
+                    args.malloc,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             rss[case] = [float(v) for v in out.stdout.strip().splitlines()[-1].split()]
         (p_peak, p0), (s_peak, s0) = rss["plain"], rss["30-softsync"]
-        print(f"\npeak RSS while training: plain loop {p_peak:.0f} MiB, 30-softsync {s_peak:.0f} MiB, ratio "
-              f"{s_peak / p_peak:.2f} (target ≤ 2); growth over the loaded data: {p_peak - p0:.0f} vs "
-              f"{s_peak - s0:.0f} MiB")
+        print(
+            f"\npeak RSS while training: plain loop {p_peak:.0f} MiB, 30-softsync {s_peak:.0f} MiB, ratio "
+            f"{s_peak / p_peak:.2f} (target ≤ 2); growth over the loaded data: {p_peak - p0:.0f} vs "
+            f"{s_peak - s0:.0f} MiB"
+        )
 
 
 if __name__ == "__main__":

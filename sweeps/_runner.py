@@ -47,12 +47,22 @@ def parallel(extra: Sequence[str], cores: int | None = None) -> list[str]:
     cores = cores or usable_cores()
     if cores < 2 or launchers.requested(extra) is not None or not launchers.installed("joblib"):
         return []
-    return ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={cores}",
-            f"hydra.sweeper.n_jobs={TRIALS_PER_CORE * cores}", "trainer.num_threads=1"]
+    return [
+        "hydra/launcher=joblib",
+        f"hydra.launcher.n_jobs={cores}",
+        f"hydra.sweeper.n_jobs={TRIALS_PER_CORE * cores}",
+        "trainer.num_threads=1",
+    ]
 
 
-def command(name: str, experiment: str, overrides: Sequence[str], scale: str, extra: Sequence[str] = (),
-            resources: str | None = None) -> list[str]:
+def command(
+    name: str,
+    experiment: str,
+    overrides: Sequence[str],
+    scale: str,
+    extra: Sequence[str] = (),
+    resources: str | None = None,
+) -> list[str]:
     """The ``psbench -m`` command line of one entry point at one scale.
 
     ``resources=<scale>`` is what each job asks a cluster launcher for (``resources``: the preset a schedule-only
@@ -60,9 +70,19 @@ def command(name: str, experiment: str, overrides: Sequence[str], scale: str, ex
     user's overrides, e.g. ``hydra/launcher=submitit_slurm hydra.sweeper.n_jobs=8``) comes last, so it wins.
     """
     study = f"{name}_{scale}"
-    return [sys.executable, "-m", "psbench.cli", "-m", f"experiment={experiment}", *overrides,
-            f"hydra.sweeper.study_name={study}", f"++tags.scale={scale}", f"resources={resources or scale}",
-            "trainer.progress=none", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "psbench.cli",
+        "-m",
+        f"experiment={experiment}",
+        *overrides,
+        f"hydra.sweeper.study_name={study}",
+        f"++tags.scale={scale}",
+        f"resources={resources or scale}",
+        "trainer.progress=none",
+        *extra,
+    ]
 
 
 def scale_of(name: str, argv: Sequence[str], scales: Iterable[str] = SCALES) -> tuple[str, list[str]]:
@@ -75,8 +95,13 @@ def scale_of(name: str, argv: Sequence[str], scales: Iterable[str] = SCALES) -> 
     return scale, [a for a in argv if not a.startswith("scale=")]
 
 
-def entry_command(name: str, experiment: str | Mapping[str, str], scales: Mapping[str, Sequence[str]],
-                  argv: Sequence[str], resources: str | None = None) -> tuple[str, list[str]]:
+def entry_command(
+    name: str,
+    experiment: str | Mapping[str, str],
+    scales: Mapping[str, Sequence[str]],
+    argv: Sequence[str],
+    resources: str | None = None,
+) -> tuple[str, list[str]]:
     """``(scale, psbench command)`` of ``python sweeps/<name>.py <argv>``; ``ValueError`` for an unknown scale.
 
     ``experiment``: the preset, or one per scale (AGN Table 1's ``ci`` is a preset of its own). At the
@@ -101,8 +126,13 @@ def run(name: str, scale: str, cmd: Sequence[str]) -> int:
     return rc
 
 
-def main(name: str, experiment: str | Mapping[str, str], scales: Mapping[str, Sequence[str]],
-         argv: Sequence[str] | None = None, resources: str | None = None) -> int:
+def main(
+    name: str,
+    experiment: str | Mapping[str, str],
+    scales: Mapping[str, Sequence[str]],
+    argv: Sequence[str] | None = None,
+    resources: str | None = None,
+) -> int:
     """``python sweeps/<name>.py [scale=ci] [--serial] [override ...]``: run the sweep, print its wall time."""
     try:
         scale, cmd = entry_command(name, experiment, scales, list(sys.argv[1:] if argv is None else argv), resources)

@@ -29,12 +29,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import SEEDS, main
 
 SCALES = {
-    "ci": ["dataset=cifar10_subset", SEEDS, "epochs=20", "optimizer.milestones=[]",
-           "++tags.data_note=cifar10_subset_20_epochs"],
-    "small": ["dataset=cifar10_subset", SEEDS, "epochs=30", "optimizer.milestones=[20,25]",
-              "++tags.data_note=cifar10_subset_30_epochs"],
-    "full": ["dataset=cifar10_jpeg", SEEDS, "epochs=12", "optimizer.milestones=[]",
-             "++tags.data_note=cifar10_jpeg_q75_12_epochs"],
+    "ci": [
+        "dataset=cifar10_subset",
+        SEEDS,
+        "epochs=20",
+        "optimizer.milestones=[]",
+        "++tags.data_note=cifar10_subset_20_epochs",
+    ],
+    "small": [
+        "dataset=cifar10_subset",
+        SEEDS,
+        "epochs=30",
+        "optimizer.milestones=[20,25]",
+        "++tags.data_note=cifar10_subset_30_epochs",
+    ],
+    "full": [
+        "dataset=cifar10_jpeg",
+        SEEDS,
+        "epochs=12",
+        "optimizer.milestones=[]",
+        "++tags.data_note=cifar10_jpeg_q75_12_epochs",
+    ],
     "paper": ["dataset=cifar10", SEEDS],
 }
 

@@ -32,15 +32,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import SEEDS, main
 
 SCALES = {
-    "ci": ["dataset=cifar10_subset", "epochs=1", "optimizer.milestones=[]", SEEDS,
-           "hydra.sweeper.constraints=['learners in [1,4,30] and batch_size in [4,32]']",
-           "++tags.data_note=cifar10_subset_1_epoch_subgrid"],
-    "small": ["dataset=cifar10_subset", "epochs=10", "optimizer.milestones=[]", SEEDS,
-              "hydra.sweeper.constraints=['batch_size in [4,16,128]']",
-              "++tags.data_note=cifar10_subset_10_epochs_subgrid"],
-    "full": ["dataset=cifar10_jpeg", "epochs=3", "optimizer.milestones=[]", SEEDS,
-             "hydra.sweeper.constraints=['learners in [1,4,30] and batch_size in [4,128]']",
-             "++tags.data_note=cifar10_jpeg_q75_3_epochs_subgrid"],
+    "ci": [
+        "dataset=cifar10_subset",
+        "epochs=1",
+        "optimizer.milestones=[]",
+        SEEDS,
+        "hydra.sweeper.constraints=['learners in [1,4,30] and batch_size in [4,32]']",
+        "++tags.data_note=cifar10_subset_1_epoch_subgrid",
+    ],
+    "small": [
+        "dataset=cifar10_subset",
+        "epochs=10",
+        "optimizer.milestones=[]",
+        SEEDS,
+        "hydra.sweeper.constraints=['batch_size in [4,16,128]']",
+        "++tags.data_note=cifar10_subset_10_epochs_subgrid",
+    ],
+    "full": [
+        "dataset=cifar10_jpeg",
+        "epochs=3",
+        "optimizer.milestones=[]",
+        SEEDS,
+        "hydra.sweeper.constraints=['learners in [1,4,30] and batch_size in [4,128]']",
+        "++tags.data_note=cifar10_jpeg_q75_3_epochs_subgrid",
+    ],
     "paper": ["dataset=cifar10", SEEDS],
 }
 

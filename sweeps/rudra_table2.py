@@ -38,12 +38,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import SEEDS, main
 
 SCALES = {
-    "ci": ["dataset=cifar10_subset", "epochs=1", "optimizer.milestones=[]", SEEDS,
-           "++tags.data_note=cifar10_subset_1_epoch"],
-    "small": ["dataset=cifar10_subset", "epochs=20", "optimizer.milestones=[15,18]", SEEDS,
-              "++tags.data_note=cifar10_subset_20_epochs"],
-    "full": ["dataset=cifar10_jpeg", "epochs=2", "optimizer.milestones=[]", SEEDS,
-             "++tags.data_note=cifar10_jpeg_q75_2_epochs"],
+    "ci": [
+        "dataset=cifar10_subset",
+        "epochs=1",
+        "optimizer.milestones=[]",
+        SEEDS,
+        "++tags.data_note=cifar10_subset_1_epoch",
+    ],
+    "small": [
+        "dataset=cifar10_subset",
+        "epochs=20",
+        "optimizer.milestones=[15,18]",
+        SEEDS,
+        "++tags.data_note=cifar10_subset_20_epochs",
+    ],
+    "full": [
+        "dataset=cifar10_jpeg",
+        "epochs=2",
+        "optimizer.milestones=[]",
+        SEEDS,
+        "++tags.data_note=cifar10_jpeg_q75_2_epochs",
+    ],
     "paper": ["dataset=cifar10", SEEDS],
 }
 

@@ -30,16 +30,40 @@ CIFAR = ("rudra_table2", "rudra_table3", "rudra_fig5", "rudra_fig6_7", "zhang_fi
 #: entry point -> scales it has (the AGN ones have no `small`)
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "cifar_jpeg_cost": ("ci",),
-    **{name: CIFAR_SCALES if name in CIFAR else SCALES for name in (
-        "rudra_table1", "rudra_fig4", "rudra_table2", "rudra_table3", "rudra_table4", "rudra_fig5", "rudra_fig6_7",
-        "rudra_fig8", "zhang_fig1", "zhang_fig2", "zhang_fig3", "terngrad_fig3", "terngrad_table1", "terngrad_fig5",
-        "ssp_fig2_4", "ssp_fig3_5")},
+    **{
+        name: CIFAR_SCALES if name in CIFAR else SCALES
+        for name in (
+            "rudra_table1",
+            "rudra_fig4",
+            "rudra_table2",
+            "rudra_table3",
+            "rudra_table4",
+            "rudra_fig5",
+            "rudra_fig6_7",
+            "rudra_fig8",
+            "zhang_fig1",
+            "zhang_fig2",
+            "zhang_fig3",
+            "terngrad_fig3",
+            "terngrad_table1",
+            "terngrad_fig5",
+            "ssp_fig2_4",
+            "ssp_fig3_5",
+        )
+    },
     "agn_table1": ("ci", "paper"),
     "agn_fig7": ("ci", "paper"),
 }
 #: schedule-only entry points: run at ``paper`` at every scale
-SIMULATION_ONLY = ("rudra_table1", "rudra_fig4", "rudra_fig8", "rudra_table4", "zhang_fig1", "zhang_fig2",
-                   "terngrad_fig5")
+SIMULATION_ONLY = (
+    "rudra_table1",
+    "rudra_fig4",
+    "rudra_fig8",
+    "rudra_table4",
+    "zhang_fig1",
+    "zhang_fig2",
+    "terngrad_fig5",
+)
 #: entry points that run at one scale whatever run_all's: (the run_all scales that include them, the scale they run)
 FIXED: dict[str, tuple[tuple[str, ...], str]] = {
     "cifar_jpeg_cost": (("full",), "ci"),  # the cost of full's JPEG pixels, on the subset

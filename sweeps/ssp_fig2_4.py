@@ -22,14 +22,26 @@ from sweeps._runner import SEEDS, main
 
 RELU = ["model.activation=relu", "++tags.model_note=relu_ssp_mlp_shrunk"]  # a narrow sigmoid net barely moves
 SCALES = {
-    "ci": [SEEDS, *RELU, "model.hidden=[256,256]", "dataset.num_train=20000", "dataset.num_test=2000",
-           "hydra.sweeper.derived.epochs='4*min(learners,2)'",
-           "optimizer.lr=1.0", "hardware.compute.per_sample_s=4.03e-5",  # 6 * 672,465 / 1e11
-           "++tags.data_note=synthetic_360x2001_for_TIMIT_20000_samples_hidden256x2_lr1"],
-    "small": [SEEDS, *RELU, "model.hidden=[512,512,512,512,512,512]", "dataset.num_train=200000",
-              "hydra.sweeper.derived.epochs='5*min(learners,2)'",
-              "hardware.compute.per_sample_s=1.515e-4",  # 6 * 2,524,625 / 1e11
-              "++tags.data_note=synthetic_360x2001_for_TIMIT_200000_samples_hidden512x6"],
+    "ci": [
+        SEEDS,
+        *RELU,
+        "model.hidden=[256,256]",
+        "dataset.num_train=20000",
+        "dataset.num_test=2000",
+        "hydra.sweeper.derived.epochs='4*min(learners,2)'",
+        "optimizer.lr=1.0",
+        "hardware.compute.per_sample_s=4.03e-5",  # 6 * 672,465 / 1e11
+        "++tags.data_note=synthetic_360x2001_for_TIMIT_20000_samples_hidden256x2_lr1",
+    ],
+    "small": [
+        SEEDS,
+        *RELU,
+        "model.hidden=[512,512,512,512,512,512]",
+        "dataset.num_train=200000",
+        "hydra.sweeper.derived.epochs='5*min(learners,2)'",
+        "hardware.compute.per_sample_s=1.515e-4",  # 6 * 2,524,625 / 1e11
+        "++tags.data_note=synthetic_360x2001_for_TIMIT_200000_samples_hidden512x6",
+    ],
     "paper": [],
 }
 

@@ -23,14 +23,25 @@ from sweeps._runner import SEEDS, main
 
 RELU = ["model.activation=relu", "++tags.model_note=relu_ssp_mlp_shrunk"]  # a narrow sigmoid net barely moves
 SCALES = {
-    "ci": [SEEDS, *RELU, "model.hidden=[128]", "dataset.num_train=6000", "dataset.num_test=1000",
-           "hydra.sweeper.derived.epochs='5*min(learners,2)'",
-           "hardware.compute.per_sample_s=1.729e-4",  # 6 * 2,881,640 / 1e11
-           "++tags.data_note=synthetic_21504x1000_for_ImageNet-63K_6000_samples_hidden128"],
-    "small": [SEEDS, *RELU, "model.hidden=[1000,600,400]", "dataset.num_train=20000",
-              "hydra.sweeper.derived.epochs='10*min(learners,2)'",
-              "hardware.compute.per_sample_s=1.365e-3",  # 6 * 22,747,000 / 1e11
-              "++tags.data_note=synthetic_21504x1000_for_ImageNet-63K_20000_samples_hidden1000-600-400"],
+    "ci": [
+        SEEDS,
+        *RELU,
+        "model.hidden=[128]",
+        "dataset.num_train=6000",
+        "dataset.num_test=1000",
+        "hydra.sweeper.derived.epochs='5*min(learners,2)'",
+        "hardware.compute.per_sample_s=1.729e-4",  # 6 * 2,881,640 / 1e11
+        "++tags.data_note=synthetic_21504x1000_for_ImageNet-63K_6000_samples_hidden128",
+    ],
+    "small": [
+        SEEDS,
+        *RELU,
+        "model.hidden=[1000,600,400]",
+        "dataset.num_train=20000",
+        "hydra.sweeper.derived.epochs='10*min(learners,2)'",
+        "hardware.compute.per_sample_s=1.365e-3",  # 6 * 22,747,000 / 1e11
+        "++tags.data_note=synthetic_21504x1000_for_ImageNet-63K_20000_samples_hidden1000-600-400",
+    ],
     "paper": [],
 }
 

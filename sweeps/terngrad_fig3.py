@@ -19,13 +19,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import SEEDS, main
 
 SCALES = {
-    "ci": [SEEDS, "epochs=0.32",  # 300 iterations × 64 / 60,000
-           "hydra.sweeper.constraints=['learners in [2,8] and optimizer.momentum > 0 "
-           "and case != \"momentum_noclip_n8\"']",
-           "++tags.data_note=mnist_300_iterations_instead_of_10K_panel_a_N2_N8"],
-    "small": [SEEDS, "epochs=2.1334",  # 2,000 iterations × 64 / 60,000 (rounded down to 2,000 updates)
-              "hydra.sweeper.constraints=['learners in [2,8,32]']",
-              "++tags.data_note=mnist_2000_iterations_instead_of_10K_N2_N8_N32"],
+    "ci": [
+        SEEDS,
+        "epochs=0.32",  # 300 iterations × 64 / 60,000
+        "hydra.sweeper.constraints=['learners in [2,8] and optimizer.momentum > 0 and case != \"momentum_noclip_n8\"']",
+        "++tags.data_note=mnist_300_iterations_instead_of_10K_panel_a_N2_N8",
+    ],
+    "small": [
+        SEEDS,
+        "epochs=2.1334",  # 2,000 iterations × 64 / 60,000 (rounded down to 2,000 updates)
+        "hydra.sweeper.constraints=['learners in [2,8,32]']",
+        "++tags.data_note=mnist_2000_iterations_instead_of_10K_N2_N8_N32",
+    ],
     "paper": [],
 }
 

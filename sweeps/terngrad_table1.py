@@ -33,12 +33,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import SEEDS, main
 
 SCALES = {
-    "ci": [SEEDS, "dataset=cifar10_subset", "dataset.subset=2560", "epochs=2", "optimizer.lr=0.001",
-           "hydra.sweeper.constraints=['case != \"noclip_n16\"']",
-           "++tags.data_note=cifar10_subset_2560_images_2_epochs_lr0.001"],
+    "ci": [
+        SEEDS,
+        "dataset=cifar10_subset",
+        "dataset.subset=2560",
+        "epochs=2",
+        "optimizer.lr=0.001",
+        "hydra.sweeper.constraints=['case != \"noclip_n16\"']",
+        "++tags.data_note=cifar10_subset_2560_images_2_epochs_lr0.001",
+    ],
     "small": [SEEDS, "dataset=cifar10_subset", "epochs=40", "++tags.data_note=cifar10_subset_40_epochs"],
-    "full": [SEEDS, "dataset=cifar10_jpeg", "epochs=3", "hydra.sweeper.constraints=['case != \"noclip_n16\"']",
-             "++tags.data_note=cifar10_jpeg_q75_3_epochs"],
+    "full": [
+        SEEDS,
+        "dataset=cifar10_jpeg",
+        "epochs=3",
+        "hydra.sweeper.constraints=['case != \"noclip_n16\"']",
+        "++tags.data_note=cifar10_jpeg_q75_3_epochs",
+    ],
     "paper": ["dataset=cifar10"],
 }
 

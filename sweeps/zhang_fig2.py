@@ -16,8 +16,10 @@ from sweeps._runner import main
 
 
 def _g(g: int) -> list[str]:
-    return [f"hydra.sweeper.derived.epochs='learners*batch_size*{g}/5085'",
-            f"++tags.data_note=sim_{g}_grads_per_learner"]
+    return [
+        f"hydra.sweeper.derived.epochs='learners*batch_size*{g}/5085'",
+        f"++tags.data_note=sim_{g}_grads_per_learner",
+    ]
 
 
 SCALES = {"ci": _g(50), "small": _g(200), "paper": _g(1000)}

@@ -33,12 +33,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeps._runner import SEEDS, main
 
 SCALES = {
-    "ci": ["dataset=cifar10_subset", SEEDS, "epochs=6", "optimizer.milestones=[]",
-           "++tags.data_note=cifar10_subset_6_epochs"],
-    "small": ["dataset=cifar10_subset", SEEDS, "epochs=20", "optimizer.milestones=[15,18]",
-              "++tags.data_note=cifar10_subset_20_epochs"],
-    "full": ["dataset=cifar10_jpeg", SEEDS, "epochs=5", "optimizer.milestones=[]",
-             "++tags.data_note=cifar10_jpeg_q75_5_epochs"],
+    "ci": [
+        "dataset=cifar10_subset",
+        SEEDS,
+        "epochs=6",
+        "optimizer.milestones=[]",
+        "++tags.data_note=cifar10_subset_6_epochs",
+    ],
+    "small": [
+        "dataset=cifar10_subset",
+        SEEDS,
+        "epochs=20",
+        "optimizer.milestones=[15,18]",
+        "++tags.data_note=cifar10_subset_20_epochs",
+    ],
+    "full": [
+        "dataset=cifar10_jpeg",
+        SEEDS,
+        "epochs=5",
+        "optimizer.milestones=[]",
+        "++tags.data_note=cifar10_jpeg_q75_5_epochs",
+    ],
     "paper": ["dataset=cifar10", SEEDS],
 }
 

@@ -126,15 +126,21 @@ def psbench_root(tmp_path, mlflow_template_db) -> Path:
 
 @pytest.fixture
 def run_psbench():
-    def _run(*args: str, root: Path, env: dict[str, str] | None = None,
-             driver: str | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    def _run(
+        *args: str, root: Path, env: dict[str, str] | None = None, driver: str | None = None, timeout: float = 600
+    ) -> subprocess.CompletedProcess:
         full_env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
         full_env["PSBENCH_ROOT"] = str(root)
         full_env.update(env or {})
         cmd = [sys.executable, "-c", driver] if driver else [sys.executable, "-m", "psbench.cli"]
         return subprocess.run(
-            [*cmd, *args], cwd=root, env=full_env, capture_output=True, text=True,
-            timeout=timeout, stdin=subprocess.DEVNULL,
+            [*cmd, *args],
+            cwd=root,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
         )
 
     return _run
@@ -152,9 +158,13 @@ def mlflow_runs():
         ids = [e.experiment_id for e in c.search_experiments()]
         return [
             {
-                "run_id": r.info.run_id, "status": r.info.status, "name": r.info.run_name,
-                "experiment_id": r.info.experiment_id, "artifact_uri": r.info.artifact_uri,
-                "tags": dict(r.data.tags), "params": dict(r.data.params),
+                "run_id": r.info.run_id,
+                "status": r.info.status,
+                "name": r.info.run_name,
+                "experiment_id": r.info.experiment_id,
+                "artifact_uri": r.info.artifact_uri,
+                "tags": dict(r.data.tags),
+                "params": dict(r.data.params),
                 "metrics": dict(r.data.metrics),
             }
             for r in c.search_runs(ids)

@@ -85,8 +85,10 @@ def write_cifar_subset(root: Path, n_train: int = 20, n_test: int = 10, seed: in
     """``cifar10-subset/cifar10-prefix-subset.npz``: x_train/x_test uint8 [N, 3, 32, 32], y_train/y_test."""
     rng = np.random.default_rng(seed)
     arrays = {
-        "x_train": rng.integers(0, 256, size=(n_train, 3, 32, 32), dtype=np.uint8), "y_train": _labels(rng, n_train),
-        "x_test": rng.integers(0, 256, size=(n_test, 3, 32, 32), dtype=np.uint8), "y_test": _labels(rng, n_test),
+        "x_train": rng.integers(0, 256, size=(n_train, 3, 32, 32), dtype=np.uint8),
+        "y_train": _labels(rng, n_train),
+        "x_test": rng.integers(0, 256, size=(n_test, 3, 32, 32), dtype=np.uint8),
+        "y_test": _labels(rng, n_test),
     }
     path = root / sources.CIFAR10_SUBSET_DIR / sources.CIFAR10_SUBSET_FILE
     path.parent.mkdir(parents=True)
@@ -94,9 +96,16 @@ def write_cifar_subset(root: Path, n_train: int = 20, n_test: int = 10, seed: in
     return arrays
 
 
-def write_image_folder(root: Path, counts: dict[str, tuple[int, int]], size: tuple[int, int] = (8, 6),
-                       fmt: str = "png", mode: str = "RGB", seed: int = 0, test: str = "test",
-                       sizes: dict[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+def write_image_folder(
+    root: Path,
+    counts: dict[str, tuple[int, int]],
+    size: tuple[int, int] = (8, 6),
+    fmt: str = "png",
+    mode: str = "RGB",
+    seed: int = 0,
+    test: str = "test",
+    sizes: dict[str, tuple[int, int]] | None = None,
+) -> dict[str, np.ndarray]:
     """``root/train/<class>/NNNN.<fmt>`` and ``root/<test>/<class>/NNNN.<fmt>``: ``counts[class]`` = (train, test)
     random images of ``size`` (H, W; ``sizes[relpath]`` for some other) in ``mode``. Returns each file's pixels
     as decoded by Pillow ([H, W] or [H, W, 3]), keyed by its path relative to ``root``."""
@@ -130,8 +139,9 @@ def zip_folder(folder: Path, dest: Path, prefix: str = "") -> Path:
 def write_cifar10_jpeg(root: Path, train: int = 2, test: int = 1, seed: int = 5) -> dict[str, np.ndarray]:
     """``cifar10-jpeg/cifar10-jpeg.zip``: the ten CIFAR-10 classes, ``train`` / ``test`` 32×32 JPEGs each."""
     tree = root / "cifar10-jpeg-tree"
-    pixels = write_image_folder(tree, {c: (train, test) for c in sources.CIFAR10_CLASSES}, size=(32, 32), fmt="jpg",
-                                seed=seed)
+    pixels = write_image_folder(
+        tree, {c: (train, test) for c in sources.CIFAR10_CLASSES}, size=(32, 32), fmt="jpg", seed=seed
+    )
     zip_folder(tree, root / sources.DATASET_FILES["cifar10_jpeg"][0])
     return pixels
 
@@ -162,8 +172,15 @@ def build_tiny_data(root: Path) -> TinyData:
 WNIDS = ("n01440764", "n01443537", "n01484850")
 
 
-def make_imagenet(data_dir: Path, per_class: int = 6, val_per_class: int = 2, flat_val: bool = False,
-                  wnids: tuple[str, ...] = WNIDS, size: tuple[int, int] = (34, 70), seed: int = 0) -> Path:
+def make_imagenet(
+    data_dir: Path,
+    per_class: int = 6,
+    val_per_class: int = 2,
+    flat_val: bool = False,
+    wnids: tuple[str, ...] = WNIDS,
+    size: tuple[int, int] = (34, 70),
+    seed: int = 0,
+) -> Path:
     """``data_dir/imagenet`` in the ILSVRC-2012 layout: random-size JPEGs, each class a different colour."""
     from PIL import Image
 

@@ -60,8 +60,11 @@ class MlflowServer:
 
 def _need_postgres() -> None:
     for module in ("pgserver", "psycopg"):
-        pytest.importorskip(module, reason=f"{module} is not installed (pip install -e '.[dev]' installs it): "
-                                           "no PostgreSQL server to test the cluster set-up against")
+        pytest.importorskip(
+            module,
+            reason=f"{module} is not installed (pip install -e '.[dev]' installs it): "
+            "no PostgreSQL server to test the cluster set-up against",
+        )
 
 
 @pytest.fixture(scope="session")
@@ -117,10 +120,26 @@ def mlflow_server(postgres, tmp_path_factory):
     t0 = time.perf_counter()
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [str(mlflow), "server", "--backend-store-uri", backend, "--artifacts-destination", str(artifacts),
-             "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True)  # its uvicorn workers go with it at teardown
+            [
+                str(mlflow),
+                "server",
+                "--backend-store-uri",
+                backend,
+                "--artifacts-destination",
+                str(artifacts),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )  # its uvicorn workers go with it at teardown
     try:
         while not _healthy(uri):
             if proc.poll() is not None or time.perf_counter() - t0 > STARTUP_TIMEOUT_S:

@@ -23,10 +23,19 @@ class ReportStore:
         self.exp = ensure_experiment(self.uri, "psbench", str(self.root / "mlartifacts"))
         self.c = MlflowClient(self.uri)
 
-    def run(self, tags: Mapping, metrics: Mapping[str, float] | None = None, *, seed: int = 0,
-            params: Mapping | None = None, histories: Mapping[str, Sequence[tuple[int, float]]] | None = None,
-            summary: Mapping | None = None, summary_step: int | None = None, legacy: bool = False,
-            status: str = "FINISHED") -> str:
+    def run(
+        self,
+        tags: Mapping,
+        metrics: Mapping[str, float] | None = None,
+        *,
+        seed: int = 0,
+        params: Mapping | None = None,
+        histories: Mapping[str, Sequence[tuple[int, float]]] | None = None,
+        summary: Mapping | None = None,
+        summary_step: int | None = None,
+        legacy: bool = False,
+        status: str = "FINISHED",
+    ) -> str:
         """One run: ``histories`` ({key: [(step, value), …]}) and the final ``metrics`` as ``summary/<key>`` (as
         psbench.cli logs a run's summary; at ``summary_step``, default the last history step, and a later
         timestamp), tags, params (``seed`` always) and, if given, the ``summary.json`` artifact. ``legacy``: the
@@ -42,9 +51,12 @@ class ReportStore:
         hist += [Metric(f"{prefix}{k}", float(v), 2_000, step) for k, v in (metrics or {}).items()]
         for i in range(0, max(len(hist), 1), 900):  # MLflow's batch limit is 1,000 metrics
             first = i == 0
-            self.c.log_batch(rid, metrics=hist[i:i + 900],
-                             params=[Param(k, str(v)) for k, v in {"seed": seed, **(params or {})}.items()] if first
-                             else [], tags=[RunTag(k, str(v)) for k, v in tags.items()] if first else [])
+            self.c.log_batch(
+                rid,
+                metrics=hist[i : i + 900],
+                params=[Param(k, str(v)) for k, v in {"seed": seed, **(params or {})}.items()] if first else [],
+                tags=[RunTag(k, str(v)) for k, v in tags.items()] if first else [],
+            )
         if summary is not None:
             f = self.root / rid / "summary.json"
             f.parent.mkdir(parents=True)

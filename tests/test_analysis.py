@@ -23,17 +23,31 @@ def _fill(root: Path) -> None:
 
     for case, overlap in (("rudra_base", 0.1), ("rudra_adv", 0.5), ("rudra_adv_star", 0.995)):
         run({"paper": "rudra", "table": "1", "case": case, "scale": "paper"}, {"comm_overlap": overlap})
-    for case, hist in (("n1", {"0": 10, "1": 80, "2": 10}), ("n2", {"1": 20, "2": 60, "3": 20}),
-                       ("n30", {"29": 50, "30": 40, "61": 10})):
+    for case, hist in (
+        ("n1", {"0": 10, "1": 80, "2": 10}),
+        ("n2", {"1": 20, "2": 60, "3": 20}),
+        ("n30", {"29": 50, "30": 40, "61": 10}),
+    ):
         mean = sum(int(k) * v for k, v in hist.items()) / 100
-        run({"paper": "rudra", "figure": "4", "case": case, "scale": "paper"},
-            {"staleness_mean": mean, "staleness_max": max(int(k) for k in hist)}, summary={"staleness_hist": hist})
+        run(
+            {"paper": "rudra", "figure": "4", "case": case, "scale": "paper"},
+            {"staleness_mean": mean, "staleness_max": max(int(k) for k in hist)},
+            summary={"staleness_hist": hist},
+        )
     for _g, rows in P.TABLE2.items():
         for s, mu, lam, err, t in rows:
             for seed in (0, 1, 2):  # ours = paper/100 ± a seed offset; time as the paper's: 1-softsync is fastest
-                run({"paper": "rudra", "table": "2", "case": P.case_label(s, mu, lam), "scale": "ci",
-                     "data_note": "cifar10_subset"},
-                    {"test_error": err / 100 + 0.0001 * seed, "sim_time_s": t / 100}, seed=seed)
+                run(
+                    {
+                        "paper": "rudra",
+                        "table": "2",
+                        "case": P.case_label(s, mu, lam),
+                        "scale": "ci",
+                        "data_note": "cifar10_subset",
+                    },
+                    {"test_error": err / 100 + 0.0001 * seed, "sim_time_s": t / 100},
+                    seed=seed,
+                )
 
 
 def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path):
@@ -45,8 +59,9 @@ def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path)
         assert md.read_bytes() == (b / md.name).read_bytes(), md.name  # byte-identical Markdown
     assert status["rudra_table2"] == "reproduced at scale ci: 3 of 3 claims hold"
     t2 = (a / "rudra_table2.md").read_text()
-    assert ("| ≈ 128 | 1 | 4 | 30 | 18.09 | 18.10 ± 0.01 (n=3) | 1573 | 15.730 ± 0.000 (n=3) | 3 | cifar10_subset |"
-            in t2)
+    assert (
+        "| ≈ 128 | 1 | 4 | 30 | 18.09 | 18.10 ± 0.01 (n=3) | 1573 | 15.730 ± 0.000 (n=3) | 3 | cifar10_subset |" in t2
+    )
     assert "| 1-softsync has the smallest training time for every μλ | holds |" in t2
     # μλ≈256's σ=1 μ=128 λ=2 row is not the fastest; the λ=30 one is, as in the paper
     assert "| test error increases monotonically with μλ (mean over the rows of each μλ) | holds |" in t2
@@ -55,8 +70,10 @@ def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path)
     t1 = (a / "rudra_table1.md").read_text()
     assert "| rudra_adv_star | 99.56 | 99.50 (n=1) | 1 |" in t1
     f4 = (a / "rudra_fig4.md").read_text()
-    assert ("| 30-softsync: P(σ > 2n) < 0.0001 | does not hold | 10 of 100 gradients (σ > 60) = 1.00e-01 (95 % CI "
-            "4.9e-02–1.8e-01) |") in f4
+    assert (
+        "| 30-softsync: P(σ > 2n) < 0.0001 | does not hold | 10 of 100 gradients (σ > 60) = 1.00e-01 (95 % CI "
+        "4.9e-02–1.8e-01) |"
+    ) in f4
     assert "| 2-softsync: P(σ > 2n) < 0.0001 | not resolvable | 0 of 100 gradients (σ > 4)" in f4  # too few
     assert "| 1-softsync: ⟨σ⟩ ≈ n (within 20 %) | holds | ⟨σ⟩ = 1.00, n = 1 |" in f4
     index = (a / "index.html").read_text()
@@ -71,6 +88,7 @@ def test_an_empty_store_reports_not_run_and_shows_the_paper_numbers(tmp_path):
     assert {k: status[k] for k in ("rudra_table1", "rudra_table2", "rudra_fig4")} == {
         "rudra_table1": "no runs (python sweeps/rudra_table1.py scale=paper); simulation (schedule only)",
         "rudra_table2": "no runs (python sweeps/rudra_table2.py scale=ci)",
-        "rudra_fig4": "no runs (python sweeps/rudra_fig4.py scale=paper); simulation (schedule only)"}
+        "rudra_fig4": "no runs (python sweeps/rudra_fig4.py scale=paper); simulation (schedule only)",
+    }
     row = "| ≈ 1024 | 10 | 128 | 10 | 29.90 | — | 2626 | — | 0 |  |"
     assert row in (tmp_path / "reports/rudra_table2.md").read_text()

@@ -38,16 +38,27 @@ CASES = {
     "lr_not_float32": (["optimizer.lr=1e308"], None, "optimizer.lr", ["finite float32"]),
     "lr_policy_unknown_key": (["+lr_policy.foo=1"], None, "lr_policy.foo", ["lr_policy=constant"]),
     "adam_betas_out_of_range": (["optimizer=adam", "optimizer.betas=[2,3]"], None, "optimizer.betas", ["[0, 1)"]),
-    "nesterov_without_momentum": (["+optimizer.nesterov=true", "optimizer.momentum=0"], None, "optimizer.nesterov",
-                                  ["momentum > 0"]),
+    "nesterov_without_momentum": (
+        ["+optimizer.nesterov=true", "optimizer.momentum=0"],
+        None,
+        "optimizer.nesterov",
+        ["momentum > 0"],
+    ),
     "batching_unknown": (["trainer.batching=foo"], None, "trainer.batching", ["auto", "vmap", "loop"]),
-    "artifacts_unwritable": ([], _file("mlartifacts", b"a file, not a directory"), "logger.artifact_location",
-                             ["writable directory"]),
-    "mlflow_db_garbage": ([], _file("mlflow.db", b"\x00garbage" * 512), "logger.tracking_uri",
-                          ["not a database"]),
+    "artifacts_unwritable": (
+        [],
+        _file("mlartifacts", b"a file, not a directory"),
+        "logger.artifact_location",
+        ["writable directory"],
+    ),
+    "mlflow_db_garbage": ([], _file("mlflow.db", b"\x00garbage" * 512), "logger.tracking_uri", ["not a database"]),
     "experiment_name_empty": (["logger.experiment_name=''"], None, "logger.experiment_name", ["non-empty"]),
-    "tracking_uri_file_store": (["logger.tracking_uri=file:./mlruns"], None, "logger.tracking_uri",
-                                ["sqlite:///", "http(s)://", "file store"]),
+    "tracking_uri_file_store": (
+        ["logger.tracking_uri=file:./mlruns"],
+        None,
+        "logger.tracking_uri",
+        ["sqlite:///", "http(s)://", "file store"],
+    ),
     "engine_schedule_garbage": ([], _garbage_schedule, "engine.schedule", ["schedule.npz"]),
     "optimizer_unknown_key": (["+optimizer.foo=1"], None, "optimizer.foo", ["lr", "momentum"]),
     "optimizer_key_typo": (["+optimizer.momentun=0.9"], None, "optimizer.momentun", ["did you mean momentum?"]),
@@ -96,8 +107,9 @@ time.sleep(60)
 
 def test_a_store_locked_by_sqlite_is_waited_for_then_refused(run_psbench, mlflow_runs, psbench_root):
     """Another process holds an exclusive sqlite lock on mlflow.db: a bounded wait, a message, one line, exit 2."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_SQLITE_LOCK, str(psbench_root / "mlflow.db")],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_SQLITE_LOCK, str(psbench_root / "mlflow.db")], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         t0 = time.monotonic()

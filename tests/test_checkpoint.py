@@ -20,8 +20,13 @@ CASES = {
     "hardsync": ("protocol=hardsync", "learners=4", "optimizer.milestones=[0.5]"),
     "4-softsync": ("protocol=softsync", "protocol.n=4", "learners=8", "lr_policy=mean_staleness"),
     "async-adam": ("protocol=async", "learners=4", "optimizer=adam"),
-    "terngrad-ef": ("protocol=softsync", "protocol.n=2", "learners=4", "compression=terngrad",
-                    "compression.error_feedback=true"),
+    "terngrad-ef": (
+        "protocol=softsync",
+        "protocol.n=2",
+        "learners=4",
+        "compression=terngrad",
+        "compression.error_feedback=true",
+    ),
     "agn": ("protocol=agn", "protocol.local_steps=2", "learners=4"),
 }
 K = 13  # the stop: not a multiple of checkpoint_every, so the periodic checkpoints before it are overwritten
@@ -47,8 +52,15 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(compose_cfg, tmp_path,
 
     resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, state=state))
     assert resumed["resumed_from_update"] == K
-    for key in ("weights_sha256", "test_error", "test_loss", "train_loss", "updates_done", "samples_trained",
-                "bytes_pushed_measured"):
+    for key in (
+        "weights_sha256",
+        "test_error",
+        "test_loss",
+        "train_loss",
+        "updates_done",
+        "samples_trained",
+        "bytes_pushed_measured",
+    ):
         assert resumed[key] == full[key], key
 
 
@@ -113,8 +125,9 @@ class _Payload:
         return (os.system, (f"touch {self.path}",))
 
 
-def test_a_checkpoint_that_would_run_code_is_refused_in_one_line_and_runs_nothing(psbench_root, run_psbench,
-                                                                                mlflow_runs):
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line_and_runs_nothing(
+    psbench_root, run_psbench, mlflow_runs
+):
     """``resume=<dir>`` on a shared file system: a checkpoint.pt someone else placed there is read with
     ``weights_only=True`` — refused naming what it holds, exit 2, no MLflow run, nothing executed."""
     import torch
@@ -145,17 +158,34 @@ def test_a_checkpoint_round_trips_numpy_state_as_tensors(tmp_path):
 
 
 def test_config_diff_names_keys_and_ignores_resume_keys():
-    a = {"protocol": {"n": 4}, "trainer": {"checkpoint_every": 10, "stop_after_updates": 3}, "resume": None,
-         "tags": {"optuna_trial": 2}}
-    b = {"protocol": {"n": 2}, "trainer": {"checkpoint_every": 0, "stop_after_updates": None}, "resume": "auto",
-         "tags": {"optuna_trial": 5}}
+    a = {
+        "protocol": {"n": 4},
+        "trainer": {"checkpoint_every": 10, "stop_after_updates": 3},
+        "resume": None,
+        "tags": {"optuna_trial": 2},
+    }
+    b = {
+        "protocol": {"n": 2},
+        "trainer": {"checkpoint_every": 0, "stop_after_updates": None},
+        "resume": "auto",
+        "tags": {"optuna_trial": 5},
+    }
     assert config_diff(a, b) == ["protocol.n (4 → 2)"]
     assert config_diff(a, a) == []
 
 
 # ---------------------------------------------------------------- the psbench command
-CLI = ("epochs=1", "learners=8", "batch_size=8", "protocol=softsync", "protocol.n=4", "trainer.num_threads=1",
-       "trainer.progress=none", "trainer.log_every_n_updates=1", "trainer.checkpoint_every=5")
+CLI = (
+    "epochs=1",
+    "learners=8",
+    "batch_size=8",
+    "protocol=softsync",
+    "protocol.n=4",
+    "trainer.num_threads=1",
+    "trainer.progress=none",
+    "trainer.log_every_n_updates=1",
+    "trainer.checkpoint_every=5",
+)
 
 
 def _history(root, run_id, key):
@@ -260,11 +290,18 @@ def test_optuna_retry_of_a_killed_trial_resumes_its_checkpoint(psbench_root, run
     import optuna
 
     root = psbench_root
-    args = ("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=2", "epochs=1", "trainer.progress=none",
-            "trainer.num_threads=1", "trainer.checkpoint_every=3")
+    args = (
+        "-m",
+        "hparams_search=rudra_pareto",
+        "hydra.sweeper.n_trials=2",
+        "epochs=1",
+        "trainer.progress=none",
+        "trainer.num_threads=1",
+        "trainer.checkpoint_every=3",
+    )
     first = run_psbench(*args, root=root, driver=KILL_AFTER_CHECKPOINT)
     assert first.returncode == -9, first.stderr[-2000:]
-    sweep, = (root / "multirun/optuna").glob("rudra_pareto-*")  # the study's default dir
+    (sweep,) = (root / "multirun/optuna").glob("rudra_pareto-*")  # the study's default dir
     killed = [d for d in sweep.iterdir() if (d / CHECKPOINT_FILE).is_file()]
     assert len(killed) == 1
     state = load(killed[0] / CHECKPOINT_FILE)

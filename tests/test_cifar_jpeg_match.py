@@ -45,8 +45,12 @@ def write_pair(data: Path, seed: int = 0, duplicate: bool = False) -> dict[str, 
     the real ones are) among others of the same classes; ``duplicate``: one zip image twice (an ambiguous match)."""
     rng = np.random.default_rng(seed)
     n_train, n_test, extra = 30, 10, 3
-    sub = {"x_train": smooth_images(rng, n_train), "y_train": np.arange(n_train) % 10,
-           "x_test": smooth_images(rng, n_test), "y_test": np.arange(n_test) % 10}
+    sub = {
+        "x_train": smooth_images(rng, n_train),
+        "y_train": np.arange(n_train) % 10,
+        "x_test": smooth_images(rng, n_test),
+        "y_test": np.arange(n_test) % 10,
+    }
     (data / sources.CIFAR10_SUBSET_DIR).mkdir(parents=True)
     np.savez(data / SUBSET_KEY, **sub)
     (data / sources.CIFAR10_JPEG_DIR).mkdir(parents=True)
@@ -87,8 +91,14 @@ def test_a_duplicate_in_the_pool_is_an_ambiguous_match():
     rng = np.random.default_rng(4)
     pool = smooth_images(rng, 6)
     pool[5] = pool[2]
-    st = match_split(pool[[2, 4]], np.zeros(2, int), pool, np.zeros(6, int), [f"train/airplane/{i:04d}.jpg"
-                                                                               for i in range(6)], named=0)
+    st = match_split(
+        pool[[2, 4]],
+        np.zeros(2, int),
+        pool,
+        np.zeros(6, int),
+        [f"train/airplane/{i:04d}.jpg" for i in range(6)],
+        named=0,
+    )
     assert st["unambiguous"] == 1 and st["ratio"][0] == 1.0 and st["ratio"][1] == 0.0
 
 

@@ -41,8 +41,9 @@ def clone(tmp_path, mlflow_template_db) -> Path:
 def run(clone: Path, *cmd: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("PSBENCH_ROOT", "HYDRA_FULL_ERROR")}
     env["PYTHONPATH"] = str(REPO)  # `analysis` is not installed: a clone runs it from its root
-    proc = subprocess.run(list(cmd), cwd=clone, env=env, capture_output=True, text=True, timeout=600,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        list(cmd), cwd=clone, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -70,6 +71,8 @@ def test_a_run_a_grid_and_the_report_leave_a_clone_clean(clone):
     run(clone, *psbench, "-m", "seed=0,1", "schedule_only=true", "trainer.progress=none")
     run(clone, sys.executable, "-m", "analysis")  # from the clone, as the README says (--root defaults to .)
     assert ignored(clone) == DOCUMENTED
-    assert list((clone / "outputs").glob("*/*/summary.json")) and len(list(
-        (clone / "multirun").glob("*/*/*/summary.json"))) == 2
+    assert (
+        list((clone / "outputs").glob("*/*/summary.json"))
+        and len(list((clone / "multirun").glob("*/*/*/summary.json"))) == 2
+    )
     assert (clone / "reports" / "index.html").is_file()

@@ -24,16 +24,30 @@ from psbench.cli import CONF_DIR, shared_datasets
 from psbench.console import group_options
 
 SUMMARY_KEYS = {
-    "status", "diverged", "test_error", "test_loss", "train_loss", "staleness_mean",
-    "staleness_max", "staleness_hist", "ps_updates", "gradients", "samples", "sim_time_s",
-    "wall_time_s", "bytes_pushed", "bytes_pulled", "comm_overlap", "weights_sha256",
+    "status",
+    "diverged",
+    "test_error",
+    "test_loss",
+    "train_loss",
+    "staleness_mean",
+    "staleness_max",
+    "staleness_hist",
+    "ps_updates",
+    "gradients",
+    "samples",
+    "sim_time_s",
+    "wall_time_s",
+    "bytes_pushed",
+    "bytes_pulled",
+    "comm_overlap",
+    "weights_sha256",
     "mlflow_run_id",
 }
 
 # A stand-in for psbench.train following its contract; PSBENCH_TEST_TRAIN picks the outcome:
 # "ok" (seed 1 diverges), "data_error", "crash". It logs through the Lightning logger the CLI
 # hands it, and finalizes it as Lightning does at the end of fit.
-STAND_IN_TRAIN = r'''
+STAND_IN_TRAIN = r"""
 import os, sys, types
 from psbench.errors import DataError
 
@@ -73,17 +87,17 @@ module.prepare, module.run = prepare, run
 sys.modules["psbench.train"] = module
 from psbench.cli import main
 main()
-'''
+"""
 
 
 # The console entry with the md5s of tests/data_files.py's tiny files registered as the known ones.
-TINY_MD5_DRIVER = r'''
+TINY_MD5_DRIVER = r"""
 import json, os
 from psbench.data.checksum import KNOWN_MD5
 KNOWN_MD5.update(json.loads(os.environ["PSBENCH_TEST_MD5"]))
 from psbench.cli import main
 main()
-'''
+"""
 
 
 def last_line(text: str) -> str:
@@ -179,8 +193,14 @@ def test_a_runs_mlflow_metrics_are_its_summary_totals(run_psbench, mlflow_runs, 
     """Per-update metrics are logged at steps 0…U−1; the run's totals are ``summary/<key>``."""
     import json
 
-    proc = run_psbench("learners=4", "protocol=async", "epochs=1", "trainer.progress=none",
-                       f"hydra.run.dir={psbench_root / 'run'}", root=psbench_root)
+    proc = run_psbench(
+        "learners=4",
+        "protocol=async",
+        "epochs=1",
+        "trainer.progress=none",
+        f"hydra.run.dir={psbench_root / 'run'}",
+        root=psbench_root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((psbench_root / "run" / "summary.json").read_text())
     (run,) = mlflow_runs(psbench_root)
@@ -191,8 +211,12 @@ def test_a_runs_mlflow_metrics_are_its_summary_totals(run_psbench, mlflow_runs, 
 # ----------------------------------------------------------------------------- stand-in train
 def test_multirun_tracks_finished_and_diverged_runs(run_psbench, mlflow_runs, psbench_root):
     proc = run_psbench(
-        "-m", "seed=0,1", "+tags.paper=rudra", root=psbench_root,
-        driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "ok"},
+        "-m",
+        "seed=0,1",
+        "+tags.paper=rudra",
+        root=psbench_root,
+        driver=STAND_IN_TRAIN,
+        env={"PSBENCH_TEST_TRAIN": "ok"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]  # a diverged run does not stop a sweep
     runs = {r["params"]["seed"]: r for r in mlflow_runs(psbench_root)}
@@ -217,19 +241,28 @@ def test_multirun_tracks_finished_and_diverged_runs(run_psbench, mlflow_runs, ps
         summary = json.loads((d / "summary.json").read_text())
         assert SUMMARY_KEYS <= set(summary)
         by_id[summary["mlflow_run_id"]] = summary
-        artifacts = set((Path(runs["0"]["artifact_uri"].removeprefix("file://")).parent.parent
-                         / summary["mlflow_run_id"] / "artifacts").iterdir())
+        artifacts = set(
+            (
+                Path(runs["0"]["artifact_uri"].removeprefix("file://")).parent.parent
+                / summary["mlflow_run_id"]
+                / "artifacts"
+            ).iterdir()
+        )
         assert {p.name for p in artifacts} >= {
-            "summary.json", "resolved_config.yaml", "overrides.yaml", "staleness_hist.png"}
+            "summary.json",
+            "resolved_config.yaml",
+            "overrides.yaml",
+            "staleness_hist.png",
+        }
     assert set(by_id) == {r["run_id"] for r in runs.values()}
     assert by_id[runs["1"]["run_id"]]["status"] == "diverged"
 
 
-def test_a_data_error_found_while_building_the_run_is_one_line_and_no_mlflow_run(run_psbench, mlflow_runs,
-                                                                                  psbench_root):
+def test_a_data_error_found_while_building_the_run_is_one_line_and_no_mlflow_run(
+    run_psbench, mlflow_runs, psbench_root
+):
     """Data is read before the MLflow run is created: refused input leaves no run, and its summary.json."""
-    proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN,
-                       env={"PSBENCH_TEST_TRAIN": "data_error"})
+    proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "data_error"})
     assert_one_line_error(proc, psbench_root, mlflow_runs, "train-images-idx3-ubyte.gz")
     assert mlflow_runs(psbench_root) == []
     (run_dir,) = job_dirs(psbench_root)
@@ -239,8 +272,7 @@ def test_a_data_error_found_while_building_the_run_is_one_line_and_no_mlflow_run
 
 
 def test_a_data_error_during_training_fails_the_run_with_one_line(run_psbench, mlflow_runs, psbench_root):
-    proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN,
-                       env={"PSBENCH_TEST_TRAIN": "late_data_error"})
+    proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "late_data_error"})
     assert_one_line_error(proc, psbench_root, mlflow_runs, "x.JPEG")
     (run,) = mlflow_runs(psbench_root)
     assert run["status"] == "FAILED"  # a handled error's reason is its message
@@ -252,8 +284,7 @@ def test_a_data_error_during_training_fails_the_run_with_one_line(run_psbench, m
 
 
 def test_crash_in_training_fails_the_run_and_propagates(run_psbench, mlflow_runs, psbench_root):
-    proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN,
-                       env={"PSBENCH_TEST_TRAIN": "crash"})
+    proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "crash"})
     assert proc.returncode not in (0, 2)
     assert "Traceback" in proc.stderr and "stand-in trainer crashed" in proc.stderr
     (run,) = mlflow_runs(psbench_root)
@@ -261,8 +292,7 @@ def test_crash_in_training_fails_the_run_and_propagates(run_psbench, mlflow_runs
 
 
 def test_logger_none_writes_summary_without_mlflow(run_psbench, tmp_path):
-    proc = run_psbench("logger=none", root=tmp_path, driver=STAND_IN_TRAIN,
-                       env={"PSBENCH_TEST_TRAIN": "ok"})
+    proc = run_psbench("logger=none", root=tmp_path, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "ok"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = job_dirs(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -291,8 +321,7 @@ def test_default_run_trains_digits_to_under_ten_percent(run_psbench, mlflow_runs
 
 
 def test_schedule_only_without_tracking(run_psbench, tmp_path):
-    proc = run_psbench("schedule_only=true", "logger=none", "protocol=softsync", "protocol.n=2",
-                       root=tmp_path)
+    proc = run_psbench("schedule_only=true", "logger=none", "protocol=softsync", "protocol.n=2", root=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = job_dirs(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -346,8 +375,7 @@ def test_corrupted_data_file_is_one_line_naming_it(run_psbench, mlflow_runs, psb
 
 @pytest.mark.slow
 def test_readme_multirun_example(run_psbench, mlflow_runs, psbench_root):
-    proc = run_psbench("-m", "protocol=hardsync,async", "learners=2,4", "epochs=1",
-                       root=psbench_root)
+    proc = run_psbench("-m", "protocol=hardsync,async", "learners=2,4", "epochs=1", root=psbench_root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = mlflow_runs(psbench_root)
     assert len(runs) == 4 and {r["status"] for r in runs} == {"FINISHED"}
@@ -363,4 +391,3 @@ def test_real_divergence_ends_cleanly(run_psbench, mlflow_runs, psbench_root):
     assert summary["diverged"] is True and summary["status"] == "diverged"
     (run,) = mlflow_runs(psbench_root)
     assert run["status"] == "FINISHED" and run["tags"]["diverged"] == "true"
-

@@ -160,14 +160,24 @@ def test_scaler_sharing_leaves_at_most_2n_plus_1_levels(learners):
 
 
 def test_pipeline_bytes_match_the_measured_payloads_and_last_layer_stays_float():
-    shapes = {"f.0.weight": torch.Size([30, 7]), "f.0.bias": torch.Size([30]), "head.weight": torch.Size([3, 30]),
-              "head.bias": torch.Size([3])}
+    shapes = {
+        "f.0.weight": torch.Size([30, 7]),
+        "f.0.bias": torch.Size([30]),
+        "head.weight": torch.Size([3, 30]),
+        "head.bias": torch.Size([3]),
+    }
     assert last_layer(list(shapes)) == ("head.weight", "head.bias")
     n = 3
     grads = {k: torch.randn(n, *s, generator=gen(1)) for k, s in shapes.items()}
     w = torch.full((n,), 1 / n)
-    opts = {"name": "terngrad", "clip": 2.5, "wire": "base3", "share_scalers": True, "float_last_layer": True,
-            "localize": True}
+    opts = {
+        "name": "terngrad",
+        "clip": 2.5,
+        "wire": "base3",
+        "share_scalers": True,
+        "float_last_layer": True,
+        "localize": True,
+    }
     lc = LearnerCompression(opts, shapes, seed=3)
     agg, pushed = lc.aggregate([0, 4, 5], w, grads)
     assert pushed == n * lc.push_bytes()
@@ -185,19 +195,22 @@ def test_pipeline_bytes_match_the_measured_payloads_and_last_layer_stays_float()
     assert not torch.equal(a, torch.rand(4, generator=learner_generator(0, 2)))
 
 
-@pytest.mark.parametrize(("name", "opts", "key"), [
-    ("bogus", {}, "compression.name"),
-    ("terngrad", {"clip": 0}, "compression.clip"),
-    ("terngrad", {"clip": -2.5}, "compression.clip"),
-    ("terngrad", {"wire": "3bit"}, "compression.wire"),
-    ("qsgd", {"levels": 0}, "compression.levels"),
-    ("qsgd", {"bucket": 0}, "compression.bucket"),
-    ("topk", {"k": 0}, "compression.k"),
-    ("topk", {"k": 1.5}, "compression.k"),
-    ("randomk", {"k": -0.1}, "compression.k"),
-    ("signsgd", {"scale": "max"}, "compression.scale"),
-    ("fp16", {"k": 0.1}, "compression.k"),
-])
+@pytest.mark.parametrize(
+    ("name", "opts", "key"),
+    [
+        ("bogus", {}, "compression.name"),
+        ("terngrad", {"clip": 0}, "compression.clip"),
+        ("terngrad", {"clip": -2.5}, "compression.clip"),
+        ("terngrad", {"wire": "3bit"}, "compression.wire"),
+        ("qsgd", {"levels": 0}, "compression.levels"),
+        ("qsgd", {"bucket": 0}, "compression.bucket"),
+        ("topk", {"k": 0}, "compression.k"),
+        ("topk", {"k": 1.5}, "compression.k"),
+        ("randomk", {"k": -0.1}, "compression.k"),
+        ("signsgd", {"scale": "max"}, "compression.scale"),
+        ("fp16", {"k": 0.1}, "compression.k"),
+    ],
+)
 def test_bad_codec_options_name_the_key(name, opts, key):
     with pytest.raises(ConfigError) as e:
         build_codec(name, opts)
@@ -234,8 +247,10 @@ def test_batched_terngrad_update_equals_the_per_learner_codecs():
     per learner with its own generator and the shared scaler (codes equal, sum to float rounding)."""
     shapes = {"w": torch.Size([70, 300]), "b": torch.Size([70])}
     learners, seed = [3, 0, 5], 4
-    grads = {k: torch.randn(len(learners), *s, generator=gen(2)) * torch.tensor([1.0, 3.0, 0.5]).view(-1, *[1] * len(s))
-             for k, s in shapes.items()}
+    grads = {
+        k: torch.randn(len(learners), *s, generator=gen(2)) * torch.tensor([1.0, 3.0, 0.5]).view(-1, *[1] * len(s))
+        for k, s in shapes.items()
+    }
     for weights in (torch.full((3,), 1 / 3), torch.tensor([0.5, 0.3, 0.2])):
         for wire in ("2bit", "base3"):
             lc = LearnerCompression({"name": "terngrad", "wire": wire, "share_scalers": True}, shapes, seed=seed)
@@ -245,14 +260,21 @@ def test_batched_terngrad_update_equals_the_per_learner_codecs():
             gens = {l: learner_generator(seed, l) for l in learners}
             for k, g in grads.items():
                 shared = max(tg.scaler(g[j]) for j in range(len(learners)))
-                ref = sum(tg.decompress(tg.compress(g[j], k, gens[l], scaler=shared)) * weights[j]
-                          for j, l in enumerate(learners))
+                ref = sum(
+                    tg.decompress(tg.compress(g[j], k, gens[l], scaler=shared)) * weights[j]
+                    for j, l in enumerate(learners)
+                )
                 assert torch.allclose(agg[k], ref, rtol=0, atol=1e-6 * shared), (k, wire)
 
 
-@pytest.mark.parametrize("opts", [{"name": "terngrad", "share_scalers": True},
-                                  {"name": "terngrad", "error_feedback": True},
-                                  {"name": "randomk", "k": 0.1, "error_feedback": True}])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"name": "terngrad", "share_scalers": True},
+        {"name": "terngrad", "error_feedback": True},
+        {"name": "randomk", "k": 0.1, "error_feedback": True},
+    ],
+)
 def test_pipeline_state_dict_resumes_the_codec_streams_exactly(opts, tmp_path):
     """state_dict() (per-learner generator states, error-feedback memory, byte count) survives torch.save, and a
     fresh pipeline loaded from it continues exactly as the original would have."""

@@ -28,19 +28,22 @@ def test_options_validate(compose_cfg, name):
     validate.validate(compose_cfg(f"compression={name}"))
 
 
-@pytest.mark.parametrize(("overrides", "key"), [
-    (("compression.name=bogus",), "compression.name"),
-    (("compression=terngrad", "compression.clip=0"), "compression.clip"),
-    (("compression=terngrad", "compression.clip=-1"), "compression.clip"),
-    (("compression=terngrad", "compression.wire=4bit"), "compression.wire"),
-    (("compression=qsgd", "compression.levels=0"), "compression.levels"),
-    (("compression=topk", "compression.k=0"), "compression.k"),
-    (("compression=randomk", "compression.k=1.5"), "compression.k"),
-    (("compression=terngrad", "compression.localize=maybe"), "compression.localize"),
-    (("compression=none", "+compression.k=0.1"), "compression.k"),
-    (("compression=terngrad", "protocol=downpour"), "compression.name"),
-    (("compression=terngrad", "engine=dist"), "compression.share_scalers"),  # hardsync c = 4 on real processes
-])
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (("compression.name=bogus",), "compression.name"),
+        (("compression=terngrad", "compression.clip=0"), "compression.clip"),
+        (("compression=terngrad", "compression.clip=-1"), "compression.clip"),
+        (("compression=terngrad", "compression.wire=4bit"), "compression.wire"),
+        (("compression=qsgd", "compression.levels=0"), "compression.levels"),
+        (("compression=topk", "compression.k=0"), "compression.k"),
+        (("compression=randomk", "compression.k=1.5"), "compression.k"),
+        (("compression=terngrad", "compression.localize=maybe"), "compression.localize"),
+        (("compression=none", "+compression.k=0.1"), "compression.k"),
+        (("compression=terngrad", "protocol=downpour"), "compression.name"),
+        (("compression=terngrad", "engine=dist"), "compression.share_scalers"),  # hardsync c = 4 on real processes
+    ],
+)
 def test_bad_compression_config_names_the_key(compose_cfg, overrides, key):
     with pytest.raises(ConfigError) as e:
         validate.validate(compose_cfg(*overrides))
@@ -54,8 +57,15 @@ def test_terngrad_clip_null_is_noclip(compose_cfg):
 
 
 def test_train_counts_exact_bytes_of_the_codec(compose_cfg, tmp_path):
-    cfg = compose_cfg("trainer.progress=none", "logger=none", "learners=4", "batch_size=16", "epochs=1",
-                      "trainer.max_updates=6", "compression=terngrad")
+    cfg = compose_cfg(
+        "trainer.progress=none",
+        "logger=none",
+        "learners=4",
+        "batch_size=16",
+        "epochs=1",
+        "trainer.max_updates=6",
+        "compression=terngrad",
+    )
     s = train(cfg, tmp_path)
     assert s["compression"] == "terngrad" and s["status"] == "finished"
     # the simulator's count (payload + 8-byte timestamp per push) is the strategy's measured payloads

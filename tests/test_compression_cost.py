@@ -22,8 +22,9 @@ def simulate(cost: CostModel, proto: Protocol, topology: str = "rudra_base", gra
 
 def test_default_push_and_pull_equal_message_bytes():
     a, sa = simulate(BASE, Protocol("softsync", 8, n=2))
-    b, sb = simulate(replace(BASE, push_bytes=BASE.message_bytes, pull_bytes=BASE.message_bytes),
-                     Protocol("softsync", 8, n=2))
+    b, sb = simulate(
+        replace(BASE, push_bytes=BASE.message_bytes, pull_bytes=BASE.message_bytes), Protocol("softsync", 8, n=2)
+    )
     assert sa.sha256() == sb.sha256() and a.as_dict() == b.as_dict()
 
 
@@ -39,8 +40,9 @@ def test_push_and_pull_bytes_are_counted_separately_and_exactly(topology):
 def test_smaller_payloads_shorten_simulated_time_on_a_slow_link():
     proto = Protocol("hardsync", 8)
     fp32, _ = simulate(BASE, proto)
-    tern, _ = simulate(replace(BASE, push_bytes=BASE.message_bytes // 16, pull_bytes=BASE.message_bytes // 8,
-                               pull_delta=True), proto)
+    tern, _ = simulate(
+        replace(BASE, push_bytes=BASE.message_bytes // 16, pull_bytes=BASE.message_bytes // 8, pull_delta=True), proto
+    )
     assert tern.sim_time_s < 0.5 * fp32.sim_time_s
 
 

@@ -21,12 +21,24 @@ from psbench.train import train
 @needs_real_mnist
 @pytest.mark.parametrize("learners", [2, 8])
 def test_terngrad_lenet_mnist_within_1pp_of_fp32(compose_cfg, tmp_path, learners):
-    base = ("model=lenet", "dataset=mnist", f"paths.data_dir={REAL_DATA}", f"learners={learners}",
-            f"batch_size={64 // learners}", "epochs=1",
-            "optimizer.lr=0.01", "logger=none", "trainer.progress=none", "seed=0")
+    base = (
+        "model=lenet",
+        "dataset=mnist",
+        f"paths.data_dir={REAL_DATA}",
+        f"learners={learners}",
+        f"batch_size={64 // learners}",
+        "epochs=1",
+        "optimizer.lr=0.01",
+        "logger=none",
+        "trainer.progress=none",
+        "seed=0",
+    )
     runs = {}
-    for label, extra in (("fp32", ()), ("terngrad", ("compression=terngrad",)),
-                         ("noclip", ("compression=terngrad", "compression.clip=null"))):
+    for label, extra in (
+        ("fp32", ()),
+        ("terngrad", ("compression=terngrad",)),
+        ("noclip", ("compression=terngrad", "compression.clip=null")),
+    ):
         out = tmp_path / label
         out.mkdir()
         s = train(compose_cfg(*base, *extra), out)

@@ -23,14 +23,28 @@ def run(dm, proto: Protocol, options: dict | None, mu=8, gradients=64, batching=
     sched = Schedule.collect(Simulator(proto, COST, Topology(), mu, gradients, 0).run())
     torch.manual_seed(0)
     net = build_model("mlp", dm.input_shape, dm.num_classes)
-    comp = None if options is None else LearnerCompression(
-        options, {k: v.shape for k, v in net.named_parameters()}, seed=0)
+    comp = (
+        None
+        if options is None
+        else LearnerCompression(options, {k: v.shape for k, v in net.named_parameters()}, seed=0)
+    )
     strategy = ParameterServerStrategy(sched, batching, compression=comp)
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0, deterministic=True)
+    trainer = pl.Trainer(
+        strategy=strategy,
+        accelerator="cpu",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        deterministic=True,
+    )
     data = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0)
-    trainer.fit(ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}),
-                train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
+    trainer.fit(
+        ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}),
+        train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None),
+    )
     return net, strategy, sched
 
 

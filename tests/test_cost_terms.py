@@ -24,14 +24,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 def quiet(**kw) -> CostModel:
     """No noise, no latency: every time below is a closed-form sum of the terms under test."""
-    base = dict(compute=ComputeModel(1e-2, 0.0, ((1, 1e-2),)), message_bytes=30 * MB, bandwidth_Bps=3e10,
-                latency_s=0.0, ps_service_s=1e-4, ps_apply_Bps=1e12, jitter_cv=0.0)
+    base = dict(
+        compute=ComputeModel(1e-2, 0.0, ((1, 1e-2),)),
+        message_bytes=30 * MB,
+        bandwidth_Bps=3e10,
+        latency_s=0.0,
+        ps_service_s=1e-4,
+        ps_apply_Bps=1e12,
+        jitter_cv=0.0,
+    )
     base.update(kw)
     return CostModel(**base)
 
 
-def schedule(proto: Protocol, cost: CostModel, gradients: int, topology: str = "rudra_base", mu: int = 1,
-             seed: int = 0) -> tuple[Schedule, Simulator]:
+def schedule(
+    proto: Protocol, cost: CostModel, gradients: int, topology: str = "rudra_base", mu: int = 1, seed: int = 0
+) -> tuple[Schedule, Simulator]:
     sim = Simulator(proto, cost, Topology(topology), mu, gradients, seed)
     return Schedule.collect(sim.run()), sim
 
@@ -106,13 +114,18 @@ def test_colocated_shards_keep_each_machines_slice_local():
     machines' messages cross n − 1 links in parallel, so the PS-bound throughput scales with n."""
     cost = quiet(ps_colocated=True, intra_node_bandwidth_Bps=1.2e11)
     assert cost.root_rate() == 1.2e11 and replace(cost, ps_shards=6).root_rate() == 6 * 3e10
-    ssp = quiet(compute=ComputeModel(0.0, 1.549e-3), message_bytes=4 * 25_821_137, bandwidth_Bps=1.25e9,
-                ps_apply_Bps=4e9)  # the SSP preset's TIMIT net: 10 Gbit/s, 6·P/1e11 s per sample
+    ssp = quiet(
+        compute=ComputeModel(0.0, 1.549e-3), message_bytes=4 * 25_821_137, bandwidth_Bps=1.25e9, ps_apply_Bps=4e9
+    )  # the SSP preset's TIMIT net: 10 Gbit/s, 6·P/1e11 s per sample
     rate = {}
     for k, colocated in ((1, False), (6, False), (6, True)):
         shards = k if colocated else 1
-        _, sim = schedule(Protocol("ssp", k, staleness_bound=10),
-                          replace(ssp, ps_shards=shards, ps_colocated=colocated), k * 60, mu=100)
+        _, sim = schedule(
+            Protocol("ssp", k, staleness_bound=10),
+            replace(ssp, ps_shards=shards, ps_colocated=colocated),
+            k * 60,
+            mu=100,
+        )
         rate[(k, colocated)] = sim.total_gradients / sim.stats.sim_time_s
     one = rate[(1, False)]
     assert rate[(6, False)] / one < 2  # one 10 Gbit/s link for six machines: communication-bound
@@ -159,8 +172,7 @@ def test_node_share_is_fitted_with_footnote_4s_packing():
         cost = CostModel.from_profile("p775_cluster", CIFAR_BYTES, node_share=b)
         return seconds_per_sample(_proto(1, 10), cost, "rudra_base", 128, 50, nodes=nodes) * 50_000 * 140
 
-    assert _bisect(lambda b: t(b, 4), 0.0, 0.5, 2551) == pytest.approx(PROFILES["p775_cluster"]["node_share"],
-                                                                           rel=0.02)
+    assert _bisect(lambda b: t(b, 4), 0.0, 0.5, 2551) == pytest.approx(PROFILES["p775_cluster"]["node_share"], rel=0.02)
     assert _bisect(lambda b: t(b, None), 0.0, 0.5, 2551) == pytest.approx(0.047, rel=0.05)
 
 
@@ -205,8 +217,13 @@ def test_p775_cluster_reproduces_its_fitted_numbers_and_predicts_the_others():
 
     rows = checks()
     fitted = [c for c in rows if c.fitted]
-    assert {c.what for c in fitted} == {"(1, 128, 10)", "(1, 4, 30)", "(30, 4, 30)", "(0, 8, 30) / (1, 8, 30)",
-                                        "base-hardsync / base-softsync"}
+    assert {c.what for c in fitted} == {
+        "(1, 128, 10)",
+        "(1, 4, 30)",
+        "(30, 4, 30)",
+        "(0, 8, 30) / (1, 8, 30)",
+        "base-hardsync / base-softsync",
+    }
     bad = [c for c in rows if not c.holds]
     assert [c.what for c in bad] == ["adv*-softsync"] and 0.25 < bad[0].rel_err < 0.31
     table2 = [c for c in rows if c.source == "Rudra Table 2, s for 140 epochs"]
@@ -229,8 +246,10 @@ def test_barrier_jitter_is_fitted_per_network_and_the_alexnet_presets_carry_thei
     for name in ("rudra/table1", "rudra/table4"):
         assert OmegaConf.load(exp / f"{name}.yaml").hardware.jitter_cv == ALEXNET_JITTER_CV, name
     cases = OmegaConf.load(exp / "zhang" / "fig2.yaml").hydra.sweeper.cases
-    assert all(c.get("hardware.jitter_cv") == (ALEXNET_JITTER_CV if k.startswith("imagenet") else None)
-               for k, c in cases.items())
+    assert all(
+        c.get("hardware.jitter_cv") == (ALEXNET_JITTER_CV if k.startswith("imagenet") else None)
+        for k, c in cases.items()
+    )
 
 
 def test_new_terms_are_off_in_the_existing_profiles():
@@ -243,8 +262,10 @@ def test_new_terms_are_off_in_the_existing_profiles():
 def test_topology_yamls_gather_in_the_rudra_adv_trees():
     from psbench.cli import CONF_DIR
 
-    gather = {n: OmegaConf.load(CONF_DIR / "topology" / f"{n}.yaml").leaf_gather
-              for n in ("rudra_base", "rudra_adv", "rudra_adv_star")}
+    gather = {
+        n: OmegaConf.load(CONF_DIR / "topology" / f"{n}.yaml").leaf_gather
+        for n in ("rudra_base", "rudra_adv", "rudra_adv_star")
+    }
     assert gather == {"rudra_base": False, "rudra_adv": True, "rudra_adv_star": True}
 
 
@@ -262,9 +283,12 @@ def test_timing_pages_say_which_number_each_term_was_fitted_to(tmp_path):
     from analysis.report import build
 
     build(tmp_path, tmp_path / "reports")
-    for page, here in (("rudra_table1", "No term is fitted on Table 1"), ("zhang_fig2", "No term is fitted on Fig 2"),
-                       ("rudra_fig8", "No term is fitted on Fig 8"),
-                       ("rudra_table4", "the base-hardsync / base-softsync ratio (330 / 270")):
+    for page, here in (
+        ("rudra_table1", "No term is fitted on Table 1"),
+        ("zhang_fig2", "No term is fitted on Fig 2"),
+        ("rudra_fig8", "No term is fitted on Fig 8"),
+        ("rudra_table4", "the base-hardsync / base-softsync ratio (330 / 270"),
+    ):
         md = (tmp_path / "reports" / f"{page}.md").read_text()
         assert here in md, page
         assert "| (1, 128, 10) | Rudra Table 2, s for 140 epochs; node_share fitted | 2,551 s | 2,551 s |" in md, page
@@ -284,8 +308,10 @@ def test_presets_carry_footnote_4s_packing_and_one_alexnet_compute():
     assert (t4.overhead_s, t4.per_sample_s) == (ALEXNET_COMPUTE["overhead_s"], ALEXNET_COMPUTE["per_sample_s"])
     cases = OmegaConf.load(exp / "zhang" / "fig2.yaml").hydra.sweeper.cases
     imagenet = [c for k, c in cases.items() if k.startswith("imagenet")]
-    assert imagenet and all((c["hardware.compute.overhead_s"], c["hardware.compute.per_sample_s"])
-                            == (t4.overhead_s, t4.per_sample_s) for c in imagenet)
+    assert imagenet and all(
+        (c["hardware.compute.overhead_s"], c["hardware.compute.per_sample_s"]) == (t4.overhead_s, t4.per_sample_s)
+        for c in imagenet
+    )
     six = {k: c for k, c in cases.items() if k.endswith("_pn6")}
     assert len(six) == 27 and all(c["topology.learners_per_node"] == 6 and c.learners >= 8 for c in six.values())
     assert all(k.removesuffix("_pn6") in cases for k in six)

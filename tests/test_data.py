@@ -108,8 +108,10 @@ def test_known_md5_matches_shared_md5sums_and_files() -> None:
 def test_tiny_files_fail_the_canonical_md5s_naming_the_file(tmp_path: Path) -> None:
     """Without registered md5s the loaders check the canonical table: a tiny copy is not MNIST."""
     build_tiny_data(tmp_path)
-    for name, first in (("mnist", "mnist/train-images-idx3-ubyte.gz"),
-                        ("cifar10_subset", "cifar10-subset/cifar10-prefix-subset.npz")):
+    for name, first in (
+        ("mnist", "mnist/train-images-idx3-ubyte.gz"),
+        ("cifar10_subset", "cifar10-subset/cifar10-prefix-subset.npz"),
+    ):
         with pytest.raises(DataError) as err:
             build_datamodule(name, tmp_path).prepare_data()
         assert str(tmp_path / first) in str(err.value) and KNOWN_MD5[first] in str(err.value)
@@ -167,8 +169,9 @@ def test_download_url_verifies_md5(tiny: TinyData, tmp_path: Path) -> None:
     assert not (tmp_path / "other.gz").exists() and not list(tmp_path.glob("*.part"))
 
 
-def test_download_fills_missing_files_from_mirror(tiny: TinyData, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_download_fills_missing_files_from_mirror(
+    tiny: TinyData, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sources.MIRRORS, "mnist", (tiny.dir / "mnist").as_uri() + "/")
     dest = tmp_path / "fresh"
     (dest / "mnist").mkdir(parents=True)
@@ -288,7 +291,7 @@ def _truncated(raw: bytes) -> bytes:
 
 def _garbled(raw: bytes) -> bytes:
     mid = len(raw) // 2
-    return raw[:mid] + bytes(b ^ 0x5A for b in raw[mid:mid + 64]) + raw[mid + 64:]
+    return raw[:mid] + bytes(b ^ 0x5A for b in raw[mid : mid + 64]) + raw[mid + 64 :]
 
 
 @pytest.mark.parametrize("damage", [_truncated, _garbled], ids=["truncated", "garbled"])

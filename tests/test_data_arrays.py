@@ -104,30 +104,52 @@ def _corrupt(tmp_path: Path) -> Path:
 
 BAD = {
     "missing": (lambda p: save(p, **{k: v for k, v in arrays().items() if k != "y_test"}), "lacks y_test"),
-    "length": (lambda p: save(p, **arrays(y={"y_train": np.arange(11) % 3, "y_test": np.arange(5) % 3})),
-               "y_train is [11] for 12 samples"),
-    "x_1d": (lambda p: save(p, **{**arrays(), "x_train": np.zeros(12), "x_test": np.zeros(5)}),
-             "x_train is float64 [12]: expected"),
+    "length": (
+        lambda p: save(p, **arrays(y={"y_train": np.arange(11) % 3, "y_test": np.arange(5) % 3})),
+        "y_train is [11] for 12 samples",
+    ),
+    "x_1d": (
+        lambda p: save(p, **{**arrays(), "x_train": np.zeros(12), "x_test": np.zeros(5)}),
+        "x_train is float64 [12]: expected",
+    ),
     "x_bool": (lambda p: save(p, **{**arrays(), "x_train": np.zeros((12, 2), bool)}), "x_train is bool"),
-    "x_shapes": (lambda p: save(p, **{**arrays(), "x_test": np.zeros((5, 7), np.float32)}),
-                 "x_train samples are [6] but x_test's are [7]"),
-    "x_pixels": (lambda p: save(p, **{**arrays(), "x_test": np.zeros((5, 6), np.uint8)}),
-                 "both uint8 (pixels) or neither"),
-    "y_text": (lambda p: save(p, **arrays(y={"y_train": np.array(["a"] * 12), "y_test": np.array(["b"] * 5)})),
-               "y_train is <U1: expected integer class labels or float regression targets"),
-    "y_object": (lambda p: save(p, **arrays(y={"y_train": np.array([None] * 12), "y_test": np.arange(5)})),
-                 "y_train is object"),
-    "y_mixed": (lambda p: save(p, **arrays(y={"y_train": np.arange(12) % 3, "y_test": np.zeros(5)})),
-                "y_train is int64 but y_test is float64"),
-    "labels_2d": (lambda p: save(p, **arrays(y={"y_train": np.zeros((12, 2), int), "y_test": np.zeros((5, 2), int)})),
-                  "y_train is [12, 2] for 12 samples"),
-    "negative": (lambda p: save(p, **arrays(y={"y_train": np.arange(12) % 3 - 1, "y_test": np.arange(5) % 3})),
-                 "y_train has labels -1..1: class labels must be ≥ 0"),
-    "one_class": (lambda p: save(p, **arrays(y={"y_train": np.zeros(12, int), "y_test": np.zeros(5, int)})),
-                  "hold one class (0) only"),
+    "x_shapes": (
+        lambda p: save(p, **{**arrays(), "x_test": np.zeros((5, 7), np.float32)}),
+        "x_train samples are [6] but x_test's are [7]",
+    ),
+    "x_pixels": (
+        lambda p: save(p, **{**arrays(), "x_test": np.zeros((5, 6), np.uint8)}),
+        "both uint8 (pixels) or neither",
+    ),
+    "y_text": (
+        lambda p: save(p, **arrays(y={"y_train": np.array(["a"] * 12), "y_test": np.array(["b"] * 5)})),
+        "y_train is <U1: expected integer class labels or float regression targets",
+    ),
+    "y_object": (
+        lambda p: save(p, **arrays(y={"y_train": np.array([None] * 12), "y_test": np.arange(5)})),
+        "y_train is object",
+    ),
+    "y_mixed": (
+        lambda p: save(p, **arrays(y={"y_train": np.arange(12) % 3, "y_test": np.zeros(5)})),
+        "y_train is int64 but y_test is float64",
+    ),
+    "labels_2d": (
+        lambda p: save(p, **arrays(y={"y_train": np.zeros((12, 2), int), "y_test": np.zeros((5, 2), int)})),
+        "y_train is [12, 2] for 12 samples",
+    ),
+    "negative": (
+        lambda p: save(p, **arrays(y={"y_train": np.arange(12) % 3 - 1, "y_test": np.arange(5) % 3})),
+        "y_train has labels -1..1: class labels must be ≥ 0",
+    ),
+    "one_class": (
+        lambda p: save(p, **arrays(y={"y_train": np.zeros(12, int), "y_test": np.zeros(5, int)})),
+        "hold one class (0) only",
+    ),
     "nan": (lambda p: save(p, **{**arrays(), "x_test": np.full((5, 6), np.nan, np.float32)}), "x_test holds NaN"),
-    "empty": (lambda p: save(p, **{**arrays(), "x_test": np.zeros((0, 6), np.float32), "y_test": np.zeros(0, int)}),
-              "x_test has no samples"),
+    "empty": (
+        lambda p: save(p, **{**arrays(), "x_test": np.zeros((0, 6), np.float32), "y_test": np.zeros(0, int)}),
+        "x_test has no samples",
+    ),
     "not_npz": (lambda p: (p / "text.npz").write_text("x_train,y_train\n1,2\n") and p / "text.npz", "cannot read"),
     "truncated": (_truncated, "cannot read"),
     "corrupt": (_corrupt, "cannot read"),
@@ -148,8 +170,15 @@ def test_a_malformed_file_is_one_line_naming_it(tmp_path, kind):
 @pytest.mark.parametrize("kind", ["truncated", "y_text"])
 def test_cli_refuses_a_bad_file_before_any_run(run_psbench, mlflow_runs, psbench_root, tmp_path, kind):
     path = BAD[kind][0](tmp_path)
-    proc = run_psbench("dataset=arrays", f"dataset.path={path}", "model=mlp", "learners=2", "batch_size=2",
-                       "trainer.progress=none", root=psbench_root)
+    proc = run_psbench(
+        "dataset=arrays",
+        f"dataset.path={path}",
+        "model=mlp",
+        "learners=2",
+        "batch_size=2",
+        "trainer.progress=none",
+        root=psbench_root,
+    )
     assert_one_line_error(proc, psbench_root, mlflow_runs, str(path), BAD[kind][1])
     assert mlflow_runs(psbench_root) == []
 

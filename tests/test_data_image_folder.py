@@ -200,7 +200,9 @@ def flip_a_byte_inside(z: Path, member: str) -> None:
         info = zf.getinfo(member)
     raw = bytearray(z.read_bytes())
     at = info.header_offset
-    start = at + 30 + int.from_bytes(raw[at + 26:at + 28], "little") + int.from_bytes(raw[at + 28:at + 30], "little")
+    start = (
+        at + 30 + int.from_bytes(raw[at + 26 : at + 28], "little") + int.from_bytes(raw[at + 28 : at + 30], "little")
+    )
     raw[start + info.compress_size // 2] ^= 0xFF
     z.write_bytes(bytes(raw))
 
@@ -219,15 +221,19 @@ def test_corrupt_and_truncated_zips_are_refused(tree, tmp_path):
 
 def test_max_memory_mb_refuses_before_decoding(tree):
     folder, _ = tree
-    with pytest.raises(ConfigError, match=r"dataset\.max_memory_mb=1e-05 is invalid: allowed at least 0\.00934 for 17 "
-                                          r"images of 3×8×6"):
+    with pytest.raises(
+        ConfigError,
+        match=r"dataset\.max_memory_mb=1e-05 is invalid: allowed at least 0\.00934 for 17 "
+        r"images of 3×8×6",
+    ):
         check_source(folder, max_memory_mb=1e-5)
 
 
 # ---------------------------------------------------------------------------------------- through the CLI
 @pytest.mark.parametrize("damage", ["corrupt", "truncated"])
-def test_cli_refuses_a_damaged_zip_in_one_line_before_any_run(run_psbench, mlflow_runs, psbench_root, tree,
-                                                               tmp_path, damage):
+def test_cli_refuses_a_damaged_zip_in_one_line_before_any_run(
+    run_psbench, mlflow_runs, psbench_root, tree, tmp_path, damage
+):
     folder, _ = tree
     z = zip_folder(folder, tmp_path / "pets.zip")
     md5 = md5_file(z)
@@ -237,8 +243,16 @@ def test_cli_refuses_a_damaged_zip_in_one_line_before_any_run(run_psbench, mlflo
     else:  # no md5 given: the zip's directory is gone
         z.write_bytes(z.read_bytes()[: z.stat().st_size // 2])
         args, needles = [], [str(z), "not a readable zip"]
-    proc = run_psbench("dataset=image_folder", f"dataset.path={z}", *args, "learners=2", "batch_size=2", "epochs=1",
-                       "trainer.progress=none", root=psbench_root)
+    proc = run_psbench(
+        "dataset=image_folder",
+        f"dataset.path={z}",
+        *args,
+        "learners=2",
+        "batch_size=2",
+        "epochs=1",
+        "trainer.progress=none",
+        root=psbench_root,
+    )
     assert_one_line_error(proc, psbench_root, mlflow_runs, *needles)
     assert mlflow_runs(psbench_root) == [] and job_dirs(psbench_root) == []
 
@@ -248,8 +262,17 @@ def test_cifar10_jpeg_run_carries_its_data_note(run_psbench, mlflow_runs, psbenc
     MLflow tag say the images are a JPEG re-encoding, a sweep's own data_note kept beside it."""
     tiny = build_tiny_data(tmp_path / "data")
     env = {"PSBENCH_DATA": str(tiny.dir), "PSBENCH_TEST_MD5": json.dumps(tiny.md5)}
-    proc = run_psbench("dataset=cifar10_jpeg", "learners=2", "batch_size=5", "epochs=1", "trainer.progress=none",
-                       "+tags.data_note=1_epoch", root=psbench_root, env=env, driver=TINY_MD5_DRIVER)
+    proc = run_psbench(
+        "dataset=cifar10_jpeg",
+        "learners=2",
+        "batch_size=5",
+        "epochs=1",
+        "trainer.progress=none",
+        "+tags.data_note=1_epoch",
+        root=psbench_root,
+        env=env,
+        driver=TINY_MD5_DRIVER,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run_dir,) = job_dirs(psbench_root)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -307,8 +330,13 @@ def test_real_cifar10_jpeg_zip_layout_and_md5():
 @pytest.mark.slow
 @needs_real_jpeg
 def test_real_cifar10_jpeg_decodes_to_60000_images(tmp_path):
-    d = load_image_folder(REAL_DATA / JPEG_KEY, md5=KNOWN_MD5[JPEG_KEY], classes=sources.CIFAR10_CLASSES,
-                          cache_dirs=[tmp_path], dataset="cifar10_jpeg")  # the cache here, not in the data dir
+    d = load_image_folder(
+        REAL_DATA / JPEG_KEY,
+        md5=KNOWN_MD5[JPEG_KEY],
+        classes=sources.CIFAR10_CLASSES,
+        cache_dirs=[tmp_path],
+        dataset="cifar10_jpeg",
+    )  # the cache here, not in the data dir
     assert d.x_train.shape == (50000, 3, 32, 32) and d.x_test.shape == (10000, 3, 32, 32)
     assert np.bincount(d.y_train[:1000]).tolist() == [100] * 10  # dataset.subset=1000 is balanced
     assert len(os.listdir(tmp_path)) == 1

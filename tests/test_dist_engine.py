@@ -76,8 +76,9 @@ class FakeLearners:
         views = [t.view(s) for t, s in zip(flat.split(self.sizes), self.shapes, strict=True)]
         params = dict(zip(self.names, views, strict=True))
         idx = self.stream.indices(r.sample_start, self.spg)
-        grads, per = learner_gradient(self.net, per_sample_loss, params, self.x[idx], self.y[idx],
-                                      torch.tensor(r.weight, dtype=torch.float32))
+        grads, per = learner_gradient(
+            self.net, per_sample_loss, params, self.x[idx], self.y[idx], torch.tensor(r.weight, dtype=torch.float32)
+        )
         g = torch.cat([t.reshape(-1) for t in grads])
         self.reads.append((l, self.clock[l], r.ts))
         push = m.Push(m.PUSH, r.ts, self.clock[l], r.sample_start, 0.0, 0.0, float(per.sum()), len(per), r.row)
@@ -113,8 +114,9 @@ def _ps(protocol, G, slow=None, policy="dynsgd", replay=None, learners=None, rng
     net, x, y = _setup(lam)
     fake = FakeLearners(net, x, y, 2, 0, lam, slow=slow, rng_seed=rng_seed)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    ps = ParameterServer(net, opt, None, protocol, LRPolicy(policy), 2, 2, G, fake, replay=replay, timeout_s=0.5,
-                         poll_s=0.0)
+    ps = ParameterServer(
+        net, opt, None, protocol, LRPolicy(policy), 2, 2, G, fake, replay=replay, timeout_s=0.5, poll_s=0.0
+    )
     return ps, fake
 
 
@@ -184,9 +186,20 @@ def test_replay_applies_a_simulated_schedule_in_order_whatever_the_arrival_order
 def _summary(ps, schedule, **kw):
     from psbench.distributed.launcher import run_summary
 
-    return run_summary(ps, schedule, num_train=64, model_bytes=4 * sum(p.numel() for p in ps.params),
-                       join_time_s=0.0, bytes_pushed=0, bytes_pulled=0, push_payload_bytes=None, test_error=0.5,
-                       test_loss=1.0, weights_sha256="ab" * 32, **kw)
+    return run_summary(
+        ps,
+        schedule,
+        num_train=64,
+        model_bytes=4 * sum(p.numel() for p in ps.params),
+        join_time_s=0.0,
+        bytes_pushed=0,
+        bytes_pulled=0,
+        push_payload_bytes=None,
+        test_error=0.5,
+        test_loss=1.0,
+        weights_sha256="ab" * 32,
+        **kw,
+    )
 
 
 def test_a_free_runs_summary_carries_measured_time_under_run_time_s():
@@ -257,8 +270,20 @@ def test_a_dead_learner_fails_the_run_or_is_written_off(tolerate):
     p = Protocol("async", 4)
     net, x, y = _setup(4)
     fake = DyingLearners(net, x, y, 2, 0, 4)
-    ps = ParameterServer(net, torch.optim.SGD(net.parameters(), lr=0.05), None, p, LRPolicy(), 2, 2, 200, fake,
-                         timeout_s=0.5, tolerate_failures=tolerate, poll_s=0.0)
+    ps = ParameterServer(
+        net,
+        torch.optim.SGD(net.parameters(), lr=0.05),
+        None,
+        p,
+        LRPolicy(),
+        2,
+        2,
+        200,
+        fake,
+        timeout_s=0.5,
+        tolerate_failures=tolerate,
+        poll_s=0.0,
+    )
     if not tolerate:
         with pytest.raises(LearnerFailure, match=r"learner rank 3 .*SIGKILL"):
             ps.run()
@@ -311,41 +336,73 @@ def _replay_against_sim(compose_cfg, run_psbench, tmp_path, *args) -> tuple[dict
     return sim, dist
 
 
-@pytest.mark.parametrize("local", [
-    ("protocol=agn", "protocol.local_steps=3", "optimizer.momentum=0.9"),
-    pytest.param(("protocol=aeasgd", "protocol.local_steps=2", "protocol.rho=2.0"), marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "local",
+    [
+        ("protocol=agn", "protocol.local_steps=3", "optimizer.momentum=0.9"),
+        pytest.param(("protocol=aeasgd", "protocol.local_steps=2", "protocol.rho=2.0"), marks=pytest.mark.slow),
+    ],
+)
 def test_replay_of_a_local_step_protocol_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path, local):
     """H local steps run in the learner processes (same window code, k = 1) and reach the simulator's weights."""
-    sim, dist = _replay_against_sim(compose_cfg, run_psbench, tmp_path, "learners=3", "batch_size=8", "epochs=1",
-                                    "trainer.max_updates=12", "trainer.num_threads=1", "logger=none",
-                                    "optimizer.lr=0.05", *local)
+    sim, dist = _replay_against_sim(
+        compose_cfg,
+        run_psbench,
+        tmp_path,
+        "learners=3",
+        "batch_size=8",
+        "epochs=1",
+        "trainer.max_updates=12",
+        "trainer.num_threads=1",
+        "logger=none",
+        "optimizer.lr=0.05",
+        *local,
+    )
     assert dist["pushes_applied"] == sim["gradients"] == 12 and dist["ps_timestamp"] == sim["ps_updates"]
     assert dist["weights_sha256"] == sim["weights_sha256"]
 
 
-@pytest.mark.parametrize("codec", [
-    ("protocol=async", "compression=terngrad"),
-    pytest.param(("protocol=softsync", "protocol.n=1", "compression=topk"), marks=pytest.mark.slow),
-    pytest.param(("protocol=hardsync", "compression=terngrad", "compression.share_scalers=false"),
-                 marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "codec",
+    [
+        ("protocol=async", "compression=terngrad"),
+        pytest.param(("protocol=softsync", "protocol.n=1", "compression=topk"), marks=pytest.mark.slow),
+        pytest.param(
+            ("protocol=hardsync", "compression=terngrad", "compression.share_scalers=false"), marks=pytest.mark.slow
+        ),
+    ],
+)
 def test_replay_with_a_codec_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path, codec):
     """Learners push their codec's exact bytes (same codec state and generator as the simulator's pipeline);
     the PS decodes, weights and aggregates them: the simulator's weights, bit for bit."""
-    sim, dist = _replay_against_sim(compose_cfg, run_psbench, tmp_path, "learners=3", "batch_size=8", "epochs=1",
-                                    "trainer.max_updates=20", "trainer.num_threads=1", "trainer.batching=loop",
-                                    "logger=none", *codec)
+    sim, dist = _replay_against_sim(
+        compose_cfg,
+        run_psbench,
+        tmp_path,
+        "learners=3",
+        "batch_size=8",
+        "epochs=1",
+        "trainer.max_updates=20",
+        "trainer.num_threads=1",
+        "trainer.batching=loop",
+        "logger=none",
+        *codec,
+    )
     assert dist["weights_sha256"] == sim["weights_sha256"]
     assert dist["bytes_pushed"] == dist["pushes_received"] * (dist["push_payload_bytes"] + m.HEADER * 8)
     if "compression=terngrad" in codec:  # 2-bit codes + one fp32 scaler per tensor: ≈ 16× fewer bytes
         assert 12 < dist["model_bytes"] / dist["push_payload_bytes"] < 16
 
 
-@pytest.mark.parametrize("args,key", [
-    (("learners=5", "engine.max_learners=4"), "learners=5"),
-    (("engine.backend=nccl",), "engine.backend='nccl'"),
-    (("topology=rudra_adv",), "topology.name"),
-    (("compression=terngrad",), "compression.share_scalers"),  # hardsync, c = 4: no negotiation round yet
-])
+@pytest.mark.parametrize(
+    "args,key",
+    [
+        (("learners=5", "engine.max_learners=4"), "learners=5"),
+        (("engine.backend=nccl",), "engine.backend='nccl'"),
+        (("topology=rudra_adv",), "topology.name"),
+        (("compression=terngrad",), "compression.share_scalers"),  # hardsync, c = 4: no negotiation round yet
+    ],
+)
 def test_bad_input_is_one_line_and_starts_nothing(run_psbench, tmp_path, args, key):
     r, out = _dist(run_psbench, tmp_path, "logger=none", *args)
     assert r.returncode == 2, r.stderr
@@ -366,21 +423,46 @@ def test_port_in_use_is_one_line_and_starts_nothing(run_psbench, tmp_path):
 
 @pytest.mark.slow
 def test_replay_of_simulated_1_softsync_gives_the_simulators_weights(compose_cfg, run_psbench, tmp_path):
-    sim, dist = _replay_against_sim(compose_cfg, run_psbench, tmp_path, "learners=4", "protocol=softsync",
-                                    "protocol.n=1", "batch_size=8", "epochs=1", "trainer.max_updates=25",
-                                    "lr_policy=dynsgd", "trainer.num_threads=1", "trainer.batching=loop",
-                                    "logger=none")
+    sim, dist = _replay_against_sim(
+        compose_cfg,
+        run_psbench,
+        tmp_path,
+        "learners=4",
+        "protocol=softsync",
+        "protocol.n=1",
+        "batch_size=8",
+        "epochs=1",
+        "trainer.max_updates=25",
+        "lr_policy=dynsgd",
+        "trainer.num_threads=1",
+        "trainer.batching=loop",
+        "logger=none",
+    )
     assert dist["weights_sha256"] == sim["weights_sha256"]
     assert dist["pushes_applied"] == sim["gradients"] and dist["ps_timestamp"] == sim["ps_updates"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("protocol", [("protocol=hardsync",), ("protocol=softsync", "protocol.n=1"),
-                                      ("protocol=async",)])
+@pytest.mark.parametrize(
+    "protocol", [("protocol=hardsync",), ("protocol=softsync", "protocol.n=1"), ("protocol=async",)]
+)
 def test_stress_16_learner_processes_10k_pushes(run_psbench, tmp_path, protocol):
-    r, out = _dist(run_psbench, tmp_path, *TINY, "dataset.num_train=2000", "learners=16", "batch_size=1",
-                   "epochs=5.2", "logger=none", "engine.connect_timeout_s=600", "optimizer.lr=0.01",
-                   "optimizer.momentum=0.0", "trainer.num_threads=1", *protocol, timeout=1200)  # σ ≈ 15: no divergence
+    r, out = _dist(
+        run_psbench,
+        tmp_path,
+        *TINY,
+        "dataset.num_train=2000",
+        "learners=16",
+        "batch_size=1",
+        "epochs=5.2",
+        "logger=none",
+        "engine.connect_timeout_s=600",
+        "optimizer.lr=0.01",
+        "optimizer.momentum=0.0",
+        "trainer.num_threads=1",
+        *protocol,
+        timeout=1200,
+    )  # σ ≈ 15: no divergence
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
     c = {"hardsync": 16, "1-softsync": 16, "async": 1}[s["protocol"]]
@@ -398,8 +480,18 @@ def test_stress_16_learner_processes_10k_pushes(run_psbench, tmp_path, protocol)
 
 @pytest.mark.slow
 def test_ssp_bound_on_real_processes_with_a_slowed_learner(run_psbench, tmp_path):
-    r, out = _dist(run_psbench, tmp_path, *TINY, "learners=4", "batch_size=4", "epochs=1", "logger=none",
-                   "protocol=ssp", "protocol.staleness_bound=1", "engine.learner_delay_s={0: 0.03}")
+    r, out = _dist(
+        run_psbench,
+        tmp_path,
+        *TINY,
+        "learners=4",
+        "batch_size=4",
+        "epochs=1",
+        "logger=none",
+        "protocol=ssp",
+        "protocol.staleness_bound=1",
+        "engine.learner_delay_s={0: 0.03}",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
     assert s["ssp_reads"] == s["pulls"] == s["gradients"] and s["ssp_violations"] == 0
@@ -414,8 +506,19 @@ def test_killing_a_learner_fails_the_run_within_30s_and_leaves_nothing(psbench_r
     out = psbench_root / "run"
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     env["PSBENCH_ROOT"] = str(psbench_root)
-    cmd = [sys.executable, "-m", "psbench.cli", "engine=dist", "learners=4", "protocol=async", *TINY, "epochs=500",
-           "trainer.progress=none", f"hydra.run.dir={out}", "engine.learner_delay_s={0: 0.01, 1: 0.01, 2: 0.01}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "psbench.cli",
+        "engine=dist",
+        "learners=4",
+        "protocol=async",
+        *TINY,
+        "epochs=500",
+        "trainer.progress=none",
+        f"hydra.run.dir={out}",
+        "engine.learner_delay_s={0: 0.01, 1: 0.01, 2: 0.01}",
+    ]
     proc = subprocess.Popen(cmd, cwd=psbench_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 400
@@ -459,8 +562,17 @@ def test_calibration_of_a_lambda_8_free_run(run_psbench, tmp_path):
     half not used to fit the noise terms) is not sampling noise (95 % KS band of a perfect model ≈ 0.05).
     Measured: KS 0.04–0.06, time per epoch within 4–14 %.
     """
-    r, out = _dist(run_psbench, tmp_path, *TINY, "learners=8", "batch_size=16", "epochs=16", "logger=none",
-                   "protocol=async", "trainer.num_threads=1")
+    r, out = _dist(
+        run_psbench,
+        tmp_path,
+        *TINY,
+        "learners=8",
+        "batch_size=16",
+        "epochs=16",
+        "logger=none",
+        "protocol=async",
+        "trainer.num_threads=1",
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((out / "summary.json").read_text())
     cal = s["calibration"]
@@ -470,23 +582,44 @@ def test_calibration_of_a_lambda_8_free_run(run_psbench, tmp_path):
     assert cal["epoch_time_rel_error"] <= 0.25
 
 
-@pytest.mark.parametrize("options", [
-    {"name": "terngrad", "clip": 2.5, "wire": "2bit", "share_scalers": True, "float_last_layer": True,
-     "localize": True, "error_feedback": False},
-    {"name": "terngrad", "clip": None, "wire": "base3", "share_scalers": False, "float_last_layer": False,
-     "localize": False, "error_feedback": False},
-    {"name": "topk", "k": 0.1, "error_feedback": True},
-    {"name": "qsgd", "levels": 4, "bucket": 64, "error_feedback": False},
-    {"name": "fp16", "error_feedback": False},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {
+            "name": "terngrad",
+            "clip": 2.5,
+            "wire": "2bit",
+            "share_scalers": True,
+            "float_last_layer": True,
+            "localize": True,
+            "error_feedback": False,
+        },
+        {
+            "name": "terngrad",
+            "clip": None,
+            "wire": "base3",
+            "share_scalers": False,
+            "float_last_layer": False,
+            "localize": False,
+            "error_feedback": False,
+        },
+        {"name": "topk", "k": 0.1, "error_feedback": True},
+        {"name": "qsgd", "levels": 4, "bucket": 64, "error_feedback": False},
+        {"name": "fp16", "error_feedback": False},
+    ],
+)
 def test_gradient_wire_decodes_to_what_the_learners_codec_decodes(options):
     """A push's bytes (fixed size, the codec's exact payloads) decode at the PS to the pipeline's decoded gradient."""
     from psbench.compression.pipeline import LearnerCompression
     from psbench.compression.wire import GradientWire
 
     torch.manual_seed(0)
-    shapes = {"0.weight": torch.Size([7, 5]), "0.bias": torch.Size([7]), "1.weight": torch.Size([3, 7]),
-              "1.bias": torch.Size([3])}
+    shapes = {
+        "0.weight": torch.Size([7, 5]),
+        "0.bias": torch.Size([7]),
+        "1.weight": torch.Size([3, 7]),
+        "1.bias": torch.Size([3]),
+    }
     sender, receiver = GradientWire(options, shapes, seed=4), GradientWire(options, shapes, seed=4)
     reference = LearnerCompression({**options, "share_scalers": False}, shapes, seed=4)
     assert sender.push_bytes == reference.push_bytes()
@@ -495,6 +628,10 @@ def test_gradient_wire_decodes_to_what_the_learners_codec_decodes(options):
         buf = sender.encode(2, grads)
         assert buf.dtype == torch.uint8 and buf.numel() == sender.push_bytes
         codec, gen = reference.codec(2), reference.generators[2]
-        want = torch.cat([g.reshape(-1) if n in reference.floats else
-                          codec.decompress(codec.compress(g, n, gen)).reshape(-1) for n, g in grads.items()])
+        want = torch.cat(
+            [
+                g.reshape(-1) if n in reference.floats else codec.decompress(codec.compress(g, n, gen)).reshape(-1)
+                for n, g in grads.items()
+            ]
+        )
         assert torch.equal(receiver.decode(buf), want)

@@ -75,9 +75,13 @@ def fenced_blocks(path: Path):
 def _is_psbench(words: list[str]) -> bool:
     while words and re.match(r"^[A-Z_][A-Z0-9_]*=", words[0]):  # VAR=value psbench …
         words = words[1:]
-    return bool(words) and (words[0] == "psbench" or
-                            (re.fullmatch(r"python(3(\.\d+)?)?", words[0]) is not None and words[1:3] in
-                             (["-m", "psbench"], ["-m", "psbench.cli"])))
+    return bool(words) and (
+        words[0] == "psbench"
+        or (
+            re.fullmatch(r"python(3(\.\d+)?)?", words[0]) is not None
+            and words[1:3] in (["-m", "psbench"], ["-m", "psbench.cli"])
+        )
+    )
 
 
 def commands_of(path: Path) -> list[tuple[str, str, dict[str, str]]]:
@@ -125,8 +129,12 @@ def test_the_command_finder_finds_the_commands_of_every_page():
 
 def test_no_psbench_command_hides_in_an_unlabelled_block():
     """A block is ``bash`` (checked) or ``text`` (shown): a psbench command in any other block would be neither."""
-    hidden = [f"{page.relative_to(REPO)}:{start}" for page in _pages() for lang, start, body in fenced_blocks(page)
-              if lang not in ("bash", "text", "python") and any(re.match(r"\s*psbench\s", ln) for ln in body)]
+    hidden = [
+        f"{page.relative_to(REPO)}:{start}"
+        for page in _pages()
+        for lang, start, body in fenced_blocks(page)
+        if lang not in ("bash", "text", "python") and any(re.match(r"\s*psbench\s", ln) for ln in body)
+    ]
     assert hidden == []
 
 
@@ -140,7 +148,7 @@ def _substitute(line: str, env: dict[str, str], scratch: Path) -> list[str]:
 
 def _split(words: list[str]) -> tuple[list[str], bool, str | None]:
     """(overrides, multirun, config dir) of a psbench command's words; an unknown flag raises."""
-    words = words[words.index("psbench") + 1:] if "psbench" in words else words[words.index("-m") + 2:]
+    words = words[words.index("psbench") + 1 :] if "psbench" in words else words[words.index("-m") + 2 :]
     overrides, multirun, config_dir = [], False, None
     it = iter(words)
     for w in it:
@@ -172,8 +180,7 @@ def _jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
             lhs = text.split("=", 1)[0]
             if isinstance(o.value(), IntervalSweep):
                 iv = o.value()
-                values = [str(iv.start), str(iv.end)] if "int" not in text else [str(int(iv.start)),
-                                                                                str(int(iv.end))]
+                values = [str(iv.start), str(iv.end)] if "int" not in text else [str(int(iv.start)), str(int(iv.end))]
             else:
                 values = list(o.sweep_string_iterator())
             sweeps.append([f"{lhs}={v}" for v in values])
@@ -204,8 +211,9 @@ def compose(overrides: list[str], config_dir: str | None, scratch: Path):
     Hydra.create_main_hydra2(task_name="psbench", config_search_path=search_path)
     try:
         base = [f"paths.root_dir={scratch}", f"paths.output_dir={scratch / 'run'}"]
-        cfg = GlobalHydra.instance().hydra.compose_config("config", base + overrides, run_mode=RunMode.RUN,
-                                                           with_log_configuration=False)
+        cfg = GlobalHydra.instance().hydra.compose_config(
+            "config", base + overrides, run_mode=RunMode.RUN, with_log_configuration=False
+        )
     finally:
         GlobalHydra.instance().clear()
     with open_dict(cfg):
@@ -213,8 +221,11 @@ def compose(overrides: list[str], config_dir: str | None, scratch: Path):
     return cfg
 
 
-@pytest.mark.parametrize("where,line,env", all_commands(), ids=lambda v: v if isinstance(v, str) and
-                         re.match(r"^[\w./-]+\.md:\d+$", v) else "")
+@pytest.mark.parametrize(
+    "where,line,env",
+    all_commands(),
+    ids=lambda v: v if isinstance(v, str) and re.match(r"^[\w./-]+\.md:\d+$", v) else "",
+)
 def test_every_psbench_command_in_the_docs_composes(where, line, env, tmp_path):
     from psbench.validate import validate_keys
 
@@ -240,8 +251,10 @@ def test_a_renamed_key_or_a_bad_value_in_a_docs_command_fails_the_check(tmp_path
     with pytest.raises(AssertionError, match="no such directory"):
         compose([], "no/such/conf", tmp_path)
     assert _jobs(["learners=2,4", "protocol=hardsync,async,ssp", "seed=1"], multirun=True) == [
-        ["learners=2", "protocol=hardsync", "seed=1"], ["learners=4", "protocol=async", "seed=1"],
-        ["learners=2", "protocol=ssp", "seed=1"]]
+        ["learners=2", "protocol=hardsync", "seed=1"],
+        ["learners=4", "protocol=async", "seed=1"],
+        ["learners=2", "protocol=ssp", "seed=1"],
+    ]
 
 
 # ------------------------------------------------------------------------------------------------- the reference
@@ -282,8 +295,11 @@ def test_the_sweeper_reference_lists_every_key_of_its_config():
 
     from hydra_plugins.psbench_optuna_sweeper.config import PsbenchOptunaSweeperConf, SamplerConf
 
-    keys = [f"hydra.sweeper.{f.name}" for f in dataclasses.fields(PsbenchOptunaSweeperConf)
-            if not f.name.startswith("_") and f.name != "sampler"]
+    keys = [
+        f"hydra.sweeper.{f.name}"
+        for f in dataclasses.fields(PsbenchOptunaSweeperConf)
+        if not f.name.startswith("_") and f.name != "sampler"
+    ]
     keys += [f"hydra.sweeper.sampler.{f.name}" for f in dataclasses.fields(SamplerConf)]
     rows = re.findall(r"^\| `([\w.]+)` \| .* \| (.*) \|$", hooks.sweeper_reference(), re.M)
     assert [k for k, _ in rows] == keys
@@ -313,8 +329,8 @@ def test_the_readme_is_short_and_starts_with_the_two_quick_start_commands():
     assert len(text.splitlines()) <= 200
     sections = re.findall(r"^## (.*)$", text, re.M)
     assert sections[0] == "Quick start"
-    quick = text[text.index("\n## Quick start\n"):]
-    quick = quick[:quick.index("\n## ", 1)]
+    quick = text[text.index("\n## Quick start\n") :]
+    quick = quick[: quick.index("\n## ", 1)]
     assert len(re.findall(r"^```bash$", quick, re.M)) == 2
 
 
@@ -348,19 +364,23 @@ def test_the_strict_build_fails_on_a_broken_link_and_on_nothing_else(tmp_path):
     page = docs / "concepts" / "protocols.md"
     page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
     config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
-    config.update(docs_dir=str(docs), site_dir=str(tmp_path / "site"),
-                  hooks=[str(DOCS / "hooks" / "psbench_docs.py")])
+    config.update(docs_dir=str(docs), site_dir=str(tmp_path / "site"), hooks=[str(DOCS / "hooks" / "psbench_docs.py")])
     config["plugins"][1]["mkdocstrings"]["handlers"]["python"]["paths"] = [str(REPO / "src")]
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config, allow_unicode=True))
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(tmp_path / "mkdocs.yml")],
-                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(tmp_path / "mkdocs.yml")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     out = res.stdout + res.stderr
     assert res.returncode != 0, out[-3000:]
     warnings = [ln for ln in out.splitlines() if ln.startswith("WARNING")]
     assert len(warnings) == 1 and "no-such-page.md" in warnings[0], out[-3000:]
     assert "Aborted with 1 warnings in strict mode" in out, out[-3000:]
-
 
 
 def transcripts() -> list[tuple[str, str, str]]:

@@ -39,8 +39,15 @@ def clone(tmp_path, mlflow_template_db) -> Path:
 
 def run(clone: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PSBENCH_ROOT", "HYDRA_FULL_ERROR", "PYTHONPATH")}
-    proc = subprocess.run([PSBENCH, *args, "trainer.progress=none", "trainer.num_threads=1"], cwd=clone, env=env,
-                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [PSBENCH, *args, "trainer.progress=none", "trainer.num_threads=1"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -48,15 +55,27 @@ def run(clone: Path, *args: str) -> subprocess.CompletedProcess:
 def test_the_resnet20_example_and_its_optuna_search_finish_with_runs_in_mlflow(clone, mlflow_runs):
     """``psbench --config-dir examples/resnet20/conf experiment=resnet20_softsync`` and the ``-m`` Optuna search
     over (n, μ, λ) on the user's ResNet-20 and shapes: FINISHED MLflow runs, tagged with the user's model and data."""
-    conf = ("--config-dir", "examples/resnet20/conf", "experiment=resnet20_softsync", "dataset.num_train=48",
-            "dataset.num_test=16")
+    conf = (
+        "--config-dir",
+        "examples/resnet20/conf",
+        "experiment=resnet20_softsync",
+        "dataset.num_train=48",
+        "dataset.num_test=16",
+    )
     run(clone, *conf, "trainer.max_updates=2")
     [one] = mlflow_runs(clone)
     assert one["status"] == "FINISHED" and one["tags"]["model"] == "resnet20" and one["tags"]["dataset"] == "shapes"
     assert one["params"]["model._target_"] == "resnet20.ResNet20" and "summary/test_error" in one["metrics"]
 
-    run(clone, "-m", *conf, "hparams_search=resnet20_nmu", "hydra.sweeper.n_trials=2",
-        "hydra.sweeper.sampler.population_size=2", "trainer.max_updates=1")
+    run(
+        clone,
+        "-m",
+        *conf,
+        "hparams_search=resnet20_nmu",
+        "hydra.sweeper.n_trials=2",
+        "hydra.sweeper.sampler.population_size=2",
+        "trainer.max_updates=1",
+    )
     trials = [r for r in mlflow_runs(clone) if r["run_id"] != one["run_id"]]
     assert len(trials) == 2 and all(r["status"] == "FINISHED" for r in trials)
     assert all(r["tags"].get("hparams_search") == "resnet20_nmu" for r in trials)

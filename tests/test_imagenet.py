@@ -37,9 +37,8 @@ def reference(path: Path, resize: int, crop: int, top: int, left: int, mirror: b
     with Image.open(path) as im:
         w, h = im.size
         s = resize / min(w, h)
-        im = im.convert("RGB").resize((max(resize, round(w * s)), max(resize, round(h * s))),
-                                      Image.Resampling.BILINEAR)
-    a = np.asarray(im)[top:top + crop, left:left + crop, ::-1].astype(np.float32) - np.array(MEAN_BGR, np.float32)
+        im = im.convert("RGB").resize((max(resize, round(w * s)), max(resize, round(h * s))), Image.Resampling.BILINEAR)
+    a = np.asarray(im)[top : top + crop, left : left + crop, ::-1].astype(np.float32) - np.array(MEAN_BGR, np.float32)
     if mirror:
         a = a[:, ::-1]
     return torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))
@@ -71,8 +70,9 @@ def test_the_index_is_built_once_and_rebuilt_when_a_class_folder_changes(tmp_pat
     assert cached["train"][:2] == [f"train/{WNIDS[0]}/{WNIDS[0]}_0.JPEG", f"train/{WNIDS[0]}/{WNIDS[0]}_1.JPEG"]
     (root / INDEX_FILE).write_text(json.dumps({**cached, "train": ["train/x/planted.JPEG"] * 18}))
     assert build_index(tmp_path).train[0] == "train/x/planted.JPEG"  # read from the index, not re-walked
-    (root / "train" / WNIDS[1] / "extra.JPEG").write_bytes((root / "train" / WNIDS[1] / f"{WNIDS[1]}_0.JPEG")
-                                                           .read_bytes())
+    (root / "train" / WNIDS[1] / "extra.JPEG").write_bytes(
+        (root / "train" / WNIDS[1] / f"{WNIDS[1]}_0.JPEG").read_bytes()
+    )
     fresh = build_index(tmp_path)
     assert len(fresh.train) == 19 and f"train/{WNIDS[1]}/extra.JPEG" in fresh.train
 
@@ -120,13 +120,16 @@ def test_evaluation_reads_centre_crops_in_file_order(tmp_path):
     for k, f in enumerate(dm.index.val):
         h, w = load_resized(tmp_path / "imagenet" / f, 32).shape[:2]
         assert torch.equal(x[k], reference(tmp_path / "imagenet" / f, 32, 24, (h - 24) // 2, (w - 24) // 2, False))
-    (xb, yb), = list(dm.val_dataloader())[:1]
-    assert torch.equal(yb, dm.y_test[:100]) and torch.equal(xb, dm.x_test[0:len(yb)])
+    ((xb, yb),) = list(dm.val_dataloader())[:1]
+    assert torch.equal(yb, dm.y_test[:100]) and torch.equal(xb, dm.x_test[0 : len(yb)])
 
 
 def test_papers_crops_per_model(tmp_path):
-    assert (imagenet_crop(None, "alexnet"), imagenet_crop(None, "googlenet"), imagenet_crop(None, "vgg_a")) \
-        == (227, 224, 224) == tuple(IMAGENET_CROPS.values())
+    assert (
+        (imagenet_crop(None, "alexnet"), imagenet_crop(None, "googlenet"), imagenet_crop(None, "vgg_a"))
+        == (227, 224, 224)
+        == tuple(IMAGENET_CROPS.values())
+    )
     assert imagenet_crop(32, "mlp") == 32
     with pytest.raises(ConfigError, match=r"dataset.crop=None .*model=mlp"):
         imagenet_crop(None, "mlp")
@@ -176,16 +179,28 @@ def test_memory_is_bounded_by_the_prefetch_window_not_the_data_set(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the command
-IMAGENET_RUN = ["dataset=imagenet", "model=cifar_cnn", "dataset.crop=32", "dataset.resize=36", "optimizer.lr=0.0001",
-                "protocol=softsync", "protocol.n=1", "learners=3", "batch_size=4", "epochs=2", "trainer.progress=none"]
+IMAGENET_RUN = [
+    "dataset=imagenet",
+    "model=cifar_cnn",
+    "dataset.crop=32",
+    "dataset.resize=36",
+    "optimizer.lr=0.0001",
+    "protocol=softsync",
+    "protocol.n=1",
+    "learners=3",
+    "batch_size=4",
+    "epochs=2",
+    "trainer.progress=none",
+]
 
 
 def test_psbench_trains_on_a_generated_imagenet_folder(tmp_path, psbench_root, run_psbench, mlflow_runs):
     """A small crop override (32 of 36) and the CIFAR CNN stand in for AlexNet's 227 of 256: the pipeline is the
     same, a conv net included (on the CPU its look-ahead and evaluation run channels_last)."""
     make_imagenet(tmp_path, flat_val=True)
-    proc = run_psbench(*IMAGENET_RUN, f"paths.data_dir={tmp_path}", f"hydra.run.dir={psbench_root / 'run'}",
-                       root=psbench_root)
+    proc = run_psbench(
+        *IMAGENET_RUN, f"paths.data_dir={tmp_path}", f"hydra.run.dir={psbench_root / 'run'}", root=psbench_root
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((psbench_root / "run" / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["samples_trained"] == 2 * 18 // 4 * 4
@@ -198,21 +213,27 @@ def test_imagenet_runs_are_deterministic(tmp_path, psbench_root, run_psbench):
     make_imagenet(tmp_path)
     sha = []
     for k in range(2):
-        proc = run_psbench(*IMAGENET_RUN, f"paths.data_dir={tmp_path}", f"hydra.run.dir={psbench_root / f'run{k}'}",
-                           root=psbench_root)
+        proc = run_psbench(
+            *IMAGENET_RUN, f"paths.data_dir={tmp_path}", f"hydra.run.dir={psbench_root / f'run{k}'}", root=psbench_root
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         sha.append(json.loads((psbench_root / f"run{k}" / "summary.json").read_text())["weights_sha256"])
     assert sha[0] == sha[1]
 
 
-@pytest.mark.parametrize(("extra", "needles"), [
-    ([], ["paths.data_dir=", "missing", "imagenet/train/<wnid>/*.JPEG"]),
-    (["model=mlp"], ["dataset.crop=None", "model=mlp"]),
-])
-def test_missing_data_or_crop_is_one_line_before_any_run(tmp_path, psbench_root, run_psbench, mlflow_runs, extra,
-                                                         needles):
-    proc = run_psbench("dataset=imagenet", "model=alexnet", *extra, f"paths.data_dir={tmp_path / 'none'}",
-                       root=psbench_root)
+@pytest.mark.parametrize(
+    ("extra", "needles"),
+    [
+        ([], ["paths.data_dir=", "missing", "imagenet/train/<wnid>/*.JPEG"]),
+        (["model=mlp"], ["dataset.crop=None", "model=mlp"]),
+    ],
+)
+def test_missing_data_or_crop_is_one_line_before_any_run(
+    tmp_path, psbench_root, run_psbench, mlflow_runs, extra, needles
+):
+    proc = run_psbench(
+        "dataset=imagenet", "model=alexnet", *extra, f"paths.data_dir={tmp_path / 'none'}", root=psbench_root
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("psbench: error: "), proc.stderr
@@ -235,15 +256,22 @@ def test_the_dist_engine_and_local_steps_are_refused_with_imagenet(tmp_path, com
 
 
 # ----------------------------------------------------------------------------- the papers' presets
-@pytest.mark.parametrize(("preset", "mu", "lam", "epochs"),
-                         [("rudra/table4_error", 16, 18, 30), ("zhang/fig4", 16, 18, 35)])
-def test_imagenet_presets_train_alexnet_on_227_crops_or_say_what_is_missing(compose_preset, tmp_path, preset, mu, lam,
-                                                                             epochs):
+@pytest.mark.parametrize(
+    ("preset", "mu", "lam", "epochs"), [("rudra/table4_error", 16, 18, 30), ("zhang/fig4", 16, 18, 35)]
+)
+def test_imagenet_presets_train_alexnet_on_227_crops_or_say_what_is_missing(
+    compose_preset, tmp_path, preset, mu, lam, epochs
+):
     with pytest.raises(ConfigError, match=r"paths.data_dir=.*missing .*imagenet/train/<wnid>/\*.JPEG"):
         compose_preset(preset, f"paths.data_dir={tmp_path}")
     make_imagenet(tmp_path, per_class=1, val_per_class=1)
     cfg = compose_preset(preset, f"paths.data_dir={tmp_path}")
-    assert (cfg.dataset.name, cfg.model.name, cfg.batch_size, cfg.learners, cfg.epochs) == \
-        ("imagenet", "alexnet", mu, lam, epochs)
+    assert (cfg.dataset.name, cfg.model.name, cfg.batch_size, cfg.learners, cfg.epochs) == (
+        "imagenet",
+        "alexnet",
+        mu,
+        lam,
+        epochs,
+    )
     assert imagenet_crop(cfg.dataset.crop, cfg.model.name) == 227 and cfg.dataset.resize == 256
     assert list(cfg.dataset.mean) == list(MEAN_BGR) and (cfg.optimizer.lr, cfg.optimizer.momentum) == (0.01, 0.9)

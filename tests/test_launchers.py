@@ -52,8 +52,9 @@ def _study(storage_dir, name):
 
 # --------------------------------------------------------------------------- not installed
 @pytest.mark.parametrize("entry", ["psbench", "sweep"])
-def test_a_launcher_that_is_not_installed_is_one_line_naming_the_extra(run_psbench, psbench_root, mlflow_runs,
-                                                                          tmp_path, entry):
+def test_a_launcher_that_is_not_installed_is_one_line_naming_the_extra(
+    run_psbench, psbench_root, mlflow_runs, tmp_path, entry
+):
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "sitecustomize.py").write_text(NOT_INSTALLED)
@@ -61,13 +62,20 @@ def test_a_launcher_that_is_not_installed_is_one_line_naming_the_extra(run_psben
     if entry == "psbench":
         res = run_psbench("-m", "hydra/launcher=ray", "learners=1,2", *TINY, root=psbench_root, env=env)
     else:  # a paper sweep entry point passes the override through to psbench
-        res = subprocess.run([sys.executable, str(_runner.REPO / "sweeps" / "rudra_table2.py"), "scale=ci",
-                              "hydra/launcher=ray"], cwd=psbench_root, capture_output=True, text=True, timeout=300,
-                             env={**os.environ, **env, "PSBENCH_ROOT": str(psbench_root)})
+        res = subprocess.run(
+            [sys.executable, str(_runner.REPO / "sweeps" / "rudra_table2.py"), "scale=ci", "hydra/launcher=ray"],
+            cwd=psbench_root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **env, "PSBENCH_ROOT": str(psbench_root)},
+        )
     assert res.returncode == 2, res.stderr[-2000:]
     [line] = [s for s in res.stderr.splitlines() if s.startswith("psbench")]
-    assert line.startswith("psbench: error: hydra/launcher='ray' is invalid: allowed one of basic, joblib, "
-                           "submitit_local, submitit_slurm (installed); ray is hydra-ray-launcher"), line
+    assert line.startswith(
+        "psbench: error: hydra/launcher='ray' is invalid: allowed one of basic, joblib, "
+        "submitit_local, submitit_slurm (installed); ray is hydra-ray-launcher"
+    ), line
     assert "pip install -e '.[cluster]'" in line
     assert not (psbench_root / "multirun").exists() and not (psbench_root / "sweeps").exists()
     assert mlflow_runs(psbench_root, parents=True) == []
@@ -100,8 +108,11 @@ def test_each_scale_s_resources_reach_the_slurm_and_ray_launchers(scale, tmp_pat
         ray = compose("config", [*base, "hydra/launcher=ray"], return_hydra_config=True)
     got = OmegaConf.to_container(slurm.hydra.launcher, resolve=True)
     assert {k: got[k] for k in ("timeout_min", "cpus_per_task", "gpus_per_node", "mem_gb")} == {
-        "timeout_min": preset.timeout_min, "cpus_per_task": preset.cpus, "gpus_per_node": preset.gpus,
-        "mem_gb": preset.mem_gb}
+        "timeout_min": preset.timeout_min,
+        "cpus_per_task": preset.cpus,
+        "gpus_per_node": preset.gpus,
+        "mem_gb": preset.mem_gb,
+    }
     assert got["_target_"] == "hydra_plugins.psbench_launchers.requeue.SlurmLauncher" and got["max_num_timeout"] == 3
     remote = OmegaConf.to_container(ray.hydra.launcher.ray.remote, resolve=True)
     assert remote == {"num_cpus": preset.cpus, "num_gpus": preset.gpus}
@@ -137,8 +148,15 @@ def test_the_resources_of_a_study_are_not_part_of_its_identity():
 
 # --------------------------------------------------------------------------- cheap, default suite
 def test_a_grid_under_joblib_runs_its_jobs_in_workers_under_one_parent_run(run_psbench, psbench_root, mlflow_runs):
-    res = run_psbench("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "hydra.sweep.dir=grid",
-                      "learners=1,2", *TINY, root=psbench_root)
+    res = run_psbench(
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "hydra.sweep.dir=grid",
+        "learners=1,2",
+        *TINY,
+        root=psbench_root,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     runs = mlflow_runs(psbench_root)
     [parent] = [r for r in mlflow_runs(psbench_root, parents=True) if r not in runs]
@@ -150,14 +168,22 @@ def test_a_grid_under_joblib_runs_its_jobs_in_workers_under_one_parent_run(run_p
         assert json.loads((psbench_root / "grid" / str(n) / "summary.json").read_text())["status"] == "finished"
 
 
-def test_a_bad_trial_under_submitit_fails_alone_and_its_batch_mate_completes(run_psbench, psbench_root,
-                                                                             mlflow_runs):
+def test_a_bad_trial_under_submitit_fails_alone_and_its_batch_mate_completes(run_psbench, psbench_root, mlflow_runs):
     """n_jobs=2 trials in submitit's worker processes: the bad one's error comes back as its result."""
-    res = run_psbench("-m", "hydra/sweeper=psbench_optuna", "hydra/launcher=submitit_local", "hydra.sweep.dir=s",
-                      "hydra.sweeper.study_name=pair", "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=null",
-                      "hydra.sweeper.n_jobs=2", "protocol=softsync",
-                      "hydra.sweeper.cases={ok: {learners: 2}, bad: {learners: 2, protocol.n: 5}}", *TINY,
-                      root=psbench_root)
+    res = run_psbench(
+        "-m",
+        "hydra/sweeper=psbench_optuna",
+        "hydra/launcher=submitit_local",
+        "hydra.sweep.dir=s",
+        "hydra.sweeper.study_name=pair",
+        "hydra.sweeper.sampler.name=grid",
+        "hydra.sweeper.n_trials=null",
+        "hydra.sweeper.n_jobs=2",
+        "protocol=softsync",
+        "hydra.sweeper.cases={ok: {learners: 2}, bad: {learners: 2, protocol.n: 5}}",
+        *TINY,
+        root=psbench_root,
+    )
     assert res.returncode == 1, res.stderr[-3000:]
     assert res.stderr.strip().splitlines()[-2].startswith("psbench: 1 of 2 trials crashed")
     trials = {t.params["case"]: t for t in _study(psbench_root / "s", "pair").get_trials()}
@@ -178,18 +204,32 @@ def _submitit_task(p: psutil.Process) -> bool:
         return False
 
 
-STUDY = ("-m", "hydra/sweeper=psbench_optuna", "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=4",
-         "hydra.sweeper.n_jobs=2", "hydra.sweeper.params={learners: 'choice(1,2,3,4)'}", "epochs=1",
-         "trainer.max_updates=5", "trainer.progress=none", "trainer.num_threads=1")
+STUDY = (
+    "-m",
+    "hydra/sweeper=psbench_optuna",
+    "hydra.sweeper.sampler.name=grid",
+    "hydra.sweeper.n_trials=4",
+    "hydra.sweeper.n_jobs=2",
+    "hydra.sweeper.params={learners: 'choice(1,2,3,4)'}",
+    "epochs=1",
+    "trainer.max_updates=5",
+    "trainer.progress=none",
+    "trainer.num_threads=1",
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", [
-    ("hydra/launcher=submitit_local",),
-    ("hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2"),
-], ids=["submitit_local", "ray"])
-def test_a_4_trial_optuna_study_runs_its_trials_in_parallel_under_the_launcher(run_psbench, psbench_root,
-                                                                                mlflow_runs, launcher):
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        ("hydra/launcher=submitit_local",),
+        ("hydra/launcher=ray", "hydra.launcher.ray.init.num_cpus=2"),
+    ],
+    ids=["submitit_local", "ray"],
+)
+def test_a_4_trial_optuna_study_runs_its_trials_in_parallel_under_the_launcher(
+    run_psbench, psbench_root, mlflow_runs, launcher
+):
     t0 = time.time()
     res = run_psbench(*STUDY, *launcher, "hydra.sweep.dir=study", "hydra.sweeper.study_name=four", root=psbench_root)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -217,9 +257,20 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes_from_its_checkpoint(ps
     """USR2 (what SLURM sends before pre-emption or the time limit; submitit's local executor sends it too)
     to the job's process once a checkpoint exists: submitit requeues the job, which resumes in the same run
     dir and MLflow run from the checkpointed update, and finishes."""
-    cmd = [sys.executable, "-m", "psbench.cli", "-m", "hydra/launcher=submitit_local", "hydra.sweep.dir=S",
-           "learners=2", "epochs=50", "trainer.max_updates=600", "trainer.checkpoint_every=25",
-           "trainer.progress=none", "trainer.num_threads=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "psbench.cli",
+        "-m",
+        "hydra/launcher=submitit_local",
+        "hydra.sweep.dir=S",
+        "learners=2",
+        "epochs=50",
+        "trainer.max_updates=600",
+        "trainer.checkpoint_every=25",
+        "trainer.progress=none",
+        "trainer.num_threads=1",
+    ]
     env = {**{k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}, "PSBENCH_ROOT": str(psbench_root)}
     proc = subprocess.Popen(cmd, cwd=psbench_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ckpt = psbench_root / "S" / "0" / "checkpoint.pt"
@@ -248,10 +299,23 @@ def test_a_trial_whose_job_process_dies_fails_alone_though_the_launcher_loses_th
     """SIGKILL (an OOM kill, a lost node) of one submitit job of a batch of two: submitit raises for the whole
     batch; the sweeper still records the other trial from the summary.json its job wrote."""
     cases = "{short: {learners: 2, trainer.max_updates: 3}, long: {learners: 2, epochs: 1000}}"
-    cmd = [sys.executable, "-m", "psbench.cli", "-m", "hydra/sweeper=psbench_optuna", "hydra/launcher=submitit_local",
-           "hydra.sweep.dir=s", "hydra.sweeper.study_name=lost", "hydra.sweeper.sampler.name=grid",
-           "hydra.sweeper.n_trials=null", "hydra.sweeper.n_jobs=2", f"hydra.sweeper.cases={cases}",
-           "trainer.progress=none", "trainer.num_threads=1", "logger=none"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "psbench.cli",
+        "-m",
+        "hydra/sweeper=psbench_optuna",
+        "hydra/launcher=submitit_local",
+        "hydra.sweep.dir=s",
+        "hydra.sweeper.study_name=lost",
+        "hydra.sweeper.sampler.name=grid",
+        "hydra.sweeper.n_trials=null",
+        "hydra.sweeper.n_jobs=2",
+        f"hydra.sweeper.cases={cases}",
+        "trainer.progress=none",
+        "trainer.num_threads=1",
+        "logger=none",
+    ]
     env = {**{k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}, "PSBENCH_ROOT": str(psbench_root)}
     proc = subprocess.Popen(cmd, cwd=psbench_root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
@@ -276,9 +340,13 @@ def test_a_trial_whose_job_process_dies_fails_alone_though_the_launcher_loses_th
 def test_a_schedule_only_entry_point_asks_for_ci_resources_even_at_paper_scale(name, tmp_path):
     """Its paper scale is a few CPU minutes: on SLURM it must not ask for ``resources=paper``'s GPU and day. The
     entry point prints its psbench command, which a launcher that does not exist then stops (exit 2) at once."""
-    proc = subprocess.run([sys.executable, str(_runner.REPO / "sweeps" / f"{name}.py"), "scale=paper",
-                           "hydra/launcher=nosuch"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(_runner.REPO / "sweeps" / f"{name}.py"), "scale=paper", "hydra/launcher=nosuch"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     [cmd] = [line for line in proc.stdout.splitlines() if line.startswith("+ ")]
     assert [a for a in cmd.split() if a.startswith("resources=")] == ["resources=ci"], cmd

@@ -39,7 +39,8 @@ def _target(name: str) -> str | None:
 def _type_checking_only(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(module: str) -> set[str]:
@@ -62,8 +63,11 @@ def imports(module: str) -> set[str]:
                 base = ".".join([*anchor, *([base] if base else [])])
             found.update(f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names)
         elif isinstance(node, ast.Dict):  # lazy(__name__, {"Name": "psbench.pkg.module"})
-            found.update(v.value for v in node.values
-                         if isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value in MODULES)
+            found.update(
+                v.value
+                for v in node.values
+                if isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value in MODULES
+            )
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -142,16 +146,38 @@ FORBIDDEN = [  # (importer, imported): the dist engine and the simulator's execu
 
 @pytest.mark.parametrize(("importer", "imported"), FORBIDDEN, ids=[f"{a}->{b}" for a, b in FORBIDDEN])
 def test_no_import_across_the_line(importer, imported):
-    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _inside(m, importer)
-                 for t in ts if _inside(t, imported))
+    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _inside(m, importer) for t in ts if _inside(t, imported))
     assert bad == []
 
 
 #: the engines and every package they run: they take a psbench.assemble.RunSetup, never the composed config
-RUN_PACKAGES = ("strategy", "distributed", "ps", "cluster", "models", "data", "compression", "lr", "optimizer",
-                "calibration")
-GROUPS = ("model", "dataset", "protocol", "lr_policy", "optimizer", "compression", "topology", "hardware", "engine",
-          "trainer", "logger", "paths", "resources")
+RUN_PACKAGES = (
+    "strategy",
+    "distributed",
+    "ps",
+    "cluster",
+    "models",
+    "data",
+    "compression",
+    "lr",
+    "optimizer",
+    "calibration",
+)
+GROUPS = (
+    "model",
+    "dataset",
+    "protocol",
+    "lr_policy",
+    "optimizer",
+    "compression",
+    "topology",
+    "hardware",
+    "engine",
+    "trainer",
+    "logger",
+    "paths",
+    "resources",
+)
 
 
 @pytest.mark.parametrize("package", RUN_PACKAGES)
@@ -173,8 +199,8 @@ def test_the_config_stops_at_assembly(package):
 def test_the_layout_page_has_one_line_per_module():
     """docs/reference/layout.md: every module of src/psbench on its own line, under its package, and nothing else."""
     text = (SRC.parent / "docs" / "reference" / "layout.md").read_text()
-    block = text[text.index("```text\n") + len("```text\n"):]
-    block = block[:block.index("```")]
+    block = text[text.index("```text\n") + len("```text\n") :]
+    block = block[: block.index("```")]
     lines = block.splitlines()
     assert lines[0] == "src/psbench/"
     listed, package = [], None
@@ -188,6 +214,9 @@ def test_the_layout_page_has_one_line_per_module():
                 listed.append(name)
         else:
             break
-    files = sorted(str(p.relative_to(SRC / "psbench")) for p in (SRC / "psbench").rglob("*.py")
-                   if p.name != "__init__.py" and "conf" not in p.parts)
+    files = sorted(
+        str(p.relative_to(SRC / "psbench"))
+        for p in (SRC / "psbench").rglob("*.py")
+        if p.name != "__init__.py" and "conf" not in p.parts
+    )
     assert sorted(listed) == files

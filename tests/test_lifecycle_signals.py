@@ -40,9 +40,16 @@ class Psbench:
         env["PSBENCH_ROOT"] = str(root)
         self.root, self.out, self.err = root, root / "stdout.txt", root / "stderr.txt"
         with open(self.out, "w") as o, open(self.err, "w") as e:  # its own group: killpg = Ctrl-C in a terminal
-            self.proc = subprocess.Popen([sys.executable, "-m", "psbench.cli", *args], cwd=root, env=env,
-                                         stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=_sigint_as_in_a_terminal)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "psbench.cli", *args],
+                cwd=root,
+                env=env,
+                stdout=o,
+                stderr=e,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_sigint_as_in_a_terminal,
+            )
 
     def text(self) -> str:
         return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")
@@ -86,6 +93,7 @@ def handlers():
 def test_a_signal_swallowed_by_a_finalizer_is_raised_at_the_next_safe_point(handlers):
     """Garbage collection runs finalizers at arbitrary points; Python swallows what they raise. A signal
     delivered inside one (seen under load: an sqlalchemy weakref callback) must not be lost."""
+
     class Dropped:
         def __del__(self):
             os.kill(os.getpid(), signal.SIGTERM)
@@ -124,10 +132,13 @@ def test_a_signal_waits_for_the_boundary_inside_deferred_and_is_raised_once(hand
 def _runs(root: Path) -> list[tuple[str, str, dict[str, str]]]:
     """(run id, status, tags) of every job's run in root/mlflow.db (a sweep's parent run left out), via sqlite."""
     with sqlite3.connect(root / "mlflow.db", timeout=30) as db:
-        runs = db.execute("select run_uuid, status from runs where lifecycle_stage = 'active' "
-                          "order by start_time").fetchall()
-        out = [(rid, status, dict(db.execute("select key, value from tags where run_uuid = ?", (rid,))))
-               for rid, status in runs]
+        runs = db.execute(
+            "select run_uuid, status from runs where lifecycle_stage = 'active' order by start_time"
+        ).fetchall()
+        out = [
+            (rid, status, dict(db.execute("select key, value from tags where run_uuid = ?", (rid,))))
+            for rid, status in runs
+        ]
     parents = {tags.get("mlflow.parentRunId") for _, _, tags in out}
     return [r for r in out if r[0] not in parents]
 
@@ -158,7 +169,7 @@ def _assert_killed(root: Path, run_dir: Path, sig: int, rc: int, err: str) -> di
     assert lines[0].endswith(f"summary in {run_dir / 'summary.json'}")
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["status"] == "killed" and s["signal"] == name
-    (run_id, status, tags), = _runs(root)
+    ((run_id, status, tags),) = _runs(root)
     assert status == "KILLED" and s["mlflow_run_id"] == run_id
     assert tags["failure_reason"] == s["failure_reason"] == lines[0].removeprefix("psbench: ").split(";")[0]
     assert tags["status"] == "killed"
@@ -189,9 +200,15 @@ def test_a_signal_while_psbench_starts_up_still_leaves_the_jobs_record(psbench_r
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     env["PSBENCH_ROOT"] = str(psbench_root)
     psbench = Path(sys.executable).parent / "psbench"  # the console script a user types
-    proc = subprocess.Popen([str(psbench), "trainer.progress=none", f"hydra.run.dir={run_dir}"], cwd=psbench_root,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(psbench), "trainer.progress=none", f"hydra.run.dir={run_dir}"],
+        cwd=psbench_root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     time.sleep(delay)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
@@ -208,8 +225,9 @@ def test_a_signal_while_psbench_starts_up_still_leaves_the_jobs_record(psbench_r
 def test_a_signal_during_training_stops_at_an_update_boundary(psbench_root, sig):
     """Lightning's SIGTERM handling (exit 0, run FAILED) does not get the signal; the summary says how far it got."""
     run_dir = psbench_root / "run"
-    p = Psbench(psbench_root, "epochs=3000", "trainer.progress=plain", "trainer.eval_every_epochs=1",
-                f"hydra.run.dir={run_dir}")
+    p = Psbench(
+        psbench_root, "epochs=3000", "trainer.progress=plain", "trainer.eval_every_epochs=1", f"hydra.run.dir={run_dir}"
+    )
     p.wait_for(lambda: "update " in p.out.read_text())
     rc, err = p.kill(sig)
     s = _assert_killed(psbench_root, run_dir, sig, rc, err)
@@ -218,18 +236,21 @@ def test_a_signal_during_training_stops_at_an_update_boundary(psbench_root, sig)
     assert 0 <= s["test_error"] < 0.9 and s["sim_time_s"] > 0  # trained weights, evaluated at the boundary
     # every update's metrics logged before the signal are in the store (MLflow's asynchronous queue drained):
     # train_loss at updates 0, 10, 20, … (trainer.log_every_n_updates) up to the last update done
-    (run_id, _, _), = _runs(psbench_root)
+    ((run_id, _, _),) = _runs(psbench_root)
     with sqlite3.connect(psbench_root / "mlflow.db", timeout=30) as db:
-        steps = [r[0] for r in db.execute("select step from metrics where run_uuid = ? and key = 'train_loss' "
-                                          "order by step", (run_id,))]
+        steps = [
+            r[0]
+            for r in db.execute(
+                "select step from metrics where run_uuid = ? and key = 'train_loss' order by step", (run_id,)
+            )
+        ]
     assert steps == list(range(0, s["updates_done"], 10))
 
 
 def test_a_signal_stops_a_multirun(psbench_root):
     """The job running ends KILLED, no further job starts, the sweep exits 143."""
     sweep = psbench_root / "sweep"
-    p = Psbench(psbench_root, "-m", "seed=0,1,2", "epochs=3000", "trainer.progress=plain",
-                f"hydra.sweep.dir={sweep}")
+    p = Psbench(psbench_root, "-m", "seed=0,1,2", "epochs=3000", "trainer.progress=plain", f"hydra.sweep.dir={sweep}")
     p.wait_for(lambda: "update " in p.out.read_text())
     rc, err = p.kill(signal.SIGTERM)
     _assert_killed(psbench_root, sweep / "0", signal.SIGTERM, rc, err)
@@ -241,13 +262,19 @@ def test_a_signal_stops_an_optuna_search_and_its_trial_runs_again_on_resume(psbe
     import optuna
     from optuna.trial import TrialState
 
-    p = Psbench(psbench_root, "-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=3", "epochs=3000",
-                "trainer.progress=plain")
+    p = Psbench(
+        psbench_root,
+        "-m",
+        "hparams_search=rudra_pareto",
+        "hydra.sweeper.n_trials=3",
+        "epochs=3000",
+        "trainer.progress=plain",
+    )
     p.wait_for(lambda: "update " in p.out.read_text())
     rc, err = p.kill(signal.SIGINT)
-    sweep, = (psbench_root / "multirun/optuna").glob("rudra_pareto-*")  # the study's default dir
+    (sweep,) = (psbench_root / "multirun/optuna").glob("rudra_pareto-*")  # the study's default dir
     trials = optuna.load_study(study_name="rudra_pareto", storage=f"sqlite:///{sweep}/optuna.db").get_trials()
-    killed, = [t for t in trials if t.user_attrs.get("interrupted")]
+    (killed,) = [t for t in trials if t.user_attrs.get("interrupted")]
     assert killed.state == TrialState.FAIL
     _assert_killed(psbench_root, sweep / str(killed.number), signal.SIGINT, rc, err)
     # the next run of the same command reruns it in its job dir (tests/test_sweeper_resume.py)
@@ -255,8 +282,16 @@ def test_a_signal_stops_an_optuna_search_and_its_trial_runs_again_on_resume(psbe
 
 
 def _external(root: Path, *args: str) -> Psbench:
-    return Psbench(root, "engine=dist", "engine.launch=external", "engine.master_addr=127.0.0.2", "learners=2",
-                   "trainer.progress=none", f"hydra.run.dir={root / 'run'}", *args)
+    return Psbench(
+        root,
+        "engine=dist",
+        "engine.launch=external",
+        "engine.master_addr=127.0.0.2",
+        "learners=2",
+        "trainer.progress=none",
+        f"hydra.run.dir={root / 'run'}",
+        *args,
+    )
 
 
 def test_learners_that_do_not_join_fail_the_run_in_one_line(psbench_root):
@@ -266,12 +301,14 @@ def test_learners_that_do_not_join_fail_the_run_in_one_line(psbench_root):
     err = p.err.read_text()
     assert rc == 1, err[-3000:]
     assert err.count("waiting up to 2 s (engine.connect_timeout_s) for 2 learners") == 1
-    assert err.strip().splitlines()[-1] == ("psbench: error: learner ranks [1, 2] did not join within 2 s "
-                                            "(engine.connect_timeout_s)")
+    assert err.strip().splitlines()[-1] == (
+        "psbench: error: learner ranks [1, 2] did not join within 2 s (engine.connect_timeout_s)"
+    )
     assert "Traceback" not in err and "Error executing job" not in err
-    (_, status, tags), = _runs(psbench_root)
+    ((_, status, tags),) = _runs(psbench_root)
     assert status == "FAILED" and tags["failure_reason"] == err.strip().splitlines()[-1].removeprefix(
-        "psbench: error: ")
+        "psbench: error: "
+    )
     assert not (psbench_root / "run" / "learner_data.pt").exists()
 
 
@@ -289,7 +326,8 @@ def test_a_master_addr_of_another_host_is_refused_before_any_run(psbench_root):
     rc = p.proc.wait(timeout=300)
     err = p.err.read_text()
     assert rc == 2 and err.strip().splitlines()[-1].startswith(
-        "psbench: error: engine.master_addr='192.0.2.1' is invalid: allowed an address of this host"), err
+        "psbench: error: engine.master_addr='192.0.2.1' is invalid: allowed an address of this host"
+    ), err
     assert _runs(psbench_root) == []
 
 
@@ -300,10 +338,20 @@ def _learner_pids(run_dir: Path) -> list[int]:
 
 def _dist(root: Path) -> tuple[Psbench, Path]:
     run_dir = root / "run"
-    p = Psbench(root, "engine=dist", "learners=2", "protocol=async", "epochs=500", "trainer.progress=none",
-                f"hydra.run.dir={run_dir}")
-    p.wait_for(lambda: "learners joined" in (run_dir / "psbench.log").read_text()
-               if (run_dir / "psbench.log").exists() else False)
+    p = Psbench(
+        root,
+        "engine=dist",
+        "learners=2",
+        "protocol=async",
+        "epochs=500",
+        "trainer.progress=none",
+        f"hydra.run.dir={run_dir}",
+    )
+    p.wait_for(
+        lambda: (
+            "learners joined" in (run_dir / "psbench.log").read_text() if (run_dir / "psbench.log").exists() else False
+        )
+    )
     time.sleep(1)  # mid-run
     return p, run_dir
 
@@ -335,15 +383,32 @@ def test_a_learner_that_cannot_reach_the_ps_says_so_in_one_line(tmp_path):
     import torch
 
     torch.save({"x": torch.zeros(4, 64), "y": torch.zeros(4, dtype=torch.long)}, tmp_path / "data.pt")
-    spec = {"addr": "127.0.0.2", "port": 9, "world_size": 2, "connect_timeout_s": 1, "timeout_s": 5, "threads": 1,
-            "data_file": str(tmp_path / "data.pt"), "seed": 0, "samples_per_gradient": 1, "model": {"name": "mlp"},
-            "input_shape": [64], "output_size": 10, "task": "classification"}
+    spec = {
+        "addr": "127.0.0.2",
+        "port": 9,
+        "world_size": 2,
+        "connect_timeout_s": 1,
+        "timeout_s": 5,
+        "threads": 1,
+        "data_file": str(tmp_path / "data.pt"),
+        "seed": 0,
+        "samples_per_gradient": 1,
+        "model": {"name": "mlp"},
+        "input_shape": [64],
+        "output_size": 10,
+        "task": "classification",
+    }
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    r = subprocess.run([sys.executable, "-m", "psbench.distributed.learner", str(tmp_path / "spec.json"), "1"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "psbench.distributed.learner", str(tmp_path / "spec.json"), "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    assert r.stderr.strip().splitlines()[-1] == ("psbench learner rank 1: error: no PS at 127.0.0.2:9 within 1 s "
-                                                 "(engine.connect_timeout_s)")
+    assert r.stderr.strip().splitlines()[-1] == (
+        "psbench learner rank 1: error: no PS at 127.0.0.2:9 within 1 s (engine.connect_timeout_s)"
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
@@ -351,8 +416,13 @@ def test_a_pre_empted_run_checkpoints_and_its_resume_equals_the_uninterrupted_ru
     """SIGTERM (a scheduler's pre-emption) or SIGHUP (the terminal closed) mid-fit: a checkpoint at the update
     boundary, exit 143 / 129, and ``resume=<run dir>`` then ends with the uninterrupted run's weights, in the same
     MLflow run."""
-    args = ("epochs=40", "trainer.num_threads=1", "trainer.checkpoint_every=0", "trainer.progress=plain",
-            "trainer.log_every_n_updates=1")
+    args = (
+        "epochs=40",
+        "trainer.num_threads=1",
+        "trainer.checkpoint_every=0",
+        "trainer.progress=plain",
+        "trainer.log_every_n_updates=1",
+    )
     full = Psbench(psbench_root, *args, f"hydra.run.dir={psbench_root / 'full'}")
     assert full.proc.wait(timeout=600) == 0, full.text()[-3000:]
     want = json.loads((psbench_root / "full" / "summary.json").read_text())["weights_sha256"]

@@ -67,9 +67,17 @@ def run(dm, proto: Protocol, mu: int, gradients: int, optimizer: dict, batching:
         module = ClassifierModule(net, optimizer)
         data = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0)
     strategy = ParameterServerStrategy(sched, batching, local=local)
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
-                         deterministic=True)
+    trainer = pl.Trainer(
+        strategy=strategy,
+        accelerator="cpu",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        deterministic=True,
+    )
     trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
     assert strategy.updates_done == sched.num_updates
     return net, sched, local
@@ -95,8 +103,9 @@ def test_h1_agn_equals_downpour_equals_async_bit_for_bit(digits):
     assert max_diff(auto, agn) <= 1e-6
 
 
-@pytest.mark.parametrize("opt", [{"name": "sgd", "lr": 0.05, "momentum": 0.9},
-                                 {"name": "adam", "lr": 0.003, "betas": [0.9, 0.999]}])
+@pytest.mark.parametrize(
+    "opt", [{"name": "sgd", "lr": 0.05, "momentum": 0.9}, {"name": "adam", "lr": 0.003, "betas": [0.9, 0.999]}]
+)
 def test_one_learner_agn_is_normalized_local_training(digits, opt):
     """λ = 1, H = 4, k = 5 commits. With θ_{k,0} = θ̃_k, θ_{k,h+1} = θ_{k,h} + u_{k,h} where u_{k,h} is one step of
     the learner's torch optimizer (state kept across commits) on mini-batch kH + h of the sample stream:
@@ -185,8 +194,10 @@ def test_commit_scales_agn_over_h_and_dynsgd_over_staleness(digits):
     torch.manual_seed(0)
     net = build_model("mlp", digits.input_shape, digits.num_classes)
     opt = {"name": "adam", "lr": 0.003}
-    runs = {n: _drive(_local(digits, Protocol(n, lam, local_steps=H), sched, opt), net, sched.num_updates)
-            for n in ("downpour", "agn", "dynsgd")}
+    runs = {
+        n: _drive(_local(digits, Protocol(n, lam, local_steps=H), sched, opt), net, sched.num_updates)
+        for n in ("downpour", "agn", "dynsgd")
+    }
     sigma = sched.staleness
     assert sigma.max() >= 2
     for i in range(sched.num_updates):
@@ -195,8 +206,9 @@ def test_commit_scales_agn_over_h_and_dynsgd_over_staleness(digits):
             assert torch.allclose(runs["dynsgd"][i][k], v / (sigma[i] + 1), rtol=1e-6, atol=1e-9)
 
 
-@pytest.mark.parametrize("name,opt", [("agn", {"name": "adam", "lr": 0.003}),
-                                      ("aeasgd", {"name": "sgd", "lr": 0.05, "momentum": 0.9})])
+@pytest.mark.parametrize(
+    "name,opt", [("agn", {"name": "adam", "lr": 0.003}), ("aeasgd", {"name": "sgd", "lr": 0.05, "momentum": 0.9})]
+)
 def test_vmapped_windows_equal_one_window_at_a_time(digits, name, opt):
     """Lazy batches of ≈λ windows (vmap over learners) give the commits of computing each window alone."""
     lam, H = 6, 3
@@ -243,8 +255,15 @@ def test_learner_state_dict_resumes_exactly(digits):
 def test_train_runs_agn_end_to_end(compose_cfg, tmp_path):
     from psbench.train import train
 
-    cfg = compose_cfg("trainer.progress=none", "protocol=agn", "protocol.local_steps=5", "learners=4",
-                      "batch_size=16", "epochs=1", "optimizer=adam")
+    cfg = compose_cfg(
+        "trainer.progress=none",
+        "protocol=agn",
+        "protocol.local_steps=5",
+        "learners=4",
+        "batch_size=16",
+        "epochs=1",
+        "optimizer=adam",
+    )
     validate(cfg)
     (tmp_path / "run").mkdir(exist_ok=True)
     s = train(cfg, tmp_path / "run")
@@ -256,8 +275,16 @@ def test_polynomial_decay_reaches_the_server_and_the_learners(compose_cfg, tmp_p
     """TernGrad §4's lr decay applies to local-step runs too (server SGD and the learners read the same lr)."""
     from psbench.train import train
 
-    base = ("trainer.progress=none", "protocol=agn", "protocol.local_steps=3", "learners=2", "batch_size=16",
-            "epochs=1", "trainer.max_updates=6", "logger=none")
+    base = (
+        "trainer.progress=none",
+        "protocol=agn",
+        "protocol.local_steps=3",
+        "learners=2",
+        "batch_size=16",
+        "epochs=1",
+        "trainer.max_updates=6",
+        "logger=none",
+    )
     sha = {}
     for label, extra in (("const", ()), ("poly", ("optimizer.poly_power=0.5",))):
         (tmp_path / label).mkdir()
@@ -266,27 +293,35 @@ def test_polynomial_decay_reaches_the_server_and_the_learners(compose_cfg, tmp_p
     assert sha["const"] != sha["poly"]
 
 
-@pytest.mark.parametrize("overrides,key", [
-    (["protocol=async", "+protocol.local_steps=4"], "protocol.local_steps"),
-    (["protocol=softsync", "protocol.n=2", "+protocol.local_steps=1"], "protocol.local_steps"),
-    (["protocol=agn", "protocol.local_steps=0"], "protocol.local_steps"),
-    (["protocol=dynsgd", "protocol.local_steps=2.5"], "protocol.local_steps"),
-    (["protocol=aeasgd", "protocol.rho=0"], "protocol.rho"),
-    (["protocol=aeasgd", "protocol.rho=-1.0"], "protocol.rho"),
-    (["protocol=aeasgd", "protocol.rho=20", "optimizer.lr=0.1"], "protocol.rho"),  # ρη = 2 overshoots the center
-    (["protocol=agn", "+protocol.rho=1.0"], "protocol.rho"),
-])
+@pytest.mark.parametrize(
+    "overrides,key",
+    [
+        (["protocol=async", "+protocol.local_steps=4"], "protocol.local_steps"),
+        (["protocol=softsync", "protocol.n=2", "+protocol.local_steps=1"], "protocol.local_steps"),
+        (["protocol=agn", "protocol.local_steps=0"], "protocol.local_steps"),
+        (["protocol=dynsgd", "protocol.local_steps=2.5"], "protocol.local_steps"),
+        (["protocol=aeasgd", "protocol.rho=0"], "protocol.rho"),
+        (["protocol=aeasgd", "protocol.rho=-1.0"], "protocol.rho"),
+        (["protocol=aeasgd", "protocol.rho=20", "optimizer.lr=0.1"], "protocol.rho"),  # ρη = 2 overshoots the center
+        (["protocol=agn", "+protocol.rho=1.0"], "protocol.rho"),
+    ],
+)
 def test_bad_local_step_input_names_the_key(compose_cfg, overrides, key):
     with pytest.raises(ConfigError) as e:
         validate(compose_cfg(*overrides))
     assert e.value.key == key and key in str(e.value)
 
 
-@pytest.mark.parametrize("kw,key", [(dict(name="async", local_steps=3), "protocol.local_steps"),
-                                    (dict(name="agn", local_steps=0), "protocol.local_steps"),
-                                    (dict(name="aeasgd", local_steps=2), "protocol.rho"),
-                                    (dict(name="aeasgd", rho=0.0), "protocol.rho"),
-                                    (dict(name="dynsgd", rho=1.0), "protocol.rho")])
+@pytest.mark.parametrize(
+    "kw,key",
+    [
+        (dict(name="async", local_steps=3), "protocol.local_steps"),
+        (dict(name="agn", local_steps=0), "protocol.local_steps"),
+        (dict(name="aeasgd", local_steps=2), "protocol.rho"),
+        (dict(name="aeasgd", rho=0.0), "protocol.rho"),
+        (dict(name="dynsgd", rho=1.0), "protocol.rho"),
+    ],
+)
 def test_protocol_refuses_bad_local_steps(kw, key):
     with pytest.raises(ConfigError) as e:
         Protocol(learners=4, **kw)
@@ -305,9 +340,12 @@ def test_temporal_efficiency_eq4():
     def hist(pairs):
         return [types.SimpleNamespace(step=s, value=v, timestamp=0) for s, v in pairs]
 
-    client = types.SimpleNamespace(get_metric_history=lambda run, m: {
-        ("r", "train_accuracy"): hist([(0, 0.1), (10, 0.5), (20, 0.9)]),
-        ("r", "sim_time_s"): hist([(0, 0.0), (10, 2.0), (20, 4.0)])}[(run, m)])
+    client = types.SimpleNamespace(
+        get_metric_history=lambda run, m: {
+            ("r", "train_accuracy"): hist([(0, 0.1), (10, 0.5), (20, 0.9)]),
+            ("r", "sim_time_s"): hist([(0, 0.0), (10, 2.0), (20, 4.0)]),
+        }[(run, m)]
+    )
     ts, f = mlflow_curve(client, "r")
     assert ts.tolist() == [0.0, 2.0, 4.0] and f.tolist() == [0.1, 0.5, 0.9]
 
@@ -319,8 +357,14 @@ def _agn_sweep_and_report(root: Path, script: str, *args: str) -> Path:
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    subprocess.run([sys.executable, str(repo / "sweeps" / script), *args, "trainer.num_threads=1"], cwd=root,
-                   env={**os.environ, "PSBENCH_ROOT": str(root)}, capture_output=True, text=True, check=True)
+    subprocess.run(
+        [sys.executable, str(repo / "sweeps" / script), *args, "trainer.num_threads=1"],
+        cwd=root,
+        env={**os.environ, "PSBENCH_ROOT": str(root)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sys.path.insert(0, str(repo))
     from analysis.report import build
 

@@ -23,8 +23,12 @@ from psbench.strategy.lookahead import GATHER_SAMPLES
 
 warnings.filterwarnings("ignore", ".*does not have many workers.*")
 COST = CostModel(compute=ComputeModel(1e-3, 1e-4), message_bytes=40_000, jitter_cv=0.2)
-PROTOCOLS = {"30-softsync": Protocol("softsync", 30, n=30), "async": Protocol("async", 16),
-             "ssp-s3": Protocol("ssp", 16, staleness_bound=3), "1-softsync": Protocol("softsync", 8, n=1)}
+PROTOCOLS = {
+    "30-softsync": Protocol("softsync", 30, n=30),
+    "async": Protocol("async", 16),
+    "ssp-s3": Protocol("ssp", 16, staleness_bound=3),
+    "1-softsync": Protocol("softsync", 8, n=1),
+}
 
 
 def fit(dm, proto: Protocol, gradients: int, mu: int = 4, batching: str = "auto", model: str = "mlp", **kw):
@@ -32,12 +36,22 @@ def fit(dm, proto: Protocol, gradients: int, mu: int = 4, batching: str = "auto"
     torch.manual_seed(0)
     net = build_model(model, dm.input_shape, dm.num_classes)
     strategy = ParameterServerStrategy(sched, batching, **kw)
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         limit_val_batches=0, deterministic=True)
+    trainer = pl.Trainer(
+        strategy=strategy,
+        accelerator="cpu",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        deterministic=True,
+    )
     data = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy("per_gradient"), mu, proto.learners, 0)
-    trainer.fit(ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}),
-                train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
+    trainer.fit(
+        ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}),
+        train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None),
+    )
     assert strategy.updates_done == sched.num_updates
     return torch.cat([p.detach().reshape(-1) for p in net.parameters()]), strategy, sched
 
@@ -180,9 +194,17 @@ def test_peak_count_is_what_update_by_update_execution_holds():
     assert peak == SnapshotStore.peak_count(sched) > 1
 
 
-SYNTH_CIFAR = ("trainer.progress=none", "dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_test=100",
-               "model=cifar_cnn", "batch_size=4", "protocol=async", "trainer.eval_every_epochs=100",
-               "hardware=p775")
+SYNTH_CIFAR = (
+    "trainer.progress=none",
+    "dataset=synthetic",
+    "dataset.shape=[3,32,32]",
+    "dataset.num_test=100",
+    "model=cifar_cnn",
+    "batch_size=4",
+    "protocol=async",
+    "trainer.eval_every_epochs=100",
+    "hardware=p775",
+)
 
 
 def _train(compose_cfg, tmp_path, *overrides):
@@ -197,8 +219,9 @@ def test_a_schedule_that_cannot_fit_the_budget_is_refused_up_front(compose_cfg, 
     from psbench.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
-        _train(compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=200", "dataset.num_train=8000",
-               "trainer.memory_budget_mb=10")  # p775: up to 72 distinct snapshots in flight
+        _train(
+            compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=200", "dataset.num_train=8000", "trainer.memory_budget_mb=10"
+        )  # p775: up to 72 distinct snapshots in flight
     line = str(err.value)
     assert err.value.key == "trainer.memory_budget_mb" and "\n" not in line
     assert line.startswith("trainer.memory_budget_mb=10 is invalid: allowed at least ")
@@ -210,15 +233,30 @@ def test_a_schedule_that_cannot_fit_the_budget_is_refused_up_front(compose_cfg, 
 def test_async_with_1000_learners_on_the_cifar_cnn_runs_within_its_budget(compose_cfg, tmp_path):
     """λ = 1,000: ~1,000 gradients of the CIFAR CNN in flight (0.34 MiB each); computing them all ahead would
     hold ~340 MiB, the 100 MiB budget makes the look-ahead shrink."""
-    s = _train(compose_cfg, tmp_path, *SYNTH_CIFAR, "learners=1000", "dataset.num_train=8000", "epochs=2",
-               "lr_policy=mean_staleness", "trainer.memory_budget_mb=100")
+    s = _train(
+        compose_cfg,
+        tmp_path,
+        *SYNTH_CIFAR,
+        "learners=1000",
+        "dataset.num_train=8000",
+        "epochs=2",
+        "lr_policy=mean_staleness",
+        "trainer.memory_budget_mb=100",
+    )
     assert s["status"] == "finished" and s["updates_done"] == s["ps_updates"] == 4000
     assert s["staleness_max"] > 900
     assert 20 * 2**20 < s["peak_snapshot_bytes"] <= 100 * 2**20
 
 
-DEVICE_RUN = ("trainer.progress=none", "epochs=1", "protocol=softsync", "protocol.n=4", "learners=8", "batch_size=8",
-              "lr_policy=mean_staleness")
+DEVICE_RUN = (
+    "trainer.progress=none",
+    "epochs=1",
+    "protocol=softsync",
+    "protocol.n=4",
+    "learners=8",
+    "batch_size=8",
+    "lr_policy=mean_staleness",
+)
 
 
 def test_accelerator_cpu_is_the_default_and_a_missing_device_is_refused(compose_cfg, tmp_path):
@@ -234,8 +272,10 @@ def test_accelerator_cpu_is_the_default_and_a_missing_device_is_refused(compose_
         _train(compose_cfg, tmp_path, *DEVICE_RUN, f"trainer.accelerator={missing}")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: the CUDA run cannot be "
-                    "compared with the CPU run")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="no CUDA device on this machine: the CUDA run cannot be compared with the CPU run",
+)
 def test_cuda_gives_the_cpu_weights_to_float_tolerance(compose_cfg, tmp_path):
     cpu = _train(compose_cfg, tmp_path / "cpu", *DEVICE_RUN, "trainer.accelerator=cpu")
     cuda = _train(compose_cfg, tmp_path / "cuda", *DEVICE_RUN, "trainer.accelerator=cuda")
@@ -254,8 +294,16 @@ def test_a_checkpoint_written_without_look_ahead_resumes_to_the_same_weights(com
     def update_by_update(self, *a, **kw):  # the execution that wrote such checkpoints
         init(self, *a, **{**kw, "ahead": 0})
 
-    args = ("trainer.progress=none", "trainer.num_threads=1", "epochs=1", "batch_size=8", "protocol=softsync",
-            "protocol.n=4", "learners=8", "trainer.batching=loop")
+    args = (
+        "trainer.progress=none",
+        "trainer.num_threads=1",
+        "epochs=1",
+        "batch_size=8",
+        "protocol=softsync",
+        "protocol.n=4",
+        "learners=8",
+        "trainer.batching=loop",
+    )
     cfg = compose_cfg(*args)
     (tmp_path / "full").mkdir()
     full = train(cfg, tmp_path / "full", None, None)
@@ -280,9 +328,21 @@ def test_the_summarys_test_error_and_loss_are_the_final_weights_evaluation(compo
     from psbench.assemble import build_data_and_model
     from psbench.models.evaluate import evaluate
 
-    cfg = compose_cfg("trainer.progress=none", "dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_test=300",
-                      "dataset.num_train=400", "model=cifar_cnn", "epochs=1", "protocol=softsync", "protocol.n=2",
-                      "learners=4", "batch_size=8", f"trainer.eval_every_epochs={every}", "dataset.eval_batch_size=128")
+    cfg = compose_cfg(
+        "trainer.progress=none",
+        "dataset=synthetic",
+        "dataset.shape=[3,32,32]",
+        "dataset.num_test=300",
+        "dataset.num_train=400",
+        "model=cifar_cnn",
+        "epochs=1",
+        "protocol=softsync",
+        "protocol.n=2",
+        "learners=4",
+        "batch_size=8",
+        f"trainer.eval_every_epochs={every}",
+        "dataset.eval_batch_size=128",
+    )
     from psbench.strategy import executor
     from psbench.train import train
 

@@ -39,15 +39,18 @@ def test_schedule_none_milestones_poly_and_both():
     assert both(30) == pytest.approx(0.05)
 
 
-@pytest.mark.parametrize(("cfg", "key"), [
-    ({"poly_power": 0, "poly_epochs": 1}, "optimizer.poly_power"),
-    ({"poly_power": -0.5, "poly_epochs": 1}, "optimizer.poly_power"),
-    ({"poly_power": "half", "poly_epochs": 1}, "optimizer.poly_power"),
-    ({"poly_power": True, "poly_epochs": 1}, "optimizer.poly_power"),
-    ({"poly_power": 0.5, "poly_epochs": 0}, "optimizer.poly_epochs"),
-    ({"poly_power": 0.5, "poly_epochs": None}, "optimizer.poly_epochs"),
-    ({"poly_power": 0.5, "poly_epochs": float("inf")}, "optimizer.poly_epochs"),
-])
+@pytest.mark.parametrize(
+    ("cfg", "key"),
+    [
+        ({"poly_power": 0, "poly_epochs": 1}, "optimizer.poly_power"),
+        ({"poly_power": -0.5, "poly_epochs": 1}, "optimizer.poly_power"),
+        ({"poly_power": "half", "poly_epochs": 1}, "optimizer.poly_power"),
+        ({"poly_power": True, "poly_epochs": 1}, "optimizer.poly_power"),
+        ({"poly_power": 0.5, "poly_epochs": 0}, "optimizer.poly_epochs"),
+        ({"poly_power": 0.5, "poly_epochs": None}, "optimizer.poly_epochs"),
+        ({"poly_power": 0.5, "poly_epochs": float("inf")}, "optimizer.poly_epochs"),
+    ],
+)
 def test_bad_poly_values_name_the_key(cfg, key):
     with pytest.raises(ConfigError) as e:
         lr_schedule(cfg, 10.0)
@@ -70,9 +73,17 @@ def test_strategy_applies_the_poly_lr_at_every_update(digits):
         torch.manual_seed(0)
         net = build_model("mlp", digits.input_shape, digits.num_classes)
         module = ClassifierModule(net, optimizer, updates_per_epoch=1.0)  # poly_epochs = updates
-        trainer = pl.Trainer(strategy=ParameterServerStrategy(sched), accelerator="cpu", max_epochs=1, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             limit_val_batches=0, deterministic=True)
+        trainer = pl.Trainer(
+            strategy=ParameterServerStrategy(sched),
+            accelerator="cpu",
+            max_epochs=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            deterministic=True,
+        )
         batches = UpdateBatches(sched, digits.x_train, digits.y_train, mu, LRPolicy(), mu, 1, 0)
         data = torch.utils.data.DataLoader(batches, batch_size=None)
         trainer.fit(module, train_dataloaders=data)

@@ -47,7 +47,12 @@ def test_cifarnet_is_the_tf_tutorial_net_on_24x24_crops() -> None:
         model = meta("cifarnet", shape, 10)
         assert count_parameters(model) == 1_068_298
         assert [tuple(p.shape) for p in model.parameters()][::2] == [
-            (64, 3, 5, 5), (64, 64, 5, 5), (384, 2304), (192, 384), (10, 192)]
+            (64, 3, 5, 5),
+            (64, 64, 5, 5),
+            (384, 2304),
+            (192, 384),
+            (10, 192),
+        ]
     whole = meta("cifarnet", (3, 32, 32), 10, crop=None)  # 32 → 16 → 8: 8·8·64 fc inputs
     assert whole.classifier[0].in_features == 4096 and count_parameters(whole) == 1_756_426
 
@@ -70,7 +75,12 @@ def test_alexnet_matches_rudra_size_and_terngrad_last_layer_share() -> None:
     assert count_parameters(meta("alexnet", (3, 227, 227), 1000, groups=1)) == 62_378_344  # no 2-GPU grouping
     convs = [m for m in crop.features if isinstance(m, nn.Conv2d)]
     assert [(c.out_channels, c.kernel_size[0], c.stride[0], c.groups) for c in convs] == [
-        (96, 11, 4, 1), (256, 5, 1, 2), (384, 3, 1, 1), (384, 3, 1, 2), (256, 3, 1, 2)]
+        (96, 11, 4, 1),
+        (256, 5, 1, 2),
+        (384, 3, 1, 1),
+        (384, 3, 1, 2),
+        (256, 3, 1, 2),
+    ]
 
 
 def test_alexnet_batchnorm_is_terngrads_variant() -> None:
@@ -97,8 +107,16 @@ def test_vgg_a_is_vgg11() -> None:
     """TernGrad §5 / Fig 5 VggNet-A: 8 conv 3×3 + 3 fc; 7·7·512 fc inputs on 224×224, 132,863,336 parameters."""
     model = meta("vgg_a", (3, 224, 224), 1000)
     assert count_parameters(model) == 132_863_336
-    assert [m.out_channels for m in model.features if isinstance(m, nn.Conv2d)] == [64, 128, 256, 256, 512, 512,
-                                                                                     512, 512]
+    assert [m.out_channels for m in model.features if isinstance(m, nn.Conv2d)] == [
+        64,
+        128,
+        256,
+        256,
+        512,
+        512,
+        512,
+        512,
+    ]
     assert model.classifier[0].in_features == 7 * 7 * 512
     assert meta("vgg_a", (3, 32, 32), 10).classifier[0].in_features == 512  # CIFAR-sized input
 
@@ -142,7 +160,7 @@ def test_tf_same_max_pool_windows(size: int) -> None:
     for i in range(n_out):
         for j in range(n_out):
             r0, c0 = max(2 * i - before, 0), max(2 * j - before, 0)
-            window = x[..., r0:2 * i - before + 3, c0:2 * j - before + 3]
+            window = x[..., r0 : 2 * i - before + 3, c0 : 2 * j - before + 3]
             assert torch.equal(out[..., i, j], window.amax(dim=(-2, -1)))
 
 
@@ -152,7 +170,7 @@ def test_cifarnet_lrn_is_tf_lrn() -> None:
     x = torch.randn(2, 12, 5, 5) * 10
     lrn = build_model("cifarnet", (3, 24, 24), 10).features[3]
     sq = F.pad(x * x, (0, 0, 0, 0, 4, 4))
-    window = torch.stack([sq[:, d:d + 9].sum(1) for d in range(12)], 1)
+    window = torch.stack([sq[:, d : d + 9].sum(1) for d in range(12)], 1)
     expected = x / (1 + 0.001 / 9 * window) ** 0.75
     assert torch.allclose(lrn(x), expected, rtol=1e-5, atol=1e-6)
     assert not torch.allclose(lrn(x), x, rtol=1e-2)  # not the identity at this scale
@@ -207,8 +225,9 @@ def test_vmap_grad_matches_separate_backward(case) -> None:
         torch.manual_seed(seed)
         models.append(build_model(name, shape, classes, **kw).double())
     base = models[0]
-    stacked = {k: torch.stack([dict(m.named_parameters())[k].detach() for m in models])
-               for k, _ in base.named_parameters()}
+    stacked = {
+        k: torch.stack([dict(m.named_parameters())[k].detach() for m in models]) for k, _ in base.named_parameters()
+    }
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(3, 4, *shape, generator=gen, dtype=torch.float64) * 3
     y = torch.randint(0, classes, (3, 4), generator=gen)
@@ -236,10 +255,13 @@ def test_cifarnet_trains_through_the_parameter_server_strategy() -> None:
     batches = UpdateBatches(sched, x, y, mu, LRPolicy(), mu, lam, 0)
     torch.manual_seed(0)
     net = build_model("cifarnet", (3, 32, 32), 10)
-    snaps = {t: {k: v.detach() + 0.01 * torch.randn_like(v) for k, v in net.named_parameters()}
-             for t in range(sched.num_updates + 1)}
+    snaps = {
+        t: {k: v.detach() + 0.01 * torch.randn_like(v) for k, v in net.named_parameters()}
+        for t in range(sched.num_updates + 1)
+    }
     multi = [i for i in range(sched.num_updates) if len(batches[i].groups) >= 2]
     assert multi, "the schedule has no update reading two snapshots"
+
     def gradient(mode: str) -> tuple[dict, torch.Tensor]:  # update multi[0]'s, on θ_i = snaps[i]
         ahead = Lookahead(sched, batches, net, ClassifierModule.loss, mode=mode)
         return [ahead.update_gradient(i, snaps[i]) for i in range(multi[0] + 1)][-1]
@@ -253,9 +275,17 @@ def test_cifarnet_trains_through_the_parameter_server_strategy() -> None:
 
     before = [p.detach().clone() for p in net.parameters()]
     strategy = ParameterServerStrategy(sched, "vmap")
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         limit_val_batches=0, deterministic=True)
+    trainer = pl.Trainer(
+        strategy=strategy,
+        accelerator="cpu",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        deterministic=True,
+    )
     module = ClassifierModule(net, {"name": "sgd", "lr": 0.01, "momentum": 0.9})
     trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
     assert strategy.updates_done == sched.num_updates and not strategy.diverged
@@ -317,8 +347,15 @@ def test_ssp_family_from_config(compose_cfg) -> None:
     from psbench.assemble import build_data_and_model
     from psbench.validate import validate
 
-    cfg = compose_cfg("model=ssp_mlp", "model.hidden=[32,32]", "dataset=synthetic", "dataset.shape=[360]",
-                      "dataset.num_classes=2001", "dataset.num_train=64", "dataset.num_test=16")
+    cfg = compose_cfg(
+        "model=ssp_mlp",
+        "model.hidden=[32,32]",
+        "dataset=synthetic",
+        "dataset.shape=[360]",
+        "dataset.num_classes=2001",
+        "dataset.num_train=64",
+        "dataset.num_test=16",
+    )
     validate(cfg)
     _, net = build_data_and_model(cfg)
     assert [m.out_features for m in net.modules() if isinstance(m, nn.Linear)] == [32, 32, 2001]
@@ -362,5 +399,7 @@ def test_large_models_without_batchnorm_have_nothing_vmap_cannot_batch(name: str
     """No buffers, dropout or in-place ops: the same functional_call + vmap path as the small ones works."""
     model = meta(name, (3, 224, 224), 1000)
     assert not list(model.buffers())
-    assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm | nn.Dropout) or getattr(m, "inplace", False)
-                   for m in model.modules())
+    assert not any(
+        isinstance(m, nn.modules.batchnorm._BatchNorm | nn.Dropout) or getattr(m, "inplace", False)
+        for m in model.modules()
+    )

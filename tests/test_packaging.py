@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
 
 
 def test_pip_install_dot_runs_psbench_and_python_m_psbench_outside_the_repo(tmp_path):
@@ -31,8 +32,20 @@ def test_pip_install_dot_runs_psbench_and_python_m_psbench_outside_the_repo(tmp_
     for name in ("pyproject.toml", "README.md"):
         shutil.copyfile(REPO / name, tree / name)
     wheels = tmp_path / "wheels"
-    build = _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                 "-w", wheels, tree, cwd=tmp_path)
+    build = _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-w",
+        wheels,
+        tree,
+        cwd=tmp_path,
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = wheels.glob("psbench-*.whl")
 
@@ -42,21 +55,24 @@ def test_pip_install_dot_runs_psbench_and_python_m_psbench_outside_the_repo(tmp_
     python = venv / "bin" / "python"
     (purelib,) = (venv / "lib").glob("python3.*/site-packages")
     (purelib / "_psbench_test_deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    install = _run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index",
-                   wheel, cwd=tmp_path)
+    install = _run(
+        sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel, cwd=tmp_path
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     assert (purelib / "psbench" / "conf" / "config.yaml").is_file()
     assert (purelib / "hydra_plugins" / "psbench_optuna_sweeper" / "sweeper.py").is_file()
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PSBENCH_DATA", "PSBENCH_ROOT", "PYTHONPATH", "HYDRA_FULL_ERROR")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PSBENCH_DATA", "PSBENCH_ROOT", "PYTHONPATH", "HYDRA_FULL_ERROR")
+    }
     where = _run(python, "-c", "import psbench; print(psbench.__file__)", cwd=elsewhere, env=env)
     assert Path(where.stdout.strip()).is_relative_to(purelib), where.stdout + where.stderr
 
-    train = _run(venv / "bin" / "psbench", "epochs=0.1", "logger=none", "trainer.progress=none",
-                 cwd=elsewhere, env=env)
+    train = _run(venv / "bin" / "psbench", "epochs=0.1", "logger=none", "trainer.progress=none", cwd=elsewhere, env=env)
     assert train.returncode == 0, train.stderr[-3000:]
     (summary_file,) = (elsewhere / "outputs").rglob("summary.json")
     assert json.loads(summary_file.read_text())["status"] == "finished"

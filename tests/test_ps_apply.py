@@ -15,8 +15,18 @@ import torch
 
 from psbench.ps.apply import apply_update
 
-BASE = ("learners=3", "batch_size=8", "epochs=2", "trainer.max_updates=16", "trainer.num_threads=1",
-        "logger=none", "trainer.progress=none", "lr_policy=dynsgd", "protocol=softsync", "protocol.n=3")
+BASE = (
+    "learners=3",
+    "batch_size=8",
+    "epochs=2",
+    "trainer.max_updates=16",
+    "trainer.num_threads=1",
+    "logger=none",
+    "trainer.progress=none",
+    "lr_policy=dynsgd",
+    "protocol=softsync",
+    "protocol.n=3",
+)
 
 
 def _params_and_grads(seed: int = 0):
@@ -73,18 +83,26 @@ def test_lr_scale_scales_this_updates_weight_decay_only():
 
 UPDATE_OPTIONS = {
     "clip_zero": ("trainer.gradient_clip_val=0",),
-    "clip_momentum_decay_steps": ("trainer.gradient_clip_val=0.05", "optimizer.momentum=0.9",
-                                  "optimizer.weight_decay=0.01", "optimizer.milestones=[1]"),
-    "adam_decay_poly": ("optimizer=adam", "optimizer.lr=0.01", "optimizer.weight_decay=0.001",
-                        "optimizer.poly_power=0.5"),
+    "clip_momentum_decay_steps": (
+        "trainer.gradient_clip_val=0.05",
+        "optimizer.momentum=0.9",
+        "optimizer.weight_decay=0.01",
+        "optimizer.milestones=[1]",
+    ),
+    "adam_decay_poly": (
+        "optimizer=adam",
+        "optimizer.lr=0.01",
+        "optimizer.weight_decay=0.001",
+        "optimizer.poly_power=0.5",
+    ),
     "adagrad_clip": ("optimizer=adagrad", "optimizer.lr=0.05", "trainer.gradient_clip_val=1.0"),
 }
 
 
-@pytest.mark.parametrize("case", [
-    "clip_zero", *(pytest.param(c, marks=pytest.mark.slow) for c in UPDATE_OPTIONS if c != "clip_zero")])
-def test_a_dist_replay_reaches_the_simulators_weights_for_every_update_option(
-        compose_cfg, run_psbench, tmp_path, case):
+@pytest.mark.parametrize(
+    "case", ["clip_zero", *(pytest.param(c, marks=pytest.mark.slow) for c in UPDATE_OPTIONS if c != "clip_zero")]
+)
+def test_a_dist_replay_reaches_the_simulators_weights_for_every_update_option(compose_cfg, run_psbench, tmp_path, case):
     from psbench.train import train
 
     args = (*BASE, *UPDATE_OPTIONS[case])

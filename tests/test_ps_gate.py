@@ -172,8 +172,9 @@ class ScriptedTransport:
         r = self.granted.pop(l)
         k = self.clock.get(l, 0)
         self.clock[l] = k + 1
-        return Inbound(l, m.Push(m.PUSH, r.ts, k, r.sample_start, 0.0, 0.0, 0.0, 1, r.row), torch.zeros(self.numel),
-                       None)
+        return Inbound(
+            l, m.Push(m.PUSH, r.ts, k, r.sample_start, 0.0, 0.0, 0.0, 1, r.row), torch.zeros(self.numel), None
+        )
 
     def get(self, timeout):
         while self.script:
@@ -199,8 +200,20 @@ def run_ps(protocol: Protocol, G: int, script, tolerate: bool = True) -> tuple[P
     torch.manual_seed(0)
     net = build_model("mlp", (1, 4, 4), 3, hidden=(8,))
     tr = ScriptedTransport(script, sum(p.numel() for p in net.parameters()))
-    ps = ParameterServer(net, torch.optim.SGD(net.parameters(), lr=0.01), None, protocol, LRPolicy(), MU, MU, G, tr,
-                         timeout_s=0.5, poll_s=0.0, tolerate_failures=tolerate)
+    ps = ParameterServer(
+        net,
+        torch.optim.SGD(net.parameters(), lr=0.01),
+        None,
+        protocol,
+        LRPolicy(),
+        MU,
+        MU,
+        G,
+        tr,
+        timeout_s=0.5,
+        poll_s=0.0,
+        tolerate_failures=tolerate,
+    )
     ps.run()
     return ps, tr
 
@@ -284,8 +297,12 @@ def _pushes(trace):
 
 
 # ----------------------------------------------------------------------------- parity
-CASES = [Protocol("hardsync", LAM), Protocol("softsync", LAM, n=2), Protocol("async", LAM),
-         Protocol("ssp", LAM, staleness_bound=1)]
+CASES = [
+    Protocol("hardsync", LAM),
+    Protocol("softsync", LAM, n=2),
+    Protocol("async", LAM),
+    Protocol("ssp", LAM, staleness_bound=1),
+]
 
 
 @pytest.mark.parametrize("protocol", CASES, ids=lambda p: p.label)
@@ -300,7 +317,7 @@ def test_simulator_and_ps_make_the_same_decisions_from_the_same_arrival_order(ga
     # every decision identical until the G-th gradient is handed out (the PS grants at its read)
     last_read = max(i for i, e in enumerate(real) if e[0] == "start" and e[3] >= 0) - 1
     assert real[last_read][0] == "read"
-    n = len(_without_starts(real[:last_read + 1]))
+    n = len(_without_starts(real[: last_read + 1]))
     assert _without_starts(sim)[:n] == _without_starts(real)[:n]
     assert sum(e[0] == "push" for e in real[:last_read]) >= G - 2 * LAM  # all but the last round
     # the same G grants (learner, weights, samples) in the same order, the same pushes and updates
@@ -322,8 +339,11 @@ def test_simulator_and_ps_make_the_same_decisions_from_the_same_arrival_order(ga
         assert ps.stats.ssp_violations == 0 and ps.stats.ssp_max_lag == 1
 
 
-@pytest.mark.parametrize("protocol", [Protocol("async", LAM), Protocol("ssp", LAM, staleness_bound=1),
-                                      Protocol("softsync", LAM, n=2)], ids=lambda p: p.label)
+@pytest.mark.parametrize(
+    "protocol",
+    [Protocol("async", LAM), Protocol("ssp", LAM, staleness_bound=1), Protocol("softsync", LAM, n=2)],
+    ids=lambda p: p.label,
+)
 def test_a_learner_dying_mid_run_gives_the_same_decisions_in_both_drivers(gates, protocol):
     """The slow learner dies with a gradient in flight halfway through; the simulator has no
     failures, so its event order (without the victim's later arrivals) drives the gate directly."""
@@ -332,7 +352,7 @@ def test_a_learner_dying_mid_run_gives_the_same_decisions_in_both_drivers(gates,
     script = arrivals(sim_gate.trace, LAM)
     victim_pushes = [i for i, (k, l) in enumerate(script) if k == PUSH and l == SLOW]
     cut = victim_pushes[len(victim_pushes) // 2]
-    script = script[:cut] + [(DIE, SLOW)] + [a for a in script[cut + 1:] if a[1] != SLOW]
+    script = script[:cut] + [(DIE, SLOW)] + [a for a in script[cut + 1 :] if a[1] != SLOW]
 
     ps, tr = run_ps(protocol, G, script)
     direct = RecordingGate(protocol, G, MU)
@@ -438,8 +458,22 @@ def test_a_learner_parked_when_the_budget_runs_out_is_stopped_not_left_waiting(g
     """SSP s = 0: learner 1 runs a clock ahead and parks; the last gradient goes to learner 0, so
     learner 2 — the slowest — is stopped at its read and learner 1 could never be released."""
     p = Protocol("ssp", 3, staleness_bound=0)
-    script = [(HELLO, 0), (HELLO, 1), (HELLO, 2), (PUSH, 2), (PUSH, 1), (PUSH, 0), (PULL, 2), (PULL, 1), (PULL, 1),
-              (PUSH, 1), (PULL, 1), (PULL, 0), (PULL, 0), (PULL, 2)]
+    script = [
+        (HELLO, 0),
+        (HELLO, 1),
+        (HELLO, 2),
+        (PUSH, 2),
+        (PUSH, 1),
+        (PUSH, 0),
+        (PULL, 2),
+        (PULL, 1),
+        (PULL, 1),
+        (PUSH, 1),
+        (PULL, 1),
+        (PULL, 0),
+        (PULL, 0),
+        (PULL, 2),
+    ]
     direct = RecordingGate(p, 5, MU)
     assert drive(direct, script, 3) == {0, 1, 2}
     assert ("ready", 1, PARK) in direct.trace and ("stranded", (1,)) in direct.trace
@@ -459,8 +493,10 @@ def test_the_partial_last_update_applies_what_is_left():
 
 
 def test_the_gate_and_the_simulator_import_neither_torch_nor_an_executor():
-    code = ("import sys, psbench.ps.gate, psbench.ps.simulator; "
-            "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('psbench.strategy', 'psbench.distributed', "
-            "'psbench.train'))]; print(bad)")
+    code = (
+        "import sys, psbench.ps.gate, psbench.ps.simulator; "
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith(('psbench.strategy', 'psbench.distributed', "
+        "'psbench.train'))]; print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -138,8 +138,7 @@ def test_caffe_fillers_measured_on_a_built_model() -> None:
 def test_layer_order_and_lrn_parameters_are_the_prototxts() -> None:
     net = _recipe_net()
     names = [n for n, _ in net.features.named_children()]
-    assert names == ["conv1", "pool1", "relu1", "norm1", "conv2", "relu2", "pool2", "norm2",
-                     "conv3", "relu3", "pool3"]
+    assert names == ["conv1", "pool1", "relu1", "norm1", "conv2", "relu2", "pool2", "norm2", "conv3", "relu3", "pool3"]
     assert isinstance(net.features.pool1, torch.nn.MaxPool2d) and isinstance(net.features.pool2, torch.nn.AvgPool2d)
     for norm in (net.features.norm1, net.features.norm2):
         assert isinstance(norm, WithinChannelLRN)
@@ -158,7 +157,7 @@ def test_within_channel_lrn_is_caffes_formula() -> None:
     for c in range(2):
         for i in range(5):
             for j in range(5):
-                s = (pad[0, c, i:i + 3, j:j + 3] ** 2).sum()
+                s = (pad[0, c, i : i + 3, j : j + 3] ** 2).sum()
                 want[0, c, i, j] = x[0, c, i, j] / (1 + 5e-05 / 9 * s) ** 0.75
     assert torch.allclose(got, want, rtol=1e-12)
 
@@ -252,11 +251,30 @@ def test_both_engines_apply_the_recipes_groups_and_scaled_decay_bit_for_bit(comp
     from test_dist_engine import _replay_against_sim
 
     sim, dist = _replay_against_sim(
-        compose_cfg, run_psbench, tmp_path, "model=cifar_cnn", "model.init=caffe", "model.multipliers=caffe",
-        "dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_train=48", "dataset.num_test=8",
-        "dataset.preprocess=mean", "learners=3", "batch_size=4", "epochs=1", "trainer.max_updates=9",
-        "protocol=softsync", "protocol.n=3", "lr_policy=per_gradient", "optimizer.lr=0.01",
-        "optimizer.weight_decay=0.004", "trainer.num_threads=1", "trainer.batching=loop", "logger=none")
+        compose_cfg,
+        run_psbench,
+        tmp_path,
+        "model=cifar_cnn",
+        "model.init=caffe",
+        "model.multipliers=caffe",
+        "dataset=synthetic",
+        "dataset.shape=[3,32,32]",
+        "dataset.num_train=48",
+        "dataset.num_test=8",
+        "dataset.preprocess=mean",
+        "learners=3",
+        "batch_size=4",
+        "epochs=1",
+        "trainer.max_updates=9",
+        "protocol=softsync",
+        "protocol.n=3",
+        "lr_policy=per_gradient",
+        "optimizer.lr=0.01",
+        "optimizer.weight_decay=0.004",
+        "trainer.num_threads=1",
+        "trainer.batching=loop",
+        "logger=none",
+    )
     assert sim["ps_updates"] == 9 and dist["weights_sha256"] == sim["weights_sha256"]
 
 
@@ -284,18 +302,30 @@ def test_every_rudra_and_zhang_cifar_preset_uses_the_recipe(compose_cfg, compose
         assert cfg.dataset.preprocess == "mean", preset
         if not cfg.schedule_only:
             o = cfg.optimizer
-            got = {"lr": o.lr, "momentum": o.momentum, "weight_decay": o.weight_decay,
-                   "milestones": list(o.milestones), "gamma": o.gamma}
+            got = {
+                "lr": o.lr,
+                "momentum": o.momentum,
+                "weight_decay": o.weight_decay,
+                "milestones": list(o.milestones),
+                "gamma": o.gamma,
+            }
             assert got == SOLVER, preset
-    assert {"rudra/fig5", "rudra/fig5_4softsync", "rudra/fig6_7", "rudra/table2", "rudra/table3",
-            "zhang/fig3"} <= set(checked)
+    assert {"rudra/fig5", "rudra/fig5_4softsync", "rudra/fig6_7", "rudra/table2", "rudra/table3", "zhang/fig3"} <= set(
+        checked
+    )
 
 
-@pytest.mark.parametrize(("preset", "layer"), [
-    ("terngrad/fig3", "symmetric"), ("terngrad/table1", "per_image"),
-    ("agn/table1", "minmax250"), ("agn/table1_ci", "minmax250"), ("agn/fig7a", "minmax250"),
-    ("ssp/fig2_4", "unit_mean"),
-])
+@pytest.mark.parametrize(
+    ("preset", "layer"),
+    [
+        ("terngrad/fig3", "symmetric"),
+        ("terngrad/table1", "per_image"),
+        ("agn/table1", "minmax250"),
+        ("agn/table1_ci", "minmax250"),
+        ("agn/fig7a", "minmax250"),
+        ("ssp/fig2_4", "unit_mean"),
+    ],
+)
 def test_the_other_papers_presets_use_their_codes_data_layer(compose_preset, preset: str, layer: str) -> None:
     assert compose_preset(preset).dataset.preprocess == layer
 
@@ -322,16 +352,31 @@ def test_single_learner_cifar10_full_learns_on_the_subset(run_psbench, psbench_r
     at the same α0 — inputs in [0, 1], torch init, no LRN/multipliers/decay — must still be within 5 points
     of chance (measured here 90.9 %): the 255× input scale is what made α0 = 0.001 a different step.
     """
-    common = ["learners=1", "batch_size=128", "epochs=6", "dataset=cifar10_subset", "model=cifar_cnn",
-              "optimizer.lr=0.001", "optimizer.momentum=0.9", "trainer.progress=plain", "logger=none",
-              "trainer.num_threads=1"]
-    recipe = ["model.lrn=true", "model.init=caffe", "model.multipliers=caffe", "dataset.preprocess=mean",
-              "optimizer.weight_decay=0.004"]
+    common = [
+        "learners=1",
+        "batch_size=128",
+        "epochs=6",
+        "dataset=cifar10_subset",
+        "model=cifar_cnn",
+        "optimizer.lr=0.001",
+        "optimizer.momentum=0.9",
+        "trainer.progress=plain",
+        "logger=none",
+        "trainer.num_threads=1",
+    ]
+    recipe = [
+        "model.lrn=true",
+        "model.init=caffe",
+        "model.multipliers=caffe",
+        "dataset.preprocess=mean",
+        "optimizer.weight_decay=0.004",
+    ]
     errors = {}
     for label, extra in (("recipe", recipe), ("unit", [])):
         out = psbench_root / label
-        proc = run_psbench(*common, *extra, f"paths.data_dir={REAL_DATA}", f"hydra.run.dir={out}", root=psbench_root,
-                           timeout=1800)
+        proc = run_psbench(
+            *common, *extra, f"paths.data_dir={REAL_DATA}", f"hydra.run.dir={out}", root=psbench_root, timeout=1800
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         errors[label] = json.loads((out / "summary.json").read_text())["test_error"]
     assert errors["recipe"] <= 0.70, errors

@@ -75,17 +75,21 @@ def test_the_runs_a_page_waits_for_are_its_sweeps():
     full67 = importlib.import_module("sweeps.rudra_fig6_7").SCALES["full"]
     assert "hydra.sweeper.constraints=['learners in [1,4,30] and batch_size in [4,128]']" in full67
     assert len(rudra_figs.FULL_SUBGRID) == 14  # 6 hardsync + 4 λ-softsync + 4 1-softsync
-    assert "hydra.sweeper.constraints=['case != \"noclip_n16\"']" in \
-        importlib.import_module("sweeps.terngrad_table1").SCALES["full"]
+    assert (
+        "hydra.sweeper.constraints=['case != \"noclip_n16\"']"
+        in importlib.import_module("sweeps.terngrad_table1").SCALES["full"]
+    )
 
 
 def test_a_claim_that_fails_on_full_data_says_its_reason_is_not_yet_found():
     from analysis.verdicts import FAILS, Claim, at_scale, at_scales
 
     c = Claim("x", FAILS, "a 1 pp worse")
-    assert at_scales("full", ["full"], [c])[0].numbers == "a 1 pp worse; why it does not hold on all of CIFAR-10 " \
-                                                         "is not yet found (the recipe, the budget, the schedule or " \
-                                                         "a real difference)"
+    assert (
+        at_scales("full", ["full"], [c])[0].numbers == "a 1 pp worse; why it does not hold on all of CIFAR-10 "
+        "is not yet found (the recipe, the budget, the schedule or "
+        "a real difference)"
+    )
     assert at_scale("full", [c])[0].numbers.endswith("a real difference)")
     assert at_scales("ci", ["ci", "full"], [c])[0].numbers == "a 1 pp worse"  # the subset: its noise, as before
     assert at_scale("full", [c._replace(verdict=HOLDS)])[0].numbers == "a 1 pp worse"
@@ -99,8 +103,10 @@ def test_a_claim_on_the_whole_test_set_says_why_it_is_not_resolvable():
     # a 1 pp tolerance on 10,000 images at 50 % error: the test set alone has 2 SE 1.41 pp
     c = equal("", [grp("a", [0.500, 0.500, 0.500]), grp("b", [0.505, 0.505, 0.505])], 0.01)
     assert c.verdict == NOT_RESOLVABLE
-    assert ("2 SE 1.41 pp = test set 1.41 pp ⊕ seeds 0.00 pp: cifar10_jpeg's whole test set (10,000 images, the "
-            "paper's own) alone is noisier than the claim's 1.00 pp") in c.numbers
+    assert (
+        "2 SE 1.41 pp = test set 1.41 pp ⊕ seeds 0.00 pp: cifar10_jpeg's whole test set (10,000 images, the "
+        "paper's own) alone is noisier than the claim's 1.00 pp"
+    ) in c.numbers
     assert "not resolvable with this test set" not in c.numbers
     # the seeds' spread dominates: more seeds decide it
     c = lower("", grp("a", [0.40, 0.46, 0.52]), grp("b", [0.47, 0.50, 0.53]))
@@ -114,27 +120,54 @@ def test_a_claim_on_the_whole_test_set_says_why_it_is_not_resolvable():
 
 
 # --------------------------------------------------------------------------- 2 and 5: full beside ci on the pages
-FIG3 = {"hardsync": 0.40, "s1_alpha0": 0.42, "s15_alpha0": 0.90, "s30_alpha0": 0.90, "s1_tau": 0.40,
-        "s15_tau": 0.402, "s30_tau": 0.404}
+FIG3 = {
+    "hardsync": 0.40,
+    "s1_alpha0": 0.42,
+    "s15_alpha0": 0.90,
+    "s30_alpha0": 0.90,
+    "s1_tau": 0.40,
+    "s15_tau": 0.402,
+    "s30_tau": 0.404,
+}
 
 
 def _fig3_and_table2(root: Path) -> None:
     s = ReportStore(root)
-    for scale, ds, note, epochs in (("ci", "cifar10_subset", "cifar10_subset", 6),
-                                    ("full", "cifar10_jpeg", JPEG_NOTE, 5)):
+    for scale, ds, note, epochs in (
+        ("ci", "cifar10_subset", "cifar10_subset", 6),
+        ("full", "cifar10_jpeg", JPEG_NOTE, 5),
+    ):
         for case, e in FIG3.items():
             for seed in SEEDS:
                 err = e + 1e-3 * (seed - 1)
-                s.run({"paper": "zhang", "figure": "3", "case": case, "scale": scale, "dataset": ds, "data_note": note},
-                      {"test_error": err, "train_loss": 2 * err, "ps_updates": 100, "epochs_done": epochs,
-                       "staleness_mean": 1.0}, seed=seed, params={"epochs": epochs},
-                      histories={"test_error": [(50, err + 0.1), (100, err)],
-                                 "train_loss": [(50, 2.5), (100, 2 * err)]})
+                s.run(
+                    {"paper": "zhang", "figure": "3", "case": case, "scale": scale, "dataset": ds, "data_note": note},
+                    {
+                        "test_error": err,
+                        "train_loss": 2 * err,
+                        "ps_updates": 100,
+                        "epochs_done": epochs,
+                        "staleness_mean": 1.0,
+                    },
+                    seed=seed,
+                    params={"epochs": epochs},
+                    histories={"test_error": [(50, err + 0.1), (100, err)], "train_loss": [(50, 2.5), (100, 2 * err)]},
+                )
     for sig, mu, lam, *_ in RP.TABLE2[128]:  # μλ ≈ 128 at full only, 0.5 pp apart
         for seed in SEEDS:
-            s.run({"paper": "rudra", "table": "2", "case": RP.case_label(sig, mu, lam), "scale": "full",
-                   "dataset": "cifar10_jpeg", "data_note": "cifar10_jpeg_q75; cifar10_jpeg_q75_2_epochs"},
-                  {"test_error": 0.500 + 0.001 * sig / 6, "sim_time_s": 10.0 + sig}, seed=seed, params={"epochs": 2})
+            s.run(
+                {
+                    "paper": "rudra",
+                    "table": "2",
+                    "case": RP.case_label(sig, mu, lam),
+                    "scale": "full",
+                    "dataset": "cifar10_jpeg",
+                    "data_note": "cifar10_jpeg_q75; cifar10_jpeg_q75_2_epochs",
+                },
+                {"test_error": 0.500 + 0.001 * sig / 6, "sim_time_s": 10.0 + sig},
+                seed=seed,
+                params={"epochs": 2},
+            )
 
 
 def test_full_pages_say_jpeg_next_to_their_numbers_and_decide_claims_beside_ci(psbench_root, tmp_path):
@@ -144,18 +177,22 @@ def test_full_pages_say_jpeg_next_to_their_numbers_and_decide_claims_beside_ci(p
     f3 = (out / "zhang_fig3.md").read_text()
     assert status["zhang_fig3"].startswith("measured at scale ci, full, ")
     # the data column of every full row says JPEG; the ci rows do not; the heading and the provenance say so too
-    full = f3[f3.index("## scale = full"):f3.index("## What the JPEG")]
-    ci = f3[f3.index("## scale = ci"):f3.index("## scale = full")]
+    full = f3[f3.index("## scale = full") : f3.index("## What the JPEG")]
+    ci = f3[f3.index("## scale = ci") : f3.index("## scale = full")]
     assert f3.count(f"| {SAID} ({JPEG_NOTE}) |") == 7 and full.count(SAID) == 7 and SAID not in ci
-    assert "## scale = full — images: JPEG q75 re-encoding of CIFAR-10 (`dataset=cifar10_jpeg`), not the original " \
-           "pixels\n" in f3
+    assert (
+        "## scale = full — images: JPEG q75 re-encoding of CIFAR-10 (`dataset=cifar10_jpeg`), not the original "
+        "pixels\n" in f3
+    )
     assert f"- data: {SAID} ({JPEG_NOTE}) (21 runs), cifar10_subset (21 runs)\n" in f3
     # each scale's verdicts: the α0/τ spread (0.4 pp) is inside the subset's noise, decided on 10,000 images
     text = "with α0/τ the n-softsync curves are virtually indistinguishable (final test error spread ≤ 2 pp)"
     assert f"| [ci] {text} | {NOT_RESOLVABLE} |" in f3 and f"| [full] {text} | {HOLDS} |" in f3
     assert "| [full] at n = λ = 30, α0/τ trains where α0 (Downpour) does not: lower final test error | holds |" in f3
-    assert ("| [full] with α0/τ the model reaches ~18 % test error irrespective of staleness | not measured | needs "
-            "scale=paper: the paper's ~18 % is after 140 epochs of CIFAR-10; this is full (5 epochs)") in f3
+    assert (
+        "| [full] with α0/τ the model reaches ~18 % test error irrespective of staleness | not measured | needs "
+        "scale=paper: the paper's ~18 % is after 140 epochs of CIFAR-10; this is full (5 epochs)"
+    ) in f3
     assert "| pending (" not in f3  # all 21 runs of full (7 cases × 3 seeds) have finished
     # Rudra Table 2 at full: 18 of its 23 × 3 runs: every claim waits for the others, showing what it has so far
     # (the 1 pp claim is open for the whole test set's noise, said as such)
@@ -163,8 +200,10 @@ def test_full_pages_say_jpeg_next_to_their_numbers_and_decide_claims_beside_ci(p
     assert f"| 3 | {SAID} (cifar10_jpeg_q75; cifar10_jpeg_q75_2_epochs) |" in t2  # the data column
     claim = next(line for line in t2.splitlines() if "spread ≤ 1 pp" in line)
     assert "| pending (18 of 69 runs) | so far, not final: " in claim
-    assert "cifar10_jpeg's whole test set (10,000 images, the paper's own) alone is noisier than the claim's " \
-           "1.00 pp" in claim
+    assert (
+        "cifar10_jpeg's whole test set (10,000 images, the paper's own) alone is noisier than the claim's "
+        "1.00 pp" in claim
+    )
     assert "| holds |" not in t2 and "| does not hold |" not in t2 and f"| {NOT_RESOLVABLE} |" not in t2
     # the verdict counts per paper and scale (columns: claims, holds, does not hold, not resolvable, undetermined,
     # pending, not measured, ours)
@@ -186,19 +225,35 @@ def _cost_runs(s: ReportStore, seeds: int = 5) -> None:
     for conf in ORIG:
         for pixels, ds, vals in (("original", "cifar10_subset", ORIG[conf]), ("jpeg_q75", "arrays", JPEG[conf])):
             for seed, e in enumerate(vals[:seeds]):
-                s.run({"experiment": "reference/cifar_jpeg_cost", "configuration": conf, "pixels": pixels,
-                       "case": f"{conf}_{pixels}", "scale": "ci", "dataset": ds,
-                       "data_note": "cifar10_subset_6_epochs" if pixels == "original" else
-                       "cifar10_jpeg_q75; cifar10_subset_6_epochs"}, {"test_error": e}, seed=seed)
+                s.run(
+                    {
+                        "experiment": "reference/cifar_jpeg_cost",
+                        "configuration": conf,
+                        "pixels": pixels,
+                        "case": f"{conf}_{pixels}",
+                        "scale": "ci",
+                        "dataset": ds,
+                        "data_note": "cifar10_subset_6_epochs"
+                        if pixels == "original"
+                        else "cifar10_jpeg_q75; cifar10_subset_6_epochs",
+                    },
+                    {"test_error": e},
+                    seed=seed,
+                )
 
 
 def _two_se_unpaired(a: tuple, b: tuple, images: int = 1_017) -> float:
-    return 2 * math.sqrt(sum(statistics.variance(v) / len(v) + statistics.fmean(v) * (1 - statistics.fmean(v)) / images
-                             for v in (a, b)))
+    return 2 * math.sqrt(
+        sum(statistics.variance(v) / len(v) + statistics.fmean(v) * (1 - statistics.fmean(v)) / images for v in (a, b))
+    )
 
 
-REFERENCE_TAGS = {"experiment": "reference/cifar10_full", "paper": "rudra", "dataset": "cifar10_jpeg",
-                  "data_note": "cifar10_jpeg_q75"}
+REFERENCE_TAGS = {
+    "experiment": "reference/cifar10_full",
+    "paper": "rudra",
+    "dataset": "cifar10_jpeg",
+    "data_note": "cifar10_jpeg_q75",
+}
 
 
 def _page(root: Path, out: Path, builder) -> str:
@@ -211,24 +266,34 @@ def test_cifar_pages_state_the_jpeg_cost_and_the_reference_within_its_tolerance(
     s = ReportStore(psbench_root)
     _cost_runs(s)
     curve = [(499 + 500 * k, 0.6 - 0.0029 * k) for k in range(140)]  # evaluated after every epoch: 60 % → 19.9 %
-    s.run(REFERENCE_TAGS, {"test_error": 0.199, "epochs_done": 140.0, "ps_updates": 70_000}, params={"epochs": 140},
-          histories={"test_error": curve})
+    s.run(
+        REFERENCE_TAGS,
+        {"test_error": 0.199, "epochs_done": 140.0, "ps_updates": 70_000},
+        params={"epochs": 140},
+        histories={"test_error": curve},
+    )
     md = _page(psbench_root, tmp_path / "r", rudra_figs.rudra_fig6_7)  # no Figs 6–7 runs: the sections still show
     o, j = ORIG["hardsync"], JPEG["hardsync"]
     d = [b - a for a, b in zip(o, j, strict=True)]  # +0.9, +1.0, +1.1, +1.0, +1.0 pp
     paired = 2 * statistics.stdev(d) / math.sqrt(5)
     unpaired = _two_se_unpaired(o, j)
-    assert (f"| hardsync | 61.00 ± {statistics.stdev(o) * 100:.2f} (n=5) | 62.00 ± {statistics.stdev(j) * 100:.2f} "
-            f"(n=5) | +1.00 | 5 | {paired * 100:.2f} | {unpaired * 100:.2f} | +0.90, +1.00, +1.10, +1.00, "
-            "+1.00 |") in md
-    assert (f"hardsync +1.00 pp ± {paired * 100:.2f} pp (2 SE of the paired difference, n = 5 seeds; unpaired 2 SE "
-            f"{unpaired * 100:.2f} pp), outside its paired 2 SE: a measured cost") in md
+    assert (
+        f"| hardsync | 61.00 ± {statistics.stdev(o) * 100:.2f} (n=5) | 62.00 ± {statistics.stdev(j) * 100:.2f} "
+        f"(n=5) | +1.00 | 5 | {paired * 100:.2f} | {unpaired * 100:.2f} | +0.90, +1.00, +1.10, +1.00, "
+        "+1.00 |"
+    ) in md
+    assert (
+        f"hardsync +1.00 pp ± {paired * 100:.2f} pp (2 SE of the paired difference, n = 5 seeds; unpaired 2 SE "
+        f"{unpaired * 100:.2f} pp), outside its paired 2 SE: a measured cost"
+    ) in md
     assert "s30_tau +0.06 pp ± " in md and "inside its paired 2 SE: no cost resolved" in md
     assert "pending (" not in md and "**JPEG − original test error:**" in md
     # the reference: |19.9 − 17.9| = 2.0 pp ≤ 3 + |1.00| + 2 SE (2·√(0.199 · 0.801 / 10,000) = 0.80 pp)
     se2 = 2 * math.sqrt(0.199 * 0.801 / 10_000)
-    assert (f"| Rudra §4.2 | 17.9 | 19.90 (n=1, 10,000 test images) | 2.00 | 3 + 1.00 + {se2 * 100:.2f} = "
-            f"{(0.03 + 0.01 + se2) * 100:.2f} | yes | {SAID} (cifar10_jpeg_q75) |") in md
+    assert (
+        f"| Rudra §4.2 | 17.9 | 19.90 (n=1, 10,000 test images) | 2.00 | 3 + 1.00 + {se2 * 100:.2f} = "
+        f"{(0.03 + 0.01 + se2) * 100:.2f} | yes | {SAID} (cifar10_jpeg_q75) |"
+    ) in md
     assert "**Within the tolerance stated before the run: yes.**" in md
     assert "![test error vs epoch of the single-learner reference](rudra_fig6_7_reference.png)" in md
     assert (tmp_path / "r" / "rudra_fig6_7_reference.png").stat().st_size > 0
@@ -243,8 +308,12 @@ def test_cifar_pages_state_the_jpeg_cost_and_the_reference_within_its_tolerance(
 def test_a_reference_far_from_the_paper_is_outside_its_tolerance(psbench_root, tmp_path):
     s = ReportStore(psbench_root)
     _cost_runs(s)
-    s.run(REFERENCE_TAGS, {"test_error": 0.25, "epochs_done": 140.0, "ps_updates": 70_000}, params={"epochs": 140},
-          histories={"test_error": [(499, 0.6), (69_999, 0.25)]})
+    s.run(
+        REFERENCE_TAGS,
+        {"test_error": 0.25, "epochs_done": 140.0, "ps_updates": 70_000},
+        params={"epochs": 140},
+        histories={"test_error": [(499, 0.6), (69_999, 0.25)]},
+    )
     md = _page(psbench_root, tmp_path / "r", zhang.zhang_fig3)
     assert "| Zhang §4.1 | 18 | 25.00 (n=1, 10,000 test images) | 7.00 | 3 + 1.00 + 0.87 = 4.87 | no |" in md
     assert "**Within the tolerance stated before the run: no.**" in md
@@ -252,12 +321,18 @@ def test_a_reference_far_from_the_paper_is_outside_its_tolerance(psbench_root, t
 
 def test_a_reference_still_running_is_said_not_finished(psbench_root, tmp_path):
     s = ReportStore(psbench_root)
-    s.run(REFERENCE_TAGS, params={"epochs": 140}, status="RUNNING",
-          histories={"test_error": [(499, 0.55), (999, 0.47), (1_499, 0.42)], "epoch": [(1_509, 3.02)]})
+    s.run(
+        REFERENCE_TAGS,
+        params={"epochs": 140},
+        status="RUNNING",
+        histories={"test_error": [(499, 0.55), (999, 0.47), (1_499, 0.42)], "epoch": [(1_509, 3.02)]},
+    )
     md = _page(psbench_root, tmp_path / "r", rudra_figs.rudra_fig6_7)
     # steps are 0-based update indices: the evaluation at step 1,499 follows update 1,500; 500 updates an epoch
-    assert ("**Not finished:** the run is RUNNING (update 1,500 of 70,000 (epoch 3 of 140): latest test error "
-            f"42.00 %, not final; data: {SAID} (cifar10_jpeg_q75)). No comparison until it finishes.") in md
+    assert (
+        "**Not finished:** the run is RUNNING (update 1,500 of 70,000 (epoch 3 of 140): latest test error "
+        f"42.00 %, not final; data: {SAID} (cifar10_jpeg_q75)). No comparison until it finishes."
+    ) in md
     assert "Within the tolerance" not in md and "| yes |" not in md
     assert "Not measured: no runs of `experiment=reference/cifar_jpeg_cost`" in md  # the cost: not yet
 
@@ -265,8 +340,12 @@ def test_a_reference_still_running_is_said_not_finished(psbench_root, tmp_path):
 def test_an_unfinished_cost_study_is_pending_and_holds_back_the_reference(psbench_root, tmp_path):
     s = ReportStore(psbench_root)
     _cost_runs(s, seeds=3)  # 12 of the sweep's 20 runs
-    s.run(REFERENCE_TAGS, {"test_error": 0.199, "epochs_done": 140.0, "ps_updates": 70_000}, params={"epochs": 140},
-          histories={"test_error": [(499, 0.6), (69_999, 0.199)]})
+    s.run(
+        REFERENCE_TAGS,
+        {"test_error": 0.199, "epochs_done": 140.0, "ps_updates": 70_000},
+        params={"epochs": 140},
+        histories={"test_error": [(499, 0.6), (69_999, 0.199)]},
+    )
     md = _page(psbench_root, tmp_path / "r", zhang.zhang_fig3)
     assert "**JPEG − original test error, pending (12 of 20 runs):** hardsync +1.00 pp ± " in md
     assert "outside its paired 2 SE, not final" not in md and md.count("), not final") == 2

@@ -42,8 +42,17 @@ def _paper_table3_store(root: Path, fast_1_4_30: bool = True) -> None:
     for table, sig, mu, lam, err, t in rows:
         t = t if fast_1_4_30 or (sig, mu, lam) != (1, 4, 30) else 9_000
         for seed in SEEDS:
-            s.run({"paper": "rudra", "table": str(table), "case": P.case_label(sig, mu, lam), "scale": "ci",
-                   "data_note": "note"}, {"test_error": err / 100 + 1e-4 * (seed - 1), "sim_time_s": t}, seed=seed)
+            s.run(
+                {
+                    "paper": "rudra",
+                    "table": str(table),
+                    "case": P.case_label(sig, mu, lam),
+                    "scale": "ci",
+                    "data_note": "note",
+                },
+                {"test_error": err / 100 + 1e-4 * (seed - 1), "sim_time_s": t},
+                seed=seed,
+            )
 
 
 def test_table3_ranks_table2_and_the_hardsync_runs_as_the_paper_does(psbench_root, tmp_path):
@@ -73,8 +82,16 @@ def test_table3_claims_are_not_measured_when_no_run_has_learned(psbench_root, tm
     s = ReportStore(psbench_root)
     for (sig, mu, lam), err in {(1, 4, 30): 0.90, (0, 4, 30): 0.89, (30, 4, 30): 0.91}.items():
         for seed in SEEDS:
-            s.run({"paper": "rudra", "table": "3" if sig == 0 else "2", "case": P.case_label(sig, mu, lam),
-                   "scale": "ci"}, {"test_error": err + 1e-4 * seed, "sim_time_s": 1.0 + sig}, seed=seed)
+            s.run(
+                {
+                    "paper": "rudra",
+                    "table": "3" if sig == 0 else "2",
+                    "case": P.case_label(sig, mu, lam),
+                    "scale": "ci",
+                },
+                {"test_error": err + 1e-4 * seed, "sim_time_s": 1.0 + sig},
+                seed=seed,
+            )
     _, md = page(psbench_root, tmp_path / "r", "rudra_table3")
     assert "| 1-softsync (1,4,30) is among the top-5 | not measured | top-5: " in md
     assert md.count("| not measured |") == 5 and "did not learn (chance 90.00%, learned ≤ 85.00%)" in md
@@ -88,15 +105,23 @@ def test_top5_and_pareto_front():
 
 def _fig5_store(root: Path, s30_alpha0_diverged: bool = True) -> ReportStore:
     s = ReportStore(root)
-    curves = {"s30_alpha0": [0.9, 0.91, 0.9, 0.9], "s30_alpha0_over_sigma": [0.85, 0.8, 0.75, 0.7],
-              "s4_alpha0": [0.85, 0.8, 0.78, 0.76], "s4_alpha0_over_sigma": [0.84, 0.78, 0.74, 0.72]}
+    curves = {
+        "s30_alpha0": [0.9, 0.91, 0.9, 0.9],
+        "s30_alpha0_over_sigma": [0.85, 0.8, 0.75, 0.7],
+        "s4_alpha0": [0.85, 0.8, 0.78, 0.76],
+        "s4_alpha0_over_sigma": [0.84, 0.78, 0.74, 0.72],
+    }
     for case, errs in curves.items():
         div = case == "s30_alpha0" and s30_alpha0_diverged
         for seed in SEEDS:  # seeds 0.1 pp apart
             hist = [(40 * (i + 1), e + 1e-3 * (seed - 1)) for i, e in enumerate(errs)]
-            s.run({"paper": "rudra", "figure": "5", "case": case, "scale": "ci", "data_note": "cifar10_subset"},
-                  {"test_error": hist[-1][1], "ps_updates": 160.0, "epochs_done": 4.0, "diverged": float(div)},
-                  summary_step=0, histories={"test_error": hist}, seed=seed)
+            s.run(
+                {"paper": "rudra", "figure": "5", "case": case, "scale": "ci", "data_note": "cifar10_subset"},
+                {"test_error": hist[-1][1], "ps_updates": 160.0, "epochs_done": 4.0, "diverged": float(div)},
+                summary_step=0,
+                histories={"test_error": hist},
+                seed=seed,
+            )
     return s
 
 
@@ -106,11 +131,15 @@ def test_fig5_curves_and_claims(psbench_root, tmp_path):
     assert status == "reproduced at scale ci: 3 of 3 claims hold"
     assert "| 30-softsync | α0/⟨σ⟩ | 70.00 ± 0.10 (n=3) | 70.00 ± 0.10 (n=3) | no | 3 | cifar10_subset |" in md
     assert "| 30-softsync | α0 | 90.00 ± 0.10 (n=3) | 90.00 ± 0.10 (n=3) | yes | 3 | cifar10_subset |" in md
-    assert ("| 30-softsync with α0 does not converge (stays at chance or diverges) | holds "
-            "| 30-softsync α0 90.00% (n=3) vs learned ≤ 85.00%") in md  # diverged: counted as chance
+    assert (
+        "| 30-softsync with α0 does not converge (stays at chance or diverges) | holds "
+        "| 30-softsync α0 90.00% (n=3) vs learned ≤ 85.00%"
+    ) in md  # diverged: counted as chance
     assert "| 30-softsync with α0/30 converges: it learns and ends below the α0 curve | holds |" in md
-    assert ("| 4-softsync: α0/4 ends with a lower test error than α0 | holds | 4-softsync α0/⟨σ⟩ 72.00% (n=3), "
-            "4-softsync α0 76.00% (n=3): difference 4.00 pp, 2 SE 0.16 pp |") in md
+    assert (
+        "| 4-softsync: α0/4 ends with a lower test error than α0 | holds | 4-softsync α0/⟨σ⟩ 72.00% (n=3), "
+        "4-softsync α0 76.00% (n=3): difference 4.00 pp, 2 SE 0.16 pp |"
+    ) in md
     assert (tmp_path / "r/rudra_fig5_ci.png").stat().st_size > 0
 
 
@@ -118,39 +147,58 @@ def test_fig5_history_is_per_epoch_without_the_summary_copy(psbench_root):
     s = _fig5_store(psbench_root)
     run = next(r for r in load_runs(s.uri) if r.tags["case"] == "s4_alpha0")
     pts = rudra_figs._history(Context([run], psbench_root, s.uri), run)
-    assert pts == [(e, pytest.approx(v + 1e-3 * (int(run.params["seed"]) - 1)))
-                   for e, v in [(1.0, 0.85), (2.0, 0.8), (3.0, 0.78), (4.0, 0.76)]]
+    assert pts == [
+        (e, pytest.approx(v + 1e-3 * (int(run.params["seed"]) - 1)))
+        for e, v in [(1.0, 0.85), (2.0, 0.8), (3.0, 0.78), (4.0, 0.76)]
+    ]
 
 
 def test_fig5_alpha0_that_learns_is_reported_as_converging(psbench_root, tmp_path):
     s = ReportStore(psbench_root)
     for case, err in {"s30_alpha0": 0.6, "s30_alpha0_over_sigma": 0.7}.items():
         for seed in SEEDS:
-            s.run({"paper": "rudra", "figure": "5", "case": case, "scale": "ci"}, {"test_error": err + 1e-3 * seed},
-                  seed=seed)
+            s.run(
+                {"paper": "rudra", "figure": "5", "case": case, "scale": "ci"},
+                {"test_error": err + 1e-3 * seed},
+                seed=seed,
+            )
     _, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
-    assert ("| 30-softsync with α0 does not converge (stays at chance or diverges) | does not hold | "
-            "30-softsync α0 60.10% (n=3)") in md
+    assert (
+        "| 30-softsync with α0 does not converge (stays at chance or diverges) | does not hold | "
+        "30-softsync α0 60.10% (n=3)"
+    ) in md
     assert "| 30-softsync with α0/30 converges: it learns and ends below the α0 curve | does not hold |" in md
     assert "| 4-softsync: α0/4 ends with a lower test error than α0 | not measured | no runs of 4-softsync" in md
 
 
 def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_path):
     s = ReportStore(psbench_root)
-    pts = {(0, 128, 1): (0.20, 100.0), (0, 4, 1): (0.18, 300.0), (0, 128, 30): (0.30, 6.0), (0, 4, 30): (0.22, 20.0),
-           (30, 128, 30): (0.35, 5.0), (30, 4, 30): (0.205, 40.0), (1, 4, 30): (0.19, 12.0)}
+    pts = {
+        (0, 128, 1): (0.20, 100.0),
+        (0, 4, 1): (0.18, 300.0),
+        (0, 128, 30): (0.30, 6.0),
+        (0, 4, 30): (0.22, 20.0),
+        (30, 128, 30): (0.35, 5.0),
+        (30, 4, 30): (0.205, 40.0),
+        (1, 4, 30): (0.19, 12.0),
+    }
     for (sig, mu, lam), (err, t) in pts.items():
         done = 1.5 if (sig, mu, lam) == (0, 128, 30) else 2.0  # hardsync: whole updates only, 1.5 of 2 epochs
         for seed in SEEDS:
-            s.run({"paper": "rudra", "figure": "6-7", "case": P.case_label(sig, mu, lam), "scale": "ci"},
-                  {"test_error": err + 1e-3 * (seed - 1), "sim_time_s": t * done / 2, "epochs_done": done},
-                  params={"epochs": 2}, seed=seed)
+            s.run(
+                {"paper": "rudra", "figure": "6-7", "case": P.case_label(sig, mu, lam), "scale": "ci"},
+                {"test_error": err + 1e-3 * (seed - 1), "sim_time_s": t * done / 2, "epochs_done": done},
+                params={"epochs": 2},
+                seed=seed,
+            )
     status, md = page(psbench_root, tmp_path / "r", "rudra_fig6_7")
     assert status == "partial (7 of 96 configurations at scale ci)"
-    assert "### hardsync\n\n|  | λ = 1 | λ = 30 | data |\n|---|---|---|---|\n" \
-           "| μ = 4 | 18.00 ± 0.10 / 300 ± 0 (n=3) | 22.00 ± 0.10 / 20 ± 0 (n=3) |  |\n" \
-           "| μ = 128 | 20.00 ± 0.10 / 100 ± 0 (n=3) | " \
-           "30.00 ± 0.10 / 6 ± 0 (n=3) |  |" in md
+    assert (
+        "### hardsync\n\n|  | λ = 1 | λ = 30 | data |\n|---|---|---|---|\n"
+        "| μ = 4 | 18.00 ± 0.10 / 300 ± 0 (n=3) | 22.00 ± 0.10 / 20 ± 0 (n=3) |  |\n"
+        "| μ = 128 | 20.00 ± 0.10 / 100 ± 0 (n=3) | "
+        "30.00 ± 0.10 / 6 ± 0 (n=3) |  |" in md
+    )
     # λ-softsync: λ = 1 is the hardsync run
     assert "| μ = 4 | 18.00 ± 0.10 / 300 ± 0 (n=3) | 20.50 ± 0.10 / 40 ± 0 (n=3) |" in md
     assert "| Fig 6, hardsync μ = 128: training time decreases monotonically with λ | holds |" in md
@@ -164,9 +212,14 @@ def test_training_runs_take_their_totals_from_the_summary_not_the_last_per_updat
     s = ReportStore(psbench_root)
     for case, (total, last_update) in {"s0_mu4_lam1": (9.0, 8.9), "s0_mu4_lam30": (0.4, 0.03)}.items():
         # psbench logged the summary at step 0 before it moved to the last step: an old store's latest is an update's
-        s.run({"paper": "rudra", "figure": "6-7", "case": case, "scale": "ci"}, {"test_error": 0.9},
-              summary_step=0, histories={"sim_time_s": [(0, total), (10, last_update)]},
-              summary={"sim_time_s": total, "epochs_done": 2.0, "test_error": 0.9}, params={"epochs": 2})
+        s.run(
+            {"paper": "rudra", "figure": "6-7", "case": case, "scale": "ci"},
+            {"test_error": 0.9},
+            summary_step=0,
+            histories={"sim_time_s": [(0, total), (10, last_update)]},
+            summary={"sim_time_s": total, "epochs_done": 2.0, "test_error": 0.9},
+            params={"epochs": 2},
+        )
     _, md = page(psbench_root, tmp_path / "r", "rudra_fig6_7")
     assert "| μ = 4 | 90.00 / 9 (n=1) | 90.00 / 0.4 (n=1) |" in md
 
@@ -174,20 +227,26 @@ def test_training_runs_take_their_totals_from_the_summary_not_the_last_per_updat
 def test_fig8_speedups_per_sample_and_claims(psbench_root, tmp_path):
     s = ReportStore(psbench_root)
     # parallel efficiency per family; time per sample = 1 / (λ · efficiency), λ = 1 (hardsync) → 1
-    eff = {"hardsync": lambda mu, lam: 1 / (1 + 0.02 * (lam - 1)),
-           "λ-softsync": lambda mu, lam: 0.6 if mu == 4 else 0.95,  # μ = 4: the PS bottleneck of λ-softsync
-           "1-softsync": lambda mu, lam: 1.0}
+    eff = {
+        "hardsync": lambda mu, lam: 1 / (1 + 0.02 * (lam - 1)),
+        "λ-softsync": lambda mu, lam: 0.6 if mu == 4 else 0.95,  # μ = 4: the PS bottleneck of λ-softsync
+        "1-softsync": lambda mu, lam: 1.0,
+    }
     for mu in (4, 128):
         for fam, e in eff.items():
             for lam in P.LAMBDAS if fam == "hardsync" else P.LAMBDAS[1:]:
                 sig = 0 if fam == "hardsync" else lam if fam == "λ-softsync" else 1
                 samples = 1000.0 if lam < 30 else 800.0  # the time per sample is what counts
-                s.run({"paper": "rudra", "figure": "8", "case": P.case_label(sig, mu, lam), "scale": "paper"},
-                      {"sim_time_s": samples / (lam * e(mu, lam)), "samples": samples})
+                s.run(
+                    {"paper": "rudra", "figure": "8", "case": P.case_label(sig, mu, lam), "scale": "paper"},
+                    {"sim_time_s": samples / (lam * e(mu, lam)), "samples": samples},
+                )
     status, md = page(psbench_root, tmp_path / "r", "rudra_fig8")
     assert status == "reproduced at scale paper: 5 of 6 claims hold; simulation (schedule only)"
-    assert "### μ = 4 (relative to (0, 4, 1))\n\n|  | hardsync | λ-softsync | 1-softsync |\n|---|---|---|---|\n" \
-           "| λ = 1 | 1.00 | 1.00 | 1.00 |\n| λ = 2 | 1.96 | 1.20 | 2.00 |" in md
+    assert (
+        "### μ = 4 (relative to (0, 4, 1))\n\n|  | hardsync | λ-softsync | 1-softsync |\n|---|---|---|---|\n"
+        "| λ = 1 | 1.00 | 1.00 | 1.00 |\n| λ = 2 | 1.96 | 1.20 | 2.00 |" in md
+    )
     assert "| λ = 30 | 18.99 | 18.00 | 30.00 |" in md
     assert "| μ = 128: 1-softsync and λ-softsync give similar speed-ups up to λ = 30 (within 10 %) | holds |" in md
     assert "| μ = 4: 1-softsync has the largest speed-up at λ = 30 (λ-softsync's is subdued) | holds |" in md
@@ -200,21 +259,29 @@ def test_table4_shows_the_paper_and_simulated_minutes_per_epoch(psbench_root, tm
     s = ReportStore(psbench_root)
     minutes = {"base-hardsync": 300.0, "base-softsync": 250.0, "adv-softsync": 130.0, "adv_star-softsync": 129.0}
     for case, m in minutes.items():
-        s.run({"paper": "rudra", "table": "4", "case": case, "scale": "ci", "data_note": "synthetic"},
-              {"sim_time_s": m * 60 * 6400 / P.IMAGENET["train_images"], "samples": 6400.0})
+        s.run(
+            {"paper": "rudra", "table": "4", "case": case, "scale": "ci", "data_note": "synthetic"},
+            {"sim_time_s": m * 60 * 6400 / P.IMAGENET["train_images"], "samples": 6400.0},
+        )
     status, md = page(psbench_root, tmp_path / "r", "rudra_table4")
-    assert status == ("measured at scale ci, 1 of 2 claims not decided; time per epoch simulated only; "
-                      "validation error needs data not available here (ImageNet)")
-    assert ("| adv*-softsync | rudra_adv_star | 4 | 54 | 1-softsync | 46.53 | 23.38 | needs data not available here "
-            "| 125 | 129.0 (n=1) | synthetic |") in md
+    assert status == (
+        "measured at scale ci, 1 of 2 claims not decided; time per epoch simulated only; "
+        "validation error needs data not available here (ImageNet)"
+    )
+    assert (
+        "| adv*-softsync | rudra_adv_star | 4 | 54 | 1-softsync | 46.53 | 23.38 | needs data not available here "
+        "| 125 | 129.0 (n=1) | synthetic |"
+    ) in md
     assert "| training speed: adv*-softsync > adv-softsync > base-softsync > base-hardsync | holds |" in md
 
 
 def test_table4_shows_our_imagenet_error_from_the_training_preset(psbench_root, tmp_path):
     """Runs of experiment=rudra/table4_error (dataset=imagenet) fill the error column; time per epoch ignores them."""
     s = ReportStore(psbench_root)
-    s.run({"paper": "rudra", "table": "4", "case": "base-hardsync", "experiment": "rudra/table4_error"},
-          {"test_error": 0.4512, "sim_time_s": 1.0, "samples": 1.0})
+    s.run(
+        {"paper": "rudra", "table": "4", "case": "base-hardsync", "experiment": "rudra/table4_error"},
+        {"test_error": 0.4512, "sim_time_s": 1.0, "samples": 1.0},
+    )
     _, md = page(psbench_root, tmp_path / "r", "rudra_table4")
     assert "| base-hardsync | rudra_base | 16 | 18 | Hardsync | 44.35 | 20.85 | 45.12 (n=1) top-1 | 330 |" in md
     assert "| base-softsync | rudra_base | 16 | 18 | 1-softsync | 45.63 | 22.08 | needs data not available here" in md
@@ -232,8 +299,9 @@ def test_empty_store_shows_paper_numbers_and_how_to_run(tmp_path):
         assert f'<a href="{key}.html">{item}</a>' in index
     assert "| 1 | 1 | 4 | 30 | 1-softsync | 18.09 | 1573 |" in (tmp_path / "r/rudra_table3.md").read_text()
     t4 = (tmp_path / "r/rudra_table4.md").read_text()
-    assert ("| base-hardsync | rudra_base | 16 | 18 | Hardsync | 44.35 | 20.85 | needs data not available here "
-            "| 330 |") in t4
+    assert (
+        "| base-hardsync | rudra_base | 16 | 18 | Hardsync | 44.35 | 20.85 | needs data not available here | 330 |"
+    ) in t4
 
 
 def test_pages_are_byte_identical_across_builds(psbench_root, tmp_path):
@@ -250,9 +318,12 @@ def test_fig5_rows_and_curves_use_every_seed(psbench_root, tmp_path):
     for seed in SEEDS:  # seed 1 of α0 diverges; the others learn
         div = seed == 1
         hist = [(40, 0.8 + 0.01 * seed), (80, 0.9 if div else 0.7 + 0.01 * seed)]
-        s.run({"paper": "rudra", "figure": "5", "case": "s4_alpha0", "scale": "ci"},
-              {"test_error": hist[-1][1], "ps_updates": 80.0, "epochs_done": 2.0, "diverged": float(div)},
-              histories={"test_error": hist}, seed=seed)
+        s.run(
+            {"paper": "rudra", "figure": "5", "case": "s4_alpha0", "scale": "ci"},
+            {"test_error": hist[-1][1], "ps_updates": 80.0, "epochs_done": 2.0, "diverged": float(div)},
+            histories={"test_error": hist},
+            seed=seed,
+        )
     _, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
     assert "| 4-softsync | α0 | 77.33 ± 11.02 (n=3) | 74.33 ± 5.86 (n=3) | 1 of 3 | 3 |" in md
     runs = load_runs(s.uri)

@@ -52,8 +52,13 @@ AD_HOC = {
 #: pages with no runs to make: their status is what they are (analytic, data not available), never "reproduced"
 NO_RUNS_TO_MAKE = {"terngrad_tables2_3", "terngrad_fig5", "terngrad_fig2", "agn_fig6", "ssp_table1", "ssp_fig6"}
 #: the papers' files and the name the index gives each
-PAPERS = {"rudra-accuracy-runtime-tradeoff.md": "Rudra", "staleness-aware-async-sgd.md": "staleness-aware ASGD",
-          "terngrad.md": "TernGrad", "accumulated-gradient-normalization.md": "AGN", "ssp-dnn.md": "SSP"}
+PAPERS = {
+    "rudra-accuracy-runtime-tradeoff.md": "Rudra",
+    "staleness-aware-async-sgd.md": "staleness-aware ASGD",
+    "terngrad.md": "TernGrad",
+    "accumulated-gradient-normalization.md": "AGN",
+    "ssp-dnn.md": "SSP",
+}
 BUILT = [p.key for p in all_pages() if p.build is not None]
 
 
@@ -62,13 +67,26 @@ def _ad_hoc_store(root: Path, scale: str | None) -> None:
     s = ReportStore(root)
     steps = range(10)
     for tags, case in AD_HOC.values():
-        s.run({**tags, "case": case, **({"scale": scale} if scale else {})},
-              {"test_error": 0.3, "train_loss": 0.5, "sim_time_s": 10.0, "samples": 100, "ps_updates": 10,
-               "epochs_done": 1.0, "staleness_mean": 1.0, "comm_overlap": 0.5},
-              histories={"train_loss": [(i, 2.0 - 0.1 * i) for i in steps], "sim_time_s": [(i, i) for i in steps],
-                         "train_accuracy": [(i, 0.5 + 0.04 * i) for i in steps],
-                         "test_error": [(i, 0.5 - 0.02 * i) for i in steps]},
-              summary={"staleness_hist": {"0": 5, "1": 5}, "sim_time_s": 10.0, "epochs_done": 1.0})
+        s.run(
+            {**tags, "case": case, **({"scale": scale} if scale else {})},
+            {
+                "test_error": 0.3,
+                "train_loss": 0.5,
+                "sim_time_s": 10.0,
+                "samples": 100,
+                "ps_updates": 10,
+                "epochs_done": 1.0,
+                "staleness_mean": 1.0,
+                "comm_overlap": 0.5,
+            },
+            histories={
+                "train_loss": [(i, 2.0 - 0.1 * i) for i in steps],
+                "sim_time_s": [(i, i) for i in steps],
+                "train_accuracy": [(i, 0.5 + 0.04 * i) for i in steps],
+                "test_error": [(i, 0.5 - 0.02 * i) for i in steps],
+            },
+            summary={"staleness_hist": {"0": 5, "1": 5}, "sim_time_s": 10.0, "epochs_done": 1.0},
+        )
 
 
 @pytest.fixture(scope="module", params=[None, "ci"], ids=["no_scale_tag", "one_configuration_at_ci"])
@@ -103,18 +121,26 @@ def test_an_ad_hoc_preset_run_never_makes_a_page_reproduced(ad_hoc, key):
 def test_status_rule():
     decided = [Claim("a", HOLDS, ""), Claim("b", FAILS, "")]
     assert status(Shown({"ci": (3, 3)}, decided, command="c")) == "reproduced at scale ci: 1 of 2 claims hold"
-    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_MEASURED, "")], command="c")) == \
-        "measured at scale ci, 1 of 3 claims not decided"
-    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_RESOLVABLE, "")], command="c")) == \
-        "measured at scale ci, 1 of 3 claims not decided"  # inside the noise is not a decision
-    assert status(Shown({"ci": (3, 3)}, [*decided, Claim("ours", HOLDS, "", ours=True)], command="c")) == \
-        "reproduced at scale ci: 1 of 2 claims hold"  # a claim the paper did not make is not counted
+    assert (
+        status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_MEASURED, "")], command="c"))
+        == "measured at scale ci, 1 of 3 claims not decided"
+    )
+    assert (
+        status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_RESOLVABLE, "")], command="c"))
+        == "measured at scale ci, 1 of 3 claims not decided"
+    )  # inside the noise is not a decision
+    assert (
+        status(Shown({"ci": (3, 3)}, [*decided, Claim("ours", HOLDS, "", ours=True)], command="c"))
+        == "reproduced at scale ci: 1 of 2 claims hold"
+    )  # a claim the paper did not make is not counted
     assert status(Shown({"ci": (3, 3)}, [], command="c")) == "measured at scale ci, no claims decided"
     assert status(Shown({"ci": (2, 3)}, decided, command="c")) == "partial (2 of 3 configurations at scale ci)"
     assert status(Shown({"ci": (0, 3)}, decided, command="python x.py")) == "no runs (python x.py)"
     assert status(Shown({}, decided, command="python x.py", note="simulation")) == "no runs (python x.py); simulation"
-    assert status(Shown({"small": (3, 3), "ci": (1, 3)}, decided, command="c")) == \
-        "reproduced at scale small: 1 of 2 claims hold; partial (1 of 3 configurations at scale ci)"
+    assert (
+        status(Shown({"small": (3, 3), "ci": (1, 3)}, decided, command="c"))
+        == "reproduced at scale small: 1 of 2 claims hold; partial (1 of 3 configurations at scale ci)"
+    )
     assert status(Shown(claims=decided, note="analytic")) == "analytic: 1 of 2 claims hold"
 
 
@@ -122,8 +148,11 @@ def test_a_complete_scale_with_decided_claims_is_reproduced_and_cells_show_n(psb
     s = ReportStore(psbench_root)
     for case, overlap in (("rudra_base", 0.1), ("rudra_adv", 0.5), ("rudra_adv_star", 0.995)):
         for seed in (0, 1, 2):
-            s.run({"paper": "rudra", "table": "1", "case": case, "scale": "ci"},
-                  {"comm_overlap": overlap + seed / 1000}, seed=seed)
+            s.run(
+                {"paper": "rudra", "table": "1", "case": case, "scale": "ci"},
+                {"comm_overlap": overlap + seed / 1000},
+                seed=seed,
+            )
     st = build(psbench_root, tmp_path)["rudra_table1"]
     assert st == "reproduced at scale ci: 4 of 4 claims hold; simulation (schedule only)"
     assert "| rudra_adv_star | 99.56 | 99.60 ± 0.10 (n=3) | 3 |" in (tmp_path / "rudra_table1.md").read_text()
@@ -131,9 +160,16 @@ def test_a_complete_scale_with_decided_claims_is_reproduced_and_cells_show_n(psb
 
 def test_pages_link_to_the_index_and_show_their_runs_provenance(psbench_root, tmp_path):
     s = ReportStore(psbench_root)
-    prov = {"psbench.git_commit": "abc1234def5678", "psbench.git_dirty": "false", "psbench.version": "0.1.0",
-            "psbench.torch_version": "2.13.0", "psbench.lightning_version": "2.6.0",
-            "psbench.mlflow_version": "3.17.0", "psbench.host": "box", "psbench.threads": "2"}
+    prov = {
+        "psbench.git_commit": "abc1234def5678",
+        "psbench.git_dirty": "false",
+        "psbench.version": "0.1.0",
+        "psbench.torch_version": "2.13.0",
+        "psbench.lightning_version": "2.6.0",
+        "psbench.mlflow_version": "3.17.0",
+        "psbench.host": "box",
+        "psbench.threads": "2",
+    }
     tags = {"paper": "rudra", "figure": "4", "scale": "paper"}
     s.run({**tags, "case": "n1", **prov}, {"staleness_mean": 1.0})
     s.run({**tags, "case": "n2", **prov}, {"staleness_mean": 2.0})
@@ -151,19 +187,28 @@ def test_pages_link_to_the_index_and_show_their_runs_provenance(psbench_root, tm
         assert "<h2>Provenance</h2>" in page, key
 
 
-@pytest.mark.parametrize(("summary_step", "legacy"), [(None, True), (0, True), (None, False)],
-                         ids=["legacy_summary_at_the_last_step", "legacy_summary_at_step_0", "summary_metrics"])
+@pytest.mark.parametrize(
+    ("summary_step", "legacy"),
+    [(None, True), (0, True), (None, False)],
+    ids=["legacy_summary_at_the_last_step", "legacy_summary_at_step_0", "summary_metrics"],
+)
 def test_curves_end_on_the_last_training_value_not_the_summary_copy(psbench_root, tmp_path, summary_step, legacy):
     """Older psbench logged the summary (train_loss = a run total, 3.08 here) under the per-update keys: at
     step 0, later at the last update's step; psbench now logs it as summary/<key>. No copy is a point of the
     curve."""
     s = ReportStore(psbench_root)
     loss = [(i, 3.0 / (1 + i)) for i in range(0, 110, 10)]  # ends at 0.27
-    s.run({"paper": "zhang", "figure": "3", "case": "hardsync", "scale": "ci"},
-          {"train_loss": 3.08, "test_error": 0.4, "sim_time_s": 999.0, "ps_updates": 100, "epochs_done": 2.0},
-          summary_step=summary_step, legacy=legacy,
-          histories={"train_loss": loss, "sim_time_s": [(i, 0.1 * i) for i, _ in loss],
-                     "test_error": [(50, 0.5), (100, 0.4)]})
+    s.run(
+        {"paper": "zhang", "figure": "3", "case": "hardsync", "scale": "ci"},
+        {"train_loss": 3.08, "test_error": 0.4, "sim_time_s": 999.0, "ps_updates": 100, "epochs_done": 2.0},
+        summary_step=summary_step,
+        legacy=legacy,
+        histories={
+            "train_loss": loss,
+            "sim_time_s": [(i, 0.1 * i) for i, _ in loss],
+            "test_error": [(50, 0.5), (100, 0.4)],
+        },
+    )
     run = load_runs(s.uri)[0]
     assert history(s.uri, run, "train_loss") == loss
     assert history(s.uri, run, "sim_time_s")[-1] == (100, 10.0)
@@ -182,10 +227,16 @@ def test_the_ssp_final_objective_and_its_claim_ignore_the_summary_copy(psbench_r
     for m in (1, 6):
         for seed in (0, 1, 2):
             steps = range(1, 201)
-            s.run({"paper": "ssp", "figure": "2,4", "case": f"m{m}", "scale": "ci", "dataset_stand_in": "timit"},
-                  {"train_loss": 3.08, "sim_time_s": 200.0 / m, "ps_updates": 200, "epochs_done": 1.0}, seed=seed,
-                  legacy=legacy, histories={"train_loss": [(i, 0.27 + 3 / (1 + i) + 1e-3 * seed) for i in steps],
-                                            "sim_time_s": [(i, i / m) for i in steps]})
+            s.run(
+                {"paper": "ssp", "figure": "2,4", "case": f"m{m}", "scale": "ci", "dataset_stand_in": "timit"},
+                {"train_loss": 3.08, "sim_time_s": 200.0 / m, "ps_updates": 200, "epochs_done": 1.0},
+                seed=seed,
+                legacy=legacy,
+                histories={
+                    "train_loss": [(i, 0.27 + 3 / (1 + i) + 1e-3 * seed) for i in steps],
+                    "sim_time_s": [(i, i / m) for i in steps],
+                },
+            )
     build(psbench_root, tmp_path)
     md = (tmp_path / "ssp_fig2_3.md").read_text()
     # final objective = the last 10 training values, smoothed (with the copy: 0.5657, and the claim fails)
@@ -228,8 +279,11 @@ def test_the_index_lists_every_table_and_figure_of_the_five_papers(tmp_path):
 def test_html_renders_emphasis_code_and_aligns_text_left_numbers_right():
     from analysis.render import md_to_html
 
-    page = md_to_html("t", "**Ours: synthetic** and *ours* with `a*b*c` [i](index.html), Rudra-adv* vs adv*\n\n"
-                           "| claim | ours % |\n|---|---|\n| text | 18.10 ± 0.01 (n=3) |\n\n    psbench -m x=1,2\n")
+    page = md_to_html(
+        "t",
+        "**Ours: synthetic** and *ours* with `a*b*c` [i](index.html), Rudra-adv* vs adv*\n\n"
+        "| claim | ours % |\n|---|---|\n| text | 18.10 ± 0.01 (n=3) |\n\n    psbench -m x=1,2\n",
+    )
     assert "<strong>Ours: synthetic</strong> and <em>ours</em> with <code>a*b*c</code>" in page
     assert '<a href="index.html">i</a>, Rudra-adv* vs adv*' in page  # a star inside a word is no emphasis
     assert "**" not in page and "`" not in page

@@ -30,8 +30,13 @@ def _fill(root: Path) -> None:
 
     def run(tags: dict, test_error: float, mu: int, seed: int = 0, updates: int = 300) -> None:
         pushed = FP32_BYTES if tags["case"].startswith(("fp32", "momentum_fp32", "vanilla_fp32")) else TERN_BYTES
-        store.run(tags, {"test_error": test_error, "ps_updates": updates, "bytes_pushed": pushed}, seed=seed,
-                  params={"batch_size": mu}, summary_step=1)
+        store.run(
+            tags,
+            {"test_error": test_error, "ps_updates": updates, "bytes_pushed": pushed},
+            seed=seed,
+            params={"batch_size": mu},
+            summary_step=1,
+        )
 
     f3 = {"paper": "terngrad", "figure": "3", "scale": "ci", "dataset": "mnist", "data_note": "mnist_300_it"}
     # panel (a), three seeds: N=2 TernGrad loses 0.40 pp, N=8 it gains 0.50 pp; noclip at N=2 is 0.60 pp worse
@@ -44,8 +49,13 @@ def _fill(root: Path) -> None:
     t1 = {"paper": "terngrad", "table": "1", "scale": "ci", "dataset": "cifar10_subset", "data_note": "subset"}
     # three seeds; TernGrad loses 2.00 pp at N=2, 0.50 pp at N=16: on 1,017 test images (2 SE of a difference
     # ≈ 4.1 pp) a 1 pp claim is not resolvable; noclip is 7 pp better at N=2
-    for case, err, mu, upd in (("fp32_n2", 0.30, 64, 40), ("terngrad_n2", 0.32, 64, 40), ("noclip_n2", 0.25, 64, 40),
-                               ("fp32_n16", 0.35, 128, 2), ("terngrad_n16", 0.355, 128, 2)):
+    for case, err, mu, upd in (
+        ("fp32_n2", 0.30, 64, 40),
+        ("terngrad_n2", 0.32, 64, 40),
+        ("noclip_n2", 0.25, 64, 40),
+        ("fp32_n16", 0.35, 128, 2),
+        ("terngrad_n16", 0.355, 128, 2),
+    ):
         for seed in (0, 1, 2):
             run({**t1, "case": case}, err + 0.001 * (seed - 1), mu, seed, updates=upd)
     # not ours: another paper's run and a TernGrad run with a foreign case label are ignored
@@ -89,16 +99,22 @@ def test_fig3_rows_mean_std_over_seeds_and_claims(report):
     md = _page(report, "terngrad_fig3")
     assert "## (a) momentum SGD, base LR 0.01, scale = ci" in md and "## (b) vanilla" not in md
     # N, μ, updates, fp32, TernGrad, Δ, noclip, Δ noclip, push compression (4e6 / 2.5e5 = 16×), data
-    assert ("| 2 | 32 | 300 | 98.00 ± 0.10 (n=3) | 97.60 ± 0.10 (n=3) | -0.40 | 97.00 ± 0.10 (n=3) | -1.00 | 16.0× "
-            "| mnist_300_it |" in md)
+    assert (
+        "| 2 | 32 | 300 | 98.00 ± 0.10 (n=3) | 97.60 ± 0.10 (n=3) | -0.40 | 97.00 ± 0.10 (n=3) | -1.00 | 16.0× "
+        "| mnist_300_it |" in md
+    )
     assert "| 8 | 8 | 300 | 97.00 ± 0.10 (n=3) | 97.50 ± 0.10 (n=3) | +0.50 | — | — | 16.0× | mnist_300_it |" in md
     # on 10,000 test images and 3 seeds, 2 SE of a difference ≈ 0.45 pp: a 1 pp claim is resolvable
-    assert ("| [ci] TernGrad within 1 pp of fp32 for every N (paper: max loss 0.22 %, max gain 0.15 %) | holds | "
-            "momentum TernGrad N=2 − momentum floating N=2 0.40 pp ± 0.45 pp; momentum TernGrad N=8 − momentum "
-            "floating N=8 -0.50 pp ± 0.49 pp |") in md
+    assert (
+        "| [ci] TernGrad within 1 pp of fp32 for every N (paper: max loss 0.22 %, max gain 0.15 %) | holds | "
+        "momentum TernGrad N=2 − momentum floating N=2 0.40 pp ± 0.45 pp; momentum TernGrad N=8 − momentum "
+        "floating N=8 -0.50 pp ± 0.49 pp |"
+    ) in md
     # the paper states the noclip ablation for AlexNet only: ours, shown and not counted
-    assert ("| *ours, not counted:* [ci] TernGrad-noclip has a higher test error than TernGrad (the paper: AlexNet "
-            f"only, Table 2's 57.61 → 54.63 %) | {HOLDS} | momentum N=2: momentum TernGrad N=2 2.40% (n=3), ") in md
+    assert (
+        "| *ours, not counted:* [ci] TernGrad-noclip has a higher test error than TernGrad (the paper: AlexNet "
+        f"only, Table 2's 57.61 → 54.63 %) | {HOLDS} | momentum N=2: momentum TernGrad N=2 2.40% (n=3), "
+    ) in md
     assert f"| [ci] no degradation even for N = 64 | {NOT_MEASURED} | N = 64 not run |" in md
     assert (report[1] / "a" / "terngrad_fig3_ci.png").exists()
 
@@ -111,15 +127,21 @@ def test_table1_paper_beside_ours_and_a_claim_that_does_not_hold(report):
     assert "| 16 | 128 | 2 | floating | 83.19 | 65.00 ± 0.10 (n=3) |  |  |  | subset |" in md
     assert "| 2 | 64 | 40 | TernGrad-noclip | — | 75.00 ± 0.10 (n=3) |  | +5.00 | 16.0× | subset |" in md
     # 1,017 test images: 2 SE of a difference ≈ 4.1 pp, so a 1 pp claim is not resolvable (not "does not hold")
-    assert ("| [ci] TernGrad within 1 pp of fp32 for every N (paper: −0.92 pp at 2 workers, −0.39 pp at 16) | "
-            f"{NOT_RESOLVABLE} | TernGrad N=2 − floating N=2 2.00 pp ± 4.10 pp; TernGrad N=16 − floating N=16 0.50 pp "
-            "± 4.24 pp; not resolvable with this test set: the claim's 1.00 pp is inside 2 SE |") in md
+    assert (
+        "| [ci] TernGrad within 1 pp of fp32 for every N (paper: −0.92 pp at 2 workers, −0.39 pp at 16) | "
+        f"{NOT_RESOLVABLE} | TernGrad N=2 − floating N=2 2.00 pp ± 4.10 pp; TernGrad N=16 − floating N=16 0.50 pp "
+        "± 4.24 pp; not resolvable with this test set: the claim's 1.00 pp is inside 2 SE |"
+    ) in md
     # noclip 7 pp better, outside the 4 pp noise: ours does not hold (and is not counted)
-    assert (f"| {FAILS} | N=2: TernGrad N=2 32.00% (n=3), TernGrad-noclip N=2 25.00% (n=3): difference -7.00 pp, "
-            "2 SE 3.99 pp |") in md
-    assert (f"(paper: 86.56 → 83.19 %, 85.64 → 82.80 %) | {NOT_RESOLVABLE} | fp32: floating N=2 30.00% (n=3), floating "
-            "N=16 35.00% (n=3): difference 5.00 pp, 2 SE 4.15 pp; terngrad: TernGrad N=2 32.00% (n=3), TernGrad N=16 "
-            "35.50% (n=3): difference 3.50 pp, 2 SE 4.19 pp (inside the noise) |") in md
+    assert (
+        f"| {FAILS} | N=2: TernGrad N=2 32.00% (n=3), TernGrad-noclip N=2 25.00% (n=3): difference -7.00 pp, "
+        "2 SE 3.99 pp |"
+    ) in md
+    assert (
+        f"(paper: 86.56 → 83.19 %, 85.64 → 82.80 %) | {NOT_RESOLVABLE} | fp32: floating N=2 30.00% (n=3), floating "
+        "N=16 35.00% (n=3): difference 5.00 pp, 2 SE 4.15 pp; terngrad: TernGrad N=2 32.00% (n=3), TernGrad N=16 "
+        "35.50% (n=3): difference 3.50 pp, 2 SE 4.19 pp (inside the noise) |"
+    ) in md
     assert f"(paper: 0.39 < 0.92 pp) | {NOT_RESOLVABLE} | gap 0.50 pp vs 2.00 pp, 2 SE 5.90 pp |" in md
     assert report[0]["terngrad_table1"] == "partial (5 of 6 configurations at scale ci)"
 
@@ -153,17 +175,28 @@ def _curves(speedups: dict[tuple[str, str, int], float]) -> dict[tuple[str, str,
 
 
 def test_fig5_claims_decide_from_the_curves():
-    base = {("gtx1080_1gbe", "alexnet", 8): 3.0, ("gtx1080_1gbe", "vgg_a", 8): 4.0,
-            ("gtx1080_1gbe", "googlenet", 8): 1.5,
-            ("p100_infiniband", "alexnet", 8): 1.2, ("p100_infiniband", "vgg_a", 8): 1.6,
-            ("p100_infiniband", "googlenet", 8): 1.1, ("gtx1080_1gbe", "alexnet", 512): 5.0,
-            ("gtx1080_1gbe", "vgg_a", 512): 6.0, ("gtx1080_1gbe", "googlenet", 512): 2.0,
-            ("p100_infiniband", "alexnet", 512): 1.9, ("p100_infiniband", "vgg_a", 512): 2.1,
-            ("p100_infiniband", "googlenet", 512): 1.3}
+    base = {
+        ("gtx1080_1gbe", "alexnet", 8): 3.0,
+        ("gtx1080_1gbe", "vgg_a", 8): 4.0,
+        ("gtx1080_1gbe", "googlenet", 8): 1.5,
+        ("p100_infiniband", "alexnet", 8): 1.2,
+        ("p100_infiniband", "vgg_a", 8): 1.6,
+        ("p100_infiniband", "googlenet", 8): 1.1,
+        ("gtx1080_1gbe", "alexnet", 512): 5.0,
+        ("gtx1080_1gbe", "vgg_a", 512): 6.0,
+        ("gtx1080_1gbe", "googlenet", 512): 2.0,
+        ("p100_infiniband", "alexnet", 512): 1.9,
+        ("p100_infiniband", "vgg_a", 512): 2.1,
+        ("p100_infiniband", "googlenet", 512): 1.3,
+    }
     got = {c[0].split(" (")[0]: c for c in fig5_claims(_curves(base))}
     assert [c[1] for c in fig5_claims(_curves(base))] == [HOLDS, HOLDS, HOLDS, HOLDS]
     assert "model 3.00× vs paper 3.04×" in got["TernGrad speedup ≈ 3.04× for AlexNet on 8 GPUs, 1 GbE"][2]
     # InfiniBand beats 1 GbE for GoogLeNet at 8 GPUs; GoogLeNet beats AlexNet at 512 on InfiniBand; VGG-A 2.5×
-    worse = {**base, ("p100_infiniband", "googlenet", 8): 1.6, ("p100_infiniband", "googlenet", 512): 2.0,
-             ("p100_infiniband", "vgg_a", 512): 2.5}
+    worse = {
+        **base,
+        ("p100_infiniband", "googlenet", 8): 1.6,
+        ("p100_infiniband", "googlenet", 512): 2.0,
+        ("p100_infiniband", "vgg_a", 512): 2.5,
+    }
     assert [c[1] for c in fig5_claims(_curves(worse))] == [FAILS, FAILS, HOLDS, FAILS]

@@ -31,8 +31,20 @@ from report_store import ReportStore  # noqa: E402
 
 SEEDS = (0, 1, 2)
 #: pages whose claims the stores below cover: every page with learning claims and runs to make
-LEARNING_PAGES = ("rudra_table2", "rudra_table3", "rudra_fig5", "rudra_fig6_7", "zhang_fig3", "terngrad_fig3",
-                  "terngrad_table1", "agn_table1", "agn_fig7", "agn_figs8_12", "ssp_fig2_3", "ssp_fig4_5")
+LEARNING_PAGES = (
+    "rudra_table2",
+    "rudra_table3",
+    "rudra_fig5",
+    "rudra_fig6_7",
+    "zhang_fig3",
+    "terngrad_fig3",
+    "terngrad_table1",
+    "agn_table1",
+    "agn_fig7",
+    "agn_figs8_12",
+    "ssp_fig2_3",
+    "ssp_fig4_5",
+)
 
 Err = Callable[[str, int], float]  # (case, seed) -> test error
 
@@ -57,8 +69,12 @@ def _fill(root: Path, err: Err, acc: Callable[[str, int], list[float]], loss: Ca
         run({"paper": "rudra", "figure": "5", **sub}, case, ps_updates=10, epochs_done=1)
     f67 = [(0, 128, 1), (0, 4, 30), (0, 128, 30)] + [(lam, 4, lam) for lam in RP.LAMBDAS[1:]]
     for sig, mu, lam in f67:
-        run({"paper": "rudra", "figure": "6-7", **sub}, RP.case_label(sig, mu, lam), sim_time_s=10.0 / lam,
-            epochs_done=1)
+        run(
+            {"paper": "rudra", "figure": "6-7", **sub},
+            RP.case_label(sig, mu, lam),
+            sim_time_s=10.0 / lam,
+            epochs_done=1,
+        )
     for case in ZP.FIG3:
         run({"paper": "zhang", "figure": "3", **sub}, case, ps_updates=10, epochs_done=1)
     for grad in ("fp32", "terngrad", "noclip"):
@@ -70,9 +86,13 @@ def _fill(root: Path, err: Err, acc: Callable[[str, int], list[float]], loss: Ca
     def curve(tags: dict, case: str, shape: str) -> None:
         for seed in SEEDS:
             a = acc(shape, seed)
-            s.run({**tags, "case": case, "scale": "ci", "dataset": "mnist"}, {"test_error": 0.5}, seed=seed,
-                  summary_step=len(a), histories={"train_accuracy": list(enumerate(a)),
-                                                  "sim_time_s": [(i, float(i)) for i in range(len(a))]})
+            s.run(
+                {**tags, "case": case, "scale": "ci", "dataset": "mnist"},
+                {"test_error": 0.5},
+                seed=seed,
+                summary_step=len(a),
+                histories={"train_accuracy": list(enumerate(a)), "sim_time_s": [(i, float(i)) for i in range(len(a))]},
+            )
 
     for n in (10, 20):
         for h in (10,):
@@ -84,10 +104,15 @@ def _fill(root: Path, err: Err, acc: Callable[[str, int], list[float]], loss: Ca
     for m in (1, 3, 6):
         for seed in SEEDS:
             steps = range(10, 210, 10)
-            s.run({"paper": "ssp", "figure": "2,4", "case": f"m{m}", "scale": "ci", "dataset_stand_in": "timit"},
-                  {"train_loss": loss(seed), "ps_updates": 200}, seed=seed,
-                  histories={"train_loss": [(i, loss(seed)) for i in steps],
-                             "sim_time_s": [(i, i / (10.0 * m)) for i in steps]})
+            s.run(
+                {"paper": "ssp", "figure": "2,4", "case": f"m{m}", "scale": "ci", "dataset_stand_in": "timit"},
+                {"train_loss": loss(seed), "ps_updates": 200},
+                seed=seed,
+                histories={
+                    "train_loss": [(i, loss(seed)) for i in steps],
+                    "sim_time_s": [(i, i / (10.0 * m)) for i in steps],
+                },
+            )
 
 
 def _claims(out: Path) -> dict[str, list[list[str]]]:
@@ -129,22 +154,38 @@ def store(tmp_path_factory, mlflow_template_db):
 @pytest.fixture(scope="module")
 def at_chance(store):
     """No run learned: 10-class errors of 89.8–90.2 %, training accuracy 10 %, SSP objective ln(2001)."""
-    return _report(store("at_chance"), lambda case, seed: 0.90 + 0.002 * (seed - 1),
-                   lambda case, seed: [0.10] * 8, lambda seed: math.log(2001))
+    return _report(
+        store("at_chance"),
+        lambda case, seed: 0.90 + 0.002 * (seed - 1),
+        lambda case, seed: [0.10] * 8,
+        lambda seed: math.log(2001),
+    )
 
 
 @pytest.fixture(scope="module")
 def within_noise(store):
     """Every run learned, every configuration alike: errors 84 ± 0.2 % (1,017 or 10,000 test images), AGN curves
     equal but DynSGD's drop 0, 10 or 20 pp by seed, the SSP objective the same for every number of machines."""
+
     def acc(shape: str, seed: int) -> list[float]:
         if shape.startswith("dynsgd"):
-            return [0.5, 0.6, 0.7, 0.8, 0.8, 0.8 - 0.1 * seed, 0.8 - 0.1 * seed, 0.8 - 0.1 * seed,
-                    0.8 - 0.1 * seed, 0.8 - 0.1 * seed]
+            return [
+                0.5,
+                0.6,
+                0.7,
+                0.8,
+                0.8,
+                0.8 - 0.1 * seed,
+                0.8 - 0.1 * seed,
+                0.8 - 0.1 * seed,
+                0.8 - 0.1 * seed,
+                0.8 - 0.1 * seed,
+            ]
         return [0.5, 0.6, 0.7, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8]
 
-    return _report(store("within_noise"), lambda case, seed: 0.84 + 0.002 * (seed - 1), acc,
-                   lambda seed: 3.0 + 0.1 * (seed - 1))
+    return _report(
+        store("within_noise"), lambda case, seed: 0.84 + 0.002 * (seed - 1), acc, lambda seed: 3.0 + 0.1 * (seed - 1)
+    )
 
 
 @pytest.mark.parametrize("key", LEARNING_PAGES)
@@ -153,8 +194,9 @@ def test_no_page_decides_a_learning_claim_on_runs_at_chance(at_chance, key):
     assert learning, key
     for c in learning:
         assert c["verdict"] == NOT_MEASURED, (key, c)
-        assert re.search(r"did not learn|no reference run learned|premise|no runs|needs scale=paper",
-                         c["deciding numbers"]), (key, c)
+        assert re.search(
+            r"did not learn|no reference run learned|premise|no runs|needs scale=paper", c["deciding numbers"]
+        ), (key, c)
 
 
 @pytest.mark.parametrize("key", LEARNING_PAGES)
@@ -187,12 +229,16 @@ def test_a_failed_premise_reads_does_not_hold():
 
 def test_the_index_counts_claims_per_paper_and_ours_apart(within_noise):
     index = (within_noise.out / "index.md").read_text()
-    assert ("| paper | claims | holds | does not hold | not resolvable | undetermined within the model's error | "
-            "pending | not measured | ours (not counted) |") in index
+    assert (
+        "| paper | claims | holds | does not hold | not resolvable | undetermined within the model's error | "
+        "pending | not measured | ours (not counted) |"
+    ) in index
     # the decided TernGrad claims are Fig 5's (the performance model); noclip is ours, twice (Fig 3, Table 1)
     assert re.search(r"\| TernGrad \| \d+ \| 2 \| 2 \| \d+ \| 0 \| 0 \| \d+ \| 2 \|", index), index
-    assert "| *ours, not counted:* [ci] TernGrad-noclip has a higher test error" in \
-        (within_noise.out / "claims.md").read_text()
+    assert (
+        "| *ours, not counted:* [ci] TernGrad-noclip has a higher test error"
+        in (within_noise.out / "claims.md").read_text()
+    )
 
 
 def test_the_rule_itself():
@@ -231,8 +277,10 @@ def test_a_prediction_band_against_a_claimed_range():
     c = in_range("", {"a": (1.2, 1.3)}, (1.4, 1.6), "then this", first="first this")
     assert c.numbers.startswith("first this. band vs the claimed 1.4 … 1.6: a [1.2, 1.3] outside. then this")
     decided = Claim("x", HOLDS, "", kind="simulation")
-    assert status(Shown({"ci": (3, 3)}, [decided, c._replace(verdict=UNDETERMINED)], command="c")) == \
-        "measured at scale ci, 1 of 2 claims not decided"
+    assert (
+        status(Shown({"ci": (3, 3)}, [decided, c._replace(verdict=UNDETERMINED)], command="c"))
+        == "measured at scale ci, 1 of 2 claims not decided"
+    )
 
 
 def test_no_page_writes_a_verdict_itself():
@@ -240,8 +288,17 @@ def test_no_page_writes_a_verdict_itself():
     a Claim."""
     for f in sorted((REPO / "analysis" / "pages").glob("*.py")):
         src = f.read_text()
-        for word in ("HOLDS", "FAILS", "NOT_RESOLVABLE", "NOT_MEASURED", "UNDETERMINED", "Claim(", "\"holds\"",
-                     "\"does not hold\"", "\"undetermined"):
+        for word in (
+            "HOLDS",
+            "FAILS",
+            "NOT_RESOLVABLE",
+            "NOT_MEASURED",
+            "UNDETERMINED",
+            "Claim(",
+            '"holds"',
+            '"does not hold"',
+            '"undetermined',
+        ):
             assert word not in src, (f.name, word)
     assert isinstance(lower("", None, None), Claim)
 
@@ -251,11 +308,16 @@ def test_increasing_with_two_members_at_chance_is_not_measured_not_a_crash():
     cannot be decided (its lower member did not learn); the claim said "holds" or raised IndexError before."""
     from analysis.learning import increasing
 
-    series = [errors("n=1", [0.68, 0.656, 0.698], "cifar10_subset"),
-              errors("n=15", [0.9095] * 3, "cifar10_subset"), errors("n=30", [0.9095] * 3, "cifar10_subset")]
+    series = [
+        errors("n=1", [0.68, 0.656, 0.698], "cifar10_subset"),
+        errors("n=15", [0.9095] * 3, "cifar10_subset"),
+        errors("n=30", [0.9095] * 3, "cifar10_subset"),
+    ]
     c = increasing("final test error increasing in n", series)
     assert c.verdict == NOT_MEASURED
     assert "n=15 90.95% (n=3)" in c.numbers and "did not learn" in c.numbers
-    series[1:] = [errors("n=15", [0.75, 0.76, 0.74], "cifar10_subset"),  # every step decidable: holds
-                  errors("n=30", [0.82, 0.83, 0.81], "cifar10_subset")]
+    series[1:] = [
+        errors("n=15", [0.75, 0.76, 0.74], "cifar10_subset"),  # every step decidable: holds
+        errors("n=30", [0.82, 0.83, 0.81], "cifar10_subset"),
+    ]
     assert increasing("final test error increasing in n", series).verdict == HOLDS

@@ -24,14 +24,28 @@ CIFAR_CNN_BYTES = 4 * 89_578  # Rudra §4.2: ~90 K parameters, ~350 kB
 def homogeneous_cost(**kw) -> CostModel:
     """Rudra's cluster in the regime of Fig 4 / Zhang Fig 1: compute-bound homogeneous learners
     on a fast interconnect (the PS is not saturated), CIFAR CNN at μ = 4."""
-    base = dict(compute=ComputeModel(1.46e-2, 3.09e-3), message_bytes=CIFAR_CNN_BYTES, bandwidth_Bps=3e10,
-                latency_s=2e-6, ps_service_s=5e-6, ps_apply_Bps=2e10, jitter_cv=0.05)
+    base = dict(
+        compute=ComputeModel(1.46e-2, 3.09e-3),
+        message_bytes=CIFAR_CNN_BYTES,
+        bandwidth_Bps=3e10,
+        latency_s=2e-6,
+        ps_service_s=5e-6,
+        ps_apply_Bps=2e10,
+        jitter_cv=0.05,
+    )
     base.update(kw)
     return CostModel(**base)
 
 
-def simulate(protocol: Protocol, gradients: int, cost: CostModel | None = None, topology: str = "rudra_base",
-             mu: int = 4, seed: int = 0, **topo) -> tuple[Schedule, Simulator]:
+def simulate(
+    protocol: Protocol,
+    gradients: int,
+    cost: CostModel | None = None,
+    topology: str = "rudra_base",
+    mu: int = 4,
+    seed: int = 0,
+    **topo,
+) -> tuple[Schedule, Simulator]:
     sim = Simulator(protocol, cost or homogeneous_cost(), Topology(topology, **topo), mu, gradients, seed)
     return Schedule.collect(sim.run()), sim
 
@@ -224,8 +238,9 @@ print(updates, int(hwm) * 1024)
 
 def peak_rss(learners: int, gradients: int) -> tuple[int, int]:
     """(updates, peak resident bytes) of a fresh process that streams a whole schedule."""
-    out = subprocess.run([sys.executable, "-c", _PEAK_RSS, str(learners), str(gradients)],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, str(learners), str(gradients)], capture_output=True, text=True, check=True
+    ).stdout.split()
     return int(out[0]), int(out[1])
 
 
@@ -243,21 +258,24 @@ def test_thousand_learners_million_gradients_streamed():
     assert peak - base < 8e6, (base, peak)
 
 
-@pytest.mark.parametrize(("make", "key"), [
-    (lambda: Protocol("softsync", 4, n=0), "protocol.n"),
-    (lambda: Protocol("softsync", 4, n=5), "protocol.n"),
-    (lambda: Protocol("hardsync", 0), "learners"),
-    (lambda: Protocol("ssp", 4, staleness_bound=-1), "protocol.staleness_bound"),
-    (lambda: Protocol("hardsync", 4, n=2), "protocol.n"),
-    (lambda: Protocol("gossip", 4), "protocol.name"),
-    (lambda: Simulator(Protocol("async", 4), CostModel(), Topology(), -1, 100), "batch_size"),
-    (lambda: Simulator(Protocol("async", 4), CostModel(), Topology(), 0, 100), "batch_size"),
-    (lambda: CostModel(bandwidth_Bps=0), "hardware.bandwidth_Bps"),
-    (lambda: CostModel(straggler_fraction=1.5), "hardware.stragglers.fraction"),
-    (lambda: Topology("ring"), "topology.name"),
-    (lambda: LRPolicy("adaptive"), "lr_policy.name"),
-    (lambda: CostModel.from_profile("cray", 10), "hardware.name"),
-])
+@pytest.mark.parametrize(
+    ("make", "key"),
+    [
+        (lambda: Protocol("softsync", 4, n=0), "protocol.n"),
+        (lambda: Protocol("softsync", 4, n=5), "protocol.n"),
+        (lambda: Protocol("hardsync", 0), "learners"),
+        (lambda: Protocol("ssp", 4, staleness_bound=-1), "protocol.staleness_bound"),
+        (lambda: Protocol("hardsync", 4, n=2), "protocol.n"),
+        (lambda: Protocol("gossip", 4), "protocol.name"),
+        (lambda: Simulator(Protocol("async", 4), CostModel(), Topology(), -1, 100), "batch_size"),
+        (lambda: Simulator(Protocol("async", 4), CostModel(), Topology(), 0, 100), "batch_size"),
+        (lambda: CostModel(bandwidth_Bps=0), "hardware.bandwidth_Bps"),
+        (lambda: CostModel(straggler_fraction=1.5), "hardware.stragglers.fraction"),
+        (lambda: Topology("ring"), "topology.name"),
+        (lambda: LRPolicy("adaptive"), "lr_policy.name"),
+        (lambda: CostModel.from_profile("cray", 10), "hardware.name"),
+    ],
+)
 def test_bad_parameters_name_the_key_and_the_allowed_range(make, key):
     with pytest.raises(ConfigError) as err:
         make()

@@ -33,15 +33,32 @@ def schedule(proto: Protocol, mu: int, gradients: int, seed: int = 0) -> Schedul
     return Schedule.collect(Simulator(proto, COST, Topology(), mu, gradients, seed).run())
 
 
-def run(dm, sched: Schedule, mu: int, learners: int, policy: LRPolicy | None = None, optimizer=None, batching="auto",
-        model="mlp", seed=0) -> torch.nn.Module:
+def run(
+    dm,
+    sched: Schedule,
+    mu: int,
+    learners: int,
+    policy: LRPolicy | None = None,
+    optimizer=None,
+    batching="auto",
+    model="mlp",
+    seed=0,
+) -> torch.nn.Module:
     torch.manual_seed(seed)
     net = build_model(model, dm.input_shape, dm.num_classes)
     module = ClassifierModule(net, optimizer or {"name": "sgd", "lr": 0.05, "momentum": 0.9})
     strategy = ParameterServerStrategy(sched, batching)
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         limit_val_batches=0, deterministic=True)
+    trainer = pl.Trainer(
+        strategy=strategy,
+        accelerator="cpu",
+        max_epochs=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        deterministic=True,
+    )
     batches = UpdateBatches(sched, dm.x_train, dm.y_train, mu, policy or LRPolicy(), mu, learners, seed)
     data = torch.utils.data.DataLoader(batches, batch_size=None)
     trainer.fit(module, train_dataloaders=data)
@@ -109,8 +126,9 @@ def test_batched_gradients_equal_each_learner_alone(digits, model):
             for k in ref[i][0]:
                 assert torch.allclose(got[i][0][k], ref[i][0][k], atol=1e-5, rtol=1e-4), (mode, i, k)
     # not vacuous: the same rows on another update's snapshot give another gradient
-    shifted = update_gradients(net, batches, sched, {t: snaps[t + 1] for t in snaps if t + 1 in snaps}, "loop",
-                               multi[0] + 1)
+    shifted = update_gradients(
+        net, batches, sched, {t: snaps[t + 1] for t in snaps if t + 1 in snaps}, "loop", multi[0] + 1
+    )
     assert any(not torch.allclose(shifted[multi[0]][0][k], ref[multi[0]][0][k], atol=1e-5) for k in ref[0][0])
 
 

@@ -12,10 +12,21 @@ from psbench.summary import FIELDS, RunSummary, write_json
 
 
 def test_a_summary_survives_summary_json_unchanged(tmp_path):
-    s = RunSummary(status="diverged", diverged=True, diverged_at_update=7, test_error=0.9, engine="dist",
-                   mode="free_run", staleness_hist={0: 3, 2: 1}, staleness_max=2, run_time_s=1.5,
-                   failed_learners=[2], calibration={"ks_staleness": 0.1}, artifacts=["a.npz"],
-                   provenance={"host": "h"})
+    s = RunSummary(
+        status="diverged",
+        diverged=True,
+        diverged_at_update=7,
+        test_error=0.9,
+        engine="dist",
+        mode="free_run",
+        staleness_hist={0: 3, 2: 1},
+        staleness_max=2,
+        run_time_s=1.5,
+        failed_learners=[2],
+        calibration={"ks_staleness": 0.1},
+        artifacts=["a.npz"],
+        provenance={"host": "h"},
+    )
     write_json(tmp_path / "summary.json", s)
     raw = json.loads((tmp_path / "summary.json").read_text())
     assert set(raw) == set(FIELDS)  # every key, null where it does not apply

@@ -67,13 +67,19 @@ def test_only_a_timestamped_sweep_dir_is_replaced_by_the_studys_own():
 
 
 def test_identity_differences_name_each_key_old_to_new():
-    assert fixed_values(["epochs=1", "++tags.scale=ci", "~seed"]) == {"epochs": "1", "tags.scale": "ci",
-                                                                       "seed": "(deleted)"}
+    assert fixed_values(["epochs=1", "++tags.scale=ci", "~seed"]) == {
+        "epochs": "1",
+        "tags.scale": "ci",
+        "seed": "(deleted)",
+    }
     old = {"fixed": {"epochs": "1", "seed": "0"}, "space": {"learners": "choice(1, 2)"}, "objectives": ["test_error"]}
     new = {"fixed": {"epochs": "5"}, "space": {"learners": "choice(1, 2, 4)"}, "objectives": ["sim_time_s"]}
-    assert differences(old, new) == ["epochs: 1 -> 5", "seed: 0 -> (unset)",
-                                     "space.learners: choice(1, 2) -> choice(1, 2, 4)",
-                                     "objectives: [test_error] -> [sim_time_s]"]
+    assert differences(old, new) == [
+        "epochs: 1 -> 5",
+        "seed: 0 -> (unset)",
+        "space.learners: choice(1, 2) -> choice(1, 2, 4)",
+        "objectives: [test_error] -> [sim_time_s]",
+    ]
     assert differences(new, new) == []
 
 
@@ -92,8 +98,14 @@ sys.argv = ["psbench", *sys.argv[1:]]
 cli.main()
 """
 
-PARETO = ("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=5", "hydra.sweeper.sampler.population_size=4",
-          "epochs=1", "trainer.progress=none")
+PARETO = (
+    "-m",
+    "hparams_search=rudra_pareto",
+    "hydra.sweeper.n_trials=5",
+    "hydra.sweeper.sampler.population_size=4",
+    "epochs=1",
+    "trainer.progress=none",
+)
 # fast: the schedule's objectives (⟨σ⟩, simulated time), no MLflow; slow: trained digits MLPs, MLflow runs
 FAST = ("hydra.sweeper.objectives=[staleness_mean,sim_time_s]", "schedule_only=true", "logger=none")
 
@@ -163,31 +175,54 @@ def test_test_error_vs_time_study_resumes_and_tags_mlflow_runs(psbench_root, run
 
 
 def test_crashed_and_diverged_trials_are_recorded_and_the_study_continues(psbench_root, run_psbench):
-    cases = ("{ok: {learners: 2}, bad_input: {learners: 2, protocol.n: 5}, "
-             "diverges: {learners: 2, optimizer.lr: 1.0e+6}, ok4: {learners: 4}}")
-    res = run_psbench("-m", "hydra/sweeper=psbench_optuna", "hydra.sweep.dir=sweep", "protocol=softsync",
-                      "hydra.sweeper.study_name=faults", "hydra.sweeper.sampler.name=grid",
-                      "hydra.sweeper.n_trials=null",
-                      "hydra.sweeper.max_failure_rate=0.5", f"hydra.sweeper.cases={cases}", "epochs=1",
-                      "logger=none", "trainer.progress=none", root=psbench_root)
+    cases = (
+        "{ok: {learners: 2}, bad_input: {learners: 2, protocol.n: 5}, "
+        "diverges: {learners: 2, optimizer.lr: 1.0e+6}, ok4: {learners: 4}}"
+    )
+    res = run_psbench(
+        "-m",
+        "hydra/sweeper=psbench_optuna",
+        "hydra.sweep.dir=sweep",
+        "protocol=softsync",
+        "hydra.sweeper.study_name=faults",
+        "hydra.sweeper.sampler.name=grid",
+        "hydra.sweeper.n_trials=null",
+        "hydra.sweeper.max_failure_rate=0.5",
+        f"hydra.sweeper.cases={cases}",
+        "epochs=1",
+        "logger=none",
+        "trainer.progress=none",
+        root=psbench_root,
+    )
     assert res.returncode == 1, res.stderr[-3000:]  # one crashed trial: counted, non-zero exit
     assert res.stderr.strip().splitlines()[-1].startswith("psbench: 1 of 4 trials crashed (see ")
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{psbench_root}/sweep/optuna.db")
     by_case = {t.params["case"]: t for t in study.get_trials()}
     assert set(by_case) == {"ok", "bad_input", "diverges", "ok4"}
     assert by_case["ok"].state == by_case["ok4"].state == TrialState.COMPLETE
-    assert by_case["bad_input"].state == TrialState.FAIL and "exited with status 2" in by_case["bad_input"].user_attrs[
-        "crashed"]
+    assert (
+        by_case["bad_input"].state == TrialState.FAIL
+        and "exited with status 2" in by_case["bad_input"].user_attrs["crashed"]
+    )
     assert by_case["diverges"].state == TrialState.FAIL and by_case["diverges"].user_attrs["diverged"] is True
     assert math.isfinite(by_case["ok"].values[0])
 
 
 def test_max_failure_rate_stops_a_sweep_whose_trials_all_crash(psbench_root, run_psbench):
-    res = run_psbench("-m", "hydra/sweeper=psbench_optuna", "hydra.sweep.dir=sweep", "protocol=softsync",
-                      "hydra.sweeper.study_name=broken", "hydra.sweeper.n_trials=5",
-                      "hydra.sweeper.sampler.name=random",
-                      "hydra.sweeper.params={learners: 'choice(1,2)'}", "protocol.n=3", "epochs=1", "logger=none",
-                      root=psbench_root)
+    res = run_psbench(
+        "-m",
+        "hydra/sweeper=psbench_optuna",
+        "hydra.sweep.dir=sweep",
+        "protocol=softsync",
+        "hydra.sweeper.study_name=broken",
+        "hydra.sweeper.n_trials=5",
+        "hydra.sweeper.sampler.name=random",
+        "hydra.sweeper.params={learners: 'choice(1,2)'}",
+        "protocol.n=3",
+        "epochs=1",
+        "logger=none",
+        root=psbench_root,
+    )
     assert res.returncode == 1
     assert "max_failure_rate=0.5: stopping the sweep" in res.stderr.strip().splitlines()[-1]
     study = optuna.load_study(study_name="broken", storage=f"sqlite:///{psbench_root}/sweep/optuna.db")
@@ -213,8 +248,14 @@ def test_a_changed_fixed_override_into_the_same_study_is_refused_before_any_tria
 def test_an_objective_no_job_reports_stops_the_study_with_one_line(psbench_root, run_psbench):
     """A psbench job reports summary.json's numbers: an objective that is not one is refused before any trial
     (another app's jobs are asked at the first trial: tests/test_sweeper_resume.py)."""
-    res = run_psbench("-m", "hparams_search=rudra_pareto", "hydra.sweeper.objectives=[staleness_mean,sim_time]",
-                      "schedule_only=true", "logger=none", root=psbench_root)
+    res = run_psbench(
+        "-m",
+        "hparams_search=rudra_pareto",
+        "hydra.sweeper.objectives=[staleness_mean,sim_time]",
+        "schedule_only=true",
+        "logger=none",
+        root=psbench_root,
+    )
     assert res.returncode == 2
     [line] = res.stderr.strip().splitlines()
     assert line.startswith("psbench: error: hydra.sweeper.objectives=[staleness_mean,sim_time] is invalid: allowed ")
@@ -227,17 +268,25 @@ def test_n_trials_below_one_is_refused_before_any_study_exists(psbench_root, run
     assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
         "psbench: error: hydra.sweeper.n_trials=-1 is invalid: allowed an integer >= 1 "
-        "(null: the whole grid, with sampler.name=grid)"]
+        "(null: the whole grid, with sampler.name=grid)"
+    ]
     assert not list(psbench_root.rglob("optuna.db"))
 
 
 # --------------------------------------------------------------------------- every exit leaves a true record
-def test_the_readme_pareto_sweep_and_refused_sweeper_keys_leave_no_running_run(psbench_root, run_psbench,
-                                                                              mlflow_runs, running_runs):
+def test_the_readme_pareto_sweep_and_refused_sweeper_keys_leave_no_running_run(
+    psbench_root, run_psbench, mlflow_runs, running_runs
+):
     """The parent run is made once, in the study's dir: the README's search leaves it FINISHED (it used to leave
     a soft-deleted RUNNING parent for the timestamped dir), and a refused sweeper key leaves none at all."""
-    res = run_psbench("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=2", "epochs=1",
-                      "trainer.progress=none", root=psbench_root)
+    res = run_psbench(
+        "-m",
+        "hparams_search=rudra_pareto",
+        "hydra.sweeper.n_trials=2",
+        "epochs=1",
+        "trainer.progress=none",
+        root=psbench_root,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     runs = mlflow_runs(psbench_root, parents=True)
     [parent] = [r for r in runs if r["tags"].get("psbench.sweep_parent") == "true"]
@@ -246,7 +295,8 @@ def test_the_readme_pareto_sweep_and_refused_sweeper_keys_leave_no_running_run(p
     for bad in ("hydra.sweeper.n_trials=0", "hydra.sweeper.sampler.name=bogus"):
         res = run_psbench("-m", "hparams_search=rudra_pareto", bad, "epochs=1", root=psbench_root)
         assert res.returncode == 2 and res.stderr.strip().splitlines()[-1].startswith(
-            f"psbench: error: {bad.split('=')[0]}="), res.stderr[-2000:]
+            f"psbench: error: {bad.split('=')[0]}="
+        ), res.stderr[-2000:]
     assert len(mlflow_runs(psbench_root, parents=True)) == 3
     assert running_runs(psbench_root) == []
 
@@ -254,9 +304,16 @@ def test_the_readme_pareto_sweep_and_refused_sweeper_keys_leave_no_running_run(p
 def test_a_mistyped_objective_is_refused_before_any_trial_whatever_their_number(psbench_root, run_psbench):
     """One objective named wrong used to get the job's return value (its test error) under that name."""
     for objectives in ("[sim_time]", "[test_error,sim_time]"):
-        res = run_psbench("-m", "hydra/sweeper=psbench_optuna", f"hydra.sweeper.objectives={objectives}",
-                          "hydra.sweeper.n_trials=1", "hydra.sweeper.params={learners: 'choice(1,2)'}",
-                          "schedule_only=true", "logger=none", root=psbench_root)
+        res = run_psbench(
+            "-m",
+            "hydra/sweeper=psbench_optuna",
+            f"hydra.sweeper.objectives={objectives}",
+            "hydra.sweeper.n_trials=1",
+            "hydra.sweeper.params={learners: 'choice(1,2)'}",
+            "schedule_only=true",
+            "logger=none",
+            root=psbench_root,
+        )
         assert res.returncode == 2, res.stderr[-2000:]
         [line] = res.stderr.strip().splitlines()
         assert line.startswith(f"psbench: error: hydra.sweeper.objectives={objectives} is invalid: ")
@@ -270,12 +327,21 @@ def test_a_storage_that_is_not_an_optuna_database_is_refused_in_one_line(psbench
     other = psbench_root / "other.db"
     with sqlite3.connect(other) as con:
         con.execute("create table notes (x int)")
-    for storage, words in ((f"sqlite:///{psbench_root}/mlflow.db", "not an MLflow tracking store"),
-                           (f"sqlite:///{other}", "it holds other tables: notes")):
-        res = run_psbench("-m", "hydra/sweeper=psbench_optuna", f"hydra.sweeper.storage={storage}",
-                          "hydra.sweeper.n_trials=1", "hydra.sweeper.params={learners: 'choice(1,2)'}",
-                          "hydra.sweeper.objectives=[staleness_mean]", "schedule_only=true", "logger=none",
-                          root=psbench_root)
+    for storage, words in (
+        (f"sqlite:///{psbench_root}/mlflow.db", "not an MLflow tracking store"),
+        (f"sqlite:///{other}", "it holds other tables: notes"),
+    ):
+        res = run_psbench(
+            "-m",
+            "hydra/sweeper=psbench_optuna",
+            f"hydra.sweeper.storage={storage}",
+            "hydra.sweeper.n_trials=1",
+            "hydra.sweeper.params={learners: 'choice(1,2)'}",
+            "hydra.sweeper.objectives=[staleness_mean]",
+            "schedule_only=true",
+            "logger=none",
+            root=psbench_root,
+        )
         assert res.returncode == 2, res.stderr[-2000:]
         [line] = res.stderr.strip().splitlines()
         assert line.startswith(f"psbench: error: hydra.sweeper.storage={storage} is invalid: ") and words in line
@@ -299,8 +365,9 @@ cli.main()
 """
 
 
-def test_a_trial_that_finished_before_it_was_recorded_is_recorded_not_trained_again(psbench_root, run_psbench,
-                                                                                   mlflow_runs):
+def test_a_trial_that_finished_before_it_was_recorded_is_recorded_not_trained_again(
+    psbench_root, run_psbench, mlflow_runs
+):
     args = ("-m", "hparams_search=rudra_pareto", "hydra.sweeper.n_trials=2", "epochs=1", "trainer.progress=none")
     first = run_psbench(*args, root=psbench_root, driver=KILL_AFTER_DRIVER, env={"KILL_AT": "2"})
     assert first.returncode == -9, first.stderr[-2000:]

@@ -25,8 +25,15 @@ APP = Path(__file__).resolve().parent / "sweep_app" / "app.py"
 def run_app(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SWEEP_APP_", "HYDRA_FULL_ERROR"))}
     full_env.update(env or {})
-    return subprocess.run([sys.executable, str(APP), "-m", *args], cwd=cwd, env=full_env, capture_output=True,
-                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, str(APP), "-m", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def sweep_dirs(cwd: Path, name: str = "psbench") -> list[Path]:
@@ -95,11 +102,17 @@ def test_a_killed_sweep_rerun_with_the_same_command_continues_its_study(tmp_path
 def test_kills_at_any_point_never_lose_or_repeat_a_point(tmp_path):
     """SIGKILL from outside at staggered times (ask, job, tell, bookkeeping), then run to the end:
     the 8 points of the space are each COMPLETE once and nothing is left RUNNING or unretried."""
-    args = ("x=choice(0,1,2,3)", "y=choice(0,1)", "sleep=0.15", "hydra.sweeper.sampler.name=random",
-            "hydra.sweeper.n_trials=8")
+    args = (
+        "x=choice(0,1,2,3)",
+        "y=choice(0,1)",
+        "sleep=0.15",
+        "hydra.sweeper.sampler.name=random",
+        "hydra.sweeper.n_trials=8",
+    )
     for delay in (2.0, 2.4, 2.8, 3.2, 3.6):
-        proc = subprocess.Popen([sys.executable, str(APP), "-m", *args], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, str(APP), "-m", *args], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(delay)
         proc.kill()
         proc.wait()
@@ -111,8 +124,11 @@ def test_kills_at_any_point_never_lose_or_repeat_a_point(tmp_path):
     assert sorted(sets) == sorted({(("x", x), ("y", y)) for x, y in itertools.product(range(4), range(2))})
     assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
     retried = {t.user_attrs.get("retry_of") for t in trials}  # killed mid-trial: run again (or its point ran)
-    assert all(t.number in retried or tuple(sorted(t.params.items())) in sets
-               for t in trials if t.user_attrs.get("interrupted"))
+    assert all(
+        t.number in retried or tuple(sorted(t.params.items())) in sets
+        for t in trials
+        if t.user_attrs.get("interrupted")
+    )
     assert [t for t in trials if t.user_attrs.get("interrupted")]  # the kills did land mid-trial
 
 
@@ -123,8 +139,13 @@ def test_a_grid_asked_in_batches_runs_the_trials_of_a_one_at_a_time_study(tmp_pa
     for n_jobs in (1, 2):
         cwd = tmp_path / f"n{n_jobs}"
         cwd.mkdir()
-        res = run_app(cwd, "x=choice(0,1,2)", "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=null",
-                      f"hydra.sweeper.n_jobs={n_jobs}")
+        res = run_app(
+            cwd,
+            "x=choice(0,1,2)",
+            "hydra.sweeper.sampler.name=grid",
+            "hydra.sweeper.n_trials=null",
+            f"hydra.sweeper.n_jobs={n_jobs}",
+        )
         assert res.returncode == 0, res.stderr[-3000:]
         [sweep] = sweep_dirs(cwd)
         studies[n_jobs] = [(t.number, t.state, t.params) for t in load(sweep).get_trials()]
@@ -135,8 +156,13 @@ def test_a_grid_asked_in_batches_runs_the_trials_of_a_one_at_a_time_study(tmp_pa
 def test_a_finite_space_runs_each_point_once_then_stops(tmp_path):
     """Random proposals that repeat a point already run are FAIL duplicate_of and asked again;
     n_trials beyond the 9 points stops at 9, exit 0."""
-    res = run_app(tmp_path, "x=choice(0,1,2)", "y=choice(0.0,0.5,1.0)", "hydra.sweeper.sampler.name=random",
-                  "hydra.sweeper.n_trials=12")
+    res = run_app(
+        tmp_path,
+        "x=choice(0,1,2)",
+        "y=choice(0.0,0.5,1.0)",
+        "hydra.sweeper.sampler.name=random",
+        "hydra.sweeper.n_trials=12",
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     [sweep] = sweep_dirs(tmp_path)
     trials = load(sweep).get_trials()
@@ -154,8 +180,10 @@ def test_a_study_is_what_its_command_says(tmp_path):
     assert run_app(tmp_path, *base, "epochs=1").returncode == 0
     assert run_app(tmp_path, *base, "epochs=5").returncode == 0
     a, b = sweep_dirs(tmp_path)
-    assert {load(a).user_attrs["identity"]["fixed"]["epochs"], load(b).user_attrs["identity"]["fixed"]["epochs"]} \
-        == {"1", "5"}
+    assert {load(a).user_attrs["identity"]["fixed"]["epochs"], load(b).user_attrs["identity"]["fixed"]["epochs"]} == {
+        "1",
+        "5",
+    }
 
     fixed = (*base, "hydra.sweep.dir=fixed")
     assert run_app(tmp_path, *fixed, "epochs=1").returncode == 0
@@ -189,14 +217,20 @@ def test_continuing_a_study_with_other_choices_of_a_parameter_is_refused_in_one_
     assert len(load(tmp_path / "fixed").get_trials()) == n
 
 
-@pytest.mark.parametrize(("override", "key"), [
-    ("hydra.sweeper.n_trials=-1", "n_trials=-1"),
-    ("hydra.sweeper.n_trials=0", "n_trials=0"),
-    ("hydra.sweeper.sampler.name=bayes", "sampler.name=bayes"),
-    ("hydra.sweeper.direction=[minimize,maximize] hydra.sweeper.objectives=[loss]", "direction=[minimize,maximize]"),
-    ("hydra.sweeper.n_jobs=0", "n_jobs=0"),
-    ("hydra.sweeper.max_failure_rate=2", "max_failure_rate=2.0"),
-])
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("hydra.sweeper.n_trials=-1", "n_trials=-1"),
+        ("hydra.sweeper.n_trials=0", "n_trials=0"),
+        ("hydra.sweeper.sampler.name=bayes", "sampler.name=bayes"),
+        (
+            "hydra.sweeper.direction=[minimize,maximize] hydra.sweeper.objectives=[loss]",
+            "direction=[minimize,maximize]",
+        ),
+        ("hydra.sweeper.n_jobs=0", "n_jobs=0"),
+        ("hydra.sweeper.max_failure_rate=2", "max_failure_rate=2.0"),
+    ],
+)
 def test_bad_sweeper_keys_are_refused_up_front(tmp_path, override, key):
     res = run_app(tmp_path, "x=choice(0,1)", *override.split())
     assert res.returncode == 2
@@ -206,8 +240,9 @@ def test_bad_sweeper_keys_are_refused_up_front(tmp_path, override, key):
 
 
 def test_unknown_objective_stops_the_study_naming_what_the_job_reports(tmp_path):
-    res = run_app(tmp_path, "x=choice(0,1,2,3)", "returns=mapping", "hydra.sweeper.objectives=[los]",
-                  "hydra.sweeper.n_trials=4")
+    res = run_app(
+        tmp_path, "x=choice(0,1,2,3)", "returns=mapping", "hydra.sweeper.objectives=[los]", "hydra.sweeper.n_trials=4"
+    )
     assert res.returncode == 2
     [line] = res.stderr.strip().splitlines()
     assert line == "app: error: hydra.sweeper.objectives: trial 0 does not report 'los'; it reports loss, size"
@@ -217,9 +252,16 @@ def test_unknown_objective_stops_the_study_naming_what_the_job_reports(tmp_path)
 
 def test_a_task_returning_a_tuple_runs_a_two_objective_nsga2_study(tmp_path):
     """As with hydra-optuna-sweeper: directions only, one value per objective; `solutions` is the Pareto front."""
-    res = run_app(tmp_path, "x=interval(0,6)", "y=interval(0,1)", "returns=tuple",
-                  "hydra.sweeper.direction=[minimize,minimize]", "hydra.sweeper.sampler.name=nsgaii",
-                  "hydra.sweeper.sampler.population_size=4", "hydra.sweeper.n_trials=10")
+    res = run_app(
+        tmp_path,
+        "x=interval(0,6)",
+        "y=interval(0,1)",
+        "returns=tuple",
+        "hydra.sweeper.direction=[minimize,minimize]",
+        "hydra.sweeper.sampler.name=nsgaii",
+        "hydra.sweeper.sampler.population_size=4",
+        "hydra.sweeper.n_trials=10",
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     [sweep] = sweep_dirs(tmp_path)
     out = OmegaConf.to_container(OmegaConf.load(sweep / "optimization_results.yaml"))
@@ -237,8 +279,14 @@ def test_a_task_returning_a_tuple_runs_a_two_objective_nsga2_study(tmp_path):
 
 
 def test_a_task_returning_a_mapping_is_read_by_key_with_upstream_result_keys(tmp_path):
-    res = run_app(tmp_path, "x=choice(0,2,3,5)", "returns=mapping", "hydra.sweeper.objectives=[loss]",
-                  "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=null")
+    res = run_app(
+        tmp_path,
+        "x=choice(0,2,3,5)",
+        "returns=mapping",
+        "hydra.sweeper.objectives=[loss]",
+        "hydra.sweeper.sampler.name=grid",
+        "hydra.sweeper.n_trials=null",
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     [sweep] = sweep_dirs(tmp_path)
     out = OmegaConf.load(sweep / "optimization_results.yaml")
@@ -247,8 +295,12 @@ def test_a_task_returning_a_mapping_is_read_by_key_with_upstream_result_keys(tmp
 
 
 def test_crashed_trials_fail_the_sweep_and_are_retried_by_the_next_run(tmp_path):
-    args = ("x=choice(0,1,2,3)", "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=null",
-            "hydra.sweeper.max_failure_rate=1")
+    args = (
+        "x=choice(0,1,2,3)",
+        "hydra.sweeper.sampler.name=grid",
+        "hydra.sweeper.n_trials=null",
+        "hydra.sweeper.max_failure_rate=1",
+    )
     first = run_app(tmp_path, *args, env={"SWEEP_APP_CRASH_X": "2"})
     assert first.returncode == 1
     [sweep] = sweep_dirs(tmp_path)

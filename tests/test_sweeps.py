@@ -20,8 +20,9 @@ from sweeps import rudra_fig4, rudra_table1, rudra_table2  # noqa: E402
 from sweeps._runner import CIFAR_SCALES, SCALES, command, main  # noqa: E402
 
 
-@pytest.mark.parametrize(("mod", "scales"), [(rudra_table1, SCALES), (rudra_fig4, SCALES),
-                                             (rudra_table2, CIFAR_SCALES)])
+@pytest.mark.parametrize(
+    ("mod", "scales"), [(rudra_table1, SCALES), (rudra_fig4, SCALES), (rudra_table2, CIFAR_SCALES)]
+)
 def test_every_entry_point_has_its_scales(mod, scales):
     assert tuple(mod.SCALES) == scales  # the CIFAR ones also `full`: all 60,000 images
 
@@ -63,9 +64,14 @@ def test_simulation_sweeps_run_at_paper_scale_in_under_5_minutes(name, psbench_r
     import time
 
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, str(REPO / "sweeps" / f"{name}.py"), "scale=paper"], cwd=psbench_root,
-                         env={**__import__("os").environ, "PSBENCH_ROOT": str(psbench_root)}, capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, str(REPO / "sweeps" / f"{name}.py"), "scale=paper"],
+        cwd=psbench_root,
+        env={**__import__("os").environ, "PSBENCH_ROOT": str(psbench_root)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert time.perf_counter() - t0 < 300
     runs = [r for r in mlflow_runs(psbench_root) if r["status"] == "FINISHED"]
@@ -96,8 +102,9 @@ def test_every_paper_study_takes_the_shared_grid_settings_and_restates_none(tmp_
             studies.append(preset)
             hydra = OmegaConf.to_container(cfg.hydra, resolve=False)
             assert hydra["sweep"]["dir"] == shared["sweep"]["dir"], preset
-            assert {k: hydra["sweeper"]["sampler"][k] for k in shared["sweeper"]["sampler"]} == \
-                shared["sweeper"]["sampler"] and hydra["sweeper"]["n_trials"] is None, preset
+            assert {k: hydra["sweeper"]["sampler"][k] for k in shared["sweeper"]["sampler"]} == shared["sweeper"][
+                "sampler"
+            ] and hydra["sweeper"]["n_trials"] is None, preset
     assert {"rudra/table2", "rudra/fig5", "zhang/fig3", "ssp/fig2_4", "terngrad/table1"} <= set(studies)
 
 

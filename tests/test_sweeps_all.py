@@ -28,8 +28,7 @@ def test_commands_per_scale_and_filter(capsys):
         assert ci[name][-1] == "scale=paper", name
         assert dict(run_all.commands("small"))[name][-1] == "scale=paper", name
     assert not [n for n, _ in run_all.commands("small") if n.startswith("agn")]  # AGN has ci and paper only
-    assert [n for n, _ in run_all.commands("ci", ["terngrad"])] == ["terngrad_fig3", "terngrad_table1",
-                                                                    "terngrad_fig5"]
+    assert [n for n, _ in run_all.commands("ci", ["terngrad"])] == ["terngrad_fig3", "terngrad_table1", "terngrad_fig5"]
     full = run_all.commands("full")  # the JPEG cost first, the CIFAR entry points at full, schedules at paper
     assert full[0] == ("cifar_jpeg_cost", full[0][1]) and full[0][1][-1] == "scale=ci"
     assert {n for n, a in full if a[-1] == "scale=full"} == set(run_all.CIFAR)

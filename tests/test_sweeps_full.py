@@ -37,14 +37,21 @@ from sweeps import (  # noqa: E402
 )
 from sweeps._runner import command  # noqa: E402
 
-FULL = {"rudra/table2": rudra_table2, "rudra/table3": rudra_table3, "rudra/fig5": rudra_fig5,
-        "rudra/fig6_7": rudra_fig6_7, "zhang/fig3": zhang_fig3, "terngrad/table1": terngrad_table1}
+FULL = {
+    "rudra/table2": rudra_table2,
+    "rudra/table3": rudra_table3,
+    "rudra/fig5": rudra_fig5,
+    "rudra/fig6_7": rudra_fig6_7,
+    "zhang/fig3": zhang_fig3,
+    "terngrad/table1": terngrad_table1,
+}
 PRESET = cifar_jpeg_cost.PRESET
 
 
 @pytest.mark.parametrize("preset", sorted(FULL))
-def test_full_scale_trains_on_all_of_cifar10_as_jpeg_with_three_seeds_and_says_so(preset, compose_preset,
-                                                                                   jpeg_data_dir, tmp_path):
+def test_full_scale_trains_on_all_of_cifar10_as_jpeg_with_three_seeds_and_says_so(
+    preset, compose_preset, jpeg_data_dir, tmp_path
+):
     mod = FULL[preset]
     over = mod.SCALES["full"]
     cfg = compose_preset(preset, *over, jpeg_data_dir)
@@ -66,8 +73,13 @@ def _cases() -> dict[str, list[str]]:
 def _tiny_arrays(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
-    np.savez(path, x_train=rng.integers(0, 256, (20, 3, 32, 32), dtype=np.uint8), y_train=np.arange(20) % 10,
-             x_test=rng.integers(0, 256, (10, 3, 32, 32), dtype=np.uint8), y_test=np.arange(10) % 10)
+    np.savez(
+        path,
+        x_train=rng.integers(0, 256, (20, 3, 32, 32), dtype=np.uint8),
+        y_train=np.arange(20) % 10,
+        x_test=rng.integers(0, 256, (10, 3, 32, 32), dtype=np.uint8),
+        y_test=np.arange(10) % 10,
+    )
 
 
 def test_jpeg_cost_runs_each_configuration_on_both_pixels_alike(compose_preset, tmp_path):
@@ -85,7 +97,12 @@ def test_jpeg_cost_runs_each_configuration_on_both_pixels_alike(compose_preset, 
         assert {"configuration", "pixels"} <= set(run_tags(c))  # MLflow tags that pair the runs
         arms.setdefault(c["tags"].pop("configuration"), {})[c["tags"].pop("pixels")] = c
         assert (cfg.learners, cfg.batch_size, cfg.epochs, cfg.optimizer.lr, list(cfg.optimizer.milestones)) == (
-            30, 4, 6, 0.001, [])  # Zhang Fig 3's recipe at its ci budget
+            30,
+            4,
+            6,
+            0.001,
+            [],
+        )  # Zhang Fig 3's recipe at its ci budget
         assert cfg.dataset.preprocess == "mean" and "paper" not in run_tags(c)  # no paper's page picks these up
     assert set(arms) == {"hardsync", "s30_tau"} and all(set(a) == {"original", "jpeg_q75"} for a in arms.values())
     for a in arms.values():

@@ -27,8 +27,12 @@ from sweeps import _runner
 
 @pytest.mark.skipif(not launchers.installed("joblib"), reason="hydra-joblib-launcher (the cluster extra) missing")
 def test_parallel_runs_one_job_per_core_with_one_thread_each():
-    assert _runner.parallel([], cores=2) == ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
-                                             "hydra.sweeper.n_jobs=8", "trainer.num_threads=1"]
+    assert _runner.parallel([], cores=2) == [
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "hydra.sweeper.n_jobs=8",
+        "trainer.num_threads=1",
+    ]
     assert _runner.parallel(["epochs=1"], cores=8)[1:3] == ["hydra.launcher.n_jobs=8", "hydra.sweeper.n_jobs=32"]
 
 
@@ -41,13 +45,19 @@ def test_parallel_needs_two_cores():
     assert _runner.parallel([], cores=1) == []
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or not launchers.installed("joblib"),
-                    reason="no CPU affinity here or no joblib plugin")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or not launchers.installed("joblib"),
+    reason="no CPU affinity here or no joblib plugin",
+)
 def test_parallel_counts_the_cores_this_process_may_use():
     """Under ``taskset -c 0`` (or a SLURM cpuset) one core is usable, whatever the machine has: one job at a time."""
     code = "import sys; sys.path.insert(0, sys.argv[1]); from sweeps import _runner; print(_runner.parallel([]))"
-    one = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code, str(_runner.REPO)], capture_output=True,
-                         text=True, timeout=60)
+    one = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-c", code, str(_runner.REPO)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert one.returncode == 0 and one.stdout.strip() == "[]", one.stderr[-2000:]
 
 
@@ -56,11 +66,13 @@ def _entry(*argv: str) -> list[str]:
 
     scale, cmd = _runner.entry_command("zhang_fig3", "zhang/fig3", zhang_fig3.SCALES, list(argv))
     assert f"++tags.scale={scale}" in cmd and "--serial" not in cmd and not any(a.startswith("scale=") for a in cmd)
-    return cmd[cmd.index("trainer.progress=none") + 1:]  # what follows the entry point's own overrides
+    return cmd[cmd.index("trainer.progress=none") + 1 :]  # what follows the entry point's own overrides
 
 
-@pytest.mark.skipif(_runner.usable_cores() < 2 or not launchers.installed("joblib"),
-                    reason="one core or no joblib plugin: the entry points run one job at a time")
+@pytest.mark.skipif(
+    _runner.usable_cores() < 2 or not launchers.installed("joblib"),
+    reason="one core or no joblib plugin: the entry points run one job at a time",
+)
 def test_entry_point_is_parallel_at_ci_small_and_full_and_serial_on_request_or_at_paper_scale():
     par = _runner.parallel([])
     assert par and _entry() == par and _entry("scale=small", "epochs=1") == [*par, "epochs=1"]
@@ -92,9 +104,14 @@ def test_a_parallel_sweep_gives_the_results_of_its_jobs_run_one_at_a_time(tmp_pa
     for mode, extra in (("parallel", []), ("serial", ["--serial", "trainer.num_threads=1"])):
         root = roots[mode] = tmp_path / mode
         root.mkdir()
-        proc = subprocess.run([sys.executable, str(_runner.REPO / "sweeps" / "rudra_fig5.py"), "scale=ci", *extra,
-                               *tiny], cwd=root, capture_output=True, text=True, timeout=900,
-                              env={**os.environ, "PSBENCH_ROOT": str(root)})
+        proc = subprocess.run(
+            [sys.executable, str(_runner.REPO / "sweeps" / "rudra_fig5.py"), "scale=ci", *extra, *tiny],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={**os.environ, "PSBENCH_ROOT": str(root)},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert ("hydra/launcher=joblib" in proc.stdout) == (mode == "parallel")
     par, ser = _trials(roots["parallel"]), _trials(roots["serial"])
@@ -116,8 +133,12 @@ def test_an_entry_point_creates_a_new_psbench_root(tmp_path):
     """``PSBENCH_ROOT=<a dir that does not exist yet> python sweeps/<name>.py`` starts the sweep there (it used to
     end in a FileNotFoundError traceback before psbench ran); an invalid key then ends it at once, exit 2."""
     root = tmp_path / "new" / "root"
-    proc = subprocess.run([sys.executable, str(_runner.REPO / "sweeps" / "zhang_fig1.py"), "scale=ci",
-                           "hydra.sweeper.n_jobs=0"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PSBENCH_ROOT": str(root)})
+    proc = subprocess.run(
+        [sys.executable, str(_runner.REPO / "sweeps" / "zhang_fig1.py"), "scale=ci", "hydra.sweeper.n_jobs=0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PSBENCH_ROOT": str(root)},
+    )
     assert "zhang_fig1 scale=ci: exit 2" in proc.stdout, proc.stderr[-2000:]
     assert root.is_dir() and "n_jobs=0" in proc.stderr and "Traceback" not in proc.stderr

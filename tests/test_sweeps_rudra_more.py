@@ -91,8 +91,11 @@ def test_fig6_7_scales_keep_a_sub_grid_through_the_sweepers_constraint(scale, n)
     for o in OverridesParser.create().parse_overrides(rudra_fig6_7.SCALES[scale]):
         if o.get_key_element() == "hydra.sweeper.constraints":
             constraints = list(o.value())
-    kept = [label for label, ov in case_overrides(cases("fig6_7")).items()
-            if all(evaluate(c, {**case_values(ov), "case": label}) for c in constraints)]
+    kept = [
+        label
+        for label, ov in case_overrides(cases("fig6_7")).items()
+        if all(evaluate(c, {**case_values(ov), "case": label}) for c in constraints)
+    ]
     assert len(kept) == n
     if scale == "ci":  # every kept case has at least one update in one epoch of the 5,085-image subset
         assert "epochs=1" in rudra_fig6_7.SCALES[scale] and "dataset=cifar10_subset" in rudra_fig6_7.SCALES[scale]

@@ -34,8 +34,13 @@ from sweeps import (  # noqa: E402
 )
 from sweeps._runner import command, entry_command  # noqa: E402
 
-ENTRY = {"rudra/table2": rudra_table2, "rudra/table3": rudra_table3, "rudra/fig5": rudra_fig5,
-         "rudra/fig6_7": rudra_fig6_7, "zhang/fig3": zhang_fig3}
+ENTRY = {
+    "rudra/table2": rudra_table2,
+    "rudra/table3": rudra_table3,
+    "rudra/fig5": rudra_fig5,
+    "rudra/fig6_7": rudra_fig6_7,
+    "zhang/fig3": zhang_fig3,
+}
 
 
 def _sweep_space(tmp_path: Path, cmd: list[str]) -> dict:
@@ -45,7 +50,7 @@ def _sweep_space(tmp_path: Path, cmd: list[str]) -> dict:
     import psbench.cli
     from hydra_plugins.psbench_optuna_sweeper._search_space import parse
 
-    overrides = cmd[cmd.index("psbench.cli") + 2:]
+    overrides = cmd[cmd.index("psbench.cli") + 2 :]
     with initialize_config_dir(config_dir=str(psbench.cli.CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[f"paths.root_dir={tmp_path}", *overrides], return_hydra_config=True)
     params = OmegaConf.to_container(cfg.hydra.sweeper.params, resolve=False)
@@ -59,7 +64,7 @@ def _study(tmp_path: Path, cmd: list[str]) -> tuple[list[str], str]:
 
     import psbench.cli
 
-    overrides = cmd[cmd.index("psbench.cli") + 2:]
+    overrides = cmd[cmd.index("psbench.cli") + 2 :]
     with initialize_config_dir(config_dir=str(psbench.cli.CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[f"paths.root_dir={tmp_path}", *overrides], return_hydra_config=True)
     return list(cfg.hydra.sweeper.cases or []), str(cfg.hydra.sweep.dir)
@@ -92,12 +97,17 @@ def test_a_preset_left_at_its_one_seed_is_caught(tmp_path):
         mod.SCALES["ci"] = saved
 
 
-OPTUNA = {"terngrad/fig3": terngrad_fig3, "terngrad/table1": terngrad_table1, "ssp/fig2_4": ssp_fig2_4,
-          "ssp/fig3_5": ssp_fig3_5}
+OPTUNA = {
+    "terngrad/fig3": terngrad_fig3,
+    "terngrad/table1": terngrad_table1,
+    "ssp/fig2_4": ssp_fig2_4,
+    "ssp/fig3_5": ssp_fig3_5,
+}
 
 
-@pytest.mark.parametrize(("preset", "scale"),
-                         [(p, s) for p in sorted(OPTUNA) for s in OPTUNA[p].SCALES if s != "paper"])
+@pytest.mark.parametrize(
+    ("preset", "scale"), [(p, s) for p in sorted(OPTUNA) for s in OPTUNA[p].SCALES if s != "paper"]
+)
 def test_optuna_entry_points_sweep_three_seeds_below_paper_scale(tmp_path, preset, scale):
     mod = OPTUNA[preset]
     space = _sweep_space(tmp_path, command(Path(mod.__file__).stem, preset, mod.SCALES[scale], scale))

@@ -39,8 +39,9 @@ def _kept(preset: str, scale_overrides: list[str]) -> set[str]:
         if o.startswith("hydra.sweeper.constraints="):
             exprs = list(OverridesParser.create().parse_overrides([o])[0].value())
     cases = case_overrides(_cases(preset))
-    return {label for label, over in cases.items()
-            if all(evaluate(e, {**case_values(over), "case": label}) for e in exprs)}
+    return {
+        label for label, over in cases.items() if all(evaluate(e, {**case_values(over), "case": label}) for e in exprs)
+    }
 
 
 def _updates(cfg, num_train: int) -> int:
@@ -72,26 +73,47 @@ def test_fig3_cases_are_both_panels_every_n_total_batch_64(compose_preset):
     assert set(cases) == want | {f"momentum_noclip_n{n}" for n in ns}
     for label, c in cases.items():
         assert c["learners"] * c["batch_size"] == 64, label
-        assert (c["optimizer.lr"], c["optimizer.momentum"]) == ((0.01, 0.9) if label.startswith("momentum")
-                                                                else (0.1, 0.0))
+        assert (c["optimizer.lr"], c["optimizer.momentum"]) == (
+            (0.01, 0.9) if label.startswith("momentum") else (0.1, 0.0)
+        )
         assert c["compression"] == ("none" if "_fp32_" in label else "terngrad")
         assert ("compression.clip" in c) == ("_noclip_" in label) and c.get("compression.clip") is None
     cfg = compose_preset("terngrad/fig3", *_case_overrides(cases["vanilla_terngrad_n64"]))
     assert (cfg.learners, cfg.batch_size, cfg.compression.name, cfg.compression.clip) == (64, 1, "terngrad", 2.5)
     assert (cfg.model.name, cfg.dataset.name, cfg.protocol.name, cfg.optimizer.weight_decay) == (
-        "lenet", "mnist", "hardsync", 0.0005)
+        "lenet",
+        "mnist",
+        "hardsync",
+        0.0005,
+    )
     assert cfg.optimizer.poly_power == 0.5 and cfg.optimizer.poly_epochs == cfg.epochs
     noclip = compose_preset("terngrad/fig3", *_case_overrides(cases["momentum_noclip_n8"]))
     assert noclip.compression.clip is None
 
 
-@pytest.mark.parametrize(("scale", "updates", "kept"), [
-    ("ci", 300, {"momentum_fp32_n2", "momentum_terngrad_n2", "momentum_noclip_n2", "momentum_fp32_n8",
-                 "momentum_terngrad_n8"}),
-    ("small", 2000, {f"{p}_{g}_n{n}" for p in ("momentum", "vanilla") for g in ("fp32", "terngrad")
-                     for n in (2, 8, 32)} | {f"momentum_noclip_n{n}" for n in (2, 8, 32)}),
-    ("paper", 10_000, None),
-])
+@pytest.mark.parametrize(
+    ("scale", "updates", "kept"),
+    [
+        (
+            "ci",
+            300,
+            {
+                "momentum_fp32_n2",
+                "momentum_terngrad_n2",
+                "momentum_noclip_n2",
+                "momentum_fp32_n8",
+                "momentum_terngrad_n8",
+            },
+        ),
+        (
+            "small",
+            2000,
+            {f"{p}_{g}_n{n}" for p in ("momentum", "vanilla") for g in ("fp32", "terngrad") for n in (2, 8, 32)}
+            | {f"momentum_noclip_n{n}" for n in (2, 8, 32)},
+        ),
+        ("paper", 10_000, None),
+    ],
+)
 def test_fig3_scales_run_their_sub_grid_for_their_iterations(compose_preset, scale, updates, kept):
     """Paper: "maximum iteration is 10K" for every N (μ = 64/N on MNIST's 60,000 images)."""
     over = terngrad_fig3.SCALES[scale]
@@ -110,7 +132,11 @@ def test_table1_cases_are_the_papers_rows_with_the_same_epochs(compose_preset):
         assert c["learners"] == n and c["learners"] * c["batch_size"] == total
         cfg = compose_preset("terngrad/table1", *_case_overrides(c))
         assert (cfg.model.name, cfg.dataset.name, cfg.optimizer.name, cfg.optimizer.lr) == (
-            "cifarnet", "cifar10", "adam", 0.0002)
+            "cifarnet",
+            "cifar10",
+            "adam",
+            0.0002,
+        )
         assert _updates(cfg, 50_000) == float(iterations.rstrip("K")) * 1000
     assert _kept("terngrad/table1", terngrad_table1.SCALES["ci"]) == set(cases) - {"noclip_n16"}
     ci = compose_preset("terngrad/table1", *terngrad_table1.SCALES["ci"])

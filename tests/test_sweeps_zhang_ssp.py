@@ -18,8 +18,13 @@ from analysis.pages.zhang import fig2_case  # noqa: E402
 from sweeps import ssp_fig2_4, ssp_fig3_5, zhang_fig1, zhang_fig2, zhang_fig3  # noqa: E402
 from sweeps._runner import CIFAR_SCALES, SCALES, command  # noqa: E402
 
-ENTRY = {"zhang/fig1": zhang_fig1, "zhang/fig2": zhang_fig2, "zhang/fig3": zhang_fig3, "ssp/fig2_4": ssp_fig2_4,
-         "ssp/fig3_5": ssp_fig3_5}
+ENTRY = {
+    "zhang/fig1": zhang_fig1,
+    "zhang/fig2": zhang_fig2,
+    "zhang/fig3": zhang_fig3,
+    "ssp/fig2_4": ssp_fig2_4,
+    "ssp/fig3_5": ssp_fig3_5,
+}
 
 
 def _cases(preset: str) -> dict:
@@ -43,23 +48,35 @@ def test_zhang_fig1_is_1_15_30_softsync_at_lambda_30_mu_4(compose_preset):
     cfg = compose_preset("zhang/fig1")
     assert (cfg.learners, cfg.batch_size, cfg.schedule_only, cfg.hardware.name) == (30, 4, True, "p775")
     assert {k: v["protocol.n"] for k, v in _cases("zhang/fig1").items()} == {
-        k: s["n"] for k, s in zhang_paper.FIG1.items()}
+        k: s["n"] for k, s in zhang_paper.FIG1.items()
+    }
 
 
 def test_zhang_fig2_cases_cover_every_lambda_protocol_and_benchmark_and_each_validates(compose_preset):
     cases = _cases("zhang/fig2")
     want = {fig2_case("cifar", mu, "hardsync", 1) for mu in (4, 128)} | {fig2_case("imagenet", 16, "hardsync", 1)}
     packings = ((4, zhang_paper.FIG2_LAMBDAS[1:]), (6, (8, 16, 30)))  # Zhang §2.3: 4 or 6 learners per node
-    want |= {fig2_case(b, mu, p, lam, per_node) for b, mu in (("cifar", 4), ("cifar", 128), ("imagenet", 16))
-             for p in zhang_paper.FIG2_PROTOCOLS for per_node, lams in packings for lam in lams}
+    want |= {
+        fig2_case(b, mu, p, lam, per_node)
+        for b, mu in (("cifar", 4), ("cifar", 128), ("imagenet", 16))
+        for p in zhang_paper.FIG2_PROTOCOLS
+        for per_node, lams in packings
+        for lam in lams
+    }
     assert set(cases) == want and len(want) == 75
-    for label in ("cifar_mu4_async_lam30", "imagenet_mu16_s1_lam30", "cifar_mu128_hardsync_lam16",
-                  "imagenet_mu16_s1_lam30_pn6"):
+    for label in (
+        "cifar_mu4_async_lam30",
+        "imagenet_mu16_s1_lam30",
+        "cifar_mu128_hardsync_lam16",
+        "imagenet_mu16_s1_lam30_pn6",
+    ):
         c = cases[label]
         over = [f"{k}={'[' + ','.join(map(str, v)) + ']' if isinstance(v, list) else v}" for k, v in c.items()]
         cfg = compose_preset("zhang/fig2", *over)
-        assert (cfg.learners, cfg.batch_size) == (int(label.split("lam")[1].split("_")[0]),
-                                                  int(label.split("_")[1][2:]))
+        assert (cfg.learners, cfg.batch_size) == (
+            int(label.split("lam")[1].split("_")[0]),
+            int(label.split("_")[1][2:]),
+        )
         assert cfg.topology.learners_per_node == (6 if label.endswith("_pn6") else 4)
 
 
@@ -71,8 +88,9 @@ def test_zhang_fig2_models_have_the_papers_sizes():
 
     with torch.device("meta"):
         cifar = build_model("cifar_cnn", (3, 32, 32), 10)
-        imnet = build_model("mlp", (3, 32, 32), 10, hidden=_cases("zhang/fig2")["imagenet_mu16_s1_lam2"]
-                            ["model.hidden"])
+        imnet = build_model(
+            "mlp", (3, 32, 32), 10, hidden=_cases("zhang/fig2")["imagenet_mu16_s1_lam2"]["model.hidden"]
+        )
     assert 300e3 < model_bytes(cifar) < 400e3
     assert 289e6 <= model_bytes(imnet) <= 300e6
 

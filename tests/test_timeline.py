@@ -46,8 +46,16 @@ def tiles(trace, l: int) -> None:
 
 
 # ------------------------------------------------------------------------------ the trace is the simulator's
-@pytest.mark.parametrize("protocol", [Protocol("hardsync", 4), Protocol("softsync", 4, n=2), Protocol("async", 4),
-                                      Protocol("ssp", 4, staleness_bound=1), Protocol("agn", 4, local_steps=3)])
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        Protocol("hardsync", 4),
+        Protocol("softsync", 4, n=2),
+        Protocol("async", 4),
+        Protocol("ssp", 4, staleness_bound=1),
+        Protocol("agn", 4, local_steps=3),
+    ],
+)
 @pytest.mark.parametrize("topology", ["rudra_base", "rudra_adv", "rudra_adv_star"])
 @pytest.mark.parametrize("k", [5, 10_000])  # a window inside the run, and one longer than the run
 def test_recording_a_trace_leaves_the_schedule_bit_identical(protocol, topology, k):
@@ -91,7 +99,7 @@ def test_hardsync_trace_is_the_schedule_with_waits_at_the_barrier():
             if must:
                 assert waits[0].end == sched.update_time[i]  # released when the update is applied
     assert forced > 0 and forced == len(tr.of(0, WAIT)) + len(tr.of(1, WAIT))
-    assert sorted(iv.end for iv in tr.of(PS, PUSH)) == sorted(sched.t_push[:sched.offsets[8]].tolist())
+    assert sorted(iv.end for iv in tr.of(PS, PUSH)) == sorted(sched.t_push[: sched.offsets[8]].tolist())
     for iv in tr.of(PS, APPLY):
         assert iv.end == sched.update_time[iv.label]
 
@@ -100,8 +108,14 @@ def test_ssp_trace_waits_exactly_at_the_bound():
     """SSP s = 1, λ = 3, one learner three times slower (c = 1): a learner waits after its k-th push only while
     k − the slowest's applied pushes > s, and the update that takes it back within the bound ends its wait."""
     s = 1
-    sched, sim = simulate(Protocol("ssp", 3, staleness_bound=s), 120, k=30, jitter_cv=0.05,
-                          straggler_fraction=1 / 3, straggler_slowdown=3.0)
+    sched, sim = simulate(
+        Protocol("ssp", 3, staleness_bound=s),
+        120,
+        k=30,
+        jitter_cv=0.05,
+        straggler_fraction=1 / 3,
+        straggler_slowdown=3.0,
+    )
     (slow,) = JitterStreams(sim.cost, 3, 0).stragglers
     tr = sim.trace
     assert tr.wait == "bound s=1"
@@ -126,8 +140,9 @@ def test_ssp_trace_waits_exactly_at_the_bound():
         tiles(tr, l)
 
 
-@pytest.mark.parametrize("protocol", [Protocol("async", 3), Protocol("softsync", 4, n=2),
-                                      Protocol("ssp", 3, staleness_bound=1000)])
+@pytest.mark.parametrize(
+    "protocol", [Protocol("async", 3), Protocol("softsync", 4, n=2), Protocol("ssp", 3, staleness_bound=1000)]
+)
 def test_no_waits_where_the_protocol_forces_none(protocol):
     _, sim = simulate(protocol, 120, k=20, straggler_fraction=0.34, straggler_slowdown=3.0)
     assert not [iv for iv in sim.trace.intervals if iv.kind == WAIT]
@@ -135,9 +150,14 @@ def test_no_waits_where_the_protocol_forces_none(protocol):
 
 
 # ------------------------------------------------------------------------------ the figure draws the trace
-@pytest.mark.parametrize("protocol,topology", [(Protocol("hardsync", 2), "rudra_base"),
-                                               (Protocol("ssp", 3, staleness_bound=1), "rudra_base"),
-                                               (Protocol("async", 3), "rudra_adv_star")])
+@pytest.mark.parametrize(
+    "protocol,topology",
+    [
+        (Protocol("hardsync", 2), "rudra_base"),
+        (Protocol("ssp", 3, staleness_bound=1), "rudra_base"),
+        (Protocol("async", 3), "rudra_adv_star"),
+    ],
+)
 def test_figure_has_a_row_per_learner_and_the_ps_and_draws_every_interval_in_its_colour(protocol, topology, tmp_path):
     import matplotlib
 
@@ -193,8 +213,10 @@ def test_concept_pictures_show_the_barrier_the_gate_no_waits_and_the_bound(tmp_p
     assert not waits["async"] and not waits["softsync"] and not waits["local_steps"]
     assert traces["local_steps"].local_steps == 4
     # one local-step picture stands for all four: their schedules (and traces) are the same
-    local = [simulate(Protocol(name, 4, local_steps=4, rho=1.0 if name == "aeasgd" else None), 80, k=10)
-             for name in ("downpour", "agn", "aeasgd", "dynsgd")]
+    local = [
+        simulate(Protocol(name, 4, local_steps=4, rho=1.0 if name == "aeasgd" else None), 80, k=10)
+        for name in ("downpour", "agn", "aeasgd", "dynsgd")
+    ]
     assert len({sched.sha256() for sched, _ in local}) == 1
     assert all(sim.trace.intervals == local[0][1].trace.intervals for _, sim in local)
     # 4-softsync on 8 learners: c = 2 pushes taken per update
@@ -219,13 +241,29 @@ def test_a_schedule_only_run_writes_the_timeline_artifact(compose_cfg, tmp_path)
 
     out = tmp_path / "run"
     out.mkdir()
-    s = train(compose_cfg("trainer.progress=none", "schedule_only=true", "protocol=ssp",
-                          "protocol.staleness_bound=1", "trainer.timeline_updates=9"), out)
+    s = train(
+        compose_cfg(
+            "trainer.progress=none",
+            "schedule_only=true",
+            "protocol=ssp",
+            "protocol.staleness_bound=1",
+            "trainer.timeline_updates=9",
+        ),
+        out,
+    )
     assert str(out / "timeline.png") in s["artifacts"] and (out / "timeline.png").read_bytes().startswith(b"\x89PNG")
     (tmp_path / "off").mkdir()
-    off = train(compose_cfg("trainer.progress=none", "schedule_only=true", "protocol=ssp",
-                            "protocol.staleness_bound=1", "trainer.timeline_updates=0",
-                            f"paths.output_dir={tmp_path / 'off'}"), tmp_path / "off")
+    off = train(
+        compose_cfg(
+            "trainer.progress=none",
+            "schedule_only=true",
+            "protocol=ssp",
+            "protocol.staleness_bound=1",
+            "trainer.timeline_updates=0",
+            f"paths.output_dir={tmp_path / 'off'}",
+        ),
+        tmp_path / "off",
+    )
     assert not any(a.endswith("timeline.png") for a in off["artifacts"])
     assert off["schedule_sha256"] == s["schedule_sha256"]
 

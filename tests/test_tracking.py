@@ -35,9 +35,14 @@ def store(tmp_path, mlflow_template_db) -> str:
 # ----------------------------------------------------------------------------- naming
 def _cfg(**over):
     cfg = {
-        "protocol": {"name": "softsync", "n": 4}, "learners": 30, "batch_size": 4,
-        "model": {"name": "cifar_cnn"}, "seed": 0, "logger": {"name": "mlflow", "run_name": None},
-        "dataset": {"name": "cifar10_subset"}, "tags": {},
+        "protocol": {"name": "softsync", "n": 4},
+        "learners": 30,
+        "batch_size": 4,
+        "model": {"name": "cifar_cnn"},
+        "seed": 0,
+        "logger": {"name": "mlflow", "run_name": None},
+        "dataset": {"name": "cifar10_subset"},
+        "tags": {},
     }
     cfg.update(over)
     return cfg
@@ -45,12 +50,23 @@ def _cfg(**over):
 
 def test_run_name_is_the_protocol_and_what_differs_from_the_defaults():
     defaults = tracking.config_defaults(CONF_DIR / "config.yaml")
-    assert defaults == {"model": "mlp", "dataset": "digits", "compression": "none", "optimizer": "sgd",
-                        "lr_policy": "constant", "topology": "rudra_base", "hardware": "laptop", "engine": "sim",
-                        "learners": 4, "batch_size": 32, "seed": 0}
+    assert defaults == {
+        "model": "mlp",
+        "dataset": "digits",
+        "compression": "none",
+        "optimizer": "sgd",
+        "lr_policy": "constant",
+        "topology": "rudra_base",
+        "hardware": "laptop",
+        "engine": "sim",
+        "learners": 4,
+        "batch_size": 32,
+        "seed": 0,
+    }
     assert tracking.run_name(_cfg(), defaults) == "softsync4-λ30-μ4-cifar_cnn-cifar10_subset"
     assert tracking.run_name(_cfg(protocol={"name": "ssp", "staleness_bound": 2}, seed=3, learners=4), defaults) == (
-        "ssp_s2-μ4-cifar_cnn-cifar10_subset-seed3")
+        "ssp_s2-μ4-cifar_cnn-cifar10_subset-seed3"
+    )
     assert tracking.run_name(_cfg(logger={"name": "mlflow", "run_name": "mine"}), defaults) == "mine"
 
 
@@ -64,8 +80,15 @@ RUN_NAMES = {  # overrides -> name: runs differing only in codec, dataset, engin
     ("protocol=agn", "protocol.local_steps=3"): "agn_H3",
     ("topology=rudra_adv",): "hardsync-rudra_adv",
     ("topology=rudra_adv_star",): "hardsync-rudra_adv_star",
-    ("protocol=softsync", "protocol.n=4", "learners=30", "batch_size=4", "dataset=cifar10_subset",
-     "compression=terngrad", "engine=dist"): "softsync4-λ30-μ4-cifar10_subset-terngrad-dist",
+    (
+        "protocol=softsync",
+        "protocol.n=4",
+        "learners=30",
+        "batch_size=4",
+        "dataset=cifar10_subset",
+        "compression=terngrad",
+        "engine=dist",
+    ): "softsync4-λ30-μ4-cifar10_subset-terngrad-dist",
 }
 
 
@@ -82,17 +105,25 @@ def test_runs_differing_in_one_choice_get_distinct_deterministic_names(compose_c
 
 
 def test_count_line_names_each_failed_job_by_what_sets_it_apart():
-    jobs = [{"num": n, "overrides": ["protocol=softsync", f"learners={lam}"], "status": st, "reason": why}
-            for n, lam, st, why in ((2, 8, "finished", None), (0, 1, "failed", "protocol.n=4 is invalid"),
-                                    (1, 2, "diverged", None), (3, 3, "failed", "x\ny"))]
-    assert sweep.count_line(jobs) == ("2 of 4 jobs failed: job 0 [learners=1]: protocol.n=4 is invalid; "
-                                      "job 3 [learners=3]: x y")
+    jobs = [
+        {"num": n, "overrides": ["protocol=softsync", f"learners={lam}"], "status": st, "reason": why}
+        for n, lam, st, why in (
+            (2, 8, "finished", None),
+            (0, 1, "failed", "protocol.n=4 is invalid"),
+            (1, 2, "diverged", None),
+            (3, 3, "failed", "x\ny"),
+        )
+    ]
+    assert sweep.count_line(jobs) == (
+        "2 of 4 jobs failed: job 0 [learners=1]: protocol.n=4 is invalid; job 3 [learners=3]: x y"
+    )
     assert sweep.count_line([j for j in jobs if j["status"] != "failed"]) is None
 
 
 def _git(cwd, *args):
-    subprocess.run(["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True, capture_output=True
+    )
 
 
 def test_git_state_is_read_only_from_a_checkout_holding_the_package(tmp_path):
@@ -103,8 +134,9 @@ def test_git_state_is_read_only_from_a_checkout_holding_the_package(tmp_path):
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "commit", "-qm", "x")
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert provenance.git_state(pkg) == (head, False)
     (pkg / "__init__.py").write_text("changed = True\n")
     assert provenance.git_state(pkg) == (head, True)
@@ -119,11 +151,8 @@ def test_git_state_is_read_only_from_a_checkout_holding_the_package(tmp_path):
 
 
 def test_flatten_gives_dotted_string_params():
-    flat = tracking.flatten(
-        {"a": {"b": 1, "c": [1, 2], "d": None, "e": {}}, "f": "x", "g": True, "h": 0.5}
-    )
-    assert flat == {"a.b": "1", "a.c": "[1, 2]", "a.d": "null", "a.e": "{}", "f": "x",
-                    "g": "true", "h": "0.5"}
+    flat = tracking.flatten({"a": {"b": 1, "c": [1, 2], "d": None, "e": {}}, "f": "x", "g": True, "h": 0.5})
+    assert flat == {"a.b": "1", "a.c": "[1, 2]", "a.d": "null", "a.e": "{}", "f": "x", "g": "true", "h": "0.5"}
 
 
 def test_run_tags_carry_choices_preset_and_free_tags():
@@ -138,9 +167,17 @@ def test_run_tags_carry_choices_preset_and_free_tags():
 
 
 def test_summary_metrics_keeps_numbers_and_bools_only():
-    m = tracking.summary_metrics({"test_error": 0.1, "diverged": True, "ps_updates": 7,
-                                  "status": "finished", "staleness_hist": {0: 3},
-                                  "weights_sha256": None, "test_loss": float("nan")})
+    m = tracking.summary_metrics(
+        {
+            "test_error": 0.1,
+            "diverged": True,
+            "ps_updates": 7,
+            "status": "finished",
+            "staleness_hist": {0: 3},
+            "weights_sha256": None,
+            "test_loss": float("nan"),
+        }
+    )
     assert m["test_error"] == 0.1 and m["diverged"] == 1.0 and m["ps_updates"] == 7.0
     assert math.isnan(m["test_loss"])
     assert set(m) == {"test_error", "diverged", "ps_updates", "test_loss"}
@@ -221,7 +258,9 @@ def test_run_lifecycle_params_tags_metrics_artifacts(store, tmp_path):
     eid = tracking.ensure_experiment(store, "psbench", str(tmp_path / "art"))
     long_value = "x" * 7000
     run_id = tracking.start_run(
-        store, eid, "hardsync_lam4_mu32_mlp_s0",
+        store,
+        eid,
+        "hardsync_lam4_mu32_mlp_s0",
         params={"protocol.name": "hardsync", "learners": "4", "long": long_value},
         tags={"paper": "rudra"},
     )
@@ -233,8 +272,7 @@ def test_run_lifecycle_params_tags_metrics_artifacts(store, tmp_path):
     assert len(run.data.params["long"]) == ms.MAX_PARAM_VALUE  # clipped, not refused
     assert run.data.tags["paper"] == "rudra"
 
-    tracking.log_metrics(store, run_id, {"test_error": 0.25, "test_loss": float("nan"),
-                                         "train_loss": float("inf")})
+    tracking.log_metrics(store, run_id, {"test_error": 0.25, "test_loss": float("nan"), "train_loss": float("inf")})
     artifact = tmp_path / "summary.json"
     artifact.write_text("{}")
     tracking.log_artifacts(store, run_id, [artifact, tmp_path / "missing.png"])
@@ -264,9 +302,14 @@ def test_an_interrupted_sweep_ends_its_parent_killed_and_a_rerun_reuses_it(store
     from omegaconf import OmegaConf
 
     eid = tracking.ensure_experiment(store, "psbench", None)
-    config = OmegaConf.create({
-        "hydra": {"sweep": {"dir": str(tmp_path / "multirun" / "s")}, "overrides": {"task": ["seed=0,1"]}},
-        "paths": {"root_dir": str(tmp_path)}, "logger": {"tracking_uri": store}, "trainer": {"num_threads": 1}})
+    config = OmegaConf.create(
+        {
+            "hydra": {"sweep": {"dir": str(tmp_path / "multirun" / "s")}, "overrides": {"task": ["seed=0,1"]}},
+            "paths": {"root_dir": str(tmp_path)},
+            "logger": {"tracking_uri": store},
+            "trainer": {"num_threads": 1},
+        }
+    )
     sweep.start_sweep(config, eid)
     info = json.loads((tmp_path / "multirun" / "s" / sweep.SWEEP_FILE).read_text())
     parent = info["parent_run_id"]

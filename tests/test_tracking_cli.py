@@ -34,9 +34,16 @@ def _parent(mlflow_runs, root) -> dict:
 
 
 def test_series_end_with_training_values_epoch_counts_epochs_and_provenance_is_recorded(
-        run_psbench, mlflow_runs, psbench_root):
-    proc = run_psbench("epochs=2", "trainer.log_every_n_updates=1", "trainer.num_threads=1", "trainer.progress=none",
-                       f"hydra.run.dir={psbench_root / 'run'}", root=psbench_root)
+    run_psbench, mlflow_runs, psbench_root
+):
+    proc = run_psbench(
+        "epochs=2",
+        "trainer.log_every_n_updates=1",
+        "trainer.num_threads=1",
+        "trainer.progress=none",
+        f"hydra.run.dir={psbench_root / 'run'}",
+        root=psbench_root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((psbench_root / "run" / "summary.json").read_text())
     (run,) = mlflow_runs(psbench_root)
@@ -65,8 +72,9 @@ def test_series_end_with_training_values_epoch_counts_epochs_and_provenance_is_r
     assert values[-1] == pytest.approx(summary["epochs_done"], rel=1e-6)
 
     # provenance: tags and summary.json agree, and say which code and machine ran
-    commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     prov = summary["provenance"]
     assert prov["git_commit"] == commit and isinstance(prov["git_dirty"], bool)
     assert prov["threads"] == 1 and prov["host"] == socket.gethostname()
@@ -77,7 +85,8 @@ def test_series_end_with_training_values_epoch_counts_epochs_and_provenance_is_r
     assert prov["torch_version"] == torch.__version__
     tags = run["tags"]
     assert {k: tags[f"psbench.{k}"] for k in prov} == {
-        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items()}
+        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items()
+    }
     assert run["name"] == "hardsync"  # nothing differs from the defaults but the protocol is always named
 
 
@@ -95,13 +104,25 @@ def test_a_sweep_has_one_parent_run_reused_when_its_dir_runs_again(run_psbench, 
     assert parent["status"] == "FINISHED" and "failure_reason" not in parent["tags"]
     assert parent["metrics"]["jobs"] == 2 and parent["metrics"]["jobs_diverged"] == 1
     assert parent["metrics"]["jobs_failed"] == 0
-    assert parent["tags"]["psbench.git_commit"] == json.loads(
-        next((psbench_root / "multirun/grid").glob("*/summary.json")).read_text())["provenance"]["git_commit"]
+    assert (
+        parent["tags"]["psbench.git_commit"]
+        == json.loads(next((psbench_root / "multirun/grid").glob("*/summary.json")).read_text())["provenance"][
+            "git_commit"
+        ]
+    )
 
 
 def test_a_grid_goes_on_past_an_invalid_combination_and_ends_with_the_count(run_psbench, mlflow_runs, psbench_root):
-    proc = run_psbench("-m", "learners=4,2,8", "protocol=softsync", "protocol.n=4", "hydra.sweep.dir=sw",
-                       root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "ok"})
+    proc = run_psbench(
+        "-m",
+        "learners=4,2,8",
+        "protocol=softsync",
+        "protocol.n=4",
+        "hydra.sweep.dir=sw",
+        root=psbench_root,
+        driver=STAND_IN_TRAIN,
+        env={"PSBENCH_TEST_TRAIN": "ok"},
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     reason = "protocol.n=4 is invalid: allowed an integer with 1 <= n <= learners (λ=2)"
@@ -118,8 +139,7 @@ def test_a_grid_goes_on_past_an_invalid_combination_and_ends_with_the_count(run_
 
 
 def test_failed_runs_and_a_crashed_sweep_carry_the_reason(run_psbench, mlflow_runs, psbench_root):
-    proc = run_psbench("-m", "seed=0,1", root=psbench_root, driver=STAND_IN_TRAIN,
-                       env={"PSBENCH_TEST_TRAIN": "crash"})
+    proc = run_psbench("-m", "seed=0,1", root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "crash"})
     assert proc.returncode not in (0, 2) and "stand-in trainer crashed" in proc.stderr
     jobs = mlflow_runs(psbench_root)
     assert [r["status"] for r in jobs] == ["FAILED", "FAILED"]
@@ -141,8 +161,16 @@ def test_a_sweep_of_bad_input_only_leaves_no_parent_run(run_psbench, mlflow_runs
 @pytest.mark.slow
 def test_joblib_jobs_find_their_parent_and_the_count(run_psbench, mlflow_runs, psbench_root):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
-    proc = run_psbench("-m", "learners=2,4", "protocol=softsync", "protocol.n=1,4", "schedule_only=true",
-                       "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", root=psbench_root)
+    proc = run_psbench(
+        "-m",
+        "learners=2,4",
+        "protocol=softsync",
+        "protocol.n=1,4",
+        "schedule_only=true",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        root=psbench_root,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert last_line(proc.stderr).startswith("psbench: 1 of 4 jobs failed: job 1 [learners=2 protocol.n=4]: ")
     parent = _parent(mlflow_runs, psbench_root)

@@ -45,8 +45,11 @@ def experiment(server, name: str):
 
 def runs_of(server, name: str, parents: bool = False) -> list:
     c = client(server)
-    return [r for r in c.search_runs([experiment(server, name).experiment_id], max_results=1000)
-            if parents or r.data.tags.get("psbench.sweep_parent") != "true"]
+    return [
+        r
+        for r in c.search_runs([experiment(server, name).experiment_id], max_results=1000)
+        if parents or r.data.tags.get("psbench.sweep_parent") != "true"
+    ]
 
 
 def on_server(server, exp_name: str) -> tuple[str, ...]:
@@ -96,8 +99,9 @@ def test_a_server_that_does_not_answer_is_one_line_exit_2_and_no_run(run_psbench
     proc = run_psbench(f"logger.tracking_uri={uri}", "logger.lock_timeout_s=2", root=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr[-3000:]
     line = last_line(proc.stderr)
-    assert line.startswith(f"psbench: error: logger.tracking_uri='{uri}' is invalid: allowed an MLflow tracking "
-                           "server that answers (")
+    assert line.startswith(
+        f"psbench: error: logger.tracking_uri='{uri}' is invalid: allowed an MLflow tracking server that answers ("
+    )
     [summary] = tmp_path.glob("outputs/*/*/summary.json")  # nothing ran; the job's record says why
     record = json.loads(summary.read_text())
     assert record["status"] == "failed" and record["mlflow_run_id"] is None and record["updates_done"] is None
@@ -111,8 +115,14 @@ def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow
     name = unique("one_run")
     root = tmp_path / "root"
     root.mkdir()
-    proc = run_psbench("epochs=1", "trainer.progress=none", "trainer.num_threads=1", f"hydra.run.dir={root / 'run'}",
-                       *on_server(mlflow_server, name), root=root)
+    proc = run_psbench(
+        "epochs=1",
+        "trainer.progress=none",
+        "trainer.num_threads=1",
+        f"hydra.run.dir={root / 'run'}",
+        *on_server(mlflow_server, name),
+        root=root,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((root / "run" / "summary.json").read_text())
     [run] = runs_of(mlflow_server, name)
@@ -124,7 +134,8 @@ def test_a_run_logs_params_metrics_provenance_and_artifacts_to_the_server(mlflow
     prov = summary["provenance"]
     assert prov["host"] == socket.gethostname()
     assert {k: run.data.tags[f"psbench.{k}"] for k in prov} == {
-        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items()}
+        k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items()
+    }
 
     # artifacts went through the server into its --artifacts-destination, not into <root>/mlartifacts
     assert run.info.artifact_uri.startswith("mlflow-artifacts:/")
@@ -214,7 +225,8 @@ def study(storage: str, name: str) -> optuna.Study:
 
 @pytest.mark.slow
 def test_a_study_in_postgresql_killed_mid_sweep_resumes_only_the_remaining_trials(
-        postgres, mlflow_server, run_psbench, tmp_path):
+    postgres, mlflow_server, run_psbench, tmp_path
+):
     """As the sqlite study of ``test_sweeper``: SIGKILL while the 4th trial starts, the same command again; the
     study lives in PostgreSQL, the runs on the server (each trial FINISHED once, under one sweep parent)."""
     storage, name = postgres.database(unique("study")), unique("killed")
@@ -242,12 +254,12 @@ def test_a_study_in_postgresql_killed_mid_sweep_resumes_only_the_remaining_trial
     assert sorted(int(r.data.tags["optuna_trial"]) for r in jobs) == sorted(t.number for t in complete)
     [parent] = [r for r in runs_of(mlflow_server, name, parents=True) if r.data.tags.get("psbench.sweep_parent")]
     assert parent.info.status == "FINISHED" and {r.data.tags["mlflow.parentRunId"] for r in jobs} == {
-        parent.info.run_id}
+        parent.info.run_id
+    }
 
 
 @pytest.mark.slow
-def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(
-        postgres, mlflow_server, tmp_path):
+def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(postgres, mlflow_server, tmp_path):
     """Two Optuna sweeps started at once, each a grid of 4 seeds handed to joblib × 4 in one batch: 8 psbench runs
     in parallel, writing to one mlflow server and two studies in one PostgreSQL database."""
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
@@ -257,13 +269,36 @@ def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(
     for study_name in ("left", "right"):
         root = tmp_path / study_name
         root.mkdir()
-        cmd = [sys.executable, "-m", "psbench.cli", "-m", "hydra/sweeper=psbench_optuna", "seed=choice(0,1,2,3)",
-               "hydra.sweeper.sampler.name=grid", "hydra.sweeper.n_trials=null", "hydra.sweeper.n_jobs=4",
-               f"hydra.sweeper.study_name={study_name}", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4",
-               f"hydra.sweeper.storage='{storage}'", "epochs=1", "trainer.progress=none", "trainer.num_threads=1",
-               *on_server(mlflow_server, name)]
-        procs.append(subprocess.Popen(cmd, cwd=root, env={**env, "PSBENCH_ROOT": str(root)}, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
+        cmd = [
+            sys.executable,
+            "-m",
+            "psbench.cli",
+            "-m",
+            "hydra/sweeper=psbench_optuna",
+            "seed=choice(0,1,2,3)",
+            "hydra.sweeper.sampler.name=grid",
+            "hydra.sweeper.n_trials=null",
+            "hydra.sweeper.n_jobs=4",
+            f"hydra.sweeper.study_name={study_name}",
+            "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=4",
+            f"hydra.sweeper.storage='{storage}'",
+            "epochs=1",
+            "trainer.progress=none",
+            "trainer.num_threads=1",
+            *on_server(mlflow_server, name),
+        ]
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                cwd=root,
+                env={**env, "PSBENCH_ROOT": str(root)},
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+            )
+        )
     for p in procs:
         _, err = p.communicate(timeout=900)
         assert p.returncode == 0, err[-3000:]
@@ -280,7 +315,8 @@ def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(
         assert [t.state for t in trials].count(TrialState.COMPLETE) == 4
         mine = [r for r in jobs if r.data.tags["optuna_study"] == study_name]
         assert sorted(int(r.data.tags["optuna_trial"]) for r in mine) == sorted(
-            t.number for t in trials if t.state == TrialState.COMPLETE)
+            t.number for t in trials if t.state == TrialState.COMPLETE
+        )
     # they ran in parallel, and both sweeps at once: more runs open at one time than either sweep has
     edges = sorted([(r.info.start_time, 1) for r in jobs] + [(r.info.end_time, -1) for r in jobs])
     at_once = max(itertools.accumulate(d for _, d in edges))
@@ -296,16 +332,43 @@ def test_the_cluster_recipe_a_paper_sweep_on_the_server_and_its_report(postgres,
     server's runs and their summary.json artifacts (its staleness histograms)."""
     storage, name = postgres.database(unique("recipe")), unique("recipe")
     env = {k: v for k, v in os.environ.items() if k not in ("PSBENCH_ROOT", "HYDRA_FULL_ERROR")}
-    sweep = subprocess.run([sys.executable, str(REPO / "sweeps" / "zhang_fig1.py"), "scale=ci",
-                            *on_server(mlflow_server, name), f"hydra.sweeper.storage='{storage}'"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    sweep = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "sweeps" / "zhang_fig1.py"),
+            "scale=ci",
+            *on_server(mlflow_server, name),
+            f"hydra.sweeper.storage='{storage}'",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     assert [t.state for t in study(storage, "zhang_fig1_ci").get_trials()] == [TrialState.COMPLETE] * 3
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "mlartifacts").exists()
 
     out = tmp_path / "reports"
-    rep = subprocess.run([sys.executable, "-m", "analysis", "--tracking-uri", mlflow_server.uri, "--experiment", name,
-                          "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    rep = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "--tracking-uri",
+            mlflow_server.uri,
+            "--experiment",
+            name,
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert rep.returncode == 0, rep.stderr[-3000:]
     [line] = [x for x in rep.stdout.splitlines() if x.startswith("zhang_fig1:")]
     # every configuration has runs at ci (its tail claims need ~37,000 gradients: "not decided" at ci)

@@ -10,9 +10,25 @@ import pytest
 from data_files import REAL_DATA, needs_real_mnist
 from psbench.train import train
 
-SUMMARY_KEYS = {"status", "diverged", "test_error", "test_loss", "train_loss", "staleness_mean", "staleness_max",
-                "staleness_hist", "ps_updates", "gradients", "samples", "sim_time_s", "wall_time_s", "bytes_pushed",
-                "bytes_pulled", "comm_overlap", "weights_sha256"}
+SUMMARY_KEYS = {
+    "status",
+    "diverged",
+    "test_error",
+    "test_loss",
+    "train_loss",
+    "staleness_mean",
+    "staleness_max",
+    "staleness_hist",
+    "ps_updates",
+    "gradients",
+    "samples",
+    "sim_time_s",
+    "wall_time_s",
+    "bytes_pushed",
+    "bytes_pulled",
+    "comm_overlap",
+    "weights_sha256",
+}
 
 
 def run(compose_cfg, tmp_path, *overrides):
@@ -38,8 +54,18 @@ def test_same_config_and_seed_give_identical_weights(compose_cfg, tmp_path):
 def test_30_softsync_diverges_with_alpha0_and_converges_with_alpha0_over_sigma(compose_cfg, tmp_path):
     """Rudra §5.1 / Fig 5, Zhang Fig 3: λ = 30, μ = 4, 30-softsync. With the single-learner α0 the stale
     gradients blow up (NaN) and the run ends cleanly as diverged; with α0/⟨σ⟩ (Eq 6) it converges."""
-    args = ("dataset=mnist", f"paths.data_dir={REAL_DATA}", "dataset.subset=6000", "protocol=softsync",
-            "protocol.n=30", "learners=30", "batch_size=4", "epochs=1", "optimizer.lr=0.2", "hardware=p775")
+    args = (
+        "dataset=mnist",
+        f"paths.data_dir={REAL_DATA}",
+        "dataset.subset=6000",
+        "protocol=softsync",
+        "protocol.n=30",
+        "learners=30",
+        "batch_size=4",
+        "epochs=1",
+        "optimizer.lr=0.2",
+        "hardware=p775",
+    )
     const = run(compose_cfg, tmp_path, *args, "lr_policy=constant")
     modulated = run(compose_cfg, tmp_path, *args, "lr_policy=mean_staleness")
     assert const["status"] == "diverged" and const["diverged"] is True

@@ -61,11 +61,20 @@ def test_auto_k_gives_a_trainer_step_about_128_samples():
     assert auto_updates_per_step(S(num_updates=0, num_gradients=0), 4) == 1
 
 
-@pytest.mark.parametrize("case", [
-    ("protocol=async", "learners=4", "epochs=2", "optimizer=adam"),
-    ("protocol=softsync", "protocol.n=2", "learners=8", "epochs=2", "lr_policy=mean_staleness",
-     "trainer.eval_every_epochs=1"),
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("protocol=async", "learners=4", "epochs=2", "optimizer=adam"),
+        (
+            "protocol=softsync",
+            "protocol.n=2",
+            "learners=8",
+            "epochs=2",
+            "lr_policy=mean_staleness",
+            "trainer.eval_every_epochs=1",
+        ),
+    ],
+)
 def test_k_updates_per_step_equal_one_update_per_step(compose_cfg, tmp_path, case):
     one, hist_one = _run(compose_cfg, tmp_path, "k1", *case, "trainer.updates_per_step=1")
     many, hist_many = _run(compose_cfg, tmp_path, "k7", *case, "trainer.updates_per_step=7")
@@ -103,4 +112,4 @@ def test_divergence_stops_at_the_same_update(compose_cfg, tmp_path):
     for key in ("diverged_at_update", "updates_done", "weights_sha256"):
         assert many[key] == one[key], key
     assert hist_many == hist_one
-    assert ("diverged" in {k for _, k, _ in hist_one})
+    assert "diverged" in {k for _, k, _ in hist_one}

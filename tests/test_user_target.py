@@ -164,8 +164,9 @@ def user_cfg(compose_cfg, project, monkeypatch):
     monkeypatch.syspath_prepend(str(project))
 
     def _cfg(*overrides: str, model: str | dict | None = None, dataset: str | dict | None = None) -> dict:
-        cfg = OmegaConf.to_container(compose_cfg("logger=none", "trainer.progress=none", "trainer.num_threads=1",
-                                                 *overrides), resolve=True)
+        cfg = OmegaConf.to_container(
+            compose_cfg("logger=none", "trainer.progress=none", "trainer.num_threads=1", *overrides), resolve=True
+        )
         for group, node in (("model", model), ("dataset", dataset)):
             if isinstance(node, str):
                 node = OmegaConf.to_container(OmegaConf.load(project / "conf" / group / f"{node}.yaml"))
@@ -189,35 +190,91 @@ def _train(cfg: dict, tmp_path: Path) -> dict:
 # --------------------------------------------------------------------------- bad input: one line, the same error
 # (groups chosen from the user's conf, overrides, the key named, words the line holds)
 BAD = {
-    "model_not_importable": (("model=tiny", "dataset=blobs"), ("model._target_=byo_user.Nope",), "model._target_",
-                             ["an importable callable", "Nope"]),
-    "model_module_missing": (("model=tiny", "dataset=blobs"), ("model._target_=no_such_module.Net",),
-                             "model._target_", ["No module named 'no_such_module'"]),
-    "model_not_a_module": (("model=tiny", "dataset=blobs"), ("model._target_=byo_user.not_a_network",),
-                           "model._target_", ["returning a torch.nn.Module (it returned str)"]),
-    "model_output_does_not_fit": (("model=tiny", "dataset=blobs"), ("model._target_=byo_user.ThreeOutputs",),
-                                  "model._target_", ["[4, 4] class scores", "it returned [4, 3]"]),
-    "model_batchnorm": (("model=tiny", "dataset=blobs"), ("model._target_=byo_user.WithBatchNorm",),
-                        "model._target_", ["without BatchNorm unless schedule_only=true"]),
-    "model_wrong_keys": (("model=tiny", "dataset=blobs"), ("+model.depth=3",), "model._target_",
-                         ["unexpected keyword argument 'depth'"]),
-    "data_not_importable": (("model=tiny", "dataset=blobs"), ("dataset._target_=byo_user.nope",),
-                            "dataset._target_", ["an importable callable"]),
-    "data_not_datasets": (("model=tiny", "dataset=blobs"), ("dataset._target_=byo_user.not_datasets",),
-                          "dataset._target_", ["(train, test)", "it returned list of 3"]),
-    "data_items_not_pairs": (("model=tiny", "dataset=blobs"), ("dataset._target_=byo_user.dict_items",),
-                             "dataset._target_", ["train item 0 is a dict, not an (x, y) pair"]),
-    "data_shapes_differ": (("model=tiny", "dataset=blobs"), ("dataset._target_=byo_user.ragged",),
-                           "dataset._target_", ["train item 3 has x of shape [5]", "the same shape"]),
-    "loss_not_per_sample": (("model=regressor", "dataset=wave"), ("model.loss=byo_user.scalar_loss",), "model.loss",
-                            ["one value per sample [4]", "reduction='none'"]),
-    "loss_for_another_task": (("model=tiny", "dataset=blobs"), ("+model.loss=mse",), "model.loss",
-                              ["a loss for integer class labels"]),
+    "model_not_importable": (
+        ("model=tiny", "dataset=blobs"),
+        ("model._target_=byo_user.Nope",),
+        "model._target_",
+        ["an importable callable", "Nope"],
+    ),
+    "model_module_missing": (
+        ("model=tiny", "dataset=blobs"),
+        ("model._target_=no_such_module.Net",),
+        "model._target_",
+        ["No module named 'no_such_module'"],
+    ),
+    "model_not_a_module": (
+        ("model=tiny", "dataset=blobs"),
+        ("model._target_=byo_user.not_a_network",),
+        "model._target_",
+        ["returning a torch.nn.Module (it returned str)"],
+    ),
+    "model_output_does_not_fit": (
+        ("model=tiny", "dataset=blobs"),
+        ("model._target_=byo_user.ThreeOutputs",),
+        "model._target_",
+        ["[4, 4] class scores", "it returned [4, 3]"],
+    ),
+    "model_batchnorm": (
+        ("model=tiny", "dataset=blobs"),
+        ("model._target_=byo_user.WithBatchNorm",),
+        "model._target_",
+        ["without BatchNorm unless schedule_only=true"],
+    ),
+    "model_wrong_keys": (
+        ("model=tiny", "dataset=blobs"),
+        ("+model.depth=3",),
+        "model._target_",
+        ["unexpected keyword argument 'depth'"],
+    ),
+    "data_not_importable": (
+        ("model=tiny", "dataset=blobs"),
+        ("dataset._target_=byo_user.nope",),
+        "dataset._target_",
+        ["an importable callable"],
+    ),
+    "data_not_datasets": (
+        ("model=tiny", "dataset=blobs"),
+        ("dataset._target_=byo_user.not_datasets",),
+        "dataset._target_",
+        ["(train, test)", "it returned list of 3"],
+    ),
+    "data_items_not_pairs": (
+        ("model=tiny", "dataset=blobs"),
+        ("dataset._target_=byo_user.dict_items",),
+        "dataset._target_",
+        ["train item 0 is a dict, not an (x, y) pair"],
+    ),
+    "data_shapes_differ": (
+        ("model=tiny", "dataset=blobs"),
+        ("dataset._target_=byo_user.ragged",),
+        "dataset._target_",
+        ["train item 3 has x of shape [5]", "the same shape"],
+    ),
+    "loss_not_per_sample": (
+        ("model=regressor", "dataset=wave"),
+        ("model.loss=byo_user.scalar_loss",),
+        "model.loss",
+        ["one value per sample [4]", "reduction='none'"],
+    ),
+    "loss_for_another_task": (
+        ("model=tiny", "dataset=blobs"),
+        ("+model.loss=mse",),
+        "model.loss",
+        ["a loss for integer class labels"],
+    ),
 }
 #: what the command is run for (each one subprocess): the kinds of issue 27 item 5; the Python API takes every case
-CLI = ("model_not_importable", "model_not_a_module", "model_output_does_not_fit", "model_batchnorm",
-       "data_not_importable", "data_not_datasets", "data_items_not_pairs", "data_shapes_differ",
-       "loss_not_per_sample")
+CLI = (
+    "model_not_importable",
+    "model_not_a_module",
+    "model_output_does_not_fit",
+    "model_batchnorm",
+    "data_not_importable",
+    "data_not_datasets",
+    "data_items_not_pairs",
+    "data_shapes_differ",
+    "loss_not_per_sample",
+)
 
 
 def _override(cfg: dict, override: str) -> None:
@@ -244,8 +301,17 @@ def test_a_bad_target_is_a_config_error_from_the_python_api(user_cfg, tmp_path, 
 @pytest.mark.parametrize("case", CLI)
 def test_a_bad_target_is_one_line_and_no_mlflow_run(run_psbench, mlflow_runs, psbench_root, project, case):
     groups, overrides, key, words = BAD[case]
-    proc = run_psbench("--config-dir", str(project / "conf"), *groups, *overrides, "trainer.progress=none",
-                       "learners=2", "batch_size=4", root=psbench_root, timeout=300)
+    proc = run_psbench(
+        "--config-dir",
+        str(project / "conf"),
+        *groups,
+        *overrides,
+        "trainer.progress=none",
+        "learners=2",
+        "batch_size=4",
+        root=psbench_root,
+        timeout=300,
+    )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert lines[-1].startswith(f"psbench: error: {key}="), proc.stderr[-3000:]
@@ -260,11 +326,17 @@ def test_the_schema_takes_a_targets_keys_and_checks_psbenchs(user_cfg):
     """A ``_target_`` node's keys are its target's (any name passes); psbench's own keys are checked."""
     from psbench.validate import validate
 
-    validate(user_cfg(model={"_target_": "byo_user.Tiny", "width": 8, "anything": [1, 2]},
-                      dataset={"_target_": "byo_user.blobs", "num_train": 40, "subset": 20}))
-    for model, key in (({"_target_": "byo_user.Tiny", "loss": 5}, "model.loss"),
-                       ({"_target_": "not a path"}, "model._target_"),
-                       ({"_target_": "byo_user.Tiny", "name": ""}, "model.name")):
+    validate(
+        user_cfg(
+            model={"_target_": "byo_user.Tiny", "width": 8, "anything": [1, 2]},
+            dataset={"_target_": "byo_user.blobs", "num_train": 40, "subset": 20},
+        )
+    )
+    for model, key in (
+        ({"_target_": "byo_user.Tiny", "loss": 5}, "model.loss"),
+        ({"_target_": "not a path"}, "model._target_"),
+        ({"_target_": "byo_user.Tiny", "name": ""}, "model.name"),
+    ):
         with pytest.raises(ConfigError) as err:
             validate(user_cfg(model=model))
         assert err.value.key == key
@@ -341,20 +413,32 @@ def _npz(path: Path, k: int) -> Path:
     return path
 
 
-@pytest.mark.parametrize("k,how", [
-    (1, ("protocol=hardsync",)),
-    (2, ("protocol=async", "trainer.batching=vmap")),  # stacked snapshots: targets [R, s, k]
-    (2, ("protocol=softsync", "protocol.n=1", "trainer.batching=grouped")),
-    (2, ("protocol=agn", "protocol.local_steps=2")),  # local steps: targets [H, k, μ, 2]
-])
+@pytest.mark.parametrize(
+    "k,how",
+    [
+        (1, ("protocol=hardsync",)),
+        (2, ("protocol=async", "trainer.batching=vmap")),  # stacked snapshots: targets [R, s, k]
+        (2, ("protocol=softsync", "protocol.n=1", "trainer.batching=grouped")),
+        (2, ("protocol=agn", "protocol.local_steps=2")),  # local steps: targets [H, k, μ, 2]
+    ],
+)
 def test_regression_on_arrays_trains_and_its_test_loss_falls(user_cfg, tmp_path, k, how):
     """Float targets ([N] or [N, k]) are a regression: mse by default, the test loss falls from the initial
     network's, no test error; every execution path runs it."""
     from psbench.assemble import build_run
     from psbench.models.evaluate import evaluate
 
-    cfg = user_cfg("dataset=arrays", f"dataset.path={_npz(tmp_path / 'reg.npz', k)}", "model.hidden=[32]",
-                   "learners=4", "batch_size=8", "epochs=3", "optimizer.lr=0.05", "optimizer.momentum=0.5", *how)
+    cfg = user_cfg(
+        "dataset=arrays",
+        f"dataset.path={_npz(tmp_path / 'reg.npz', k)}",
+        "model.hidden=[32]",
+        "learners=4",
+        "batch_size=8",
+        "epochs=3",
+        "optimizer.lr=0.05",
+        "optimizer.momentum=0.5",
+        *how,
+    )
     setup = build_run(cfg)
     assert setup.data.task == "regression" and setup.loss.name == "mse" and not setup.loss.classes
     before = evaluate(setup.net, setup.data.x_test, setup.data.y_test, loss=setup.loss)
@@ -386,9 +470,22 @@ def test_a_users_per_sample_loss_and_a_target_loss_train(user_cfg, tmp_path):
 def test_dist_replay_of_a_users_regression_reaches_the_simulators_weights(run_psbench, psbench_root, project):
     """The learner processes build the user's network from its ``_target_`` (imported from the PS's sys.path) and
     differentiate its loss (l1): the replay's weights are the simulator's, bit for bit."""
-    common = ("--config-dir", str(project / "conf"), "model=regressor", "dataset=wave", "model.loss=l1",
-              "learners=3", "batch_size=4", "epochs=1", "trainer.max_updates=8", "trainer.num_threads=1",
-              "trainer.batching=loop", "protocol=async", "logger=none", "trainer.progress=none")
+    common = (
+        "--config-dir",
+        str(project / "conf"),
+        "model=regressor",
+        "dataset=wave",
+        "model.loss=l1",
+        "learners=3",
+        "batch_size=4",
+        "epochs=1",
+        "trainer.max_updates=8",
+        "trainer.num_threads=1",
+        "trainer.batching=loop",
+        "protocol=async",
+        "logger=none",
+        "trainer.progress=none",
+    )
     out = {}
     for engine in ("sim", "dist"):
         d = psbench_root / engine

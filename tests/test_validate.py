@@ -21,9 +21,7 @@ def test_default_config_is_valid(compose_cfg, tmp_path):
     assert cfg.logger.tracking_uri == f"sqlite:///{tmp_path}/mlflow.db"
 
 
-@pytest.mark.parametrize(
-    "preset", group_options("experiment")
-)
+@pytest.mark.parametrize("preset", group_options("experiment"))
 def test_every_experiment_preset_composes_and_validates(compose_cfg, preset, tmp_path):
     cfg = compose_cfg(f"experiment={preset}")
     if cfg.dataset.name == "imagenet":  # needs the folders: a generated one (tests/test_imagenet.py: refused without)
@@ -81,8 +79,21 @@ def test_the_top_level_keys_and_groups_are_declared():
     _agree("config", top, v.TOP)
 
 
-@pytest.mark.parametrize("group", ["model", "dataset", "protocol", "lr_policy", "optimizer",
-                                   "compression", "topology", "hardware", "engine", "logger"])
+@pytest.mark.parametrize(
+    "group",
+    [
+        "model",
+        "dataset",
+        "protocol",
+        "lr_policy",
+        "optimizer",
+        "compression",
+        "topology",
+        "hardware",
+        "engine",
+        "logger",
+    ],
+)
 def test_each_option_file_is_named_after_itself(group):
     for option in group_options(group):
         node = OmegaConf.load(CONF_DIR / group / f"{option}.yaml")
@@ -167,11 +178,21 @@ def test_bad_value_names_its_key(compose_cfg, overrides, key):
         ["protocol=softsync", "protocol.n=1", "learners=1"],
         ["protocol=ssp", "protocol.staleness_bound=0"],  # s = 0 behaves as hardsync
         ["hardware.stragglers.fraction=1.0", "hardware.stragglers.slowdown=1.0"],
-        ["optimizer=adagrad"], ["optimizer=adam"], ["hardware=p775"],
-        ["lr_policy=per_gradient"], ["lr_policy=exponential"], ["lr_policy=dynsgd"],
-        ["dataset=synthetic"], ["topology=rudra_adv_star"], ["logger=none"], ["topology.nodes=8", "learners=30"],
-        ["trainer.max_updates=1"], ["epochs=0.5"],
-        ["trainer.checkpoint_every=0"], ["trainer.stop_after_updates=1"], ["resume=auto"],
+        ["optimizer=adagrad"],
+        ["optimizer=adam"],
+        ["hardware=p775"],
+        ["lr_policy=per_gradient"],
+        ["lr_policy=exponential"],
+        ["lr_policy=dynsgd"],
+        ["dataset=synthetic"],
+        ["topology=rudra_adv_star"],
+        ["logger=none"],
+        ["topology.nodes=8", "learners=30"],
+        ["trainer.max_updates=1"],
+        ["epochs=0.5"],
+        ["trainer.checkpoint_every=0"],
+        ["trainer.stop_after_updates=1"],
+        ["resume=auto"],
     ],
 )
 def test_boundary_values_are_accepted(compose_cfg, overrides):
@@ -259,11 +280,20 @@ def test_wrong_type_or_range_in_any_group_names_its_key(compose_cfg, overrides, 
 @pytest.mark.parametrize(
     "overrides",
     [
-        ["+optimizer.nesterov=true"], ["trainer.batching=loop"], ["trainer.gradient_clip_val=0.5"],
-        ["trainer.gradient_clip_val=0"], ["trainer.checkpoint_every=100", "trainer.save_weights=false"],
-        ["resume=auto"], ["seed=4294967295"], ["+tags.note=baseline"], ["+dataset.verify=false"],
-        ["dataset=synthetic", "+dataset.noise=0.5"], ["model=lenet", "+model.init=caffe"],
-        ["optimizer.lr=3.4e38"], ["logger.tracking_uri=http://127.0.0.1:5000"], ["logger.run_name=mine"],
+        ["+optimizer.nesterov=true"],
+        ["trainer.batching=loop"],
+        ["trainer.gradient_clip_val=0.5"],
+        ["trainer.gradient_clip_val=0"],
+        ["trainer.checkpoint_every=100", "trainer.save_weights=false"],
+        ["resume=auto"],
+        ["seed=4294967295"],
+        ["+tags.note=baseline"],
+        ["+dataset.verify=false"],
+        ["dataset=synthetic", "+dataset.noise=0.5"],
+        ["model=lenet", "+model.init=caffe"],
+        ["optimizer.lr=3.4e38"],
+        ["logger.tracking_uri=http://127.0.0.1:5000"],
+        ["logger.run_name=mine"],
         ["engine=dist", "engine.learner_delay_s={0: 0.05}"],
     ],
 )

@@ -67,11 +67,15 @@ def jpeg_costs(runs: Sequence[Run]) -> dict[str, Cost]:
     rs = select(runs, experiment=COST)
     out = {}
     for conf in sorted({r.tags.get("configuration", "") for r in rs} - {""}):
-        arms = {px: {r.params.get("seed", ""): r for r in select(rs, configuration=conf, pixels=px)}
-                for px in (ORIGINAL, JPEG)}
+        arms = {
+            px: {r.params.get("seed", ""): r for r in select(rs, configuration=conf, pixels=px)}
+            for px in (ORIGINAL, JPEG)
+        }
         both = arms[ORIGINAL].keys() & arms[JPEG].keys()
-        seeds = sorted((s for s in both if None not in (run_value(arms[ORIGINAL][s]), run_value(arms[JPEG][s]))),
-                       key=lambda s: (len(s), s))
+        seeds = sorted(
+            (s for s in both if None not in (run_value(arms[ORIGINAL][s]), run_value(arms[JPEG][s]))),
+            key=lambda s: (len(s), s),
+        )
         if not seeds:
             continue
         orig = run_errors(f"{conf} original", [arms[ORIGINAL][s] for s in seeds])
@@ -98,14 +102,16 @@ def _pp(x: float | None, sign: str = "") -> str:
 
 def cost_section(ctx: Context) -> str:
     """The "What the JPEG re-encoding costs" section: per configuration, JPEG − original with n and 2 SE."""
-    md = ["\n## What the JPEG re-encoding costs\n\n",
-          "`python sweeps/cifar_jpeg_cost.py` (`experiment=reference/cifar_jpeg_cost`): one recipe (Zhang Fig 3's at "
-          "its ci budget: λ = 30, μ = 4, 6 epochs) on cifar10_subset's original pixels and on the JPEG q75 "
-          "counterparts of the same images (`dataset=arrays`), same seeds, test error on the subset's 1,017 test "
-          "images. JPEG − original is the mean of the per-seed differences; its 2 SE is that of the paired "
-          "differences (their spread over the seeds: both arms score the same test images), the unpaired 2 SE "
-          "(each arm's seeds' spread and test-set noise, as the verdict rule counts two configurations) is for "
-          "reference.\n\n"]
+    md = [
+        "\n## What the JPEG re-encoding costs\n\n",
+        "`python sweeps/cifar_jpeg_cost.py` (`experiment=reference/cifar_jpeg_cost`): one recipe (Zhang Fig 3's at "
+        "its ci budget: λ = 30, μ = 4, 6 epochs) on cifar10_subset's original pixels and on the JPEG q75 "
+        "counterparts of the same images (`dataset=arrays`), same seeds, test error on the subset's 1,017 test "
+        "images. JPEG − original is the mean of the per-seed differences; its 2 SE is that of the paired "
+        "differences (their spread over the seeds: both arms score the same test images), the unpaired 2 SE "
+        "(each arm's seeds' spread and test-set noise, as the verdict rule counts two configurations) is for "
+        "reference.\n\n",
+    ]
     costs = jpeg_costs(ctx.runs)
     if not costs:
         return "".join(md) + "Not measured: no runs of `experiment=reference/cifar_jpeg_cost` in the store.\n"
@@ -113,29 +119,66 @@ def cost_section(ctx: Context) -> str:
     pending = done < planned
     rows = []
     for c in costs.values():
-        rows.append([c.configuration, cell(c.original.values, 100), cell(c.jpeg.values, 100), _pp(c.mean, "+"),
-                     str(c.n), _pp(c.paired_2se), _pp(c.unpaired_2se),
-                     ", ".join(f"{d * 100:+.2f}" for d in c.diffs)])
-    md.append(md_table(["configuration", "original pixels error %", "JPEG q75 error %", "JPEG − original pp",
-                        "paired seeds n", "2 SE paired pp", "2 SE unpaired pp", "per-seed differences pp"], rows))
+        rows.append(
+            [
+                c.configuration,
+                cell(c.original.values, 100),
+                cell(c.jpeg.values, 100),
+                _pp(c.mean, "+"),
+                str(c.n),
+                _pp(c.paired_2se),
+                _pp(c.unpaired_2se),
+                ", ".join(f"{d * 100:+.2f}" for d in c.diffs),
+            ]
+        )
+    md.append(
+        md_table(
+            [
+                "configuration",
+                "original pixels error %",
+                "JPEG q75 error %",
+                "JPEG − original pp",
+                "paired seeds n",
+                "2 SE paired pp",
+                "2 SE unpaired pp",
+                "per-seed differences pp",
+            ],
+            rows,
+        )
+    )
     said = []
     for c in costs.values():
         p, u = c.paired_2se, _pp(c.unpaired_2se)
         if p is None:
-            said.append(f"{c.configuration} {_pp(c.mean, '+')} pp from one paired seed (no paired 2 SE; unpaired "
-                        f"2 SE {u} pp)")
+            said.append(
+                f"{c.configuration} {_pp(c.mean, '+')} pp from one paired seed (no paired 2 SE; unpaired 2 SE {u} pp)"
+            )
             continue
-        where = ("not final" if pending else "outside its paired 2 SE: a measured cost" if abs(c.mean) > p else
-                 "inside its paired 2 SE: no cost resolved")
-        said.append(f"{c.configuration} {_pp(c.mean, '+')} pp ± {_pp(p)} pp (2 SE of the paired difference, n = "
-                    f"{c.n} seeds; unpaired 2 SE {u} pp), {where}")
+        where = (
+            "not final"
+            if pending
+            else "outside its paired 2 SE: a measured cost"
+            if abs(c.mean) > p
+            else "inside its paired 2 SE: no cost resolved"
+        )
+        said.append(
+            f"{c.configuration} {_pp(c.mean, '+')} pp ± {_pp(p)} pp (2 SE of the paired difference, n = "
+            f"{c.n} seeds; unpaired 2 SE {u} pp), {where}"
+        )
     notes = sorted({data_note(r) for r in select(ctx.runs, experiment=COST, pixels=JPEG)})
     alone = len(select(ctx.runs, experiment=COST)) - 2 * sum(c.n for c in costs.values())
-    md.append(f"\n**JPEG − original test error{f', pending ({done} of {planned} runs)' if pending else ''}:** "
-              f"{'; '.join(said)}. Measured at 6 epochs of the 5,085-image subset; "
-              f"not measured at other budgets. JPEG arm's data: {', '.join(notes)}."
-              + (f" {alone} finished run{'s' if alone != 1 else ''} without a finished pair (same configuration and "
-                 "seed) left out." if alone else "") + "\n")
+    md.append(
+        f"\n**JPEG − original test error{f', pending ({done} of {planned} runs)' if pending else ''}:** "
+        f"{'; '.join(said)}. Measured at 6 epochs of the 5,085-image subset; "
+        f"not measured at other budgets. JPEG arm's data: {', '.join(notes)}."
+        + (
+            f" {alone} finished run{'s' if alone != 1 else ''} without a finished pair (same configuration and "
+            "seed) left out."
+            if alone
+            else ""
+        )
+        + "\n"
+    )
     return "".join(md)
 
 
@@ -171,61 +214,102 @@ def reference_section(ctx: Context, paper: float, who: str, path: Path, approx: 
     epochs (``approx`` "~" where the paper says "~"): the tolerance stated before the run (3 pp + |JPEG cost| + 2 SE)
     and whether it holds, or that the run is not finished; its test-error curve in ``path``. One run, not a counted
     claim (the verdict rule's ≥ 3 seeds are not what its preset states)."""
-    md = ["\n## The recipe's reference: one learner, 140 epochs (`experiment=reference/cifar10_full`)\n\n",
-          f"{who}: {approx}{paper:g} % test error for one learner of Caffe's cifar10_full solver after 140 epochs. "
-          "Ours: the "
-          "same solver (batch 100, α0 = 0.001, momentum 0.9, weight decay 0.004, lr ÷10 at epochs 120 and 130) on "
-          "one learner. Tolerance, stated in the preset before the run: |ours − paper| ≤ 3 pp + |JPEG cost| + 2 SE, "
-          f"the JPEG cost being {REFERENCE_COST}'s above (one learner's SGD on μλ samples, Rudra Eq 7: the measured "
-          "configuration nearest one learner) and 2 SE that of the final error (the test set's, and the seeds' "
-          "with more than one). One run: the preset's comparison, shown here, not a counted claim.\n\n"]
+    md = [
+        "\n## The recipe's reference: one learner, 140 epochs (`experiment=reference/cifar10_full`)\n\n",
+        f"{who}: {approx}{paper:g} % test error for one learner of Caffe's cifar10_full solver after 140 epochs. "
+        "Ours: the "
+        "same solver (batch 100, α0 = 0.001, momentum 0.9, weight decay 0.004, lr ÷10 at epochs 120 and 130) on "
+        "one learner. Tolerance, stated in the preset before the run: |ours − paper| ≤ 3 pp + |JPEG cost| + 2 SE, "
+        f"the JPEG cost being {REFERENCE_COST}'s above (one learner's SGD on μλ samples, Rudra Eq 7: the measured "
+        "configuration nearest one learner) and 2 SE that of the final error (the test set's, and the seeds' "
+        "with more than one). One run: the preset's comparison, shown here, not a counted claim.\n\n",
+    ]
     done = select(ctx.runs, experiment=REFERENCE)
     running = select(ctx.unfinished, experiment=REFERENCE)
     if not done and not running:
-        return "".join(md) + ("Not run: no run of `experiment=reference/cifar10_full` in the store "
-                              "(`psbench experiment=reference/cifar10_full dataset=cifar10_jpeg`).\n")
+        return "".join(md) + (
+            "Not run: no run of `experiment=reference/cifar10_full` in the store "
+            "(`psbench experiment=reference/cifar10_full dataset=cifar10_jpeg`).\n"
+        )
     shown = done or running
     want = shown[0].params.get("epochs", "140")
     band = None
     if not done:
         r = running[0]
-        md.append(f"**Not finished:** the run is RUNNING ({_latest(ctx, r, want)}; data: {data_note(r)}). No "
-                  "comparison until it finishes.\n")
+        md.append(
+            f"**Not finished:** the run is RUNNING ({_latest(ctx, r, want)}; data: {data_note(r)}). No "
+            "comparison until it finishes.\n"
+        )
     else:
         g = run_errors("reference", done)
         got = [r.metrics.get("epochs_done") for r in done]
         short = [e for e in got if e is None or e < float(want) - 0.01]
         cost = jpeg_costs(ctx.runs).get(REFERENCE_COST)
         if g is None or short:
-            md.append(f"**Not comparable:** the run stopped before epoch {want} (epochs done: "
-                      f"{', '.join('—' if e is None else f'{e:.2f}' for e in got)}).\n")
+            md.append(
+                f"**Not comparable:** the run stopped before epoch {want} (epochs done: "
+                f"{', '.join('—' if e is None else f'{e:.2f}' for e in got)}).\n"
+            )
         else:
             d, se2 = abs(g.mean - paper / 100), two_se(g)
             n_cost, planned = cost_runs(ctx)
             tol = None if cost is None else BASE_TOL + abs(cost.mean) + se2
-            within = ("—" if tol is None else f"pending ({n_cost} of {planned} cost runs)" if n_cost < planned
-                      else "yes" if d <= tol else "no")
+            within = (
+                "—"
+                if tol is None
+                else f"pending ({n_cost} of {planned} cost runs)"
+                if n_cost < planned
+                else "yes"
+                if d <= tol
+                else "no"
+            )
             band = tol
-            md.append(md_table(
-                ["paper", "paper error %", f"ours, epoch {want}, error %", f"|ours − {paper:g} %| pp",
-                 "tolerance pp = 3 + |JPEG cost| + 2 SE", "within", "data"],
-                [[who, f"{paper:g}", f"{g.mean * 100:.2f} (n={g.n}, {g.images or 0:,} test images)", _pp(d),
-                  "JPEG cost not measured" if cost is None else
-                  f"3 + {_pp(abs(cost.mean))} + {_pp(se2)} = {_pp(tol)}", within, data_note(done[0])]]))
-            md.append("\n" + (f"**Within the tolerance stated before the run: {within}.**" if tol is not None and
-                              not within.startswith("pending") else
-                              f"**No comparison yet:** the JPEG cost in the tolerance is {within}." if tol is not None
-                              else
-                              "**No comparison:** the tolerance needs the JPEG cost (`sweeps/cifar_jpeg_cost.py`).")
-                      + "\n")
+            md.append(
+                md_table(
+                    [
+                        "paper",
+                        "paper error %",
+                        f"ours, epoch {want}, error %",
+                        f"|ours − {paper:g} %| pp",
+                        "tolerance pp = 3 + |JPEG cost| + 2 SE",
+                        "within",
+                        "data",
+                    ],
+                    [
+                        [
+                            who,
+                            f"{paper:g}",
+                            f"{g.mean * 100:.2f} (n={g.n}, {g.images or 0:,} test images)",
+                            _pp(d),
+                            "JPEG cost not measured"
+                            if cost is None
+                            else f"3 + {_pp(abs(cost.mean))} + {_pp(se2)} = {_pp(tol)}",
+                            within,
+                            data_note(done[0]),
+                        ]
+                    ],
+                )
+            )
+            md.append(
+                "\n"
+                + (
+                    f"**Within the tolerance stated before the run: {within}.**"
+                    if tol is not None and not within.startswith("pending")
+                    else f"**No comparison yet:** the JPEG cost in the tolerance is {within}."
+                    if tol is not None
+                    else "**No comparison:** the tolerance needs the JPEG cost (`sweeps/cifar_jpeg_cost.py`)."
+                )
+                + "\n"
+            )
     png = _plot(ctx, shown[0], f"{approx}{paper:g}", paper, band, path, finished=bool(done), want=want)
     if png:
         md.append(f"\n![test error vs epoch of the single-learner reference]({png.name})\n")
     return "".join(md)
 
 
-def _plot(ctx: Context, run: Run, said: str, paper: float, tol: float | None, path: Path, *, finished: bool,
-          want: str) -> Path | None:
+def _plot(
+    ctx: Context, run: Run, said: str, paper: float, tol: float | None, path: Path, *, finished: bool, want: str
+) -> Path | None:
     pts = _curve(ctx, run)
     if not pts:
         return None
@@ -237,14 +321,16 @@ def _plot(ctx: Context, run: Run, said: str, paper: float, tol: float | None, pa
         ax.set_xlim(0, float(want))
         ax.set_xlabel("epoch")
         ax.set_ylabel("test error (%)")
-        ax.set_title("cifar10_full solver, JPEG q75 images" + ("" if finished else f" — not finished (of {want})"),
-                     fontsize=9)
+        ax.set_title(
+            "cifar10_full solver, JPEG q75 images" + ("" if finished else f" — not finished (of {want})"), fontsize=9
+        )
         ax.legend(fontsize=7)
     return path
 
 
-def sections(ctx: Context, runs: Sequence[Run], key: str,
-             reference: tuple[float, str, str] | None = None) -> tuple[str, list[Run]]:
+def sections(
+    ctx: Context, runs: Sequence[Run], key: str, reference: tuple[float, str, str] | None = None
+) -> tuple[str, list[Run]]:
     """What a CIFAR page adds below its numbers, and the runs it read (for the page's provenance): the JPEG cost when
     the page shows JPEG numbers, the cost was measured or the reference is shown, and (``reference``: the paper's
     error %, who reports it, "~" if approximate) the single-learner reference when the page shows JPEG numbers or

@@ -47,7 +47,7 @@ TERMS = (
     "per node → 7.67 % per extra learner on the node (4 per node, the packing assumed before, gave 4.71 %). "
     "Every CIFAR10 row of Tables 2–3 and Fig 8 runs on footnote 4's nodes, (2, 1), (4, 2), (18, 4), (30, 8) "
     "(`topology.nodes`); no paper gives the ImageNet runs' packing, so Table 4 and the 300 MB presets keep 4 per "
-    "node, and Zhang Fig 2 spans §2.3's \"either 4 or 6 learners on each computing node\".\n"
+    'node, and Zhang Fig 2 spans §2.3\'s "either 4 or 6 learners on each computing node".\n'
     "- **compute** t(μ) = 9.1153 ms + 3.1328 ms·μ (CIFAR CNN): t(128) from the (128, 1) baseline 22,392 s (§5.4), "
     "t(4) fitted on Table 2 (1, 4, 30) 1,573 s. The 300 MB models (Tables 1 and 4, Zhang's ImageNet) use Table 4's "
     "AlexNet fit (54 h/epoch at (256, 1), §5.5): 0.7516 s + 0.1591 s·μ.\n"
@@ -64,15 +64,15 @@ TERMS = (
     "the paper 2,235 against 2,073). Neither paper states the learners' variability.\n"
     "- **link contention** (a push or relay reaching the PS root while q others are queued or in transfer there "
     "moves 1 + β·q times slower): β = 0.7 fitted on Rudra §3.3's \"if 16 tasks are sending 300 MB to the same "
-    "receiver and there is link contention, it would take over a second\" (alone: 10 ms). Tested on Table 1 "
+    'receiver and there is link contention, it would take over a second" (alone: 10 ms). Tested on Table 1 '
     "(Rudra-base 13.7 %, paper 11.52 %; without the term 69 %) and Table 4 (below).\n"
     "- **leaf gathering** (topology `leaf_gather`, on in `rudra_adv` / `rudra_adv_star`; no parameter): §3.3, "
-    "\"each node in the parameter server group is responsible for averaging the gradients sent from its "
-    "learners and relaying the averaged gradient to its parent\" — a leaf relays once it holds one gradient per "
+    '"each node in the parameter server group is responsible for averaging the gradients sent from its '
+    'learners and relaying the averaged gradient to its parent" — a leaf relays once it holds one gradient per '
     "learner of its node, so the root receives λ / 4 relays per round. Without it a leaf relays each gradient "
     "alone, the root is as contended as Rudra-base's and Table 1's Rudra-adv falls to 7.1 % (paper 56.75 %); with "
     "it ≈ 71 %, inside the ±15 pp tolerance by under 1 pp.\n"
-    "- **not modelled**: Zhang §2.3's \"parameter servers are sharded\" — no paper gives the number of shards, "
+    '- **not modelled**: Zhang §2.3\'s "parameter servers are sharded" — no paper gives the number of shards, '
     "so every preset has one PS (`hardware.ps_shards` = 1), as Rudra-base describes.\n"
     "\n**What stays off target, and why.** "
     "(1) *Zhang Fig 2, ASGD ~50 % faster than SSGD on average*: Rudra's own measured SSGD/ASGD (hardsync / "
@@ -95,9 +95,14 @@ TERMS = (
 def section(page_numbers: str, fitted_here: str = "") -> str:
     """Markdown: the terms and the fit/prediction table; ``page_numbers`` are predictions unless ``fitted_here``
     names the one number of this page a term was fitted to."""
-    here = (f"On this page, {fitted_here} is a fit; every other number of {page_numbers} is a prediction."
-            if fitted_here else f"No term is fitted on {page_numbers}: the claims on this page are predictions.")
-    return ("\n## Cost model: which number each term was fitted to\n\n"
-            "Hardware profile `p775_cluster` (src/psbench/conf/hardware/p775_cluster.yaml; "
-            "`python -m psbench.calibration.paper_fit` refits and prints this table). Each term is fitted on ONE "
-            f"published number. {here}\n\n" + TERMS + "\n" + _checks_md())
+    here = (
+        f"On this page, {fitted_here} is a fit; every other number of {page_numbers} is a prediction."
+        if fitted_here
+        else f"No term is fitted on {page_numbers}: the claims on this page are predictions."
+    )
+    return (
+        "\n## Cost model: which number each term was fitted to\n\n"
+        "Hardware profile `p775_cluster` (src/psbench/conf/hardware/p775_cluster.yaml; "
+        "`python -m psbench.calibration.paper_fit` refits and prints this table). Each term is fitted on ONE "
+        f"published number. {here}\n\n" + TERMS + "\n" + _checks_md()
+    )

@@ -23,12 +23,14 @@ ORDER = 0
 def rudra_table1(ctx: Context) -> tuple[str, str]:
     runs = ctx.runs
     t1 = select(runs, paper="rudra", table="1")
-    md = ["# Rudra Table 1 — communication overlap (%)\n\n",
-          "Simulated (schedule only): μ = 4, λ = 60, a 297.6 MB MLP standing in for the 300 MB model, "
-          "1-softsync, the p775_cluster cost model with the 300 MB model's compute (1.39 s per mini-batch of 4, "
-          "Table 4's AlexNet fit), in steady state (50 / 200 / 1,000 PS updates at ci / small / paper; "
-          "see src/psbench/conf/experiment/rudra/table1.yaml). Tolerance: ±15 pp for Rudra-base and Rudra-adv, "
-          f"≥ 99 % for Rudra-adv*.\n{cluster_model.section('Table 1')}"]
+    md = [
+        "# Rudra Table 1 — communication overlap (%)\n\n",
+        "Simulated (schedule only): μ = 4, λ = 60, a 297.6 MB MLP standing in for the 300 MB model, "
+        "1-softsync, the p775_cluster cost model with the 300 MB model's compute (1.39 s per mini-batch of 4, "
+        "Table 4's AlexNet fit), in steady state (50 / 200 / 1,000 PS updates at ci / small / paper; "
+        "see src/psbench/conf/experiment/rudra/table1.yaml). Tolerance: ±15 pp for Rudra-base and Rudra-adv, "
+        f"≥ 99 % for Rudra-adv*.\n{cluster_model.section('Table 1')}",
+    ]
     scales = scales_of(t1)
     cmd, note = "python sweeps/rudra_table1.py scale=paper", "simulation (schedule only)"
     if not scales:
@@ -47,15 +49,26 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
     have = None not in vals.values()
     star, adv, base = vals.get("rudra_adv_star"), vals["rudra_adv"], vals["rudra_base"]
     claims = [
-        simulated("overlap: Rudra-base < Rudra-adv < Rudra-adv*",
-                  vals["rudra_base"] < vals["rudra_adv"] < vals["rudra_adv_star"] if have else None, nums),
-        simulated("Rudra-adv* almost completely overlaps computation with communication (≥ 99 %)",
-                  None if star is None else star >= 99, f"adv* {star:.2f}%" if star is not None else "—"),
-        simulated("Rudra-adv reaches about half overlap (paper 56.75 %, within ±15 pp)",
-                  None if adv is None else abs(adv - 56.75) <= 15, f"adv {adv:.2f}%" if adv is not None else "—"),
-        simulated("Rudra-base overlaps little (paper 11.52 %, within ±15 pp)",
-                  None if base is None else abs(base - P.TABLE1["rudra_base"]) <= 15,
-                  f"base {base:.2f}%" if base is not None else "—"),
+        simulated(
+            "overlap: Rudra-base < Rudra-adv < Rudra-adv*",
+            vals["rudra_base"] < vals["rudra_adv"] < vals["rudra_adv_star"] if have else None,
+            nums,
+        ),
+        simulated(
+            "Rudra-adv* almost completely overlaps computation with communication (≥ 99 %)",
+            None if star is None else star >= 99,
+            f"adv* {star:.2f}%" if star is not None else "—",
+        ),
+        simulated(
+            "Rudra-adv reaches about half overlap (paper 56.75 %, within ±15 pp)",
+            None if adv is None else abs(adv - 56.75) <= 15,
+            f"adv {adv:.2f}%" if adv is not None else "—",
+        ),
+        simulated(
+            "Rudra-base overlaps little (paper 11.52 %, within ±15 pp)",
+            None if base is None else abs(base - P.TABLE1["rudra_base"]) <= 15,
+            f"base {base:.2f}%" if base is not None else "—",
+        ),
     ]
     covered = coverage(t1, P.TABLE1, measured=lambda r: r.metrics.get("comm_overlap") is not None)
     return Shown(covered, claims, t1, cmd, note), "".join(md)
@@ -65,15 +78,19 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
 def rudra_table2(ctx: Context) -> tuple[str, str]:
     runs, out = ctx.runs, ctx.out
     t2 = select(runs, paper="rudra", table="2")
-    md = ["# Rudra Table 2 — μλ = const: test error and training time\n\n",
-          "Paper: CIFAR10 (50,000 images), 140 epochs, P775. Ours: simulated training time from the P775 "
-          "cost model; test error from training in the simulator. The data column names the substitution.\n"]
+    md = [
+        "# Rudra Table 2 — μλ = const: test error and training time\n\n",
+        "Paper: CIFAR10 (50,000 images), 140 epochs, P775. Ours: simulated training time from the P775 "
+        "cost model; test error from training in the simulator. The data column names the substitution.\n",
+    ]
     rows_all = [(g, row) for g, rows in P.TABLE2.items() for row in rows]
     cmd = "python sweeps/rudra_table2.py scale=ci"
     if not scales_of(t2):
         md.append(NO_RUNS)
-        rows = [[f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}", "—", f"{t:g}", "—", "0", ""]
-                for g, (s, mu, lam, e, t) in rows_all]
+        rows = [
+            [f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}", "—", f"{t:g}", "—", "0", ""]
+            for g, (s, mu, lam, e, t) in rows_all
+        ]
         md.append(md_table(_T2_HEADER, rows))
         extra, read = cifar_jpeg.sections(ctx, t2, "rudra_table2", (P.BASELINE["test_error"], "Rudra §4.2", ""))
         return Shown(runs=[*t2, *read], command=cmd), "".join(md) + extra
@@ -88,18 +105,33 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
             tim = mean_std([final(r, "sim_time_s") for r in rs])
             measured[(g, s, mu, lam)] = (err, tim, run_errors(P.case_label(s, mu, lam), rs))
             note = data_note(rs[0]) if rs else ""
-            rows.append([f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}",
-                         cell([r.metrics.get("test_error") for r in rs], 100), f"{t:g}",
-                         cell([final(r, "sim_time_s") for r in rs], 1, 3), str(len(rs)), note])
+            rows.append(
+                [
+                    f"≈ {g}",
+                    str(s),
+                    str(mu),
+                    str(lam),
+                    f"{e:.2f}",
+                    cell([r.metrics.get("test_error") for r in rs], 100),
+                    f"{t:g}",
+                    cell([final(r, "sim_time_s") for r in rs], 1, 3),
+                    str(len(rs)),
+                    note,
+                ]
+            )
         md += [f"\n## scale = {scale}{scale_data(select(t2, scale=scale))}\n\n", md_table(_T2_HEADER, rows)]
         png = _t2_plot(measured, out / f"rudra_table2_{scale}.png")
         if png:
             md.append(f"\n![test error vs simulated time per μλ]({png.name})\n")
-        claims += at_scales(scale, scales, pending(_t2_claims(measured), *planned(scale, len(rows_all),
-                                                                                     select(t2, scale=scale))))
+        claims += at_scales(
+            scale, scales, pending(_t2_claims(measured), *planned(scale, len(rows_all), select(t2, scale=scale)))
+        )
     extra, read = cifar_jpeg.sections(ctx, t2, "rudra_table2", (P.BASELINE["test_error"], "Rudra §4.2", ""))
-    covered = coverage(t2, [P.case_label(s, mu, lam) for _, (s, mu, lam, _, _) in rows_all],
-                       measured=lambda r: r.metrics.get("test_error") is not None)
+    covered = coverage(
+        t2,
+        [P.case_label(s, mu, lam) for _, (s, mu, lam, _, _) in rows_all],
+        measured=lambda r: r.metrics.get("test_error") is not None,
+    )
     return Shown(covered, claims, [*t2, *read], cmd), "".join(md) + extra
 
 
@@ -117,17 +149,33 @@ def _t2_claims(measured: Mapping[tuple, tuple]) -> list[Claim]:
         k = min(times, key=lambda k: (times[k], k))
         fastest.append(k[1] == 1)
         nums.append(f"μλ≈{g}: fastest (σ,μ,λ)=({k[1]},{k[2]},{k[3]}) {times[k]:.3g} s")
-    claims.append(simulated("1-softsync has the smallest training time for every μλ",
-                            None if None in fastest or not fastest else all(fastest), "; ".join(nums) or "—"))
+    claims.append(
+        simulated(
+            "1-softsync has the smallest training time for every μλ",
+            None if None in fastest or not fastest else all(fastest),
+            "; ".join(nums) or "—",
+        )
+    )
     groups = []  # per μλ: the errors of all its rows and seeds (the mean over the rows, SE from their spread)
     for g in P.TABLE2:
         es = [v[2] for k, v in measured.items() if k[0] == g and v[2] is not None]
         groups.append(None if not es else errors(f"μλ≈{g}", [x for e in es for x in e.values], images=es[0].images))
-    claims.append(increasing("test error increases monotonically with μλ (mean over the rows of each μλ)", groups,
-                             labels=[f"μλ≈{g}" for g in P.TABLE2]))
+    claims.append(
+        increasing(
+            "test error increases monotonically with μλ (mean over the rows of each μλ)",
+            groups,
+            labels=[f"μλ≈{g}" for g in P.TABLE2],
+        )
+    )
     rows = [(f"({k[1]},{k[2]},{k[3]})", v[2]) for k, v in sorted(measured.items()) if k[0] == 128]
-    claims.append(equal("for μλ ≈ 128 the test error hardly depends on σ ∈ {1,…,30} (spread ≤ 1 pp; paper 0.96 pp)",
-                        [e for _, e in rows], 0.01, labels=[lab for lab, _ in rows]))
+    claims.append(
+        equal(
+            "for μλ ≈ 128 the test error hardly depends on σ ∈ {1,…,30} (spread ≤ 1 pp; paper 0.96 pp)",
+            [e for _, e in rows],
+            0.01,
+            labels=[lab for lab, _ in rows],
+        )
+    )
     return claims
 
 
@@ -142,16 +190,27 @@ def _t2_plot(measured: Mapping[tuple, tuple], path: Path) -> Path | None:
         for g, marker in zip(P.TABLE2, "osD^", strict=True):
             ks = sorted(k for k in pts if k[0] == g)
             if ks:
-                ax.scatter([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], marker=marker,
-                           label=f"μλ ≈ {g}")
+                ax.scatter(
+                    [pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], marker=marker, label=f"μλ ≈ {g}"
+                )
                 for i, k in enumerate(ks):
-                    ax.annotate(f"σ={k[1]},λ={k[3]}", (pts[k][1][0], pts[k][0][0] * 100), fontsize=7,
-                                xytext=(4, 6 if i % 2 else -10), textcoords="offset points")
+                    ax.annotate(
+                        f"σ={k[1]},λ={k[3]}",
+                        (pts[k][1][0], pts[k][0][0] * 100),
+                        fontsize=7,
+                        xytext=(4, 6 if i % 2 else -10),
+                        textcoords="offset points",
+                    )
             pk = sorted(k for k in paper if k[0] == g)
             bx.scatter([paper[k][1] for k in pk], [paper[k][0] for k in pk], marker=marker, label=f"μλ ≈ {g}")
             for i, k in enumerate(pk):
-                bx.annotate(f"σ={k[1]},λ={k[3]}", (paper[k][1], paper[k][0]), fontsize=7,
-                            xytext=(4, 6 if i % 2 else -10), textcoords="offset points")
+                bx.annotate(
+                    f"σ={k[1]},λ={k[3]}",
+                    (paper[k][1], paper[k][0]),
+                    fontsize=7,
+                    xytext=(4, 6 if i % 2 else -10),
+                    textcoords="offset points",
+                )
         ax.set_xlabel("simulated training time (s)")
         ax.set_ylabel("test error (%)")
         ax.set_title("ours")
@@ -178,6 +237,7 @@ def top5(points: Mapping[tuple, tuple[float, float]], margin_pp: float = TOP5_MA
 
 def pareto_front(points: Mapping[tuple, tuple[float, float]]) -> list[tuple]:
     """Non-dominated (error, time) points, fastest first: the "virtuous configurations" of §5.2."""
+
     def dominated(c: tuple) -> bool:
         e, t = points[c]
         return any(e2 <= e and t2 <= t and (e2, t2) != (e, t) for e2, t2 in points.values())
@@ -223,24 +283,36 @@ def by_config(runs: list[Run]) -> dict[tuple[int, int, int], tuple]:
     for key, rs in groups.items():
         errs = [final(r, "test_error") for r in rs if not diverged(r)]
         tim = mean_std([_run_time(r) for r in rs])
-        out[key] = (mean_std(errs), tim, len(rs), data_note(rs[0]),
-                    sum(e is not None for e in errs), run_errors(P.case_label(*key), rs))
+        out[key] = (
+            mean_std(errs),
+            tim,
+            len(rs),
+            data_note(rs[0]),
+            sum(e is not None for e in errs),
+            run_errors(P.case_label(*key), rs),
+        )
     return out
 
 
 def rudra_table3(ctx: Context) -> tuple[str, str]:
     t3 = select(ctx.runs, paper="rudra", table="3")
-    md = ["# Rudra Table 3 — top-5 (σ, μ, λ) by low test error and small training time\n\n",
-          "Paper (CIFAR10, Rudra-base, 140 epochs):\n\n",
-          md_table(["rank", "σ", "μ", "λ", "protocol", "test error %", "training time s"],
-                   [[str(i), str(s), str(mu), str(lam), proto, f"{e:.2f}", f"{t:g}"]
-                    for i, (s, mu, lam, proto, e, t) in enumerate(P.TABLE3, 1)]),
-          f"\nRanking rule (ours; the paper gives none): the configurations whose test error is within "
-          f"{TOP5_MARGIN_PP:g} pp of the best one, fastest first. Applied to the paper's own Table 2 rows plus its "
-          f"two hardsync rows it gives exactly the paper's Table 3: {_rule_reproduces_paper()}. "
-          "The Pareto front of (test error, time) is §5.2's set of \"virtuous\" configurations. Our times are "
-          "simulated (P775 cost model) for the configured epochs: sim_time_s × epochs / epochs_done (a short "
-          "hardsync run holds whole updates only).\n"]
+    md = [
+        "# Rudra Table 3 — top-5 (σ, μ, λ) by low test error and small training time\n\n",
+        "Paper (CIFAR10, Rudra-base, 140 epochs):\n\n",
+        md_table(
+            ["rank", "σ", "μ", "λ", "protocol", "test error %", "training time s"],
+            [
+                [str(i), str(s), str(mu), str(lam), proto, f"{e:.2f}", f"{t:g}"]
+                for i, (s, mu, lam, proto, e, t) in enumerate(P.TABLE3, 1)
+            ],
+        ),
+        f"\nRanking rule (ours; the paper gives none): the configurations whose test error is within "
+        f"{TOP5_MARGIN_PP:g} pp of the best one, fastest first. Applied to the paper's own Table 2 rows plus its "
+        f"two hardsync rows it gives exactly the paper's Table 3: {_rule_reproduces_paper()}. "
+        'The Pareto front of (test error, time) is §5.2\'s set of "virtuous" configurations. Our times are '
+        "simulated (P775 cost model) for the configured epochs: sim_time_s × epochs / epochs_done (a short "
+        "hardsync run holds whole updates only).\n",
+    ]
     cmd = "python sweeps/rudra_table3.py scale=ci, after sweeps/rudra_table2.py"
     if not scales_of(t3):
         extra, read = cifar_jpeg.sections(ctx, t3, "rudra_table3")
@@ -258,26 +330,67 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
         rows = []
         for i, k in enumerate(ranked, 1):
             err, tim, n, note, n_err, _ = configs[k]
-            rows.append([str(i), *map(str, k), _sml(k[0]), fmt(err, 100, 2, n_err), fmt(tim, 1, 3, n),
-                         "yes" if k in front else "no", str(paper_rank.get(k, "—")), str(n), note])
-        md += [f"\n## scale = {scale}{scale_data(cand)}\n\nOur top-5 among {len(points)} measured configurations "
-               f"(Table 2 and Table 3 runs of this scale):\n\n",
-               md_table(["rank", "σ", "μ", "λ", "protocol", "ours error %", "ours sim time s", "Pareto front",
-                         "paper rank", "runs", "data"], rows),
-               "\nPareto front (virtuous configurations), fastest first: "
-               + (", ".join(f"({s},{mu},{lam}) {points[(s, mu, lam)][0]:.2f}% {points[(s, mu, lam)][1]:.3g} s"
-                            for s, mu, lam in front) or "—") + "\n"]
+            rows.append(
+                [
+                    str(i),
+                    *map(str, k),
+                    _sml(k[0]),
+                    fmt(err, 100, 2, n_err),
+                    fmt(tim, 1, 3, n),
+                    "yes" if k in front else "no",
+                    str(paper_rank.get(k, "—")),
+                    str(n),
+                    note,
+                ]
+            )
+        md += [
+            f"\n## scale = {scale}{scale_data(cand)}\n\nOur top-5 among {len(points)} measured configurations "
+            f"(Table 2 and Table 3 runs of this scale):\n\n",
+            md_table(
+                [
+                    "rank",
+                    "σ",
+                    "μ",
+                    "λ",
+                    "protocol",
+                    "ours error %",
+                    "ours sim time s",
+                    "Pareto front",
+                    "paper rank",
+                    "runs",
+                    "data",
+                ],
+                rows,
+            ),
+            "\nPareto front (virtuous configurations), fastest first: "
+            + (
+                ", ".join(
+                    f"({s},{mu},{lam}) {points[(s, mu, lam)][0]:.2f}% {points[(s, mu, lam)][1]:.3g} s"
+                    for s, mu, lam in front
+                )
+                or "—"
+            )
+            + "\n",
+        ]
         covered[scale] = (len(set(points) & set(_T3_CONFIGS)), len(_T3_CONFIGS))
         t3_claims = _t3_claims(ranked, front, points, [configs[k][5] for k in points])  # Table 2's runs rank too
-        claims += at_scales(scale, scales_of(t3), pending(t3_claims, *planned(
-            scale, sum(len(rows) for rows in P.TABLE2.values()) + len(preset_cases("rudra/table3")), cand)))
+        claims += at_scales(
+            scale,
+            scales_of(t3),
+            pending(
+                t3_claims,
+                *planned(scale, sum(len(rows) for rows in P.TABLE2.values()) + len(preset_cases("rudra/table3")), cand),
+            ),
+        )
     extra, read = cifar_jpeg.sections(ctx, used, "rudra_table3")
     return Shown(covered, claims, [*used, *read], cmd), "".join(md) + extra
 
 
 #: the configurations Table 3 ranks: Table 2's 23 rows and Table 3's two hardsync rows
-_T3_CONFIGS = sorted({(s, mu, lam) for rows in P.TABLE2.values() for s, mu, lam, _, _ in rows}
-                     | {(s, mu, lam) for s, mu, lam, *_ in P.TABLE3 if s == 0})
+_T3_CONFIGS = sorted(
+    {(s, mu, lam) for rows in P.TABLE2.values() for s, mu, lam, _, _ in rows}
+    | {(s, mu, lam) for s, mu, lam, *_ in P.TABLE3 if s == 0}
+)
 
 
 def _rule_reproduces_paper() -> str:
@@ -288,8 +401,9 @@ def _rule_reproduces_paper() -> str:
     return "yes" if got == want else f"no ({got})"
 
 
-def _t3_claims(ranked: list[tuple], front: list[tuple], points: Mapping[tuple, tuple],
-               groups: list[Errors | None]) -> list[Claim]:
+def _t3_claims(
+    ranked: list[tuple], front: list[tuple], points: Mapping[tuple, tuple], groups: list[Errors | None]
+) -> list[Claim]:
     """The ranking decides only when every ranked configuration learned, has ≥ 3 seeds and an error known to
     better than the ranking's 1 pp margin (:func:`analysis.learning.by_means`)."""
     key = (1, 4, 30)
@@ -303,15 +417,26 @@ def _t3_claims(ranked: list[tuple], front: list[tuple], points: Mapping[tuple, t
 
     return [
         claim("1-softsync (1,4,30) is among the top-5", key in ranked if measured else None, f"top-5: {top}"),
-        claim("1-softsync (1,4,30) ranks first (lowest time among the low-error configurations)",
-              bool(ranked) and ranked[0] == key if measured else None, f"top-5: {top}"),
-        claim("1-softsync (1,4,30) is on the Pareto front of (error, time) (a virtuous configuration)",
-              key in front if measured else None,
-              f"(1,4,30): {points[key][0]:.2f}%, {points[key][1]:.3g} s" if measured else "—"),
-        claim("every top-5 configuration scales out to λ ≥ 18", all(k[2] >= 18 for k in ranked) if ranked else None,
-              f"top-5: {top}"),
-        claim("our top-5 is the paper's top-5 (as a set)", set(ranked) == want if len(points) >= 5 else None,
-              f"{len(set(ranked) & want)} of 5 in common"),
+        claim(
+            "1-softsync (1,4,30) ranks first (lowest time among the low-error configurations)",
+            bool(ranked) and ranked[0] == key if measured else None,
+            f"top-5: {top}",
+        ),
+        claim(
+            "1-softsync (1,4,30) is on the Pareto front of (error, time) (a virtuous configuration)",
+            key in front if measured else None,
+            f"(1,4,30): {points[key][0]:.2f}%, {points[key][1]:.3g} s" if measured else "—",
+        ),
+        claim(
+            "every top-5 configuration scales out to λ ≥ 18",
+            all(k[2] >= 18 for k in ranked) if ranked else None,
+            f"top-5: {top}",
+        ),
+        claim(
+            "our top-5 is the paper's top-5 (as a set)",
+            set(ranked) == want if len(points) >= 5 else None,
+            f"{len(set(ranked) & want)} of 5 in common",
+        ),
     ]
 
 
@@ -321,57 +446,95 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
     trained = [r for r in t4 if r.tags.get("experiment") == "rudra/table4_error"]  # on ImageNet (dataset=imagenet)
     t4 = [r for r in t4 if r.tags.get("experiment") != "rudra/table4_error"]  # schedule-only time per epoch
     im = P.IMAGENET
-    md = ["# Rudra Table 4 — ImageNet: validation error after 30 epochs and training time per epoch\n\n",
-          "Validation error: **needs data not available here** (ImageNet / ILSVRC 2012 and the AlexNet-style "
-          f"network of §4.2, {im['params_m']} M parameters, {im['model_mb']} MB); where ILSVRC-2012 is present, "
-          "`psbench -m experiment=rudra/table4_error paths.data_dir=<dir holding imagenet/>` trains the four "
-          "configurations on it (`dataset=imagenet`). Training time per epoch: simulated "
-          "from the cost model (schedule only) when `python sweeps/rudra_table4.py` has run; its substitutions are "
-          "in the data column.\n",
-          cluster_model.section("Table 4", "the base-hardsync / base-softsync ratio (330 / 270, the barrier's "
-                                "jitter_cv)")]
+    md = [
+        "# Rudra Table 4 — ImageNet: validation error after 30 epochs and training time per epoch\n\n",
+        "Validation error: **needs data not available here** (ImageNet / ILSVRC 2012 and the AlexNet-style "
+        f"network of §4.2, {im['params_m']} M parameters, {im['model_mb']} MB); where ILSVRC-2012 is present, "
+        "`psbench -m experiment=rudra/table4_error paths.data_dir=<dir holding imagenet/>` trains the four "
+        "configurations on it (`dataset=imagenet`). Training time per epoch: simulated "
+        "from the cost model (schedule only) when `python sweeps/rudra_table4.py` has run; its substitutions are "
+        "in the data column.\n",
+        cluster_model.section(
+            "Table 4", "the base-hardsync / base-softsync ratio (330 / 270, the barrier's jitter_cv)"
+        ),
+    ]
     scales = scales_of(t4) if t4 else []
-    header = ["configuration", "architecture", "μ", "λ", "protocol", "paper top-1 %", "paper top-5 %",
-              "ours error", "paper min/epoch"] + [f"ours sim min/epoch ({s})" for s in scales] + ["data"]
+    header = (
+        [
+            "configuration",
+            "architecture",
+            "μ",
+            "λ",
+            "protocol",
+            "paper top-1 %",
+            "paper top-5 %",
+            "ours error",
+            "paper min/epoch",
+        ]
+        + [f"ours sim min/epoch ({s})" for s in scales]
+        + ["data"]
+    )
     rows, per_epoch = [], {}
     for name, arch, mu, lam, proto, top1, top5, minutes in P.TABLE4:
-        errors = [100 * r.metrics["test_error"] for r in select(trained, case=name.replace("*", "_star"))
-                  if r.metrics.get("test_error") is not None]
+        errors = [
+            100 * r.metrics["test_error"]
+            for r in select(trained, case=name.replace("*", "_star"))
+            if r.metrics.get("test_error") is not None
+        ]
         ours = cell(errors, 1, 2) + " top-1" if errors else "needs data not available here"
         row = [name, arch, str(mu), str(lam), proto, f"{top1:.2f}", f"{top5:.2f}", ours, f"{minutes:g}"]
         notes: list[str] = []
         for scale in scales:
             rs = select(t4, scale=scale, case=name.replace("*", "_star"))  # the preset's case label
-            vals = [r.metrics["sim_time_s"] / r.metrics["samples"] * im["train_images"] / 60 for r in rs
-                    if r.metrics.get("samples") and r.metrics.get("sim_time_s") is not None]
+            vals = [
+                r.metrics["sim_time_s"] / r.metrics["samples"] * im["train_images"] / 60
+                for r in rs
+                if r.metrics.get("samples") and r.metrics.get("sim_time_s") is not None
+            ]
             ms = mean_std(vals)
             per_epoch[(scale, name)] = ms[0] if ms else None
             row.append(cell(vals, 1, 1))
             notes += [rs[0].tags["data_note"]] if rs and rs[0].tags.get("data_note") else []
         rows.append([*row, "; ".join(notes)])
     md.append("\n" + md_table(header, rows))
-    md.append(f"\nPaper baseline (μ, λ) = ({im['baseline_mu']}, 1): {im['baseline_hours_per_epoch']} h/epoch, "
-              f"{im['baseline_top1']:.2f}% top-1, {im['baseline_top5']:.2f}% top-5. Minutes per epoch = simulated "
-              f"time per sample × {im['train_images']:,} images (§4.2).\n")
+    md.append(
+        f"\nPaper baseline (μ, λ) = ({im['baseline_mu']}, 1): {im['baseline_hours_per_epoch']} h/epoch, "
+        f"{im['baseline_top1']:.2f}% top-1, {im['baseline_top5']:.2f}% top-5. Minutes per epoch = simulated "
+        f"time per sample × {im['train_images']:,} images (§4.2).\n"
+    )
     claims = []
     if scales:
         times = {name: per_epoch.get((scales[-1], name)) for name, *_ in P.TABLE4}
         order = [name for name, *_ in P.TABLE4]  # paper: slowest first
         ok = None if None in times.values() else all(times[a] > times[b] for a, b in itertools.pairwise(order))
-        claims.append(simulated("training speed: adv*-softsync > adv-softsync > base-softsync > base-hardsync", ok,
-                                ", ".join(f"{k} {v:.1f} min" for k, v in times.items() if v is not None) or "—"))
-    claims.append(not_measured("configurations other than base-hardsync show marginally higher validation error",
-                               "needs ImageNet"))
-    covered = coverage(t4, [name.replace("*", "_star") for name, *_ in P.TABLE4],
-                       measured=lambda r: bool(r.metrics.get("samples")) and r.metrics.get("sim_time_s") is not None)
+        claims.append(
+            simulated(
+                "training speed: adv*-softsync > adv-softsync > base-softsync > base-hardsync",
+                ok,
+                ", ".join(f"{k} {v:.1f} min" for k, v in times.items() if v is not None) or "—",
+            )
+        )
+    claims.append(
+        not_measured(
+            "configurations other than base-hardsync show marginally higher validation error", "needs ImageNet"
+        )
+    )
+    covered = coverage(
+        t4,
+        [name.replace("*", "_star") for name, *_ in P.TABLE4],
+        measured=lambda r: bool(r.metrics.get("samples")) and r.metrics.get("sim_time_s") is not None,
+    )
     note = "time per epoch simulated only; validation error needs data not available here (ImageNet)"
     return Shown(covered, claims, t4, "python sweeps/rudra_table4.py scale=ci", note), "".join(md)
 
 
 # --------------------------------------------------------------------------- shared with rudra_figs
 def diverged(run: Run) -> bool:
-    return (run.metrics.get("diverged", 0.0) == 1.0 or run.tags.get("diverged") == "true"
-            or (run.summary or {}).get("diverged") is True)
+    return (
+        run.metrics.get("diverged", 0.0) == 1.0
+        or run.tags.get("diverged") == "true"
+        or (run.summary or {}).get("diverged") is True
+    )
 
 
 PAGES = [

@@ -27,8 +27,10 @@ ORDER = 0
 def rudra_fig4(ctx: Context) -> tuple[str, str]:
     runs, out, tracking_uri = ctx.runs, ctx.out, ctx.tracking_uri
     f4 = select(runs, paper="rudra", figure="4")
-    md = ["# Rudra Fig 4 — gradient staleness of n-softsync, λ = 30\n\n",
-          "Simulated (schedule only), μ = 128, CIFAR10 network of §4.2, P775 cost model.\n"]
+    md = [
+        "# Rudra Fig 4 — gradient staleness of n-softsync, λ = 30\n\n",
+        "Simulated (schedule only), μ = 128, CIFAR10 network of §4.2, P775 cost model.\n",
+    ]
     scales = scales_of(f4)
     cmd, note = "python sweeps/rudra_fig4.py scale=paper", "simulation (schedule only)"
     if not scales:
@@ -50,18 +52,43 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
             tail = sum(v for k, v in hist.items() if k > 2 * n) / total if total else None
             hists[case] = hist
             note = rs[0].tags.get("data_note", "") if rs else ""
-            rows.append([f"{n}-softsync", f"≈ {spec['mean']:g}", cell([r.metrics.get("staleness_mean") for r in rs]),
-                         f"≤ {2 * n}", "—" if smax is None else f"{smax:g}",
-                         "—" if tail is None else f"{tail:.2e}", str(len(rs)), note])
+            rows.append(
+                [
+                    f"{n}-softsync",
+                    f"≈ {spec['mean']:g}",
+                    cell([r.metrics.get("staleness_mean") for r in rs]),
+                    f"≤ {2 * n}",
+                    "—" if smax is None else f"{smax:g}",
+                    "—" if tail is None else f"{tail:.2e}",
+                    str(len(rs)),
+                    note,
+                ]
+            )
             if scale == scales[-1] and mean is not None:
-                claims.append(simulated(f"{n}-softsync: ⟨σ⟩ ≈ n (within 20 %)", abs(mean[0] - n) <= 0.2 * n,
-                                        f"⟨σ⟩ = {mean[0]:.2f}, n = {n}"))
+                claims.append(
+                    simulated(
+                        f"{n}-softsync: ⟨σ⟩ ≈ n (within 20 %)",
+                        abs(mean[0] - n) <= 0.2 * n,
+                        f"⟨σ⟩ = {mean[0]:.2f}, n = {n}",
+                    )
+                )
                 if tail is not None:
-                    claims.append(tail_claim(f"{n}-softsync: P(σ > 2n) < 0.0001",
-                                             sum(v for k, v in hist.items() if k > 2 * n), total, 1e-4,
-                                             f"gradients (σ > {2 * n})"))
-        md += [f"\n## scale = {scale}\n\n", md_table(
-            ["protocol", "paper ⟨σ⟩", "ours ⟨σ⟩", "paper σ max", "ours σ max", "ours P(σ > 2n)", "runs", "data"], rows)]
+                    claims.append(
+                        tail_claim(
+                            f"{n}-softsync: P(σ > 2n) < 0.0001",
+                            sum(v for k, v in hist.items() if k > 2 * n),
+                            total,
+                            1e-4,
+                            f"gradients (σ > {2 * n})",
+                        )
+                    )
+        md += [
+            f"\n## scale = {scale}\n\n",
+            md_table(
+                ["protocol", "paper ⟨σ⟩", "ours ⟨σ⟩", "paper σ max", "ours σ max", "ours P(σ > 2n)", "runs", "data"],
+                rows,
+            ),
+        ]
         png = _fig4_plot(hists, out / f"rudra_fig4_{scale}.png")
         if png:
             md.append(f"\n![staleness histograms]({png.name})\n")
@@ -102,10 +129,12 @@ def mean_curve(curves: Sequence[Sequence[tuple[float, float]]]) -> list[tuple[fl
 
 def rudra_fig5(ctx: Context) -> tuple[str, str]:
     f5 = select(ctx.runs, paper="rudra", figure="5")
-    md = ["# Rudra Fig 5 — learning-rate modulation: test error vs epoch, α0 vs α0/⟨σ⟩\n\n",
-          "Paper: CIFAR10, λ = 30, μ = 128, 140 epochs. 30-softsync with α = α0 \"fails to converge and shows a "
-          f"constant high error rate of {P.FIG5_CHANCE_ERROR:g}%\"; with α0/30 it reaches a much lower error; "
-          "4-softsync with α0/4 ends lower than with α0 (the figure has no other numbers).\n"]
+    md = [
+        "# Rudra Fig 5 — learning-rate modulation: test error vs epoch, α0 vs α0/⟨σ⟩\n\n",
+        'Paper: CIFAR10, λ = 30, μ = 128, 140 epochs. 30-softsync with α = α0 "fails to converge and shows a '
+        f'constant high error rate of {P.FIG5_CHANCE_ERROR:g}%"; with α0/30 it reaches a much lower error; '
+        "4-softsync with α0/4 ends lower than with α0 (the figure has no other numbers).\n",
+    ]
     scales = scales_of(f5)
     cmd = "python sweeps/rudra_fig5.py scale=ci"
     if not scales:
@@ -124,17 +153,27 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
             final[case] = run_errors(f"{n}-softsync {rule}", rs)
             bests = [min((v for _, v in h), default=None) for h in hists]
             div = sum(diverged(x) for x in rs)
-            rows.append([f"{n}-softsync", rule, cell([x.metrics.get("test_error") for x in rs], 100),
-                         cell(bests, 100), "no" if not div else "yes" if div == len(rs) else f"{div} of {len(rs)}",
-                         str(len(rs)), data_note(rs[0])])
-        md += [f"\n## scale = {scale}{scale_data(select(f5, scale=scale))}\n\n",
-               md_table(["protocol", "α", "ours final error %", "ours best error %", "diverged", "runs", "data"],
-                        rows)]
+            rows.append(
+                [
+                    f"{n}-softsync",
+                    rule,
+                    cell([x.metrics.get("test_error") for x in rs], 100),
+                    cell(bests, 100),
+                    "no" if not div else "yes" if div == len(rs) else f"{div} of {len(rs)}",
+                    str(len(rs)),
+                    data_note(rs[0]),
+                ]
+            )
+        md += [
+            f"\n## scale = {scale}{scale_data(select(f5, scale=scale))}\n\n",
+            md_table(["protocol", "α", "ours final error %", "ours best error %", "diverged", "runs", "data"], rows),
+        ]
         png = _fig5_plot(curves, ctx.out / f"rudra_fig5_{scale}.png")
         if png:
             md.append(f"\n![test error vs epoch]({png.name})\n")
-        claims += at_scales(scale, scales, pending(_fig5_claims(final), *planned(scale, len(P.FIG5),
-                                                                                  select(f5, scale=scale))))
+        claims += at_scales(
+            scale, scales, pending(_fig5_claims(final), *planned(scale, len(P.FIG5), select(f5, scale=scale)))
+        )
     extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
     covered = coverage(f5, P.FIG5, measured=lambda r: r.metrics.get("test_error") is not None)
     return Shown(covered, claims, [*f5, *read], cmd), "".join(md) + extra
@@ -142,17 +181,30 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
 
 def _fig5_claims(final: Mapping[str, Errors | None]) -> list[Claim]:
     """§5.1's three statements, by the verdict rule (a diverged run counts as chance)."""
+
     def get(case: str) -> Errors | None:
         return final.get(case)
 
     learned_refs = [get(c) for c in ("s30_alpha0_over_sigma", "s4_alpha0", "s4_alpha0_over_sigma")]
     return [
-        at_chance("30-softsync with α0 does not converge (stays at chance or diverges)", get("s30_alpha0"),
-                  learned_refs, labels=["30-softsync α0"]),
-        lower("30-softsync with α0/30 converges: it learns and ends below the α0 curve",
-              get("s30_alpha0_over_sigma"), get("s30_alpha0"), labels=["30-softsync α0/30", "30-softsync α0"]),
-        lower("4-softsync: α0/4 ends with a lower test error than α0", get("s4_alpha0_over_sigma"), get("s4_alpha0"),
-              labels=["4-softsync α0/4", "4-softsync α0"]),
+        at_chance(
+            "30-softsync with α0 does not converge (stays at chance or diverges)",
+            get("s30_alpha0"),
+            learned_refs,
+            labels=["30-softsync α0"],
+        ),
+        lower(
+            "30-softsync with α0/30 converges: it learns and ends below the α0 curve",
+            get("s30_alpha0_over_sigma"),
+            get("s30_alpha0"),
+            labels=["30-softsync α0/30", "30-softsync α0"],
+        ),
+        lower(
+            "4-softsync: α0/4 ends with a lower test error than α0",
+            get("s4_alpha0_over_sigma"),
+            get("s4_alpha0"),
+            labels=["4-softsync α0/4", "4-softsync α0"],
+        ),
     ]
 
 
@@ -176,9 +228,11 @@ def _fig5_plot(curves: Mapping[str, list[tuple[float, float]]], path: Path) -> P
 # --------------------------------------------------------------------------- Rudra Figs 6–7
 FAMILIES = ("hardsync", "λ-softsync", "1-softsync")
 #: the cases the ``full`` sweep runs (sweeps/rudra_fig6_7.py: λ ∈ {1, 4, 30} and μ ∈ {4, 128}, a labelled sub-grid)
-FULL_SUBGRID = [c for c in preset_cases("rudra/fig6_7")
-                if (m := re.fullmatch(r"s\d+_mu(\d+)_lam(\d+)", c)) and int(m[1]) in (4, 128)
-                and int(m[2]) in (1, 4, 30)]
+FULL_SUBGRID = [
+    c
+    for c in preset_cases("rudra/fig6_7")
+    if (m := re.fullmatch(r"s\d+_mu(\d+)_lam(\d+)", c)) and int(m[1]) in (4, 128) and int(m[2]) in (1, 4, 30)
+]
 
 
 def family_points(configs: Mapping[tuple[int, int, int], tuple], family: str) -> dict[tuple[int, int], tuple]:
@@ -187,19 +241,24 @@ def family_points(configs: Mapping[tuple[int, int, int], tuple], family: str) ->
     for (s, mu, lam), v in configs.items():
         if lam == 1 and s == 0:
             out[(mu, lam)] = v
-        elif lam > 1 and ((family == "hardsync" and s == 0) or (family == "λ-softsync" and s == lam)
-                          or (family == "1-softsync" and s == 1)):
+        elif lam > 1 and (
+            (family == "hardsync" and s == 0)
+            or (family == "λ-softsync" and s == lam)
+            or (family == "1-softsync" and s == 1)
+        ):
             out[(mu, lam)] = v
     return out
 
 
 def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
     f67 = select(ctx.runs, paper="rudra", figure="6-7")
-    md = ["# Rudra Figs 6–7 — (σ, μ, λ) tradeoff curves: test error vs training time per μ\n\n",
-          "Paper: CIFAR10, 140 epochs, λ ∈ {1, 2, 4, 10, 18, 30} × μ ∈ {4, …, 128}; Fig 6 hardsync "
-          "(α = α0·√(μλ/128)), Fig 7 (a) λ-softsync and (b) 1-softsync (α = α0/⟨σ⟩). The figures are plots; "
-          f"the only number is the baseline (0, 128, 1): {P.BASELINE['test_error']:g}% in "
-          f"{P.BASELINE['time_s']:,} s.\n"]
+    md = [
+        "# Rudra Figs 6–7 — (σ, μ, λ) tradeoff curves: test error vs training time per μ\n\n",
+        "Paper: CIFAR10, 140 epochs, λ ∈ {1, 2, 4, 10, 18, 30} × μ ∈ {4, …, 128}; Fig 6 hardsync "
+        "(α = α0·√(μλ/128)), Fig 7 (a) λ-softsync and (b) 1-softsync (α = α0/⟨σ⟩). The figures are plots; "
+        f"the only number is the baseline (0, 128, 1): {P.BASELINE['test_error']:g}% in "
+        f"{P.BASELINE['time_s']:,} s.\n",
+    ]
     scales = scales_of(f67)
     cmd = "python sweeps/rudra_fig6_7.py scale=ci"
     if not scales:
@@ -210,15 +269,20 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
         runs = select(f67, scale=scale)
         attach_summaries(ctx.tracking_uri, runs)  # the run totals (see final)
         configs = by_config(runs)
-        md.append(f"\n## scale = {scale}{scale_data(runs)}\n\nEach cell: test error % / simulated training time s "
-                  "(P775 cost model, for the configured epochs: sim_time_s × epochs / epochs_done), mean over n seeds "
-                  "(± std where n > 1).\n")
+        md.append(
+            f"\n## scale = {scale}{scale_data(runs)}\n\nEach cell: test error % / simulated training time s "
+            "(P775 cost model, for the configured epochs: sim_time_s × epochs / epochs_done), mean over n seeds "
+            "(± std where n > 1).\n"
+        )
         for fam in FAMILIES:
             pts = family_points(configs, fam)
             lams = sorted({lam for _, lam in pts})
-            rows = [[f"μ = {mu}"] + [_cell(pts.get((mu, lam))) for lam in lams]
-                    + ["; ".join(sorted({pts[k][3] for k in pts if k[0] == mu and pts[k][3]}))]
-                    for mu in sorted({mu for mu, _ in pts})]
+            rows = [
+                [f"μ = {mu}"]
+                + [_cell(pts.get((mu, lam))) for lam in lams]
+                + ["; ".join(sorted({pts[k][3] for k in pts if k[0] == mu and pts[k][3]}))]
+                for mu in sorted({mu for mu, _ in pts})
+            ]
             md += [f"\n### {fam}\n\n", md_table(["", *(f"λ = {lam}" for lam in lams), "data"], rows)]
         notes = sorted({v[3] for v in configs.values() if v[3]})
         md.append(f"\nRuns: {sum(v[2] for v in configs.values())}; data: {', '.join(notes) or '—'}.\n")
@@ -252,26 +316,49 @@ def _fig67_claims(configs: Mapping[tuple[int, int, int], tuple]) -> list[Claim]:
     # the paper's contour is μ = 128; a sub-grid (ci) uses its largest μ, named in the claim
     top = max((mu for s, mu, lam in configs if s == 0 and lam > 1), default=128)
     hs = sorted((lam, tim((0, top, lam))) for lam in P.LAMBDAS if tim((0, top, lam)) is not None)
-    out.append(simulated(f"Fig 6, hardsync μ = {top}: training time decreases monotonically with λ",
-                         None if len(hs) < 2 else all(b[1] < a[1] for a, b in itertools.pairwise(hs)),
-                         ", ".join(f"λ={lam}: {t:.3g} s" for lam, t in hs) or "—"))
-    out.append(lower(f"Fig 6, hardsync λ = 30: μ = 4 restores test error lost at μ = {top} (lower error)",
-                     errs((0, 4, 30)), None if top == 4 else errs((0, top, 30)),
-                     labels=["(0,4,30)", f"(0,{top},30)"]))
+    out.append(
+        simulated(
+            f"Fig 6, hardsync μ = {top}: training time decreases monotonically with λ",
+            None if len(hs) < 2 else all(b[1] < a[1] for a, b in itertools.pairwise(hs)),
+            ", ".join(f"λ={lam}: {t:.3g} s" for lam, t in hs) or "—",
+        )
+    )
+    out.append(
+        lower(
+            f"Fig 6, hardsync λ = 30: μ = 4 restores test error lost at μ = {top} (lower error)",
+            errs((0, 4, 30)),
+            None if top == 4 else errs((0, top, 30)),
+            labels=["(0,4,30)", f"(0,{top},30)"],
+        )
+    )
     top = max((mu for s, mu, lam in configs if s == lam == 30), default=128)
     a, b = tim((30, 4, 30)), tim((30, top, 30))
-    out.append(simulated(f"Fig 7a, λ-softsync λ = 30: μ = 4 takes longer than μ = {top}",
-                         None if None in (a, b) or top == 4 else a > b,
-                         "—" if None in (a, b) else f"(30,4,30) {a:.3g} s, (30,{top},30) {b:.3g} s"))
+    out.append(
+        simulated(
+            f"Fig 7a, λ-softsync λ = 30: μ = 4 takes longer than μ = {top}",
+            None if None in (a, b) or top == 4 else a > b,
+            "—" if None in (a, b) else f"(30,4,30) {a:.3g} s, (30,{top},30) {b:.3g} s",
+        )
+    )
     a, b = tim((1, 4, 30)), tim((30, 4, 30))
-    out.append(simulated("Fig 7b, μ = 4, λ = 30: 1-softsync avoids λ-softsync's runtime degradation (faster)",
-                         None if None in (a, b) else a < b,
-                         "—" if None in (a, b) else f"(1,4,30) {a:.3g} s, (30,4,30) {b:.3g} s"))
+    out.append(
+        simulated(
+            "Fig 7b, μ = 4, λ = 30: 1-softsync avoids λ-softsync's runtime degradation (faster)",
+            None if None in (a, b) else a < b,
+            "—" if None in (a, b) else f"(1,4,30) {a:.3g} s, (30,4,30) {b:.3g} s",
+        )
+    )
     top = max((mu for s, mu, lam in configs if s == 0 and lam == 1), default=128)  # the baseline's μ
     base = None if top == 4 else errs((0, top, 1))
     pairs = [(errs((lam, 4, lam)), base) for lam in P.LAMBDAS[1:] if errs((lam, 4, lam)) is not None]
-    out.append(no_worse(f"Fig 7a, λ-softsync μ = 4: every λ's test error is similar to or below the baseline "
-                        f"(0,{top},1) (≤ baseline + 1 pp)", pairs, 0.01))
+    out.append(
+        no_worse(
+            f"Fig 7a, λ-softsync μ = 4: every λ's test error is similar to or below the baseline "
+            f"(0,{top},1) (≤ baseline + 1 pp)",
+            pairs,
+            0.01,
+        )
+    )
     return out
 
 
@@ -284,14 +371,20 @@ def _fig67_plot(configs: Mapping[tuple[int, int, int], tuple], path: Path) -> Pa
             pts = {k: v for k, v in family_points(configs, fam).items() if v[0] is not None and v[1] is not None}
             for mu in sorted({mu for mu, _ in pts}):
                 ks = sorted(k for k in pts if k[0] == mu)
-                ax.plot([pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], marker="o", ms=3,
-                        label=f"μ = {mu}")
+                ax.plot(
+                    [pts[k][1][0] for k in ks], [pts[k][0][0] * 100 for k in ks], marker="o", ms=3, label=f"μ = {mu}"
+                )
                 for k in ks:
                     ax.annotate(f"λ={k[1]}", (pts[k][1][0], pts[k][0][0] * 100), fontsize=6)
             if base is not None and base[0] is not None:
                 ax.axhline(base[0][0] * 100, color="k", ls="--", lw=0.8, label="ours (0, 128, 1)")
-            ax.axhline(P.BASELINE["test_error"], color="grey", ls=":", lw=1,
-                       label=f"paper (0, 128, 1): {P.BASELINE['test_error']:g}%")
+            ax.axhline(
+                P.BASELINE["test_error"],
+                color="grey",
+                ls=":",
+                lw=1,
+                label=f"paper (0, 128, 1): {P.BASELINE['test_error']:g}%",
+            )
             ax.set_xscale("log")
             ax.set_title(f"{fam} (Rudra Fig {'6' if fam == 'hardsync' else '7'})")
             ax.set_xlabel("simulated training time (s)")
@@ -315,15 +408,17 @@ def speedups(times: Mapping[tuple[int, int, int], float], mu: int) -> dict[str, 
 
 def rudra_fig8(ctx: Context) -> tuple[str, str]:
     f8 = select(ctx.runs, paper="rudra", figure="8")
-    md = ["# Rudra Fig 8 — speed-up of the training time vs λ, μ = 128 and μ = 4\n\n",
-          "Simulated (schedule only), CIFAR10 network of §4.2, Rudra-base, p775_cluster cost model. Speed-up = "
-          "simulated time per sample of (0, 128, 1) or (0, 4, 1) over that of (σ, μ, λ). The figure is a plot (no "
-          "numbers); the paper's statements are the claims, each with the tolerance it states. The λ learners sit on "
-          "the nodes of Rudra's footnote 4, (λ, nodes) = (1, 1), (2, 1), (4, 2), (10, 4), (18, 4), (30, 8), spread "
-          "evenly (`topology.nodes`): λ = 18 packs 4.5 learners per node and λ = 30 3.75, so with node sharing a "
-          "learner computes slower at λ = 18 than at λ = 30, and hardsync's parallel efficiency (speed-up / λ) can "
-          "rise from λ = 18 to λ = 30.\n",
-          cluster_model.section("Fig 8")]
+    md = [
+        "# Rudra Fig 8 — speed-up of the training time vs λ, μ = 128 and μ = 4\n\n",
+        "Simulated (schedule only), CIFAR10 network of §4.2, Rudra-base, p775_cluster cost model. Speed-up = "
+        "simulated time per sample of (0, 128, 1) or (0, 4, 1) over that of (σ, μ, λ). The figure is a plot (no "
+        "numbers); the paper's statements are the claims, each with the tolerance it states. The λ learners sit on "
+        "the nodes of Rudra's footnote 4, (λ, nodes) = (1, 1), (2, 1), (4, 2), (10, 4), (18, 4), (30, 8), spread "
+        "evenly (`topology.nodes`): λ = 18 packs 4.5 learners per node and λ = 30 3.75, so with node sharing a "
+        "learner computes slower at λ = 18 than at λ = 30, and hardsync's parallel efficiency (speed-up / λ) can "
+        "rise from λ = 18 to λ = 30.\n",
+        cluster_model.section("Fig 8"),
+    ]
     scales = scales_of(f8)
     cmd, note = "python sweeps/rudra_fig8.py scale=paper", "simulation (schedule only)"
     if not scales:
@@ -342,13 +437,18 @@ def rudra_fig8(ctx: Context) -> tuple[str, str]:
         for mu in (128, 4):
             ups[mu] = speedups(times, mu)
             lams = sorted({lam for d in ups[mu].values() for lam in d})
-            rows = [[f"λ = {lam}"] + [f"{ups[mu][fam][lam]:.2f}" if lam in ups[mu].get(fam, {}) else "—"
-                                      for fam in FAMILIES] for lam in lams]
+            rows = [
+                [f"λ = {lam}"]
+                + [f"{ups[mu][fam][lam]:.2f}" if lam in ups[mu].get(fam, {}) else "—" for fam in FAMILIES]
+                for lam in lams
+            ]
             md += [f"\n### μ = {mu} (relative to (0, {mu}, 1))\n\n", md_table(["", *FAMILIES], rows)]
         notes = sorted({r.tags["data_note"] for r in rs if r.tags.get("data_note")})
         seeds = sorted({len(v) for v in per_sample.values()})
-        md.append(f"\nRuns: {len(rs)}; each speed-up is a ratio of mean times per sample over n = "
-                  f"{'/'.join(map(str, seeds)) or '—'} seeds; data: {', '.join(notes) or '—'}.\n")
+        md.append(
+            f"\nRuns: {len(rs)}; each speed-up is a ratio of mean times per sample over n = "
+            f"{'/'.join(map(str, seeds)) or '—'} seeds; data: {', '.join(notes) or '—'}.\n"
+        )
         png = _fig8_plot(ups, ctx.out / f"rudra_fig8_{scale}.png")
         if png:
             md.append(f"\n![speed-up vs λ]({png.name})\n")
@@ -363,24 +463,43 @@ def _fig8_claims(ups: Mapping[int, Mapping[str, Mapping[int, float]]]) -> list[C
 
     out = []
     a, b = at(128, "1-softsync"), at(128, "λ-softsync")
-    out.append(simulated("μ = 128: 1-softsync and λ-softsync give similar speed-ups up to λ = 30 (within 10 %)",
-                         None if None in (a, b) else abs(a - b) <= 0.1 * max(a, b),
-                         "—" if None in (a, b) else f"λ=30: 1-softsync {a:.2f}, λ-softsync {b:.2f}"))
+    out.append(
+        simulated(
+            "μ = 128: 1-softsync and λ-softsync give similar speed-ups up to λ = 30 (within 10 %)",
+            None if None in (a, b) else abs(a - b) <= 0.1 * max(a, b),
+            "—" if None in (a, b) else f"λ=30: 1-softsync {a:.2f}, λ-softsync {b:.2f}",
+        )
+    )
     vals = {fam: at(4, fam) for fam in FAMILIES}
     ok = None if None in vals.values() else max(vals, key=lambda f: vals[f]) == "1-softsync"
-    out.append(simulated("μ = 4: 1-softsync has the largest speed-up at λ = 30 (λ-softsync's is subdued)", ok,
-                         "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items())))
+    out.append(
+        simulated(
+            "μ = 4: 1-softsync has the largest speed-up at λ = 30 (λ-softsync's is subdued)",
+            ok,
+            "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items()),
+        )
+    )
     for mu in (128, 4):
         vals = {fam: at(mu, fam) for fam in FAMILIES}
         ok = None if None in vals.values() else min(vals, key=lambda f: vals[f]) == "hardsync"
-        out.append(simulated(f"μ = {mu}: hardsync fares the worst (smallest speed-up at λ = 30)", ok,
-                             "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items())))
+        out.append(
+            simulated(
+                f"μ = {mu}: hardsync fares the worst (smallest speed-up at λ = 30)",
+                ok,
+                "—" if ok is None else ", ".join(f"{f} {v:.2f}" for f, v in vals.items()),
+            )
+        )
     for mu in (128, 4):
         h = ups.get(mu, {}).get("hardsync", {})
         eff = [(lam, s / lam) for lam, s in sorted(h.items())]
         ok = None if len(eff) < 3 else all(b[1] <= a[1] + 1e-9 for a, b in itertools.pairwise(eff))
-        out.append(simulated(f"μ = {mu}: hardsync speed-up saturates (parallel efficiency speed-up/λ falls as λ "
-                             "grows)", ok, ", ".join(f"λ={lam}: {e:.2f}" for lam, e in eff) or "—"))
+        out.append(
+            simulated(
+                f"μ = {mu}: hardsync speed-up saturates (parallel efficiency speed-up/λ falls as λ grows)",
+                ok,
+                ", ".join(f"λ={lam}: {e:.2f}" for lam, e in eff) or "—",
+            )
+        )
     return out
 
 
@@ -406,6 +525,10 @@ PAGES = [
     Page("Rudra", "Fig 5", "rudra_fig5", rudra_fig5),
     Page("Rudra", "Figs 6–7", "rudra_fig6_7", rudra_fig6_7),
     Page("Rudra", "Fig 8", "rudra_fig8", rudra_fig8),
-    Page("Rudra", "Fig 9", reason="needs data not available here (ImageNet: validation error vs training time of "
-                                   "Table 4's configurations)"),
+    Page(
+        "Rudra",
+        "Fig 9",
+        reason="needs data not available here (ImageNet: validation error vs training time of "
+        "Table 4's configurations)",
+    ),
 ]

@@ -72,15 +72,17 @@ def speedups(curves: Mapping[int, Sequence[tuple[float, float]]]) -> dict[int, t
 
 def _header(ds: Mapping, runs: Sequence[Run]) -> str:
     notes = sorted({r.tags.get("data_note", "") for r in runs} | {r.tags.get("model_note", "") for r in runs})
-    return (f"Paper: {ds['name']} ({ds['features']} features, {ds['classes']} classes, {ds['samples']} samples), "
-            f"{ds['net']}, SGD, mini-batch {ds['batch']}, learning rate {ds['lr']:g}, staleness {ds['staleness']}. "
-            f"**Ours: synthetic data of the same shape stand in for {ds['name']} (not available here)**; "
-            f"notes: {', '.join(n for n in notes if n) or '—'}. Time is simulated: the paper's 10 Gbit/s links, "
-            "the Petuum server sharded over the n machines (k = n shards, one per machine, each machine's slice "
-            "local: `hardware.ps_colocated`; k follows from the design, nothing is fitted on an SSP number; runs "
-            "made before this term had one PS on one link), compute 6 FLOP per parameter per sample at an assumed "
-            "100 GFLOP/s per machine; the paper gives no timings, so the speed-up depends on this assumed "
-            "compute/communication ratio.\n" + _throughput(ds))
+    return (
+        f"Paper: {ds['name']} ({ds['features']} features, {ds['classes']} classes, {ds['samples']} samples), "
+        f"{ds['net']}, SGD, mini-batch {ds['batch']}, learning rate {ds['lr']:g}, staleness {ds['staleness']}. "
+        f"**Ours: synthetic data of the same shape stand in for {ds['name']} (not available here)**; "
+        f"notes: {', '.join(n for n in notes if n) or '—'}. Time is simulated: the paper's 10 Gbit/s links, "
+        "the Petuum server sharded over the n machines (k = n shards, one per machine, each machine's slice "
+        "local: `hardware.ps_colocated`; k follows from the design, nothing is fitted on an SSP number; runs "
+        "made before this term had one PS on one link), compute 6 FLOP per parameter per sample at an assumed "
+        "100 GFLOP/s per machine; the paper gives no timings, so the speed-up depends on this assumed "
+        "compute/communication ratio.\n" + _throughput(ds)
+    )
 
 
 def _throughput(ds: Mapping) -> str:
@@ -93,19 +95,30 @@ def _throughput(ds: Mapping) -> str:
     for colocated in (False, True):
         rate = {}
         for n in P.MACHINES:
-            cost = CostModel.from_profile("laptop", 4 * params, bandwidth_Bps=1.25e9, overhead_s=0.0,
-                                          per_sample_s=per_sample, ps_shards=n if colocated else 1,
-                                          ps_colocated=colocated)
-            sim = Simulator(Protocol("ssp", n, staleness_bound=ds["staleness"]), cost, Topology("rudra_base"),
-                            ds["batch"], n * 60)
+            cost = CostModel.from_profile(
+                "laptop",
+                4 * params,
+                bandwidth_Bps=1.25e9,
+                overhead_s=0.0,
+                per_sample_s=per_sample,
+                ps_shards=n if colocated else 1,
+                ps_colocated=colocated,
+            )
+            sim = Simulator(
+                Protocol("ssp", n, staleness_bound=ds["staleness"]), cost, Topology("rudra_base"), ds["batch"], n * 60
+            )
             for _ in sim.run():
                 pass
             rate[n] = sim.total_gradients / sim.stats.sim_time_s
-        rows.append(["k = n co-located shards" if colocated else "one PS, one link"]
-                    + [f"{rate[n] / rate[1]:.2f}" for n in P.MACHINES])
-    return ("\nThroughput ceiling of the cost model alone (samples/s of n machines over 1, the paper-size net, "
-            "no staleness cost; the speed-up t_1/t_n below also pays for staleness):\n\n"
-            + md_table(["server", *[f"n = {n}" for n in P.MACHINES]], rows))
+        rows.append(
+            ["k = n co-located shards" if colocated else "one PS, one link"]
+            + [f"{rate[n] / rate[1]:.2f}" for n in P.MACHINES]
+        )
+    return (
+        "\nThroughput ceiling of the cost model alone (samples/s of n machines over 1, the paper-size net, "
+        "no staleness cost; the speed-up t_1/t_n below also pays for staleness):\n\n"
+        + md_table(["server", *[f"n = {n}" for n in P.MACHINES]], rows)
+    )
 
 
 def _curves(ctx: Context, rs: Sequence[Run]) -> dict[int, list[tuple[float, float]]]:
@@ -132,8 +145,13 @@ def _shown(ctx: Context, claims: list, note: str) -> Shown:
     """Both data sets' (data set, machines) configurations, per scale."""
     runs = [r for key in P.DATASETS for r in _runs(ctx, key)]
     want = [f"{key} m{n}" for key in P.DATASETS for n in P.MACHINES]
-    return Shown(coverage(runs, want, key=lambda r: f"{r.tags.get('dataset_stand_in')} {r.tags.get('case')}"),
-                 claims, runs, CMD, note)
+    return Shown(
+        coverage(runs, want, key=lambda r: f"{r.tags.get('dataset_stand_in')} {r.tags.get('case')}"),
+        claims,
+        runs,
+        CMD,
+        note,
+    )
 
 
 # --------------------------------------------------------------------------- Figs 2–3
@@ -144,10 +162,12 @@ def ssp_fig2_3(ctx: Context) -> tuple[str, str]:
         runs = _runs(ctx, key)
         md.append(f"\n## Fig {ds['figures'][0]}: {ds['name']} stand-in\n\n" + _header(ds, runs))
         if not scales_of(runs):
-            md.append(f"\nNo runs in the store (python sweeps/ssp_fig{ds['figures'][0]}_{ds['figures'][1]}.py "
-                      "scale=ci).\n")
-            claims.append(not_measured(f"{ds['name']}: more machines consistently improve the convergence speed",
-                                       "no runs"))
+            md.append(
+                f"\nNo runs in the store (python sweeps/ssp_fig{ds['figures'][0]}_{ds['figures'][1]}.py scale=ci).\n"
+            )
+            claims.append(
+                not_measured(f"{ds['name']}: more machines consistently improve the convergence speed", "no runs")
+            )
             continue
         scales = scales_of(runs)
         for scale in scales:
@@ -160,15 +180,33 @@ def ssp_fig2_3(ctx: Context) -> tuple[str, str]:
                 seeds = select(rs, case=f"m{n}")
                 cs = [per_run[r.run_id] for r in seeds if per_run[r.run_id]]
                 at_t[n] = [v for c in cs if (v := _at(c, t_end)) is not None]
-                rows.append([str(n), cell([c[-1][1] for c in cs], 1, 4), cell([c[-1][0] for c in cs], 1, 4),
-                             cell(at_t[n], 1, 4), cell([r.metrics.get("staleness_mean") for r in seeds]),
-                             cell([r.metrics.get("comm_overlap") for r in seeds], 1, 3),
-                             f"{sum(r.tags.get('diverged') == 'true' for r in seeds)} of {len(seeds)}"])
-            md += [f"\n### scale = {scale}\n\nPer number of machines: mean ± std over seeds (n); objective = the "
-                   f"training loss smoothed over the last {WINDOW} logged updates.\n\n", md_table(
-                ["machines", "final objective", "end sim time s",
-                 f"objective at t = {t_end:.4g} s" if t_end is not None else "objective at common t", "⟨σ⟩",
-                 "comm overlap", "diverged"], rows)]
+                rows.append(
+                    [
+                        str(n),
+                        cell([c[-1][1] for c in cs], 1, 4),
+                        cell([c[-1][0] for c in cs], 1, 4),
+                        cell(at_t[n], 1, 4),
+                        cell([r.metrics.get("staleness_mean") for r in seeds]),
+                        cell([r.metrics.get("comm_overlap") for r in seeds], 1, 3),
+                        f"{sum(r.tags.get('diverged') == 'true' for r in seeds)} of {len(seeds)}",
+                    ]
+                )
+            md += [
+                f"\n### scale = {scale}\n\nPer number of machines: mean ± std over seeds (n); objective = the "
+                f"training loss smoothed over the last {WINDOW} logged updates.\n\n",
+                md_table(
+                    [
+                        "machines",
+                        "final objective",
+                        "end sim time s",
+                        f"objective at t = {t_end:.4g} s" if t_end is not None else "objective at common t",
+                        "⟨σ⟩",
+                        "comm overlap",
+                        "diverged",
+                    ],
+                    rows,
+                ),
+            ]
             png = _curve_plot(curves, ds["name"], ds["figures"][0], ctx.out / f"ssp_fig{ds['figures'][0]}_{scale}.png")
             if png:
                 md.append(f"\n![objective vs time]({png.name})\n")
@@ -185,15 +223,16 @@ def _at(curve: Sequence[tuple[float, float]], t: float | None) -> float | None:
 def _faster_claim(ds: Mapping, at_t: Mapping[int, list[float]]) -> Claim:
     """The objective at the common time (the end of the fastest run) strictly decreasing in machines, by the
     verdict rule (per machine count ≥ 3 seeds, the best must have learned: 10 % below ln(classes))."""
-    text = (f"{ds['name']}: more machines consistently improve the convergence speed (objective at a common time "
-            "strictly decreasing in machines)")
+    text = (
+        f"{ds['name']}: more machines consistently improve the convergence speed (objective at a common time "
+        "strictly decreasing in machines)"
+    )
     ns = sorted(at_t, reverse=True)
     series = [objective(f"{n} machine{'s' if n > 1 else ''}", at_t[n], ds["classes"]) for n in ns]
     return increasing(text, series, labels=[f"{n} machines" for n in ns])
 
 
-def _curve_plot(curves: Mapping[int, Sequence[tuple[float, float]]], name: str, fig_no: str,
-                path: Path) -> Path | None:
+def _curve_plot(curves: Mapping[int, Sequence[tuple[float, float]]], name: str, fig_no: str, path: Path) -> Path | None:
     if not any(curves.values()):
         return None
     with figure(path, figsize=(6, 4)) as ax:
@@ -212,9 +251,11 @@ def _curve_plot(curves: Mapping[int, Sequence[tuple[float, float]]], name: str, 
 
 # --------------------------------------------------------------------------- Figs 4–5
 def ssp_fig4_5(ctx: Context) -> tuple[str, str]:
-    md = ["# SSP Figs 4–5 — speed-up t_1/t_n vs machines\n\n",
-          "t_n = the simulated time at which the (smoothed) objective of n machines falls to p, the objective of "
-          "one machine at the end of training (§6.2); ‘not reached’ = the n-machine run never got to p.\n"]
+    md = [
+        "# SSP Figs 4–5 — speed-up t_1/t_n vs machines\n\n",
+        "t_n = the simulated time at which the (smoothed) objective of n machines falls to p, the objective of "
+        "one machine at the end of training (§6.2); ‘not reached’ = the n-machine run never got to p.\n",
+    ]
     claims = []
     for key, ds in P.DATASETS.items():
         runs = _runs(ctx, key)
@@ -228,20 +269,35 @@ def ssp_fig4_5(ctx: Context) -> tuple[str, str]:
             rs, seed = one_seed(select(runs, scale=scale))
             curves = _curves(ctx, rs)
             sp = speedups(curves)
-            rows = [[str(n), "—" if tn is None else f"{tn:.4g}", "not reached" if s is None else f"{s:.2f}", str(n),
-                     f"{ds['speedup6']:g}" if n == 6 else "—"] for n, (tn, s) in sp.items()]
-            which = (f"seed {seed}, the lowest seed every machine count has" if seed is not None else
-                     "no seed has every machine count: the latest run of each")
-            md += [f"\n### scale = {scale}\n\nOne run (n=1) per number of machines ({which}).\n\n",
-                   md_table(["machines", "t_n (sim s)", "ours speed-up", "linear", "paper speed-up"], rows)]
-            png = _speedup_plot(sp, ds["name"], ds["figures"][1], ctx.out / f"ssp_fig{ds['figures'][1]}_{scale}.png",
-                                ds["speedup6"])
+            rows = [
+                [
+                    str(n),
+                    "—" if tn is None else f"{tn:.4g}",
+                    "not reached" if s is None else f"{s:.2f}",
+                    str(n),
+                    f"{ds['speedup6']:g}" if n == 6 else "—",
+                ]
+                for n, (tn, s) in sp.items()
+            ]
+            which = (
+                f"seed {seed}, the lowest seed every machine count has"
+                if seed is not None
+                else "no seed has every machine count: the latest run of each"
+            )
+            md += [
+                f"\n### scale = {scale}\n\nOne run (n=1) per number of machines ({which}).\n\n",
+                md_table(["machines", "t_n (sim s)", "ours speed-up", "linear", "paper speed-up"], rows),
+            ]
+            png = _speedup_plot(
+                sp, ds["name"], ds["figures"][1], ctx.out / f"ssp_fig{ds['figures'][1]}_{scale}.png", ds["speedup6"]
+            )
             if png:
                 md.append(f"\n![speed-up vs machines]({png.name})\n")
             if scale == scales[-1]:
                 one = curves.get(1) or []
-                claims += speedup_claims(ds, sp, learned("1 machine", objective(
-                    "1 machine", [one[-1][1]] if one else [], ds["classes"])))
+                claims += speedup_claims(
+                    ds, sp, learned("1 machine", objective("1 machine", [one[-1][1]] if one else [], ds["classes"]))
+                )
     return _shown(ctx, claims, "synthetic stand-ins"), "".join(md)
 
 
@@ -250,14 +306,19 @@ def speedup_claims(ds: Mapping, sp: Mapping[int, tuple[float | None, float | Non
     paper = ds["speedup6"]
     s6 = sp.get(6, (None, None))[1]
     nums = ", ".join(f"{n}: {'not reached' if s is None else f'{s:.2f}x'}" for n, (_, s) in sp.items())
-    six = simulated(f"{ds['name']}: with 6 machines {paper:g}x speed-up (within ±{SPEEDUP_TOL:.0%})",
-                    None if 6 not in sp else s6 is not None and abs(s6 - paper) <= SPEEDUP_TOL * paper,
-                    f"ours {'not reached' if s6 is None else f'{s6:.2f}x'} with 6 machines" if 6 in sp else "—",
-                    premise=premise)
+    six = simulated(
+        f"{ds['name']}: with 6 machines {paper:g}x speed-up (within ±{SPEEDUP_TOL:.0%})",
+        None if 6 not in sp else s6 is not None and abs(s6 - paper) <= SPEEDUP_TOL * paper,
+        f"ours {'not reached' if s6 is None else f'{s6:.2f}x'} with 6 machines" if 6 in sp else "—",
+        premise=premise,
+    )
     vals = [s for _, s in sp.values()]
-    grows = simulated(f"{ds['name']}: speed-up grows with the number of machines (scales well)",
-                      None if len(vals) < 2 else None not in vals and all(a < b for a, b in itertools.pairwise(vals)),
-                      nums or "—", premise=premise)
+    grows = simulated(
+        f"{ds['name']}: speed-up grows with the number of machines (scales well)",
+        None if len(vals) < 2 else None not in vals and all(a < b for a, b in itertools.pairwise(vals)),
+        nums or "—",
+        premise=premise,
+    )
     return [six, grows]
 
 
@@ -278,22 +339,35 @@ def _speedup_plot(sp: Mapping[int, tuple], name: str, fig_no: str, path: Path, p
 
 # --------------------------------------------------------------------------- Table 1, Fig 6
 def ssp_table1(ctx: Context) -> tuple[Shown, str]:
-    rows = [[ds["name"], str(ds["features"]), str(ds["classes"]), ds["samples"], ds["net"],
-             f"synthetic: {ds['features']} features, {ds['classes']} classes (dataset=synthetic, "
-             f"experiment=ssp/fig{ds['figures'][0]}_{ds['figures'][1]})"] for ds in P.DATASETS.values()]
-    md = ("# SSP Table 1 — statistics of the data sets\n\n"
-          "Paper: the data sets of Figs 2–5. Ours: neither is available here; synthetic data of the same shape "
-          "(seeded Gaussian class clusters, not speech or images) stand in, as every SSP page says.\n\n"
-          + md_table(["data set", "features", "classes", "samples", "paper's network", "ours"], rows))
+    rows = [
+        [
+            ds["name"],
+            str(ds["features"]),
+            str(ds["classes"]),
+            ds["samples"],
+            ds["net"],
+            f"synthetic: {ds['features']} features, {ds['classes']} classes (dataset=synthetic, "
+            f"experiment=ssp/fig{ds['figures'][0]}_{ds['figures'][1]})",
+        ]
+        for ds in P.DATASETS.values()
+    ]
+    md = (
+        "# SSP Table 1 — statistics of the data sets\n\n"
+        "Paper: the data sets of Figs 2–5. Ours: neither is available here; synthetic data of the same shape "
+        "(seeded Gaussian class clusters, not speech or images) stand in, as every SSP page says.\n\n"
+        + md_table(["data set", "features", "classes", "samples", "paper's network", "ours"], rows)
+    )
     return Shown(note="the paper's data sets (not available here) and our synthetic stand-ins"), md
 
 
 def ssp_fig6(ctx: Context) -> tuple[Shown, str]:
-    md = ("# SSP Fig 6 — convergence of the parameters on TIMIT, 6 machines\n\n"
-          "Paper: a plot of parameter values over time on TIMIT with 6 machines. Ours: not measured. psbench "
-          "logs the objective, staleness and timing per update, not parameter traces, and TIMIT is not available "
-          "here (the stand-in is synthetic); the Figs 2–3 runs (`python sweeps/ssp_fig2_4.py scale=ci`) have the "
-          "6-machine run, but not its parameters over time.\n")
+    md = (
+        "# SSP Fig 6 — convergence of the parameters on TIMIT, 6 machines\n\n"
+        "Paper: a plot of parameter values over time on TIMIT with 6 machines. Ours: not measured. psbench "
+        "logs the objective, staleness and timing per update, not parameter traces, and TIMIT is not available "
+        "here (the stand-in is synthetic); the Figs 2–3 runs (`python sweeps/ssp_fig2_4.py scale=ci`) have the "
+        "6-machine run, but not its parameters over time.\n"
+    )
     claim = not_measured("with 6 machines the parameters converge", "psbench records no parameter traces")
     return Shown(claims=[claim], note="not measured: psbench records no parameter traces"), md
 

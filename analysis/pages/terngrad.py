@@ -75,8 +75,11 @@ def _within_claim(pairs: Mapping[str, tuple[Errors | None, Errors | None]], pape
     """TernGrad's error at most WITHIN_PP above fp32's at every measured point; ``pairs``: label -> (fp32,
     TernGrad) errors. Decided by :func:`analysis.learning.no_worse` (a 1 pp claim needs a test set and seeds that
     resolve 1 pp)."""
-    return no_worse(f"TernGrad within {WITHIN_PP:g} pp of fp32 for every N ({paper_text})",
-                    [(t, f) for f, t in pairs.values()], WITHIN_PP / 100)
+    return no_worse(
+        f"TernGrad within {WITHIN_PP:g} pp of fp32 for every N ({paper_text})",
+        [(t, f) for f, t in pairs.values()],
+        WITHIN_PP / 100,
+    )
 
 
 def _noclip_claim(pairs: Mapping[str, tuple[Errors | None, Errors | None]]) -> Claim:
@@ -85,29 +88,42 @@ def _noclip_claim(pairs: Mapping[str, tuple[Errors | None, Errors | None]]) -> C
     text = "TernGrad-noclip has a higher test error than TernGrad (the paper: AlexNet only, Table 2's 57.61 → 54.63 %)"
     if not pairs:
         return not_measured(text, "no noclip runs", ours=True)
-    return all_of(text, [lower(k, t, nc, labels=["TernGrad", "noclip"]) for k, (t, nc) in sorted(pairs.items())],
-                  ours=True)
+    return all_of(
+        text, [lower(k, t, nc, labels=["TernGrad", "noclip"]) for k, (t, nc) in sorted(pairs.items())], ours=True
+    )
 
 
 # --------------------------------------------------------------------------- Fig 3
 def terngrad_fig3(ctx: Context) -> tuple[str, str]:
-    md = ["# TernGrad Fig 3 — LeNet on MNIST: accuracy vs worker number N, fp32 vs TernGrad\n\n",
-          "Paper: total mini-batch 64 (64/N per worker), 10K iterations, polynomial LR decay (power 0.5) to zero, "
-          "weight decay 0.0005; (a) momentum SGD base LR 0.01, (b) vanilla SGD base LR 0.1. The figure's points "
-          "are not given as numbers; the text: maximum accuracy gain "
-          f"{paper.FIG3_MAX_GAIN_PCT:.2f} %, maximum loss {paper.FIG3_MAX_LOSS_PCT:.2f} %, no degradation at N = 64. "
-          "Ours: hardsync in the simulator, the final parameters (not the paper's moving average), TernGrad-noclip "
-          "added in panel (a). Push compression = fp32 bytes pushed / codec bytes pushed. Under hardsync the fp32 "
-          "baseline is the same run for every N (the mean of N gradients of 64/N samples is the gradient of 64: "
-          "Rudra Eq 7), so only TernGrad's points can move with N. "
-          "`python sweeps/terngrad_fig3.py scale=ci|small|paper`.\n"]
+    md = [
+        "# TernGrad Fig 3 — LeNet on MNIST: accuracy vs worker number N, fp32 vs TernGrad\n\n",
+        "Paper: total mini-batch 64 (64/N per worker), 10K iterations, polynomial LR decay (power 0.5) to zero, "
+        "weight decay 0.0005; (a) momentum SGD base LR 0.01, (b) vanilla SGD base LR 0.1. The figure's points "
+        "are not given as numbers; the text: maximum accuracy gain "
+        f"{paper.FIG3_MAX_GAIN_PCT:.2f} %, maximum loss {paper.FIG3_MAX_LOSS_PCT:.2f} %, no degradation at N = 64. "
+        "Ours: hardsync in the simulator, the final parameters (not the paper's moving average), TernGrad-noclip "
+        "added in panel (a). Push compression = fp32 bytes pushed / codec bytes pushed. Under hardsync the fp32 "
+        "baseline is the same run for every N (the mean of N gradients of 64/N samples is the gradient of 64: "
+        "Rudra Eq 7), so only TernGrad's points can move with N. "
+        "`python sweeps/terngrad_fig3.py scale=ci|small|paper`.\n",
+    ]
     runs = [r for r in select(ctx.runs, paper="terngrad", figure="3") if FIG3_CASE.match(r.tags.get("case", ""))]
     cmd = "python sweeps/terngrad_fig3.py scale=ci"
     if not scales_of(runs):
         return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     claims: list[Claim] = []
-    header = ["N", "μ per worker", "updates", "fp32 acc %", "TernGrad acc %", "TernGrad − fp32 pp", "noclip acc %",
-              "noclip − fp32 pp", "push compression", "data"]
+    header = [
+        "N",
+        "μ per worker",
+        "updates",
+        "fp32 acc %",
+        "TernGrad acc %",
+        "TernGrad − fp32 pp",
+        "noclip acc %",
+        "noclip − fp32 pp",
+        "push compression",
+        "data",
+    ]
     for scale in scales_of(runs):
         rs = select(runs, scale=scale)
         cells: dict[tuple[str, str, int], list[Run]] = {}
@@ -127,9 +143,20 @@ def terngrad_fig3(ctx: Context) -> tuple[str, str]:
             for n in ns:
                 f, t, nc = (acc.get((panel, g, n)) for g in ("fp32", "terngrad", "noclip"))
                 some = [r for g in GRADIENTS for r in cells.get((panel, g, n), [])]
-                rows.append([str(n), str(64 // n), _updates(some), _pct(f), _pct(t), _pp(_delta(t, f)), _pct(nc),
-                             _pp(_delta(nc, f)), _bytes_ratio(cells.get((panel, "terngrad", n), []),
-                                                             cells.get((panel, "fp32", n), [])), _notes(some)])
+                rows.append(
+                    [
+                        str(n),
+                        str(64 // n),
+                        _updates(some),
+                        _pct(f),
+                        _pct(t),
+                        _pp(_delta(t, f)),
+                        _pct(nc),
+                        _pp(_delta(nc, f)),
+                        _bytes_ratio(cells.get((panel, "terngrad", n), []), cells.get((panel, "fp32", n), [])),
+                        _notes(some),
+                    ]
+                )
                 label = f"{panel} N={n}"
                 ef, et, enc = (err.get((panel, g, n)) for g in ("fp32", "terngrad", "noclip"))
                 if f and t:
@@ -142,11 +169,18 @@ def terngrad_fig3(ctx: Context) -> tuple[str, str]:
         png = _fig3_plot(acc, ctx.out / f"terngrad_fig3_{scale}.png")
         if png:
             md.append(f"\n![accuracy vs workers]({png.name})\n")
-        c1 = _within_claim(within, f"paper: max loss {paper.FIG3_MAX_LOSS_PCT:.2f} %, max gain "
-                                   f"{paper.FIG3_MAX_GAIN_PCT:.2f} %")
-        c3 = no_worse(f"no degradation even for N = 64 (TernGrad's error ≤ fp32's + {WITHIN_PP:g} pp)",
-                      [(t, f) for f, t in n64.values()], WITHIN_PP / 100) if n64 else \
-            not_measured("no degradation even for N = 64", "N = 64 not run")
+        c1 = _within_claim(
+            within, f"paper: max loss {paper.FIG3_MAX_LOSS_PCT:.2f} %, max gain {paper.FIG3_MAX_GAIN_PCT:.2f} %"
+        )
+        c3 = (
+            no_worse(
+                f"no degradation even for N = 64 (TernGrad's error ≤ fp32's + {WITHIN_PP:g} pp)",
+                [(t, f) for f, t in n64.values()],
+                WITHIN_PP / 100,
+            )
+            if n64
+            else not_measured("no degradation even for N = 64", "N = 64 not run")
+        )
         claims += at_scale(scale, (c1, _noclip_claim(noclip), c3))
     return Shown(coverage(runs, preset_cases("terngrad/fig3")), claims, runs, cmd), "".join(md)
 
@@ -160,8 +194,15 @@ def _fig3_plot(acc: Mapping[tuple[str, str, int], Acc | None], path: Path) -> Pa
             for grad, style in (("fp32", "o--"), ("terngrad", "s-"), ("noclip", "^:")):
                 pts = sorted((n, a) for (p, g, n), a in acc.items() if p == panel and g == grad and a)
                 if pts:
-                    ax.errorbar([n for n, _ in pts], [100 * a[0] for _, a in pts], [100 * a[1] for _, a in pts],
-                                fmt=style, ms=4, capsize=2, label=GRADIENTS[grad])
+                    ax.errorbar(
+                        [n for n, _ in pts],
+                        [100 * a[0] for _, a in pts],
+                        [100 * a[1] for _, a in pts],
+                        fmt=style,
+                        ms=4,
+                        capsize=2,
+                        label=GRADIENTS[grad],
+                    )
             ax.set_xscale("log", base=2)
             ax.set_xlabel("workers N")
             ax.set_ylabel("test accuracy (%)")
@@ -172,23 +213,40 @@ def _fig3_plot(acc: Mapping[tuple[str, str, int], Acc | None], path: Path) -> Pa
 
 # --------------------------------------------------------------------------- Table 1
 def terngrad_table1(ctx: Context) -> tuple[str, str]:
-    md = ["# TernGrad Table 1 — CifarNet on CIFAR-10, Adam (base LR 0.0002): fp32 vs TernGrad\n\n",
-          "Paper: mini-batch per worker fixed (2 × 64, 16 × 128), all runs the same epochs (300K / 18.75K "
-          "iterations), random crops, mirroring and brightness/contrast jitter, moving-average parameters. "
-          "Ours: hardsync in the simulator, centre 24×24 crops only, the final parameters; TernGrad-noclip is ours. "
-          "`python sweeps/terngrad_table1.py scale=ci|small|paper`.\n"]
+    md = [
+        "# TernGrad Table 1 — CifarNet on CIFAR-10, Adam (base LR 0.0002): fp32 vs TernGrad\n\n",
+        "Paper: mini-batch per worker fixed (2 × 64, 16 × 128), all runs the same epochs (300K / 18.75K "
+        "iterations), random crops, mirroring and brightness/contrast jitter, moving-average parameters. "
+        "Ours: hardsync in the simulator, centre 24×24 crops only, the final parameters; TernGrad-noclip is ours. "
+        "`python sweeps/terngrad_table1.py scale=ci|small|paper`.\n",
+    ]
     runs = [r for r in select(ctx.runs, paper="terngrad", table="1") if TABLE1_CASE.match(r.tags.get("case", ""))]
-    paper_rows = [[str(n), str(b), it, GRADIENTS[g], f"{a:.2f}", "" if g == "fp32" else f"{a - f:+.2f}"]
-                  for n, (b, it, f, t) in paper.TABLE1.items() for g, a in (("fp32", f), ("terngrad", t))]
-    md += ["\n## Paper\n\n", md_table(["workers", "total mini-batch", "iterations", "gradients", "accuracy %",
-                                       "Δ pp"], paper_rows)]
+    paper_rows = [
+        [str(n), str(b), it, GRADIENTS[g], f"{a:.2f}", "" if g == "fp32" else f"{a - f:+.2f}"]
+        for n, (b, it, f, t) in paper.TABLE1.items()
+        for g, a in (("fp32", f), ("terngrad", t))
+    ]
+    md += [
+        "\n## Paper\n\n",
+        md_table(["workers", "total mini-batch", "iterations", "gradients", "accuracy %", "Δ pp"], paper_rows),
+    ]
     cmd = "python sweeps/terngrad_table1.py scale=ci"
     if not scales_of(runs):
         extra, read = cifar_jpeg.sections(ctx, runs, "terngrad_table1")
         return Shown(runs=[*runs, *read], command=cmd), "".join(md) + NO_RUNS + (extra and extra + _NOT_CIFARNET)
     claims: list[Claim] = []
-    header = ["workers", "μ per worker", "updates", "gradients", "paper acc %", "acc %", "paper Δ pp",
-              "Δ vs fp32 pp", "push compression", "data"]
+    header = [
+        "workers",
+        "μ per worker",
+        "updates",
+        "gradients",
+        "paper acc %",
+        "acc %",
+        "paper Δ pp",
+        "Δ vs fp32 pp",
+        "push compression",
+        "data",
+    ]
     for scale in scales_of(runs):
         rs = select(runs, scale=scale)
         cells: dict[tuple[str, int], list[Run]] = {}
@@ -206,69 +264,111 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
                 pa = None if p is None or grad == "noclip" else (p[2] if grad == "fp32" else p[3])
                 pd = "" if p is None or grad != "terngrad" else f"{p[3] - p[2]:+.2f}"
                 mu = cs[0].params.get("batch_size", "—")
-                rows.append([str(n), mu, _updates(cs), GRADIENTS[grad], "—" if pa is None else f"{pa:.2f}",
-                             _pct(acc[(grad, n)]), pd, "" if grad == "fp32" else _pp(_delta(acc[(grad, n)],
-                                                                                        acc.get(("fp32", n)))),
-                             "" if grad == "fp32" else _bytes_ratio(cs, cells.get(("fp32", n), [])), _notes(cs)])
+                rows.append(
+                    [
+                        str(n),
+                        mu,
+                        _updates(cs),
+                        GRADIENTS[grad],
+                        "—" if pa is None else f"{pa:.2f}",
+                        _pct(acc[(grad, n)]),
+                        pd,
+                        "" if grad == "fp32" else _pp(_delta(acc[(grad, n)], acc.get(("fp32", n)))),
+                        "" if grad == "fp32" else _bytes_ratio(cs, cells.get(("fp32", n), [])),
+                        _notes(cs),
+                    ]
+                )
         md += [f"\n## Ours, scale = {scale}{scale_data(rs)}\n\n", md_table(header, rows)]
         err = {k: run_errors(f"{GRADIENTS[k[0]]} N={k[1]}", v) for k, v in cells.items()}
         # full runs every case but noclip_n16 (sweeps/terngrad_table1.py's constraint)
-        claims += at_scale(scale, pending(_table1_claims(err), *planned(scale, len(preset_cases("terngrad/table1")) - 1,
-                                                                        rs)))
+        claims += at_scale(
+            scale, pending(_table1_claims(err), *planned(scale, len(preset_cases("terngrad/table1")) - 1, rs))
+        )
     extra, read = cifar_jpeg.sections(ctx, runs, "terngrad_table1")
     if extra:  # measured on the cifar10_full network, not CifarNet: shown, said so
         md.append(extra + _NOT_CIFARNET)
     return Shown(coverage(runs, preset_cases("terngrad/table1")), claims, [*runs, *read], cmd), "".join(md)
 
 
-_NOT_CIFARNET = ("\nThe cost was measured with the cifar10_full network and momentum SGD, not CifarNet and Adam: how "
-                 "far it carries to this table is not measured.\n")
+_NOT_CIFARNET = (
+    "\nThe cost was measured with the cifar10_full network and momentum SGD, not CifarNet and Adam: how "
+    "far it carries to this table is not measured.\n"
+)
 
 
 def _table1_claims(err: Mapping[tuple[str, int], Errors | None]) -> list[Claim]:
     ns = sorted({n for _, n in err})
-    pairs = {f"N={n}": (err[("fp32", n)], err[("terngrad", n)]) for n in ns
-             if err.get(("fp32", n)) and err.get(("terngrad", n))}
-    noclip = {f"N={n}": (err[("terngrad", n)], err[("noclip", n)]) for n in ns
-              if err.get(("terngrad", n)) and err.get(("noclip", n))}
+    pairs = {
+        f"N={n}": (err[("fp32", n)], err[("terngrad", n)])
+        for n in ns
+        if err.get(("fp32", n)) and err.get(("terngrad", n))
+    }
+    noclip = {
+        f"N={n}": (err[("terngrad", n)], err[("noclip", n)])
+        for n in ns
+        if err.get(("terngrad", n)) and err.get(("noclip", n))
+    }
     out = [_within_claim(pairs, "paper: −0.92 pp at 2 workers, −0.39 pp at 16"), _noclip_claim(noclip)]
     small, large = (2, 16)
-    out.append(all_of("accuracy degrades with the larger mini-batch (16 × 128 vs 2 × 64) for fp32 and TernGrad "
-                      "(paper: 86.56 → 83.19 %, 85.64 → 82.80 %)",
-                      [lower(g, err.get((g, small)), err.get((g, large)), labels=[f"{g} N={small}", f"{g} N={large}"])
-                       for g in ("fp32", "terngrad")]))
-    out.append(gap_lower("the fp32 − TernGrad gap is smaller at mini-batch 2048 than at 128 (paper: 0.39 < 0.92 pp)",
-                         (err.get(("fp32", small)), err.get(("terngrad", small))),
-                         (err.get(("fp32", large)), err.get(("terngrad", large)))))
+    out.append(
+        all_of(
+            "accuracy degrades with the larger mini-batch (16 × 128 vs 2 × 64) for fp32 and TernGrad "
+            "(paper: 86.56 → 83.19 %, 85.64 → 82.80 %)",
+            [
+                lower(g, err.get((g, small)), err.get((g, large)), labels=[f"{g} N={small}", f"{g} N={large}"])
+                for g in ("fp32", "terngrad")
+            ],
+        )
+    )
+    out.append(
+        gap_lower(
+            "the fp32 − TernGrad gap is smaller at mini-batch 2048 than at 128 (paper: 0.39 < 0.92 pp)",
+            (err.get(("fp32", small)), err.get(("terngrad", small))),
+            (err.get(("fp32", large)), err.get(("terngrad", large))),
+        )
+    )
     return out
 
 
 # --------------------------------------------------------------------------- Tables 2 and 3
 def terngrad_tables2_3(ctx: Context) -> tuple[str, str]:
-    t2 = [[f"{lr:g}", str(b), str(n), it, g, f"{wd:g}", f"{dr:g}", f"{t1:.2f}", f"{t5:.2f}"]
-          for lr, b, n, it, g, wd, dr, t1, t5 in paper.TABLE2]
-    t3 = [[f"{lr:g}", str(b), str(n), it, g, f"{wd:g}", f"{dr:g}", f"{t5:.2f}"]
-          for lr, b, n, it, g, wd, dr, t5 in paper.TABLE3]
-    md = ["# TernGrad Tables 2 and 3 — AlexNet and GoogLeNet on ImageNet\n\n",
-          "**Needs data not available here**: ImageNet (ILSVRC-2012) is not on this machine, so no run can fill the "
-          "measured columns; the paper's numbers are shown alone. `dataset=imagenet` streams it where it is present, "
-          "but TernGrad trains both networks with batch normalization, which psbench trains only as "
-          "`schedule_only=true`, so there is no preset for these tables. "
-          "The networks exist (`model=alexnet`, `model=googlenet`; their batch-normalized forms only with "
-          "`schedule_only=true`), the codec options too (`compression=terngrad compression.clip=null` is "
-          "TernGrad-noclip, `compression.float_last_layer=true` §4.2's float classifier).\n",
-          "\n## Table 2 — AlexNet (paper; DR = dropout ratio)\n\n",
-          md_table(["base LR", "mini-batch", "workers", "iterations", "gradients", "weight decay", "DR", "top-1 %",
-                    "top-5 %"], t2),
-          "\n## Table 3 — GoogLeNet (paper)\n\n",
-          md_table(["base LR", "mini-batch", "workers", "iterations", "gradients", "weight decay", "DR", "top-5 %"],
-                   t3)]
-    claims = [not_measured("AlexNet: TernGrad converges to the fp32 accuracy (top-1 +0.28, −0.04, +0.92 pp at 2, 4, "
-                           "8 workers)", "needs ImageNet"),
-              not_measured("AlexNet: without gradient clipping TernGrad loses about 3 % top-1 (57.61 → 54.63 %)",
-                           "needs ImageNet"),
-              not_measured("GoogLeNet: TernGrad's top-5 loss is less than 2 % on average (1.53, 1.86, 2.53 pp)",
-                           "needs ImageNet")]
+    t2 = [
+        [f"{lr:g}", str(b), str(n), it, g, f"{wd:g}", f"{dr:g}", f"{t1:.2f}", f"{t5:.2f}"]
+        for lr, b, n, it, g, wd, dr, t1, t5 in paper.TABLE2
+    ]
+    t3 = [
+        [f"{lr:g}", str(b), str(n), it, g, f"{wd:g}", f"{dr:g}", f"{t5:.2f}"]
+        for lr, b, n, it, g, wd, dr, t5 in paper.TABLE3
+    ]
+    md = [
+        "# TernGrad Tables 2 and 3 — AlexNet and GoogLeNet on ImageNet\n\n",
+        "**Needs data not available here**: ImageNet (ILSVRC-2012) is not on this machine, so no run can fill the "
+        "measured columns; the paper's numbers are shown alone. `dataset=imagenet` streams it where it is present, "
+        "but TernGrad trains both networks with batch normalization, which psbench trains only as "
+        "`schedule_only=true`, so there is no preset for these tables. "
+        "The networks exist (`model=alexnet`, `model=googlenet`; their batch-normalized forms only with "
+        "`schedule_only=true`), the codec options too (`compression=terngrad compression.clip=null` is "
+        "TernGrad-noclip, `compression.float_last_layer=true` §4.2's float classifier).\n",
+        "\n## Table 2 — AlexNet (paper; DR = dropout ratio)\n\n",
+        md_table(
+            ["base LR", "mini-batch", "workers", "iterations", "gradients", "weight decay", "DR", "top-1 %", "top-5 %"],
+            t2,
+        ),
+        "\n## Table 3 — GoogLeNet (paper)\n\n",
+        md_table(["base LR", "mini-batch", "workers", "iterations", "gradients", "weight decay", "DR", "top-5 %"], t3),
+    ]
+    claims = [
+        not_measured(
+            "AlexNet: TernGrad converges to the fp32 accuracy (top-1 +0.28, −0.04, +0.92 pp at 2, 4, 8 workers)",
+            "needs ImageNet",
+        ),
+        not_measured(
+            "AlexNet: without gradient clipping TernGrad loses about 3 % top-1 (57.61 → 54.63 %)", "needs ImageNet"
+        ),
+        not_measured(
+            "GoogLeNet: TernGrad's top-5 loss is less than 2 % on average (1.53, 1.86, 2.53 pp)", "needs ImageNet"
+        ),
+    ]
     return Shown(claims=claims, note="needs data not available here (ImageNet)"), "".join(md)
 
 
@@ -288,20 +388,24 @@ def fig5_curves(gpus: Sequence[int] | None = None) -> dict[tuple[str, str, int],
 def terngrad_fig5(ctx: Context) -> tuple[str, str]:
     pm = _perf()
     curves = fig5_curves()
-    md = ["# TernGrad Fig 5 — training throughput vs GPUs (Appendix B performance model)\n\n",
-          "Paper: weak scaling (mini-batch per GPU AlexNet 128, GoogLeNet 64, VGG-A 32) on (a) 128 nodes × 4 GTX "
-          "1080 with 1 Gb Ethernet and (b) 128 nodes × 4 P100 with 100 Gb InfiniBand; curves only, two numbers in "
-          "§5. Ours: Eq 17–18 evaluated by `psbench.compression.perf_model` with its stated inputs (see its "
-          "docstring; the paper's profiled step times and bandwidths are not published). Analytic: no training, "
-          "no MLflow runs. `python sweeps/terngrad_fig5.py` writes the same curves as CSV/PNG.\n"]
+    md = [
+        "# TernGrad Fig 5 — training throughput vs GPUs (Appendix B performance model)\n\n",
+        "Paper: weak scaling (mini-batch per GPU AlexNet 128, GoogLeNet 64, VGG-A 32) on (a) 128 nodes × 4 GTX "
+        "1080 with 1 Gb Ethernet and (b) 128 nodes × 4 P100 with 100 Gb InfiniBand; curves only, two numbers in "
+        "§5. Ours: Eq 17–18 evaluated by `psbench.compression.perf_model` with its stated inputs (see its "
+        "docstring; the paper's profiled step times and bandwidths are not published). Analytic: no training, "
+        "no MLflow runs. `python sweeps/terngrad_fig5.py` writes the same curves as CSV/PNG.\n",
+    ]
     rows = []
     for ck, c in pm.CLUSTERS.items():
         for mk, m in pm.MODELS.items():
             for n in FIG5_GPUS:
                 f, t = curves[(ck, mk, n)]
                 rows.append([c.name, m.name, str(n), f"{f:.0f}", f"{t:.0f}", f"{t / f:.2f}×"])
-    md += ["\n## Throughput at 8, 64 and 512 GPUs (images/s)\n\n",
-           md_table(["cluster", "model", "GPUs", "fp32", "TernGrad", "speedup"], rows)]
+    md += [
+        "\n## Throughput at 8, 64 and 512 GPUs (images/s)\n\n",
+        md_table(["cluster", "model", "GPUs", "fp32", "TernGrad", "speedup"], rows),
+    ]
     png = _fig5_plot(curves, ctx.out / "terngrad_fig5.png")
     md.append(f"\n![throughput vs GPUs]({png.name})\n")
     return Shown(claims=fig5_claims(curves), note="analytic (Appendix B performance model, no runs)"), "".join(md)
@@ -317,32 +421,61 @@ def fig5_claims(curves: Mapping[tuple[str, str, int], tuple[float, float]]) -> l
     models = sorted({k[1] for k in sp})
     out = []
     if slow and fast:
-        pairs = [(m, n, sp[(slow, m, n)], sp[(fast, m, n)]) for m in models for n in ns
-                 if (slow, m, n) in sp and (fast, m, n) in sp]
+        pairs = [
+            (m, n, sp[(slow, m, n)], sp[(fast, m, n)])
+            for m in models
+            for n in ns
+            if (slow, m, n) in sp and (fast, m, n) in sp
+        ]
         fails = [p for p in pairs if p[2] <= p[3]]
         lo = min(pairs, key=lambda p: p[2] / p[3])
-        out.append(simulated("TernGrad's speedup is larger on 1 GbE than on InfiniBand (§5, Fig 5a vs 5b)",
-                             not fails, f"{len(pairs) - len(fails)} of {len(pairs)} (model, N ≥ 2) points; smallest "
-                    f"ratio {lo[2]:.3f}× / {lo[3]:.3f}× ({lo[0]}, N={lo[1]})"))
+        out.append(
+            simulated(
+                "TernGrad's speedup is larger on 1 GbE than on InfiniBand (§5, Fig 5a vs 5b)",
+                not fails,
+                f"{len(pairs) - len(fails)} of {len(pairs)} (model, N ≥ 2) points; smallest "
+                f"ratio {lo[2]:.3f}× / {lo[3]:.3f}× ({lo[0]}, N={lo[1]})",
+            )
+        )
     else:
-        out.append(simulated("TernGrad's speedup is larger on 1 GbE than on InfiniBand (§5, Fig 5a vs 5b)", None,
-                             "cluster presets missing"))
-    pts = [(c, n, min(sp[(c, "alexnet", n)], sp[(c, "vgg_a", n)]), sp[(c, "googlenet", n)])
-           for c in clusters for n in FIG5_GPUS if all((c, m, n) in sp for m in ("alexnet", "vgg_a", "googlenet"))]
-    out.append(simulated("AlexNet and VGG-A (larger communication-to-computation ratio) gain more than GoogLeNet (§5)",
-                         all(a > g for _, _, a, g in pts) if pts else None,
-                "; ".join(f"{c} N={n}: min(AlexNet, VGG-A) {a:.2f}× vs GoogLeNet {g:.2f}×" for c, n, a, g in pts)
-                or "—"))
-    out.append(_approx_claim(sp, slow, "alexnet", 8, paper.FIG5_ALEXNET_8GPU_1GBE,
-                             "AlexNet on 8 GPUs, 1 GbE (Fig 5a)"))
+        out.append(
+            simulated(
+                "TernGrad's speedup is larger on 1 GbE than on InfiniBand (§5, Fig 5a vs 5b)",
+                None,
+                "cluster presets missing",
+            )
+        )
+    pts = [
+        (c, n, min(sp[(c, "alexnet", n)], sp[(c, "vgg_a", n)]), sp[(c, "googlenet", n)])
+        for c in clusters
+        for n in FIG5_GPUS
+        if all((c, m, n) in sp for m in ("alexnet", "vgg_a", "googlenet"))
+    ]
+    out.append(
+        simulated(
+            "AlexNet and VGG-A (larger communication-to-computation ratio) gain more than GoogLeNet (§5)",
+            all(a > g for _, _, a, g in pts) if pts else None,
+            "; ".join(f"{c} N={n}: min(AlexNet, VGG-A) {a:.2f}× vs GoogLeNet {g:.2f}×" for c, n, a, g in pts) or "—",
+        )
+    )
+    out.append(_approx_claim(sp, slow, "alexnet", 8, paper.FIG5_ALEXNET_8GPU_1GBE, "AlexNet on 8 GPUs, 1 GbE (Fig 5a)"))
     big = max((k[2] for k in sp if k[0] == fast), default=None)
-    out.append(_approx_claim(sp, fast, "vgg_a", big, paper.FIG5_VGG_A_128_NODES_IB,
-                             f"VGG-A on 128 InfiniBand nodes ({big} GPUs, Fig 5b; \"double the training speed\")"))
+    out.append(
+        _approx_claim(
+            sp,
+            fast,
+            "vgg_a",
+            big,
+            paper.FIG5_VGG_A_128_NODES_IB,
+            f'VGG-A on 128 InfiniBand nodes ({big} GPUs, Fig 5b; "double the training speed")',
+        )
+    )
     return out
 
 
-def _approx_claim(sp: Mapping[tuple[str, str, int], float], cluster: str | None, model: str, n: int | None,
-                  target: float, where: str) -> Claim:
+def _approx_claim(
+    sp: Mapping[tuple[str, str, int], float], cluster: str | None, model: str, n: int | None, target: float, where: str
+) -> Claim:
     text = f"TernGrad speedup ≈ {target:.2f}× for {where} (≈: within ±{100 * APPROX:.0f} %)"
     v = sp.get((cluster, model, n)) if cluster and n else None  # type: ignore[arg-type]
     if v is None:
@@ -365,20 +498,29 @@ def _fig5_plot(curves: Mapping[tuple[str, str, int], tuple[float, float]], path:
 
 # --------------------------------------------------------------------------- Fig 2
 def terngrad_fig2(ctx: Context) -> tuple[Shown, str]:
-    md = ("# TernGrad Fig 2 — histograms of the gradients: floating, clipped, ternary, averaged\n\n"
-          "Paper: AlexNet on two workers (ImageNet), TensorBoard histograms per training iteration of (a) the "
-          "floating gradients, (b) the clipped gradients (|g| ≤ 2.5 σ), (c) the ternary gradients and (d) the "
-          "gradients averaged over the workers. Ours: not measured. psbench's TernGrad codec "
-          "(`compression=terngrad`) does not record gradient histograms, so no run in the store holds them, and "
-          "the paper's network and data (AlexNet, ImageNet) are not available here; a histogram hook in the codec "
-          "and a run such as `psbench experiment=terngrad/fig3 learners=2` (LeNet on MNIST) would give the "
-          "figure's (a)–(d) for a network we have.\n")
-    claims = [not_measured("clipping at 2.5 σ keeps almost all gradient values (the histograms of (a) and (b) look "
-                           "alike)", "no gradient histograms are recorded"),
-              not_measured("the averaged ternary gradients (d) approximate the floating gradients' distribution",
-                           "no gradient histograms are recorded")]
-    return Shown(claims=claims, note="not measured: psbench records no gradient histograms; AlexNet/ImageNet not "
-                                     "available here"), md
+    md = (
+        "# TernGrad Fig 2 — histograms of the gradients: floating, clipped, ternary, averaged\n\n"
+        "Paper: AlexNet on two workers (ImageNet), TensorBoard histograms per training iteration of (a) the "
+        "floating gradients, (b) the clipped gradients (|g| ≤ 2.5 σ), (c) the ternary gradients and (d) the "
+        "gradients averaged over the workers. Ours: not measured. psbench's TernGrad codec "
+        "(`compression=terngrad`) does not record gradient histograms, so no run in the store holds them, and "
+        "the paper's network and data (AlexNet, ImageNet) are not available here; a histogram hook in the codec "
+        "and a run such as `psbench experiment=terngrad/fig3 learners=2` (LeNet on MNIST) would give the "
+        "figure's (a)–(d) for a network we have.\n"
+    )
+    claims = [
+        not_measured(
+            "clipping at 2.5 σ keeps almost all gradient values (the histograms of (a) and (b) look alike)",
+            "no gradient histograms are recorded",
+        ),
+        not_measured(
+            "the averaged ternary gradients (d) approximate the floating gradients' distribution",
+            "no gradient histograms are recorded",
+        ),
+    ]
+    return Shown(
+        claims=claims, note="not measured: psbench records no gradient histograms; AlexNet/ImageNet not available here"
+    ), md
 
 
 PAGES = [
@@ -387,7 +529,11 @@ PAGES = [
     Page("TernGrad", "Fig 3", "terngrad_fig3", terngrad_fig3),
     Page("TernGrad", "Table 1", "terngrad_table1", terngrad_table1),
     Page("TernGrad", "Tables 2–3", "terngrad_tables2_3", terngrad_tables2_3),
-    Page("TernGrad", "Fig 4", reason="needs data not available here (ImageNet: AlexNet on 4 workers, top-1 "
-                                     "accuracy, training loss and fc6 gradient sparsity vs iteration)"),
+    Page(
+        "TernGrad",
+        "Fig 4",
+        reason="needs data not available here (ImageNet: AlexNet on 4 workers, top-1 "
+        "accuracy, training loss and fc6 gradient sparsity vs iteration)",
+    ),
     Page("TernGrad", "Fig 5", "terngrad_fig5", terngrad_fig5),
 ]

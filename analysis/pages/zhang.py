@@ -39,9 +39,11 @@ def _note(rs: Sequence[Run]) -> str:
 # --------------------------------------------------------------------------- Fig 1
 def zhang_fig1(ctx: Context) -> tuple[str, str]:
     f1 = select(ctx.runs, paper="zhang", figure="1")
-    md = ["# Zhang et al. Fig 1 — staleness distribution of n-softsync, λ = 30, μ = 4\n\n",
-          "Simulated (schedule only): CIFAR10 network of §4.1 (358 kB), P775 cost model (Rudra's cluster). "
-          "The paper's column is what its §2.4 text says; the figure itself has no printed numbers.\n"]
+    md = [
+        "# Zhang et al. Fig 1 — staleness distribution of n-softsync, λ = 30, μ = 4\n\n",
+        "Simulated (schedule only): CIFAR10 network of §4.1 (358 kB), P775 cost model (Rudra's cluster). "
+        "The paper's column is what its §2.4 text says; the figure itself has no printed numbers.\n",
+    ]
     scales = scales_of(f1)
     cmd, note = "python sweeps/zhang_fig1.py scale=paper", "simulation (schedule only)"
     if not scales:
@@ -62,23 +64,63 @@ def zhang_fig1(ctx: Context) -> tuple[str, str]:
             smax = max(hist) if total else None
             tail = sum(v for k, v in hist.items() if k > 2 * n) / total if total else None
             hists[case] = hist
-            rows.append([f"{n}-softsync", str(spec["mean"]), "—" if mean is None else f"{mean:.2f}", spec["range"],
-                         "—" if smax is None else str(smax), "—" if tail is None else f"{tail:.2e}", str(total),
-                         str(len(rs)), _note(rs)])
+            rows.append(
+                [
+                    f"{n}-softsync",
+                    str(spec["mean"]),
+                    "—" if mean is None else f"{mean:.2f}",
+                    spec["range"],
+                    "—" if smax is None else str(smax),
+                    "—" if tail is None else f"{tail:.2e}",
+                    str(total),
+                    str(len(rs)),
+                    _note(rs),
+                ]
+            )
             if scale != scales[-1] or not total:
                 continue
             if n == 1:
-                claims.append(simulated("1-softsync: τ takes values 0, 1 or 2", smax <= 2,
-                                        f"τ ∈ {{{', '.join(str(k) for k in sorted(hist))}}} over {total} gradients"))
+                claims.append(
+                    simulated(
+                        "1-softsync: τ takes values 0, 1 or 2",
+                        smax <= 2,
+                        f"τ ∈ {{{', '.join(str(k) for k in sorted(hist))}}} over {total} gradients",
+                    )
+                )
             else:
-                claims.append(simulated(f"{n}-softsync: ⟨τ⟩ close to n (within 20 %)", abs(mean - n) <= 0.2 * n,
-                                        f"⟨τ⟩ = {mean:.2f}, n = {n}"))
-            claims.append(tail_claim(f"{n}-softsync: P(τ > 2n) < 0.0001",
-                                     sum(v for k, v in hist.items() if k > 2 * n),
-                               total, P.FIG1_TAIL, f"gradients (τ > {2 * n})"))
-        md += [f"\n## scale = {scale}\n\n", md_table(
-            ["protocol", "paper ⟨τ⟩", "ours ⟨τ⟩", "paper τ range", "ours τ max", "ours P(τ > 2n)", "gradients",
-             "runs", "data"], rows)]
+                claims.append(
+                    simulated(
+                        f"{n}-softsync: ⟨τ⟩ close to n (within 20 %)",
+                        abs(mean - n) <= 0.2 * n,
+                        f"⟨τ⟩ = {mean:.2f}, n = {n}",
+                    )
+                )
+            claims.append(
+                tail_claim(
+                    f"{n}-softsync: P(τ > 2n) < 0.0001",
+                    sum(v for k, v in hist.items() if k > 2 * n),
+                    total,
+                    P.FIG1_TAIL,
+                    f"gradients (τ > {2 * n})",
+                )
+            )
+        md += [
+            f"\n## scale = {scale}\n\n",
+            md_table(
+                [
+                    "protocol",
+                    "paper ⟨τ⟩",
+                    "ours ⟨τ⟩",
+                    "paper τ range",
+                    "ours τ max",
+                    "ours P(τ > 2n)",
+                    "gradients",
+                    "runs",
+                    "data",
+                ],
+                rows,
+            ),
+        ]
         png = _fig1_plot(hists, ctx.out / f"zhang_fig1_{scale}.png")
         if png:
             md.append(f"\n![staleness histograms]({png.name})\n")
@@ -173,26 +215,28 @@ def _ratios(sp: Speedups, lams: Sequence[int]) -> list[float]:
 def zhang_fig2(ctx: Context) -> tuple[str, str]:
     f2 = select(ctx.runs, paper="zhang", figure="2")
     lo, hi = P.FIG2_SPEEDUP_RANGE
-    md = ["# Zhang et al. Fig 2 — speed-up in training time per epoch vs λ\n\n",
-          "Simulated (schedule only) on the p775_cluster cost model (Zhang's cluster is Rudra's P775). "
-          "CIFAR10: the §4.1 CNN (358 kB). ImageNet: a 297.6 MB MLP stands in for the 289 MB AlexNet (only its "
-          "bytes enter the schedule), with the AlexNet's compute and barrier jitter of Rudra Table 4 (0.7516 s + "
-          "0.1591 s·μ: 54 h/epoch at μ = 256, λ = 1, §5.5). Time per epoch = simulated time per sample × the paper's "
-          "epoch (50,000 / 1.2 M images); speed-up relative to hardsync at λ = 1 with the same μ. "
-          f"Paper (text of §4.2): {lo:g}x–{hi:g}x speed-up with 30 learners; ASGD on average 50 % faster than SSGD. "
-          "The figure's curves are not printed as numbers.\n\n"
-          "**What the papers leave open.** Zhang §2.3 packs \"either 4 or 6 learners on each computing node\" "
-          "without saying which benchmark has which: every case runs at 4 per node and the λ ≥ 8 cases again at 6 "
-          "(up to 4 learners share one node either way), and each prediction is the band over both. §2.3's "
-          "\"parameter servers are sharded\" is not modelled: no paper gives the number of shards, so the PS is one, "
-          "as Rudra-base's. No term of the model is fitted on this figure.\n\n"
-          "**Verdicts.** A speed-up's band is widened by the model's own measured error on that network's published "
-          "training times it was not fitted to (CIFAR10: Rudra Tables 2–3; the AlexNet: Table 4), a ratio's by its "
-          "error on the hardsync / 1-softsync ratio it predicts (Tables 3 / 2, μ = 4); a claim holds when every band "
-          "lies inside the claimed range, fails when one lies wholly outside, and is otherwise undetermined within "
-          "the model's error. \"On average\" has two readings — the mean over every (benchmark, μ, λ ≥ 2) point, "
-          "or over the benchmarks at λ = 30 — and the ratio's band spans both.\n"
-          f"{cluster_model.section('Fig 2')}"]
+    md = [
+        "# Zhang et al. Fig 2 — speed-up in training time per epoch vs λ\n\n",
+        "Simulated (schedule only) on the p775_cluster cost model (Zhang's cluster is Rudra's P775). "
+        "CIFAR10: the §4.1 CNN (358 kB). ImageNet: a 297.6 MB MLP stands in for the 289 MB AlexNet (only its "
+        "bytes enter the schedule), with the AlexNet's compute and barrier jitter of Rudra Table 4 (0.7516 s + "
+        "0.1591 s·μ: 54 h/epoch at μ = 256, λ = 1, §5.5). Time per epoch = simulated time per sample × the paper's "
+        "epoch (50,000 / 1.2 M images); speed-up relative to hardsync at λ = 1 with the same μ. "
+        f"Paper (text of §4.2): {lo:g}x–{hi:g}x speed-up with 30 learners; ASGD on average 50 % faster than SSGD. "
+        "The figure's curves are not printed as numbers.\n\n"
+        '**What the papers leave open.** Zhang §2.3 packs "either 4 or 6 learners on each computing node" '
+        "without saying which benchmark has which: every case runs at 4 per node and the λ ≥ 8 cases again at 6 "
+        "(up to 4 learners share one node either way), and each prediction is the band over both. §2.3's "
+        '"parameter servers are sharded" is not modelled: no paper gives the number of shards, so the PS is one, '
+        "as Rudra-base's. No term of the model is fitted on this figure.\n\n"
+        "**Verdicts.** A speed-up's band is widened by the model's own measured error on that network's published "
+        "training times it was not fitted to (CIFAR10: Rudra Tables 2–3; the AlexNet: Table 4), a ratio's by its "
+        "error on the hardsync / 1-softsync ratio it predicts (Tables 3 / 2, μ = 4); a claim holds when every band "
+        "lies inside the claimed range, fails when one lies wholly outside, and is otherwise undetermined within "
+        'the model\'s error. "On average" has two readings — the mean over every (benchmark, μ, λ ≥ 2) point, '
+        "or over the benchmarks at λ = 30 — and the ratio's band spans both.\n"
+        f"{cluster_model.section('Fig 2')}",
+    ]
     scales = scales_of(f2)
     cmd, note = "python sweeps/zhang_fig2.py scale=ci", "simulation (schedule only)"
     if not scales:
@@ -202,8 +246,10 @@ def zhang_fig2(ctx: Context) -> tuple[str, str]:
         rs = select(f2, scale=scale)
         sps = {pn: fig2_speedups(rs, pn) for pn in FIG2_PACKINGS}
         seeds = sorted(Counter(r.tags.get("case") for r in rs).values())
-        md.append(f"\n## scale = {scale} ({_note(rs)})\n\nEach cell: the mean time per sample over n = "
-                  f"{'/'.join(map(str, sorted(set(seeds)))) or '—'} run(s) per case.\n")
+        md.append(
+            f"\n## scale = {scale} ({_note(rs)})\n\nEach cell: the mean time per sample over n = "
+            f"{'/'.join(map(str, sorted(set(seeds)))) or '—'} run(s) per case.\n"
+        )
         for pn, sp in sps.items():
             for (bench, mu), by_proto in sorted(sp.items(), key=lambda kv: (kv[0][0] != "cifar", kv[0][1])):
                 label, size, _ = P.FIG2_BENCH[bench]
@@ -214,10 +260,11 @@ def zhang_fig2(ctx: Context) -> tuple[str, str]:
                         v = by_proto.get(p, {}).get(lam)
                         row += ["—", "—"] if v is None else [f"{v[0]:.4g}", f"{v[1]:.2f}"]
                     rows.append([*row, str(lam)])
-                header = ["λ"] + [f"{n} {what}" for n in P.FIG2_PROTOCOLS.values()
-                                  for what in ("s/epoch", "speed-up")]
-                md += [f"\n### {label} (paper model {size}), μ = {mu}, {pn} learners per node\n\n",
-                       md_table([*header, "linear"], rows)]
+                header = ["λ"] + [f"{n} {what}" for n in P.FIG2_PROTOCOLS.values() for what in ("s/epoch", "speed-up")]
+                md += [
+                    f"\n### {label} (paper model {size}), μ = {mu}, {pn} learners per node\n\n",
+                    md_table([*header, "linear"], rows),
+                ]
         md.append(_fig2_bands_md(sps))
         png = _fig2_plot(sps, ctx.out / f"zhang_fig2_{scale}.png")
         if png:
@@ -252,17 +299,37 @@ def _fig2_bands_md(sps: Mapping[int, Speedups]) -> str:
     for (bench, mu), (name, b) in zip(keys, bands.items(), strict=True):
         vals = [_best_asgd(sp.get((bench, mu), {})) for sp in sps.values()]
         e = cluster_model.model_error(FIG2_NETWORK[bench])
-        rows.append([name, *("—" if v is None else f"{v:.2f}" for v in vals),
-                     f"{e[0]:+.1%} … {e[1]:+.1%}", "—" if b is None else f"{b[0]:.1f}–{b[1]:.1f}", f"{lo:g}–{hi:g}"])
-    md = ["\n### The bands at λ = 30 (the claims' numbers)\n\n",
-          md_table(["benchmark", *(f"best ASGD speed-up, {pn} per node" for pn in sps),
-                    "model's error on this network's published times", "band", "paper"], rows)]
+        rows.append(
+            [
+                name,
+                *("—" if v is None else f"{v:.2f}" for v in vals),
+                f"{e[0]:+.1%} … {e[1]:+.1%}",
+                "—" if b is None else f"{b[0]:.1f}–{b[1]:.1f}",
+                f"{lo:g}–{hi:g}",
+            ]
+        )
+    md = [
+        "\n### The bands at λ = 30 (the claims' numbers)\n\n",
+        md_table(
+            [
+                "benchmark",
+                *(f"best ASGD speed-up, {pn} per node" for pn in sps),
+                "model's error on this network's published times",
+                "band",
+                "paper",
+            ],
+            rows,
+        ),
+    ]
     rows = []
     for reading, lams in (("over every (benchmark, μ, λ ≥ 2)", P.FIG2_LAMBDAS[1:]), ("at λ = 30", (30,))):
         means = [_ratios(sp, lams) for sp in sps.values()]
         rows.append([reading, *(f"{statistics.fmean(m):.3f} ({len(m)} points)" if m else "—" for m in means)])
-    md += ["\nSSGD/ASGD time ratio (hardsync over the faster ASGD), the two readings of \"on average\" (paper: "
-           f"{P.FIG2_ASGD_OVER_SSGD:g}):\n\n", md_table(["mean", *(f"{pn} per node" for pn in sps)], rows)]
+    md += [
+        '\nSSGD/ASGD time ratio (hardsync over the faster ASGD), the two readings of "on average" (paper: '
+        f"{P.FIG2_ASGD_OVER_SSGD:g}):\n\n",
+        md_table(["mean", *(f"{pn} per node" for pn in sps)], rows),
+    ]
     return "".join(md)
 
 
@@ -270,25 +337,46 @@ def _fig2_claims(sps: Mapping[int, Speedups]) -> list[Claim]:
     lo, hi = P.FIG2_SPEEDUP_RANGE
     bands = _speedup_bands(sps) or {"—": None}
     out = [
-        in_range("near-linear: ASGD (best of 1-softsync, async) speeds up ≥ 22x with 30 learners, every benchmark and "
-                 "μ", bands, (lo, math.inf), unit="x"),
+        in_range(
+            "near-linear: ASGD (best of 1-softsync, async) speeds up ≥ 22x with 30 learners, every benchmark and μ",
+            bands,
+            (lo, math.inf),
+            unit="x",
+        ),
         in_range(f"speed-up with 30 learners within the paper's {lo:g}x–{hi:g}x", bands, (lo, hi), unit="x"),
     ]
-    means = [statistics.fmean(m) for sp in sps.values() for m in (_ratios(sp, P.FIG2_LAMBDAS[1:]), _ratios(sp, (30,)))
-             if m]
+    means = [
+        statistics.fmean(m) for sp in sps.values() for m in (_ratios(sp, P.FIG2_LAMBDAS[1:]), _ratios(sp, (30,))) if m
+    ]
     rudra = "; ".join(f"{k} = {v:.2f}" for k, v in RUDRA_SSGD_OVER_ASGD.items())
-    first = (f"Rudra's own measured SSGD/ASGD time ratios on the same P775 are all below {P.FIG2_ASGD_OVER_SSGD:g}: "
-             f"{rudra} (Tables 3 / 2, CIFAR10 λ = 30; Table 4, ImageNet λ = 18)")
-    ratio = {"both readings of \"on average\", 4 or 6 per node":
-             band(min(means), max(means), cluster_model.model_error("cifar", ("×",))) if means else None}
+    first = (
+        f"Rudra's own measured SSGD/ASGD time ratios on the same P775 are all below {P.FIG2_ASGD_OVER_SSGD:g}: "
+        f"{rudra} (Tables 3 / 2, CIFAR10 λ = 30; Table 4, ImageNet λ = 18)"
+    )
+    ratio = {
+        'both readings of "on average", 4 or 6 per node': band(
+            min(means), max(means), cluster_model.model_error("cifar", ("×",))
+        )
+        if means
+        else None
+    }
     why = ""
     if means:
-        why = "; ".join(f"a mean of {P.FIG2_ASGD_OVER_SSGD:g} {reading} needs a compute CV of {cv:.2f} (4 per node), "
-                        "which predicts Rudra's measured ratios at "
-                        + ", ".join(f"{v:.2f}" for v in pred.values())
-                        for reading, (cv, pred) in cluster_model.fig2_counterfactual().items())
-    out.append(in_range("ASGD on average ~50 % faster than SSGD (SSGD/ASGD time per epoch in [1.4, 1.6])", ratio,
-                        (1.4, 1.6), why, unit="x", first=first))
+        why = "; ".join(
+            f"a mean of {P.FIG2_ASGD_OVER_SSGD:g} {reading} needs a compute CV of {cv:.2f} (4 per node), "
+            "which predicts Rudra's measured ratios at " + ", ".join(f"{v:.2f}" for v in pred.values())
+            for reading, (cv, pred) in cluster_model.fig2_counterfactual().items()
+        )
+    out.append(
+        in_range(
+            "ASGD on average ~50 % faster than SSGD (SSGD/ASGD time per epoch in [1.4, 1.6])",
+            ratio,
+            (1.4, 1.6),
+            why,
+            unit="x",
+            first=first,
+        )
+    )
     return out
 
 
@@ -303,13 +391,27 @@ def _fig2_plot(sps: Mapping[int, Speedups], path: Path) -> Path | None:
                 for pn, sp in sps.items():
                     pts = sorted(sp.get(key, {}).get(p, {}).items())
                     if pts:
-                        ax.plot([lam for lam, _ in pts], [v[1] for _, v in pts], color=f"C{i}",
-                                marker="o" if pn == 4 else "x", ls="-" if pn == 4 else "--", lw=1.5 if pn == 4 else 1,
-                                label=f"{name}, {pn} per node")
+                        ax.plot(
+                            [lam for lam, _ in pts],
+                            [v[1] for _, v in pts],
+                            color=f"C{i}",
+                            marker="o" if pn == 4 else "x",
+                            ls="-" if pn == 4 else "--",
+                            lw=1.5 if pn == 4 else 1,
+                            label=f"{name}, {pn} per node",
+                        )
             ax.plot(P.FIG2_LAMBDAS, P.FIG2_LAMBDAS, "k:", label="linear")
             lo, hi = P.FIG2_SPEEDUP_RANGE  # the paper's text: 22x–28x with 30 learners
-            ax.errorbar([30], [(lo + hi) / 2], [(hi - lo) / 2], fmt="none", ecolor="grey", capsize=4, lw=2,
-                        label=f"paper: {lo:g}x–{hi:g}x at λ = 30")
+            ax.errorbar(
+                [30],
+                [(lo + hi) / 2],
+                [(hi - lo) / 2],
+                fmt="none",
+                ecolor="grey",
+                capsize=4,
+                lw=2,
+                label=f"paper: {lo:g}x–{hi:g}x at λ = 30",
+            )
             ax.set_title(f"{P.FIG2_BENCH[key[0]][0]}, μ = {key[1]} (Zhang Fig 2)")
             ax.set_xlabel("learners λ")
         axes[0][0].set_ylabel("speed-up (time per epoch)")
@@ -337,12 +439,14 @@ REFERENCE = (P.FIG3_SINGLE_LEARNER_ERROR, "Zhang §4.1", "~")
 
 def zhang_fig3(ctx: Context) -> tuple[str, str]:
     f3 = select(ctx.runs, paper="zhang", figure="3")
-    md = ["# Zhang et al. Fig 3 — CIFAR10, λ = 30, μ = 4: α0 (top) vs α0/τ of Eq 3 (bottom)\n\n",
-          "Trained in the simulator (P775 schedule), the §4.1 CNN, momentum 0.9. The data column names the "
-          "substitution (ci/small: cifar10_subset). We log the training *loss* (the paper plots training error). "
-          f"Paper (§4.3.1): single learner ~{P.FIG3_SINGLE_LEARNER_ERROR:g} % test error after 140 epochs; with α0, "
-          f"15- and 30-softsync fail to converge and the test error stays at {P.FIG3_STUCK_ERROR:g} %; with α0/τ "
-          f"the curves are virtually indistinguishable and reach ~{P.FIG3_TAU_ERROR:g} %.\n"]
+    md = [
+        "# Zhang et al. Fig 3 — CIFAR10, λ = 30, μ = 4: α0 (top) vs α0/τ of Eq 3 (bottom)\n\n",
+        "Trained in the simulator (P775 schedule), the §4.1 CNN, momentum 0.9. The data column names the "
+        "substitution (ci/small: cifar10_subset). We log the training *loss* (the paper plots training error). "
+        f"Paper (§4.3.1): single learner ~{P.FIG3_SINGLE_LEARNER_ERROR:g} % test error after 140 epochs; with α0, "
+        f"15- and 30-softsync fail to converge and the test error stays at {P.FIG3_STUCK_ERROR:g} %; with α0/τ "
+        f"the curves are virtually indistinguishable and reach ~{P.FIG3_TAU_ERROR:g} %.\n",
+    ]
     scales = scales_of(f3)
     cmd = "python sweeps/zhang_fig3.py scale=ci"
     if not scales:
@@ -355,27 +459,49 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
         rows = []
         for case, (n, lr, name) in P.FIG3.items():
             r = by_case.get(case)
-            paper = ("stays at 90 %" if lr == "α0" and n >= 15 else f"~{P.FIG3_TAU_ERROR:g} %" if lr == "α0/τ"
-                     else "—")
+            paper = "stays at 90 %" if lr == "α0" and n >= 15 else f"~{P.FIG3_TAU_ERROR:g} %" if lr == "α0/τ" else "—"
             if r is None:
                 rows.append([name, lr, paper, "—", "—", "—", "—", ""])
                 continue
             seeds = select(rs, case=case)  # every seed: mean ± std (n)
             div = sum(_diverged(x) for x in seeds)
-            rows.append([name, lr, paper, cell([x.metrics.get("test_error") for x in seeds], 100),
-                         cell([x.metrics.get("train_loss") for x in seeds], 1, 4),
-                         "no" if not div else "yes" if div == len(seeds) else f"{div} of {len(seeds)}",
-                         cell([x.metrics.get("staleness_mean") for x in seeds]), data_note(r)])
-        md += [f"\n## scale = {scale}{scale_data(rs)}\n\n", md_table(
-            ["protocol", "lr", "paper test error", "ours test error %", "ours final train loss", "diverged", "⟨τ⟩",
-             "data"], rows)]
+            rows.append(
+                [
+                    name,
+                    lr,
+                    paper,
+                    cell([x.metrics.get("test_error") for x in seeds], 100),
+                    cell([x.metrics.get("train_loss") for x in seeds], 1, 4),
+                    "no" if not div else "yes" if div == len(seeds) else f"{div} of {len(seeds)}",
+                    cell([x.metrics.get("staleness_mean") for x in seeds]),
+                    data_note(r),
+                ]
+            )
+        md += [
+            f"\n## scale = {scale}{scale_data(rs)}\n\n",
+            md_table(
+                [
+                    "protocol",
+                    "lr",
+                    "paper test error",
+                    "ours test error %",
+                    "ours final train loss",
+                    "diverged",
+                    "⟨τ⟩",
+                    "data",
+                ],
+                rows,
+            ),
+        ]
         curves = fig3_curves(ctx, rs)
         png = _fig3_plot(curves, ctx.out / f"zhang_fig3_{scale}.png")
         if png:
             md.append(f"\n![test error and training loss vs epoch]({png.name})\n")
         epochs = "/".join(sorted({r.params["epochs"] for r in rs if r.params.get("epochs")}))
-        err = {c: run_errors(P.FIG3[c][2] + ("" if c == "hardsync" else f" {P.FIG3[c][1]}"), select(rs, case=c))
-               for c in P.FIG3}
+        err = {
+            c: run_errors(P.FIG3[c][2] + ("" if c == "hardsync" else f" {P.FIG3[c][1]}"), select(rs, case=c))
+            for c in P.FIG3
+        }
         claims += at_scales(scale, scales, pending(fig3_claims(err, scale, epochs), *planned(scale, len(P.FIG3), rs)))
     extra, read = cifar_jpeg.sections(ctx, f3, "zhang_fig3", REFERENCE)
     covered = coverage(f3, P.FIG3, measured=lambda r: r.metrics.get("test_error") is not None)
@@ -391,25 +517,53 @@ def fig3_claims(err: Mapping[str, Errors | None], scale: str, epochs: str = "") 
     stuck = ["s15_alpha0", "s30_alpha0"]
     tau = [err.get(c) for c in ("s1_tau", "s15_tau", "s30_tau")]
     claims = [
-        at_chance("with α0, 30-softsync (= Downpour) fails to converge (stays at chance or diverges)",
-                  err.get("s30_alpha0"), refs, labels=["30-softsync α0"]),
-        at_chance("with α0, 15-softsync fails to converge too (test error stays ≈ 90 %)", err.get("s15_alpha0"),
-                  refs, labels=["15-softsync α0"]),
-        increasing("with α0, convergence degrades as n grows (final test error increasing in n = 1, 15, 30)",
-                   [err.get(c) for c in ("s1_alpha0", *stuck)], labels=["n=1", "n=15", "n=30"]),
-        equal("with α0/τ the n-softsync curves are virtually indistinguishable (final test error spread ≤ 2 pp)",
-              tau, 0.02, labels=["n=1 α0/τ", "n=15 α0/τ", "n=30 α0/τ"]),
+        at_chance(
+            "with α0, 30-softsync (= Downpour) fails to converge (stays at chance or diverges)",
+            err.get("s30_alpha0"),
+            refs,
+            labels=["30-softsync α0"],
+        ),
+        at_chance(
+            "with α0, 15-softsync fails to converge too (test error stays ≈ 90 %)",
+            err.get("s15_alpha0"),
+            refs,
+            labels=["15-softsync α0"],
+        ),
+        increasing(
+            "with α0, convergence degrades as n grows (final test error increasing in n = 1, 15, 30)",
+            [err.get(c) for c in ("s1_alpha0", *stuck)],
+            labels=["n=1", "n=15", "n=30"],
+        ),
+        equal(
+            "with α0/τ the n-softsync curves are virtually indistinguishable (final test error spread ≤ 2 pp)",
+            tau,
+            0.02,
+            labels=["n=1 α0/τ", "n=15 α0/τ", "n=30 α0/τ"],
+        ),
     ]
     if scale == "paper":
-        claims += [near(f"with α0/τ, {g.label} reaches ~18 % test error (within 3 pp)", g, P.FIG3_TAU_ERROR / 100,
-                        0.03) for g in tau if g is not None]
+        claims += [
+            near(f"with α0/τ, {g.label} reaches ~18 % test error (within 3 pp)", g, P.FIG3_TAU_ERROR / 100, 0.03)
+            for g in tau
+            if g is not None
+        ]
     else:
         trained = f" ({epochs} epochs)" if epochs else ""
-        claims.append(not_measured("with α0/τ the model reaches ~18 % test error irrespective of staleness",
-                                   f"needs scale=paper: the paper's ~18 % is after 140 epochs of CIFAR-10; this is "
-                                   f"{scale}{trained}, whose final error is not a 140-epoch one"))
-    claims.append(lower("at n = λ = 30, α0/τ trains where α0 (Downpour) does not: lower final test error",
-                        err.get("s30_tau"), err.get("s30_alpha0"), labels=["30-softsync α0/τ", "30-softsync α0"]))
+        claims.append(
+            not_measured(
+                "with α0/τ the model reaches ~18 % test error irrespective of staleness",
+                f"needs scale=paper: the paper's ~18 % is after 140 epochs of CIFAR-10; this is "
+                f"{scale}{trained}, whose final error is not a 140-epoch one",
+            )
+        )
+    claims.append(
+        lower(
+            "at n = λ = 30, α0/τ trains where α0 (Downpour) does not: lower final test error",
+            err.get("s30_tau"),
+            err.get("s30_alpha0"),
+            labels=["30-softsync α0/τ", "30-softsync α0"],
+        )
+    )
     return claims
 
 
@@ -426,8 +580,14 @@ def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path) -> Path | N
                 if raw:  # the per-update loss, faint, behind its per-epoch means
                     axes[row][0].plot([e for e, _ in raw], [v for _, v in raw], color=color, lw=0.5, alpha=0.25)
                     means = epoch_means(raw)
-                    axes[row][0].plot([e for e, _ in means], [v for _, v in means], color=color, marker="o", ms=3,
-                                      label=f"{name} (per-epoch mean)")
+                    axes[row][0].plot(
+                        [e for e, _ in means],
+                        [v for _, v in means],
+                        color=color,
+                        marker="o",
+                        ms=3,
+                        label=f"{name} (per-epoch mean)",
+                    )
                 pts = [(e, v) for e, v in curves[case]["test_error"] if math.isfinite(v)]
                 if pts:
                     axes[row][1].plot([e for e, _ in pts], [v * 100 for _, v in pts], color=color, label=name)
@@ -435,13 +595,19 @@ def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path) -> Path | N
             losses = [v for c in curves.values() for _, v in c.get("train_loss", []) if math.isfinite(v) and v > 0]
             if losses and max(losses) / min(losses) > 100:  # a diverging loss flattens a linear axis
                 axes[row][0].set_yscale("log")
-            elif means := [v for ln in axes[row][0].get_lines() if ln.get_label().endswith("mean)")
-                           for v in ln.get_ydata()]:  # the axis follows the means; the raw noise is clipped
+            elif means := [
+                v for ln in axes[row][0].get_lines() if ln.get_label().endswith("mean)") for v in ln.get_ydata()
+            ]:  # the axis follows the means; the raw noise is clipped
                 pad = max(0.5 * (max(means) - min(means)), 0.02 * abs(max(means)))
                 axes[row][0].set_ylim(min(means) - pad, max(means) + pad)
             # the paper's numbers (§4.3.1): α0 curves of 15-/30-softsync stay at 90 %; α0/τ reaches ~18 %
-            axes[row][1].axhline(P.FIG3_STUCK_ERROR if lr == "α0" else P.FIG3_TAU_ERROR, color="grey", ls=":",
-                                 lw=1, label="paper: stays at 90 %" if lr == "α0" else "paper: ~18 %")
+            axes[row][1].axhline(
+                P.FIG3_STUCK_ERROR if lr == "α0" else P.FIG3_TAU_ERROR,
+                color="grey",
+                ls=":",
+                lw=1,
+                label="paper: stays at 90 %" if lr == "α0" else "paper: ~18 %",
+            )
             axes[row][1].legend(fontsize=7)
         axes[0][0].set_title("training loss: per-epoch mean (faint: per update)")
         axes[0][1].set_title("test error (%)")
@@ -455,8 +621,11 @@ PAGES = [
     Page("staleness-aware ASGD", "Fig 1", "zhang_fig1", zhang_fig1),
     Page("staleness-aware ASGD", "Fig 2", "zhang_fig2", zhang_fig2),
     Page("staleness-aware ASGD", "Fig 3", "zhang_fig3", zhang_fig3),
-    Page("staleness-aware ASGD", "Fig 4",
-         reason="needs data not available here (ImageNet ILSVRC 2012, AlexNet; λ = 18, μ = 16, 35 epochs; paper's "
-                f"single learner: top-1 {P.FIG4_SINGLE_LEARNER['top1']} %, top-5 {P.FIG4_SINGLE_LEARNER['top5']} %; "
-                "`psbench -m experiment=zhang/fig4 paths.data_dir=…` trains it where ILSVRC-2012 is present)"),
+    Page(
+        "staleness-aware ASGD",
+        "Fig 4",
+        reason="needs data not available here (ImageNet ILSVRC 2012, AlexNet; λ = 18, μ = 16, 35 epochs; paper's "
+        f"single learner: top-1 {P.FIG4_SINGLE_LEARNER['top1']} %, top-5 {P.FIG4_SINGLE_LEARNER['top5']} %; "
+        "`psbench -m experiment=zhang/fig4 paths.data_dir=…` trains it where ILSVRC-2012 is present)",
+    ),
 ]

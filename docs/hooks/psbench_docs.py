@@ -48,7 +48,7 @@ class Notes:
 
 def _split_comment(rest: str) -> tuple[str, str]:
     m = re.search(r"(^|\s)#\s?", rest)
-    return (rest[:m.start()].strip(), rest[m.end():].strip()) if m else (rest.strip(), "")
+    return (rest[: m.start()].strip(), rest[m.end() :].strip()) if m else (rest.strip(), "")
 
 
 @cache
@@ -102,8 +102,16 @@ def cell(text: Any) -> str:
     """``text`` safe inside a Markdown table cell (no pipes, no HTML tags, no emphasis, no braces: attr_list would
     take a trailing ``{a: b}`` for attributes and drop it)."""
     s = str(text)
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("*", "\\*"), ("_", "\\_"),
-                 ("{", "&#123;"), ("}", "&#125;")):
+    for a, b in (
+        ("&", "&amp;"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ("|", "\\|"),
+        ("*", "\\*"),
+        ("_", "\\_"),
+        ("{", "&#123;"),
+        ("}", "&#125;"),
+    ):
         s = s.replace(a, b)
     return s.replace("\n", " ")
 
@@ -188,7 +196,7 @@ def _meaning(group: str, has: list[str], path: str) -> str:
 def first_sentence(text: str) -> str:
     """Up to the first full stop that ends a sentence: outside parentheses, not after "et al", "e.g", "vs", …"""
     for m in re.finditer(r"\.(\s|$)", text):
-        head = text[:m.start()]
+        head = text[: m.start()]
         if head.count("(") == head.count(")") and not re.search(r"(\bal|e\.g|i\.e|\bvs|\bcf|\b[A-Z])$", head):
             return head + "."
     return text
@@ -202,11 +210,22 @@ def config_reference() -> str:
     decl = declared()
     chosen = default_options()
     top = yaml_notes(CONF / "config.yaml")
-    rows = [[code(k), cell(by[""].allowed), code(top.values[k]) if top.values.get(k) else "null",
-             cell(top.comments.get(k, ""))] for k, by in decl[""].items()]
-    out = ["## Top level", "",
-           "The keys of `conf/config.yaml` itself: `learners=30`, `seed=1`, …", "",
-           table(["key", "allowed", "default", "meaning"], rows)]
+    rows = [
+        [
+            code(k),
+            cell(by[""].allowed),
+            code(top.values[k]) if top.values.get(k) else "null",
+            cell(top.comments.get(k, "")),
+        ]
+        for k, by in decl[""].items()
+    ]
+    out = [
+        "## Top level",
+        "",
+        "The keys of `conf/config.yaml` itself: `learners=30`, `seed=1`, …",
+        "",
+        table(["key", "allowed", "default", "meaning"], rows),
+    ]
     for group, spec in GROUPS.items():
         options = list(spec.options)
         out += ["", f"## `{group}`", ""]
@@ -263,7 +282,7 @@ def field_comments(path: Path, cls: str) -> Iterator[tuple[str, str, str]]:
         if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
             prev_end = stmt.end_lineno or prev_end
             continue
-        for line in source[prev_end:stmt.lineno - 1]:
+        for line in source[prev_end : stmt.lineno - 1]:
             m = re.match(r"\s*# -+ (.*)", line)
             if m:
                 section = m[1]
@@ -374,10 +393,21 @@ def start_commands() -> list[tuple[str, subprocess.Popen]]:
     if _running is None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PSBENCH_", "HYDRA_"))}
         env.update(COLUMNS="100", PYTHONHASHSEED="0")
-        _running = [(name, subprocess.Popen([sys.executable, *args, "--help"], cwd=REPO, env=env, text=True,
-                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            stdin=subprocess.DEVNULL))
-                    for name, args in COMMANDS]
+        _running = [
+            (
+                name,
+                subprocess.Popen(
+                    [sys.executable, *args, "--help"],
+                    cwd=REPO,
+                    env=env,
+                    text=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                ),
+            )
+            for name, args in COMMANDS
+        ]
     return _running
 
 
@@ -435,8 +465,9 @@ def on_files(files, config):
 def on_page_markdown(markdown: str, page, config, files) -> str:
     def generate(m: re.Match) -> str:
         if m[1] not in GENERATED:
-            raise ValueError(f"{page.file.src_uri}: unknown generated block <!-- psbench:{m[1]} -->; known: "
-                             + ", ".join(GENERATED))
+            raise ValueError(
+                f"{page.file.src_uri}: unknown generated block <!-- psbench:{m[1]} -->; known: " + ", ".join(GENERATED)
+            )
         return GENERATED[m[1]]()
 
     return MARKER.sub(generate, markdown)

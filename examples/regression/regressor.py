@@ -17,8 +17,9 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 
-def friedman1(num_train: int = 2000, num_test: int = 500, noise: float = 1.0,
-              seed: int = 0) -> tuple[TensorDataset, TensorDataset]:
+def friedman1(
+    num_train: int = 2000, num_test: int = 500, noise: float = 1.0, seed: int = 0
+) -> tuple[TensorDataset, TensorDataset]:
     x, y = make_friedman1(num_train + num_test, n_features=10, noise=noise, random_state=seed)
     x, y = torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32)
     y = (y - y[:num_train].mean()) / y[:num_train].std()  # standardized on the training set

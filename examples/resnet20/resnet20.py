@@ -29,15 +29,16 @@ class BasicBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.norm1(self.conv1(x)))
         out = self.norm2(self.conv2(out))
-        short = x[:, :, ::self.stride, ::self.stride] if self.stride > 1 else x
+        short = x[:, :, :: self.stride, :: self.stride] if self.stride > 1 else x
         if self.pad:  # option A: the new channels of the shortcut are zeros
             short = F.pad(short, (0, 0, 0, 0, 0, self.pad))
         return F.relu(out + short)
 
 
 class ResNet20(nn.Module):
-    def __init__(self, input_shape: tuple[int, ...] = (3, 32, 32), num_classes: int = 10, groups: int = 4,
-                 blocks: int = 3) -> None:
+    def __init__(
+        self, input_shape: tuple[int, ...] = (3, 32, 32), num_classes: int = 10, groups: int = 4, blocks: int = 3
+    ) -> None:
         super().__init__()
         self.stem = nn.Conv2d(input_shape[0], 16, 3, padding=1, bias=False)
         self.norm = nn.GroupNorm(groups, 16)

@@ -41,9 +41,17 @@ from psbench.tracking.run_info import leaves
 CHECKPOINT_FILE = "checkpoint.pt"
 FORMAT = 1
 # Keys that may differ between a run and its resume: they do not change what the run computes.
-RESUME_FREE_KEYS = ("resume", "trainer.checkpoint_every", "trainer.stop_after_updates", "trainer.progress",
-                    "trainer.save_weights", "trainer.updates_per_step", "trainer.timeline_updates", "paths.output_dir",
-                    "paths.data_dir")
+RESUME_FREE_KEYS = (
+    "resume",
+    "trainer.checkpoint_every",
+    "trainer.stop_after_updates",
+    "trainer.progress",
+    "trainer.save_weights",
+    "trainer.updates_per_step",
+    "trainer.timeline_updates",
+    "paths.output_dir",
+    "paths.data_dir",
+)
 
 
 class RunStopped(Exception):
@@ -62,8 +70,13 @@ def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
     launcher gave its job (a requeue may ask for more), without changing what it computes.
     """
     a, b = leaves(saved), leaves(current)
-    keys = sorted(k for k in a.keys() | b.keys() if k not in RESUME_FREE_KEYS
-                  and not k.startswith(("tags.", "resources.")) and a.get(k, "<unset>") != b.get(k, "<unset>"))
+    keys = sorted(
+        k
+        for k in a.keys() | b.keys()
+        if k not in RESUME_FREE_KEYS
+        and not k.startswith(("tags.", "resources."))
+        and a.get(k, "<unset>") != b.get(k, "<unset>")
+    )
     return [f"{k} ({a.get(k, '<unset>')!r} → {b.get(k, '<unset>')!r})" for k in keys]
 
 
@@ -193,8 +206,11 @@ class Checkpointer(pl.Callback):
         cast(Any, trainer.strategy).load_ps_state(s["strategy"])  # psbench's ParameterServerStrategy
         k = int(s["update"])
         loop = trainer.fit_loop.epoch_loop
-        for p in (loop.batch_progress.total, loop.automatic_optimization.optim_progress.optimizer.step.total,
-                  loop.manual_optimization.optim_step_progress.total):  # global_step, whichever optimization
+        for p in (
+            loop.batch_progress.total,
+            loop.automatic_optimization.optim_progress.optimizer.step.total,
+            loop.manual_optimization.optim_step_progress.total,
+        ):  # global_step, whichever optimization
             p.ready = p.completed = k
             for name in ("started", "processed"):  # the trackers that count them
                 if hasattr(p, name):
@@ -202,8 +218,9 @@ class Checkpointer(pl.Callback):
         loop._batches_that_stepped = k  # the logging step and the lr scheduler's step count
         self._rng = s["rng"]
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
-                             batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if self._rng is not None:
             set_rng_state(self._rng)
             self._rng = None
@@ -227,13 +244,19 @@ class Checkpointer(pl.Callback):
     def write(self, trainer: pl.Trainer, update: int) -> None:
         now = time.perf_counter()
         state = {
-            "format": FORMAT, "update": update, "schedule_sha256": self.sha, **self.plan.meta,
+            "format": FORMAT,
+            "update": update,
+            "schedule_sha256": self.sha,
+            **self.plan.meta,
             "weights": cast(torch.nn.Module, trainer.lightning_module.net).state_dict(),
             "optimizer": trainer.optimizers[0].state_dict(),
             "schedulers": [c.scheduler.state_dict() for c in trainer.lr_scheduler_configs],
-            "strategy": cast(Any, trainer.strategy).ps_state(), "rng": rng_state(),
-            "elapsed": {"fit_time_s": self.plan.prior("fit_time_s") + now - self._t_fit0,
-                        "wall_time_s": self.plan.prior("wall_time_s") + now - self.t_wall0},
+            "strategy": cast(Any, trainer.strategy).ps_state(),
+            "rng": rng_state(),
+            "elapsed": {
+                "fit_time_s": self.plan.prior("fit_time_s") + now - self._t_fit0,
+                "wall_time_s": self.plan.prior("wall_time_s") + now - self.t_wall0,
+            },
         }
         seconds = save(self.plan.path, state)
         self.saves.append((update, seconds, self.plan.path.stat().st_size))
@@ -264,8 +287,9 @@ def resume_state(resume: str | None, run_dir: Path, resolved: Mapping[str, Any])
         try:
             state = load(ckpt)
         except Exception as e:  # truncated, foreign, or holding code: a line, not a traceback (and nothing ran)
-            raise ConfigError("resume", resume, f"a run dir with a psbench {CHECKPOINT_FILE} ({ckpt}: "
-                              f"{_load_error(e)})") from None
+            raise ConfigError(
+                "resume", resume, f"a run dir with a psbench {CHECKPOINT_FILE} ({ckpt}: {_load_error(e)})"
+            ) from None
         why = mismatch(state.get("config") or {})
         if why is None:
             return "resume", state

@@ -94,8 +94,13 @@ def hydra_error_line(err: BaseException) -> str:
     appended = re.search(r"Could not append to config\. An item is already at '([^']+)'.*?'\1=([^']*)'", text, re.S)
     if appended:  # +key=value on a key the config has: the user meant key=value
         key, value = appended.groups()
-        return str(ConfigError(f"+{key}", value, f"{key}={value} without the + ({key} is a key of the config; "
-                                                 f"++{key}=... adds or overrides)"))
+        return str(
+            ConfigError(
+                f"+{key}",
+                value,
+                f"{key}={value} without the + ({key} is a key of the config; ++{key}=... adds or overrides)",
+            )
+        )
     unknown = re.search(r"Could not override '([^']+)'\.\s*To append to your config use \+\1=(.*)", text)
     if unknown and "not in struct" in str(err.__cause__):  # a typo: name the keys there are, not "use +key"
         from psbench.validate import unknown_override

@@ -84,8 +84,13 @@ def execute(cfg: DictConfig) -> float | None:
 
         prov = provenance(resolved["trainer"].get("num_threads"))
         tr = resolved["trainer"]
-        plan = Plan(run_dir / CHECKPOINT_FILE, int(tr.get("checkpoint_every") or 0), tr.get("stop_after_updates"),
-                    {"config": resolved}, found if mode == "resume" else None)
+        plan = Plan(
+            run_dir / CHECKPOINT_FILE,
+            int(tr.get("checkpoint_every") or 0),
+            tr.get("stop_after_updates"),
+            {"config": resolved},
+            found if mode == "resume" else None,
+        )
         setup = prepare(cfg, plan)  # every check that can refuse the job, before any MLflow run
         with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
             run = JobRun(resolved, run_dir, prov, plan.state)
@@ -93,9 +98,16 @@ def execute(cfg: DictConfig) -> float | None:
         try:
             summary = run_engine(setup, run_dir, run.lightning_logger(resolved), plan)
         except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with its checkpoint
-            stopped = RunSummary(status="killed", updates_done=stop.update, checkpoint=str(stop.path),
-                                 failure_reason=str(stop), engine="sim", mlflow_run_id=run.run_id, provenance=prov,
-                                 data_note=note)
+            stopped = RunSummary(
+                status="killed",
+                updates_done=stop.update,
+                checkpoint=str(stop.path),
+                failure_reason=str(stop),
+                engine="sim",
+                mlflow_run_id=run.run_id,
+                provenance=prov,
+                data_note=note,
+            )
             write_json(summary_file, stopped)
             run.abort("KILLED", str(stop), stopped, files)
             log.info("%s; resume with resume=%s", stop, run_dir)
@@ -112,16 +124,29 @@ def execute(cfg: DictConfig) -> float | None:
         raise
     except BaseException as err:
         status, reason = _ended_by(err)
-        ended = RunSummary(status=status.lower(), failure_reason=" ".join(reason.split()), engine=engine.get("name"),
-                           mlflow_run_id=run.run_id if run is not None else None, provenance=prov, data_note=note)
+        ended = RunSummary(
+            status=status.lower(),
+            failure_reason=" ".join(reason.split()),
+            engine=engine.get("name"),
+            mlflow_run_id=run.run_id if run is not None else None,
+            provenance=prov,
+            data_note=note,
+        )
         with contextlib.suppress(OSError):  # an output dir that cannot be written is the error itself
             write_json(summary_file, ended)
         if run is not None:
             run.abort(status, reason, ended, [summary_file])
         raise
     clock = "sim_time_s" if summary.run_time_s is None else "run_time_s"  # simulated, or measured (dist)
-    log.info("%s: test_error=%s staleness_mean=%s %s=%s -> %s", summary.status, summary.test_error,
-             summary.staleness_mean, clock, getattr(summary, clock), summary_file)
+    log.info(
+        "%s: test_error=%s staleness_mean=%s %s=%s -> %s",
+        summary.status,
+        summary.test_error,
+        summary.staleness_mean,
+        clock,
+        getattr(summary, clock),
+        summary_file,
+    )
     return None if summary.test_error is None else float(summary.test_error)
 
 
@@ -134,19 +159,34 @@ def _ended_by(err: BaseException) -> tuple[str, str]:
     return "FAILED", failure_reason(err)
 
 
-def _end_killed(k: lifecycle.Killed, run: JobRun | None, summary_file: Path, prov: dict[str, Any] | None,
-                engine: Mapping[str, Any], note: str | None = None) -> None:
+def _end_killed(
+    k: lifecycle.Killed,
+    run: JobRun | None,
+    summary_file: Path,
+    prov: dict[str, Any] | None,
+    engine: Mapping[str, Any],
+    note: str | None = None,
+) -> None:
     """A killed job: ``summary.json`` (status killed), its MLflow run (if one exists yet) KILLED with
     ``failure_reason``, one line on stderr."""
     dist = engine.get("name") == "dist"
-    summary = replace(lifecycle.summary(k), engine=engine.get("name", "sim"),
-                      mode=engine.get("mode", "free_run") if dist else None,
-                      mlflow_run_id=run.run_id if run is not None else None, provenance=prov, data_note=note)
+    summary = replace(
+        lifecycle.summary(k),
+        engine=engine.get("name", "sim"),
+        mode=engine.get("mode", "free_run") if dist else None,
+        mlflow_run_id=run.run_id if run is not None else None,
+        provenance=prov,
+        data_note=note,
+    )
     with contextlib.suppress(OSError):
         write_json(summary_file, summary)
     if run is not None:
         d = summary_file.parent
-        run.abort("KILLED", str(summary.failure_reason), summary,
-                  [summary_file, d / "resolved_config.yaml", d / ".hydra" / "overrides.yaml"])
+        run.abort(
+            "KILLED",
+            str(summary.failure_reason),
+            summary,
+            [summary_file, d / "resolved_config.yaml", d / ".hydra" / "overrides.yaml"],
+        )
     print(f"psbench: {summary.failure_reason}; summary in {summary_file}", file=sys.stderr, flush=True)
     k.reported = True

@@ -30,10 +30,10 @@ PLUGINS: dict[str, tuple[str, str]] = {
 
 #: ``resources``: what one job of a sweep asks the SLURM / Ray launcher for (``conf/resources/<scale>.yaml``)
 _PER_JOB = {
-    "gpus": integer(0),          # GPUs per job (SLURM gpus_per_node, Ray num_gpus)
-    "cpus": integer(1),          # CPU cores per job (SLURM cpus_per_task, Ray num_cpus)
-    "mem_gb": integer(1),        # memory per job, GB (SLURM mem_gb)
-    "timeout_min": integer(1),   # wall-clock limit per job, minutes (SLURM timeout_min; then requeued)
+    "gpus": integer(0),  # GPUs per job (SLURM gpus_per_node, Ray num_gpus)
+    "cpus": integer(1),  # CPU cores per job (SLURM cpus_per_task, Ray num_cpus)
+    "mem_gb": integer(1),  # memory per job, GB (SLURM mem_gb)
+    "timeout_min": integer(1),  # wall-clock limit per job, minutes (SLURM timeout_min; then requeued)
 }
 RESOURCES = Group({scale: _PER_JOB for scale in ("ci", "small", "full", "paper")})
 
@@ -63,15 +63,26 @@ def check(overrides: Sequence[str]) -> None:
     if name is None or installed(name):
         return
     have = ["basic", *(n for n in PLUGINS if n != name and installed(n))]
-    raise ConfigError("hydra/launcher", name, f"one of {', '.join(have)} (installed); {name} is "
-                      f"{PLUGINS[name][1]}, in psbench's {EXTRA} extra: {INSTALL}")
+    raise ConfigError(
+        "hydra/launcher",
+        name,
+        f"one of {', '.join(have)} (installed); {name} is {PLUGINS[name][1]}, in psbench's {EXTRA} extra: {INSTALL}",
+    )
 
 
 #: what each launcher's config takes from ``resources`` (interpolations into its own keys)
-SUBMITIT = {"timeout_min": "${resources.timeout_min}", "cpus_per_task": "${resources.cpus}",
-            "gpus_per_node": "${resources.gpus}", "mem_gb": "${resources.mem_gb}"}
-RAY = {"ray": {"init": {"num_cpus": None, "include_dashboard": False},  # num_cpus: a local instance's (null: all)
-               "remote": {"num_cpus": "${resources.cpus}", "num_gpus": "${resources.gpus}"}}}
+SUBMITIT = {
+    "timeout_min": "${resources.timeout_min}",
+    "cpus_per_task": "${resources.cpus}",
+    "gpus_per_node": "${resources.gpus}",
+    "mem_gb": "${resources.mem_gb}",
+}
+RAY = {
+    "ray": {
+        "init": {"num_cpus": None, "include_dashboard": False},  # num_cpus: a local instance's (null: all)
+        "remote": {"num_cpus": "${resources.cpus}", "num_gpus": "${resources.gpus}"},
+    }
+}
 
 
 def register_configs() -> None:
@@ -92,8 +103,10 @@ def register_configs() -> None:
         pass
     else:
         # SLURM: requeue after up to 3 time-outs, as the local executor does (the requeued job resumes)
-        for name, conf, target, more in (("submitit_slurm", SlurmQueueConf, "SlurmLauncher", {"max_num_timeout": 3}),
-                                         ("submitit_local", LocalQueueConf, "LocalLauncher", {})):
+        for name, conf, target, more in (
+            ("submitit_slurm", SlurmQueueConf, "SlurmLauncher", {"max_num_timeout": 3}),
+            ("submitit_local", LocalQueueConf, "LocalLauncher", {}),
+        ):
             target = f"hydra_plugins.psbench_launchers.requeue.{target}"
             keys: dict[str, Any] = {"_target_": target, **SUBMITIT, **more}
             node = OmegaConf.merge(OmegaConf.structured(conf), keys)
@@ -103,5 +116,9 @@ def register_configs() -> None:
     except ImportError:
         pass
     else:
-        cs.store(group="hydra/launcher", name="ray", node=OmegaConf.merge(OmegaConf.structured(RayLauncherConf), RAY),
-                 provider="psbench")
+        cs.store(
+            group="hydra/launcher",
+            name="ray",
+            node=OmegaConf.merge(OmegaConf.structured(RayLauncherConf), RAY),
+            provider="psbench",
+        )

@@ -170,10 +170,19 @@ def summary(k: Killed) -> RunSummary:
     """``summary.json`` of a killed run: status, signal, reason and what was done so far."""
     p = k.progress
     done = int(p.get("updates_done") or 0)
-    return RunSummary(status="killed", signal=k.signal_name, failure_reason=describe(k), updates_done=done,
-                      updates_total=p.get("updates_total"), ps_updates=done, samples=int(p.get("samples") or 0),
-                      sim_time_s=p.get("sim_time_s"), run_time_s=p.get("run_time_s"),
-                      test_error=p.get("test_error"), test_loss=p.get("test_loss"))
+    return RunSummary(
+        status="killed",
+        signal=k.signal_name,
+        failure_reason=describe(k),
+        updates_done=done,
+        updates_total=p.get("updates_total"),
+        ps_updates=done,
+        samples=int(p.get("samples") or 0),
+        sim_time_s=p.get("sim_time_s"),
+        run_time_s=p.get("run_time_s"),
+        test_error=p.get("test_error"),
+        test_loss=p.get("test_loss"),
+    )
 
 
 def describe(k: Killed) -> str:

@@ -85,8 +85,7 @@ def is_num(v: Any) -> bool:
 
 def _range(lo: float | None, hi: float | None, lo_open: bool, hi_open: bool) -> tuple[Callable[[Any], bool], str]:
     def ok(v: Any) -> bool:
-        return ((lo is None or (v > lo if lo_open else v >= lo))
-                and (hi is None or (v < hi if hi_open else v <= hi)))
+        return (lo is None or (v > lo if lo_open else v >= lo)) and (hi is None or (v < hi if hi_open else v <= hi))
 
     def show(v: float) -> str:  # integers as they are (2147483647, not 2.14748e+09)
         return str(v) if is_int(v) else f"{v:g}"
@@ -109,8 +108,9 @@ def _nullable(ok: Callable[[Any], bool], allowed: str, null: bool | str) -> Key:
     return Key(lambda v: v is None or ok(v), f"null{why} or {allowed}")
 
 
-def integer(lo: int | None = None, hi: int | None = None, *, null: bool | str = False,
-            words: str = "", what: str = "an integer") -> Key:
+def integer(
+    lo: int | None = None, hi: int | None = None, *, null: bool | str = False, words: str = "", what: str = "an integer"
+) -> Key:
     within, text = _range(lo, hi, False, False)
     allowed = f"{what} {words or text}".rstrip()
     return _nullable(lambda v: is_int(v) and within(v), allowed, null)
@@ -121,8 +121,16 @@ def fits_float32(v: float) -> bool:
     return v == 0 or FLOAT32_TINY <= abs(v) <= FLOAT32_MAX
 
 
-def number(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False,
-           null: bool | str = False, float32: bool = False, unit: str = "") -> Key:
+def number(
+    lo: float | None = None,
+    hi: float | None = None,
+    *,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    null: bool | str = False,
+    float32: bool = False,
+    unit: str = "",
+) -> Key:
     """A finite real number in a range; ``float32``: it reaches torch, so it must be what it says as a float32
     (:func:`fits_float32`: ``optimizer.lr=1e-50`` would be 0 and train nothing)."""
     within, text = _range(lo, hi, lo_open, hi_open)
@@ -137,33 +145,54 @@ def boolean() -> Key:
 
 
 def one_of(*values: Any, null: bool | str = False) -> Key:
-    return _nullable(lambda v: isinstance(v, str | int) and not isinstance(v, bool) and v in values,
-                     "one of " + ", ".join(map(str, values)), null)
+    return _nullable(
+        lambda v: isinstance(v, str | int) and not isinstance(v, bool) and v in values,
+        "one of " + ", ".join(map(str, values)),
+        null,
+    )
 
 
 def text(*, null: bool | str = False, what: str = "a non-empty string") -> Key:
     return _nullable(lambda v: isinstance(v, str) and v.strip() != "", what, null)
 
 
-def sequence(item: Key, *, length: int | None = None, min_length: int = 0, increasing: bool = False,
-             null: bool | str = False, what: str = "") -> Key:
+def sequence(
+    item: Key,
+    *,
+    length: int | None = None,
+    min_length: int = 0,
+    increasing: bool = False,
+    null: bool | str = False,
+    what: str = "",
+) -> Key:
     """A list whose items all pass ``item`` (a ``length`` or at least ``min_length`` of them)."""
+
     def ok(v: Any) -> bool:
         if not isinstance(v, list | tuple):
             return False
-        return ((length is None or len(v) == length) and len(v) >= min_length and all(item.ok(x) for x in v)
-                and (not increasing or list(v) == sorted(v)))
+        return (
+            (length is None or len(v) == length)
+            and len(v) >= min_length
+            and all(item.ok(x) for x in v)
+            and (not increasing or list(v) == sorted(v))
+        )
 
     size = f"{length} " if length is not None else ""
     words = what or f"a list of {size}{'increasing ' if increasing else ''}values, each {item.allowed}"
     return _nullable(ok, words, null)
 
 
-def mapping(value: Key | None = None, *, key_ok: Callable[[Any], bool] | None = None, null: bool = False,
-            what: str = "a mapping") -> Key:
+def mapping(
+    value: Key | None = None,
+    *,
+    key_ok: Callable[[Any], bool] | None = None,
+    null: bool = False,
+    what: str = "a mapping",
+) -> Key:
     def ok(v: Any) -> bool:
         return isinstance(v, Mapping) and all(
-            (key_ok is None or key_ok(k)) and (value is None or value.ok(x)) for k, x in v.items())
+            (key_ok is None or key_ok(k)) and (value is None or value.ok(x)) for k, x in v.items()
+        )
 
     return _nullable(ok, what, null)
 
@@ -206,10 +235,15 @@ def check_group(group: str, node: Any, spec: Group) -> str:
     require(isinstance(node, Mapping), group, node, "a config group (" + ", ".join(spec.options) + ")")
     if spec.target is not None and "_target_" in node:  # a user's callable: its keys are its own, but psbench's
         target = node["_target_"]
-        require(isinstance(target, str) and target.strip() != "" and " " not in target.strip(), f"{group}._target_",
-                target, "a dotted path to a callable, e.g. my_net.ResNet20")
-        check_keys(group, {k: v for k, v in node.items() if k in spec.target}, spec.target, f"{group}=<_target_>",
-                   partial=True)
+        require(
+            isinstance(target, str) and target.strip() != "" and " " not in target.strip(),
+            f"{group}._target_",
+            target,
+            "a dotted path to a callable, e.g. my_net.ResNet20",
+        )
+        check_keys(
+            group, {k: v for k, v in node.items() if k in spec.target}, spec.target, f"{group}=<_target_>", partial=True
+        )
         return "_target_"
     if spec.named:
         name = node.get("name")
@@ -219,10 +253,19 @@ def check_group(group: str, node: Any, spec: Group) -> str:
     for k, v in node.items():  # a key of another option: say which (protocol=hardsync +protocol.n=4)
         users = [o for o, keys in spec.options.items() if k in keys]
         if k != "name" and k not in spec.options[name] and users:
-            raise ConfigError(f"{group}.{k}", v, f"only with {group}=" + "|".join(users) +
-                              f" (this is {group}={name}, whose keys are: {', '.join(spec.keys(name))})")
-    check_keys(group, {k: v for k, v in node.items() if not (spec.named and k == "name")}, spec.options[name],
-               f"{group}={name}" if spec.named else group)
+            raise ConfigError(
+                f"{group}.{k}",
+                v,
+                f"only with {group}="
+                + "|".join(users)
+                + f" (this is {group}={name}, whose keys are: {', '.join(spec.keys(name))})",
+            )
+    check_keys(
+        group,
+        {k: v for k, v in node.items() if not (spec.named and k == "name")},
+        spec.options[name],
+        f"{group}={name}" if spec.named else group,
+    )
     return name
 
 

@@ -126,8 +126,9 @@ class RunSummary:
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSummary))
 #: the fields that are numbers (what a sweep may minimize or maximize: ``hydra.sweeper.objectives``)
-NUMBERS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSummary)
-                                 if str(f.type).removesuffix(" | None") in ("int", "float"))
+NUMBERS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(RunSummary) if str(f.type).removesuffix(" | None") in ("int", "float")
+)
 
 
 def _strict(value: Any) -> Any:

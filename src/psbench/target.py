@@ -38,8 +38,11 @@ def label(node: Mapping[str, Any]) -> str:
     return str(node.get("name") or str(node.get("_target_", "")).rpartition(".")[2])
 
 
-def user_paths(config_sources: Iterable[Mapping[str, Any]], own_conf: str | os.PathLike[str],
-               cwd: str | os.PathLike[str] | None = None) -> list[str]:
+def user_paths(
+    config_sources: Iterable[Mapping[str, Any]],
+    own_conf: str | os.PathLike[str],
+    cwd: str | os.PathLike[str] | None = None,
+) -> list[str]:
     """The folders a run's ``_target_`` modules are imported from: ``cwd`` and the parent of each file config
     source (``--config-dir``, ``hydra.searchpath``) other than psbench's own ``conf/`` (``own_conf``)."""
     out = [str(Path(cwd if cwd is not None else os.getcwd()).resolve())]
@@ -78,9 +81,13 @@ def locate(key: str, path: Any) -> Any:
         return get_object(path)
     except Exception as exc:  # ImportError, AttributeError, or the user's module failing as it imports
         cause = exc.__cause__ or exc
-        raise ConfigError(key, path, "an importable callable: a module on sys.path (the launch directory, the "
-                          "folder above --config-dir, PYTHONPATH) and a name in it "
-                          f"({_one_line(cause)})") from exc
+        raise ConfigError(
+            key,
+            path,
+            "an importable callable: a module on sys.path (the launch directory, the "
+            "folder above --config-dir, PYTHONPATH) and a name in it "
+            f"({_one_line(cause)})",
+        ) from exc
 
 
 def accepted(fn: Callable[..., Any], offered: Mapping[str, Any]) -> dict[str, Any]:
@@ -93,8 +100,13 @@ def accepted(fn: Callable[..., Any], offered: Mapping[str, Any]) -> dict[str, An
     return {k: v for k, v in offered.items() if k in named}
 
 
-def build(key: str, node: Mapping[str, Any], own: Iterable[str] = (), offered: Mapping[str, Any] | None = None,
-          what: str = "a callable") -> Any:
+def build(
+    key: str,
+    node: Mapping[str, Any],
+    own: Iterable[str] = (),
+    offered: Mapping[str, Any] | None = None,
+    what: str = "a callable",
+) -> Any:
     """Call the node's ``_target_`` with its keys (but ``own``, psbench's) and the ``offered`` values its signature
     accepts and the node does not set; ConfigError for ``key`` (the node's ``_target_``) if it fails."""
     from hydra.utils import instantiate
@@ -113,7 +125,11 @@ def build(key: str, node: Mapping[str, Any], own: Iterable[str] = (), offered: M
         return instantiate({**cfg, "_partial_": True})(**extra)
     except Exception as exc:
         cause = exc.__cause__ or exc  # Hydra's InstantiationException wraps the target's own error
-        raise ConfigError(key, node["_target_"], f"{what} that accepts the keys given "
-                          f"({', '.join(k for k in cfg if k not in ('_target_', *HYDRA_KEYS)) or 'none'}"
-                          f"{'; psbench passes ' + ', '.join(extra) if extra else ''}): calling it raised "
-                          f"{_one_line(cause)}") from exc
+        raise ConfigError(
+            key,
+            node["_target_"],
+            f"{what} that accepts the keys given "
+            f"({', '.join(k for k in cfg if k not in ('_target_', *HYDRA_KEYS)) or 'none'}"
+            f"{'; psbench passes ' + ', '.join(extra) if extra else ''}): calling it raised "
+            f"{_one_line(cause)}",
+        ) from exc

@@ -36,6 +36,7 @@ class _Resume:
 
 
 if submitit_launcher is not None:
+
     class SlurmLauncher(_Resume, submitit_launcher.SlurmLauncher):
         """``hydra/launcher=submitit_slurm``: Hydra's, with a requeued job resuming."""
 

@@ -45,9 +45,16 @@ def fixed_values(fixed: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def identity(space: Mapping[str, BaseDistribution], fixed: Sequence[str], cases: Mapping[str, list[str]],
-             derived: Mapping[str, str], constraints: Sequence[str], sampler: Mapping[str, Any],
-             objectives: Sequence[str], directions: Sequence[str]) -> dict[str, Any]:
+def identity(
+    space: Mapping[str, BaseDistribution],
+    fixed: Sequence[str],
+    cases: Mapping[str, list[str]],
+    derived: Mapping[str, str],
+    constraints: Sequence[str],
+    sampler: Mapping[str, Any],
+    objectives: Sequence[str],
+    directions: Sequence[str],
+) -> dict[str, Any]:
     """The identity of a study (JSON-able; see the module docstring)."""
     return {
         "space": {k: describe(d) for k, d in sorted(space.items())},

@@ -114,8 +114,9 @@ def trial_seed(seed: int | None, number: int) -> int | None:
     return None if seed is None else int(np.random.SeedSequence([int(seed), int(number)]).generate_state(1)[0])
 
 
-def make_sampler(conf: Mapping[str, Any], space: Mapping[str, BaseDistribution],
-                 seed: int | None = None) -> optuna.samplers.BaseSampler:
+def make_sampler(
+    conf: Mapping[str, Any], space: Mapping[str, BaseDistribution], seed: int | None = None
+) -> optuna.samplers.BaseSampler:
     """The Optuna sampler named by ``conf["name"]`` (one of :data:`SAMPLERS`), seeded with ``seed``.
 
     The grid sampler always takes ``conf["seed"]``: its seed fixes the order of the grid, and
@@ -150,8 +151,12 @@ def check_storage(url: str, tracking_uri: str | None = None) -> None:
     error); an empty or new one is Optuna's to create.
     """
     if tracking_uri and url == tracking_uri:
-        raise _invalid("storage", url, "an Optuna database, not the MLflow store (logger.tracking_uri); the default "
-                       "sqlite:///${hydra.sweep.dir}/optuna.db keeps each study beside its trials")
+        raise _invalid(
+            "storage",
+            url,
+            "an Optuna database, not the MLflow store (logger.tracking_uri); the default "
+            "sqlite:///${hydra.sweep.dir}/optuna.db keeps each study beside its trials",
+        )
     import sqlalchemy
 
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
@@ -164,14 +169,24 @@ def check_storage(url: str, tracking_uri: str | None = None) -> None:
             engine.dispose()
     except Exception as err:  # not a database, no such server, a driver missing: said in the line
         lines = [s for s in str(err).splitlines() if s.strip()]
-        raise _invalid("storage", url, "an Optuna RDB storage URL (sqlite:///<file> or postgresql+psycopg://...) "
-                       f"that can be opened: {type(err).__name__}: {lines[0][:200] if lines else ''}") from None
+        raise _invalid(
+            "storage",
+            url,
+            "an Optuna RDB storage URL (sqlite:///<file> or postgresql+psycopg://...) "
+            f"that can be opened: {type(err).__name__}: {lines[0][:200] if lines else ''}",
+        ) from None
     if tables & MLFLOW_TABLES >= {"experiments", "runs"}:
-        raise _invalid("storage", url, "an Optuna database, not an MLflow tracking store (it holds MLflow's "
-                       "experiments and runs tables)")
+        raise _invalid(
+            "storage",
+            url,
+            "an Optuna database, not an MLflow tracking store (it holds MLflow's experiments and runs tables)",
+        )
     if tables and "studies" not in tables:
-        raise _invalid("storage", url, "an Optuna database or a new one (it holds other tables: "
-                       + ", ".join(sorted(tables)[:6]) + ")")
+        raise _invalid(
+            "storage",
+            url,
+            "an Optuna database or a new one (it holds other tables: " + ", ".join(sorted(tables)[:6]) + ")",
+        )
 
 
 def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
@@ -221,12 +236,26 @@ def _invalid(key: str, value: Any, allowed: str) -> StudyStop:
 class OptunaSweeperImpl:
     """State and loop of one sweep (see the module docstring); keys as in ``config.py``."""
 
-    def __init__(self, sampler: Mapping[str, Any], study_name: str, storage: str | None,
-                 objectives: Sequence[str] | None, direction: Any, n_trials: int | None, n_jobs: int,
-                 max_failure_rate: float, on_diverged: str, params: Mapping[str, str] | None,
-                 cases: Mapping[str, Any] | None, derived: Mapping[str, str] | None,
-                 constraints: Sequence[str] | None, max_infeasible: int, tag_runs: bool,
-                 continue_study: bool = False, retry_failed: bool = True) -> None:
+    def __init__(
+        self,
+        sampler: Mapping[str, Any],
+        study_name: str,
+        storage: str | None,
+        objectives: Sequence[str] | None,
+        direction: Any,
+        n_trials: int | None,
+        n_jobs: int,
+        max_failure_rate: float,
+        on_diverged: str,
+        params: Mapping[str, str] | None,
+        cases: Mapping[str, Any] | None,
+        derived: Mapping[str, str] | None,
+        constraints: Sequence[str] | None,
+        max_infeasible: int,
+        tag_runs: bool,
+        continue_study: bool = False,
+        retry_failed: bool = True,
+    ) -> None:
         self.sampler_conf = dict(sampler or {})
         self.study_name = str(study_name)
         self.storage_url = storage
@@ -264,7 +293,8 @@ class OptunaSweeperImpl:
         except StudyStop as stop:
             self._exit(stop)
         self.launcher = Plugins.instance().instantiate_launcher(
-            hydra_context=hydra_context, task_function=task_function, config=config)
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
 
     def check_keys(self) -> None:
         """Refuse bad ``hydra.sweeper`` keys up front (:class:`StudyStop`, one line each)."""
@@ -284,14 +314,20 @@ class OptunaSweeperImpl:
         if reported is not None and unknown:
             close = difflib.get_close_matches(unknown[0], reported, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise _invalid("objectives", self.objectives, f"numbers a psbench job reports in summary.json{hint}: "
-                           + ", ".join(reported))
+            raise _invalid(
+                "objectives",
+                self.objectives,
+                f"numbers a psbench job reports in summary.json{hint}: " + ", ".join(reported),
+            )
         for d in self.directions:
             if d not in DIRECTIONS:
                 raise _invalid("direction", d, "minimize, maximize or a list of them, one per objective")
         if len(self.directions) != len(self.objectives):
-            raise _invalid("direction", self.directions,
-                           f"one direction per objective ({len(self.objectives)}: {', '.join(self.objectives)})")
+            raise _invalid(
+                "direction",
+                self.directions,
+                f"one direction per objective ({len(self.objectives)}: {', '.join(self.objectives)})",
+            )
         if not 0 <= self.max_failure_rate <= 1:
             raise _invalid("max_failure_rate", self.max_failure_rate, "a fraction in [0, 1]")
         if self.on_diverged not in ("fail", "complete"):
@@ -324,8 +360,9 @@ class OptunaSweeperImpl:
         message = " ".join(str(stop).split())
         print(f"{app}: error: {message}" if stop.code == 2 else f"{app}: {message}", file=sys.stderr, flush=True)
         if self.hydra_context is not None:
-            self.hydra_context.callbacks.on_multirun_end(config=self.config,
-                                                         config_name=self.config.hydra.job.config_name)
+            self.hydra_context.callbacks.on_multirun_end(
+                config=self.config, config_name=self.config.hydra.job.config_name
+            )
         sys.exit(stop.code)
 
     # ------------------------------------------------------------------ study
@@ -351,29 +388,38 @@ class OptunaSweeperImpl:
         assert self.config is not None
         if self.storage_url:
             check_storage(str(self.storage_url), OmegaConf.select(self.config, "logger.tracking_uri"))
-        study = optuna.create_study(study_name=self.study_name, storage=make_storage(self.storage_url),
-                                    sampler=optuna.samplers.RandomSampler(),  # replaced at each ask
-                                    directions=[optuna.study.StudyDirection[d.upper()] for d in self.directions],
-                                    load_if_exists=True)
+        study = optuna.create_study(
+            study_name=self.study_name,
+            storage=make_storage(self.storage_url),
+            sampler=optuna.samplers.RandomSampler(),  # replaced at each ask
+            directions=[optuna.study.StudyDirection[d.upper()] for d in self.directions],
+            load_if_exists=True,
+        )
         old = study.user_attrs.get("identity")
         diffs = differences(old, ident) if old is not None else []
         c = counts(study)
         if diffs and c["complete"] + c["diverged"] and not self.continue_study:
-            raise StudyStop(f"study {self.study_name!r} in {self.storage_url} was run with other settings "
-                            f"({'; '.join(diffs)}): start a new study with hydra.sweeper.study_name="
-                            f"{self.study_name}_{fp}, or add these trials to it with "
-                            f"hydra.sweeper.continue_study=true")
+            raise StudyStop(
+                f"study {self.study_name!r} in {self.storage_url} was run with other settings "
+                f"({'; '.join(diffs)}): start a new study with hydra.sweeper.study_name="
+                f"{self.study_name}_{fp}, or add these trials to it with "
+                f"hydra.sweeper.continue_study=true"
+            )
         have = [d.name.lower() for d in study.directions]
         if have != self.directions:
-            raise StudyStop(f"study {self.study_name!r} in {self.storage_url} has directions {have}, not "
-                            f"{self.directions}: start a new study with "
-                            f"hydra.sweeper.study_name={self.study_name}_{fp}")
+            raise StudyStop(
+                f"study {self.study_name!r} in {self.storage_url} has directions {have}, not "
+                f"{self.directions}: start a new study with "
+                f"hydra.sweeper.study_name={self.study_name}_{fp}"
+            )
         if diffs and c["complete"] + c["diverged"]:
             changed = _changed_choices(study, space)
             if changed:  # Optuna keeps one distribution per parameter in a study: asking another raises
-                raise StudyStop(f"hydra.sweeper.continue_study=true cannot change a parameter's values in study "
-                                f"{self.study_name!r} ({'; '.join(changed)}): Optuna keeps one set per parameter in "
-                                f"a study; start a new study with hydra.sweeper.study_name={self.study_name}_{fp}")
+                raise StudyStop(
+                    f"hydra.sweeper.continue_study=true cannot change a parameter's values in study "
+                    f"{self.study_name!r} ({'; '.join(changed)}): Optuna keeps one set per parameter in "
+                    f"a study; start a new study with hydra.sweeper.study_name={self.study_name}_{fp}"
+                )
             log.warning("continuing study %r although its settings differ: %s", self.study_name, "; ".join(diffs))
         else:  # a new study, or one without results yet: this command defines it
             study.set_user_attr("identity", ident)
@@ -410,10 +456,14 @@ class OptunaSweeperImpl:
                 continue  # killed while it was being recorded as a duplicate: nothing to run
             if (kind == "interrupted" and t.number not in retried) or (kind == "crashed" and self.retry_failed):
                 if kind == "crashed":
-                    log.info("trial %d crashed before (%s): running it again", t.number,
-                             str(t.user_attrs.get("crashed", ""))[:200])
-                study.enqueue_trial(t.params, user_attrs={"retry_of": t.number,
-                                                          "subdir": t.user_attrs.get("subdir", str(t.number))})
+                    log.info(
+                        "trial %d crashed before (%s): running it again",
+                        t.number,
+                        str(t.user_attrs.get("crashed", ""))[:200],
+                    )
+                study.enqueue_trial(
+                    t.params, user_attrs={"retry_of": t.number, "subdir": t.user_attrs.get("subdir", str(t.number))}
+                )
 
     # ------------------------------------------------------------------ the loop
     def sweep(self, arguments: list[str]) -> Any:
@@ -431,15 +481,27 @@ class OptunaSweeperImpl:
         if self.cases:
             space[CASE_PARAM] = CategoricalDistribution(list(self.cases))
         if not space:
-            raise StudyStop("hydra/sweeper=psbench_optuna: empty search space "
-                            "(set hydra.sweeper.params, hydra.sweeper.cases or sweep overrides)")
+            raise StudyStop(
+                "hydra/sweeper=psbench_optuna: empty search space "
+                "(set hydra.sweeper.params, hydra.sweeper.cases or sweep overrides)"
+            )
         if self._grid:
             for key, dist in space.items():
                 if not isinstance(dist, CategoricalDistribution):
-                    raise StudyStop(f"hydra.sweeper.sampler.name=grid is invalid for {key}: allowed choice or range "
-                                    "sweeps only (or another sampler)")
-        ident = identity(space, fixed, self.cases, self.derived, self.constraints, self.sampler_conf,
-                         self.objectives, self.directions)
+                    raise StudyStop(
+                        f"hydra.sweeper.sampler.name=grid is invalid for {key}: allowed choice or range "
+                        "sweeps only (or another sampler)"
+                    )
+        ident = identity(
+            space,
+            fixed,
+            self.cases,
+            self.derived,
+            self.constraints,
+            self.sampler_conf,
+            self.objectives,
+            self.directions,
+        )
         fp = fingerprint(ident)
         sweep_dir = self._use_sweep_dir(fp)
         study = self._study(ident, fp, space)
@@ -453,8 +515,15 @@ class OptunaSweeperImpl:
         self._recover(study)
         self._requeue(study)
         c = counts(study)
-        log.info("study %r (%s, identity %s): %d trials finished before, target %s; space %s", self.study_name,
-                 self.storage_url, fp, c["finished"], self.n_trials or "whole grid", dict(space))
+        log.info(
+            "study %r (%s, identity %s): %d trials finished before, target %s; space %s",
+            self.study_name,
+            self.storage_url,
+            fp,
+            c["finished"],
+            self.n_trials or "whole grid",
+            dict(space),
+        )
         try:
             returns = self._loop(study, space, fixed, sweep_dir)
         except StudyStop:
@@ -463,14 +532,19 @@ class OptunaSweeperImpl:
         self._write_results(study, sweep_dir, fp)
         c = counts(study)
         if c["crashed"]:
-            hint = ("re-run the same command to retry them" if self.retry_failed
-                    else "hydra.sweeper.retry_failed=true retries them")
-            raise StudyStop(f"{c['crashed']} of {c['finished']} trials crashed (see {sweep_dir / RESULTS_FILE}; "
-                            f"{hint})", code=1)
+            hint = (
+                "re-run the same command to retry them"
+                if self.retry_failed
+                else "hydra.sweeper.retry_failed=true retries them"
+            )
+            raise StudyStop(
+                f"{c['crashed']} of {c['finished']} trials crashed (see {sweep_dir / RESULTS_FILE}; {hint})", code=1
+            )
         return returns
 
-    def _loop(self, study: optuna.Study, space: Mapping[str, BaseDistribution], fixed: list[str],
-              sweep_dir: Path) -> list[Sequence[JobReturn]]:
+    def _loop(
+        self, study: optuna.Study, space: Mapping[str, BaseDistribution], fixed: list[str], sweep_dir: Path
+    ) -> list[Sequence[JobReturn]]:
         returns: list[Sequence[JobReturn]] = []
         while True:
             c = counts(study)
@@ -500,8 +574,10 @@ class OptunaSweeperImpl:
                     study.tell(trial, state=TrialState.PRUNED)
                     infeasible += 1
                     if infeasible > self.max_infeasible:
-                        raise StudyStop(f"{infeasible} infeasible trials in a row: hydra.sweeper.constraints "
-                                        f"{self.constraints} exclude (almost) the whole search space")
+                        raise StudyStop(
+                            f"{infeasible} infeasible trials in a row: hydra.sweeper.constraints "
+                            f"{self.constraints} exclude (almost) the whole search space"
+                        )
                     continue
                 trial.set_user_attr("overrides", overrides)
                 if trial.user_attrs.get("retry_of") is None:  # a stale summary in a fresh trial's dir is not its own
@@ -533,8 +609,11 @@ class OptunaSweeperImpl:
                 study.sampler = make_sampler(self.sampler_conf, space)
             # the grid sampler proposes a running point again once every point has started: with n_jobs > 1 a
             # batch would end in FAIL duplicate_of trials that a one-at-a-time study does not have
-            started = {t.system_attrs.get("grid_id") for t in study.get_trials(deepcopy=False)
-                       if t.state == TrialState.RUNNING or t.state.is_finished()}
+            started = {
+                t.system_attrs.get("grid_id")
+                for t in study.get_trials(deepcopy=False)
+                if t.state == TrialState.RUNNING or t.state.is_finished()
+            }
             grid = cast(_AskTellGridSampler, study.sampler)
             return bool(grid.is_exhausted(study)) or started >= set(range(grid._n_min_trials))
         if not all(isinstance(d, CategoricalDistribution) for d in space.values()):
@@ -542,8 +621,11 @@ class OptunaSweeperImpl:
         size = math.prod(len(cast(CategoricalDistribution, d).choices) for d in space.values())
         trials = study.get_trials(deepcopy=False)
         retried = retried_numbers(trials)
-        seen = {_params_key(t.params) for t in trials
-                if outcome(t, retried) in (*TAKEN, "infeasible") and set(t.params) == set(space)}
+        seen = {
+            _params_key(t.params)
+            for t in trials
+            if outcome(t, retried) in (*TAKEN, "infeasible") and set(t.params) == set(space)
+        }
         if len(seen) >= size:
             log.info("all %d points of the search space have been run", size)
             return True
@@ -675,8 +757,9 @@ class OptunaSweeperImpl:
             return None
         if status not in ("finished", "diverged"):
             return None
-        return JobReturn(hydra_cfg=OmegaConf.create({"hydra": {"runtime": {"output_dir": str(job_dir)}}}),
-                         status=JobStatus.COMPLETED)
+        return JobReturn(
+            hydra_cfg=OmegaConf.create({"hydra": {"runtime": {"output_dir": str(job_dir)}}}), status=JobStatus.COMPLETED
+        )
 
     @staticmethod
     def _interrupted(study: optuna.Study, batch: list[tuple[optuna.Trial, list[str]]]) -> None:
@@ -688,13 +771,21 @@ class OptunaSweeperImpl:
     def _check_failures(self, study: optuna.Study) -> None:
         c = counts(study)
         if c["finished"] and c["crashed"] / c["finished"] > self.max_failure_rate:
-            raise StudyStop(f"{c['crashed']} of {c['finished']} trials crashed, more than hydra.sweeper."
-                            f"max_failure_rate={self.max_failure_rate}: stopping the sweep (see "
-                            f"{self.sweep_dir / RESULTS_FILE if self.sweep_dir else 'the sweep dir'})", code=1)
+            raise StudyStop(
+                f"{c['crashed']} of {c['finished']} trials crashed, more than hydra.sweeper."
+                f"max_failure_rate={self.max_failure_rate}: stopping the sweep (see "
+                f"{self.sweep_dir / RESULTS_FILE if self.sweep_dir else 'the sweep dir'})",
+                code=1,
+            )
 
     def _write_results(self, study: optuna.Study, sweep_dir: Path, fp: str) -> None:
-        header = {"study_name": self.study_name, "storage": self.storage_url, "identity_hash": fp,
-                  "objectives": self.objectives, "directions": self.directions}
+        header = {
+            "study_name": self.study_name,
+            "storage": self.storage_url,
+            "identity_hash": fp,
+            "objectives": self.objectives,
+            "directions": self.directions,
+        }
         write_results(study, sweep_dir / RESULTS_FILE, self.objectives, header)
         c = counts(study)
         complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]

@@ -45,8 +45,10 @@ def read_objectives(ret: JobReturn, objectives: Sequence[str], number: int) -> d
         found.update({str(k): v for k, v in value.items()})
     elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
         if len(value) != len(objectives):
-            raise StudyStop(f"hydra.sweeper.objectives: trial {number} returned {len(value)} values for "
-                            f"{len(objectives)} objectives ({', '.join(objectives)})")
+            raise StudyStop(
+                f"hydra.sweeper.objectives: trial {number} returned {len(value)} values for "
+                f"{len(objectives)} objectives ({', '.join(objectives)})"
+            )
         found.update(zip(objectives, value, strict=True))
     elif _number(value) and len(objectives) == 1 and not found:
         found[objectives[0]] = value
@@ -54,8 +56,9 @@ def read_objectives(ret: JobReturn, objectives: Sequence[str], number: int) -> d
     if missing:
         keys = sorted(k for k, v in found.items() if _number(v) or v is None)
         reports = ", ".join(keys) if keys else f"no keys (it returned {type(value).__name__})"
-        raise StudyStop(f"hydra.sweeper.objectives: trial {number} does not report {missing[0]!r}; "
-                        f"it reports {reports}")
+        raise StudyStop(
+            f"hydra.sweeper.objectives: trial {number} does not report {missing[0]!r}; it reports {reports}"
+        )
     return found
 
 
@@ -88,8 +91,10 @@ def counts(study: optuna.Study) -> dict[str, int]:
     """Trials by :func:`outcome`, and ``finished`` = complete + diverged + crashed (what ``n_trials`` counts)."""
     trials = study.get_trials(deepcopy=False)
     retried = retried_numbers(trials)
-    c = dict.fromkeys(("complete", "diverged", "crashed", "retried", "interrupted", "duplicate", "infeasible",
-                       "running", "waiting"), 0)
+    c = dict.fromkeys(
+        ("complete", "diverged", "crashed", "retried", "interrupted", "duplicate", "infeasible", "running", "waiting"),
+        0,
+    )
     for t in trials:
         c[outcome(t, retried)] += 1
     c["finished"] = c["complete"] + c["diverged"] + c["crashed"]
@@ -102,17 +107,24 @@ def write_results(study: optuna.Study, path: Path, objectives: Sequence[str], he
     Also hydra-optuna-sweeper's keys, for scripts written for it: ``name: optuna`` and
     ``best_params``/``best_value`` (one objective) or ``solutions`` (``params``, ``values``).
     """
+
     def row(t: FrozenTrial) -> dict[str, Any]:
-        return {"number": t.number, "values": dict(zip(objectives, t.values, strict=True)),
-                "params": dict(t.params), "overrides": t.user_attrs.get("overrides", [])}
+        return {
+            "number": t.number,
+            "values": dict(zip(objectives, t.values, strict=True)),
+            "params": dict(t.params),
+            "overrides": t.user_attrs.get("overrides", []),
+        }
 
     trials = study.get_trials(deepcopy=False)
     retried = retried_numbers(trials)
     out: dict[str, Any] = {"name": "optuna", **header, "counts": counts(study)}
     crashed = [t for t in trials if outcome(t, retried) == "crashed"]
     if crashed:
-        out["crashed"] = [{"number": t.number, "subdir": t.user_attrs.get("subdir"),
-                           "reason": t.user_attrs.get("crashed", "")} for t in crashed]
+        out["crashed"] = [
+            {"number": t.number, "subdir": t.user_attrs.get("subdir"), "reason": t.user_attrs.get("crashed", "")}
+            for t in crashed
+        ]
     if any(t.state == TrialState.COMPLETE for t in trials):
         front = sorted(study.best_trials, key=lambda t: (list(t.values), t.number))
         if len(objectives) == 1:

@@ -42,8 +42,14 @@ from psbench.ps import Protocol, Schedule, Simulator
 from psbench.summary import RunSummary
 
 
-def fit_cost(log: Schedule, timing: dict[str, np.ndarray], message_bytes: int, batch_size: int,
-             base: CostModel | None = None, local_steps: int = 1) -> CostModel:
+def fit_cost(
+    log: Schedule,
+    timing: dict[str, np.ndarray],
+    message_bytes: int,
+    batch_size: int,
+    base: CostModel | None = None,
+    local_steps: int = 1,
+) -> CostModel:
     """A cost model whose terms are measured from one free run (see the module docstring); a push of a
     local-step protocol is H mini-batches, so its compute time is divided by H."""
     base = base or CostModel()
@@ -66,10 +72,18 @@ def fit_cost(log: Schedule, timing: dict[str, np.ndarray], message_bytes: int, b
     busy = timing["push_s"] + timing["grant_s"] if len(timing["grant_s"]) == len(timing["push_s"]) else timing["push_s"]
     ps_cv = float(busy.std() / busy.mean()) if len(busy) and busy.mean() > 0 else 0.0
     return replace(
-        base, compute=ComputeModel(points=((batch_size, c_mean / local_steps),)), message_bytes=message_bytes,
-        bandwidth_Bps=wire / xfer, latency_s=lat, ps_service_s=svc, ps_apply_Bps=message_bytes / apply_s,
-        jitter_cv=cv, ps_jitter_cv=ps_cv, straggler_fraction=float(slow.mean()),
-        straggler_slowdown=float(per_learner[slow].mean() / c_mean) if slow.any() else 1.0)
+        base,
+        compute=ComputeModel(points=((batch_size, c_mean / local_steps),)),
+        message_bytes=message_bytes,
+        bandwidth_Bps=wire / xfer,
+        latency_s=lat,
+        ps_service_s=svc,
+        ps_apply_Bps=message_bytes / apply_s,
+        jitter_cv=cv,
+        ps_jitter_cv=ps_cv,
+        straggler_fraction=float(slow.mean()),
+        straggler_slowdown=float(per_learner[slow].mean() / c_mean) if slow.any() else 1.0,
+    )
 
 
 def ks_distance(a: np.ndarray, b: np.ndarray) -> float:
@@ -85,8 +99,9 @@ def _simulate(protocol: Protocol, cost: CostModel, batch_size: int, gradients: i
     return sim, Schedule.collect(sim.run())
 
 
-def fit_noise(log: Schedule, cost: CostModel, protocol: Protocol, batch_size: int,
-              seed: int = 0) -> tuple[float, float]:
+def fit_noise(
+    log: Schedule, cost: CostModel, protocol: Protocol, batch_size: int, seed: int = 0
+) -> tuple[float, float]:
     """The (``jitter_cv``, ``ps_jitter_cv``) whose simulated σ distribution is closest (KS) to the first half
     of the run's, searched on a grid that contains the measured CVs.
 
@@ -107,8 +122,16 @@ def fit_noise(log: Schedule, cost: CostModel, protocol: Protocol, batch_size: in
     return min(((a, b) for a in cvs for b in ps_cvs), key=ks)
 
 
-def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, batch_size: int, num_train: int,
-            message_bytes: int, run_time_s: float, seed: int = 0) -> dict[str, Any]:
+def compare(
+    log: Schedule,
+    timing: dict[str, np.ndarray],
+    protocol: Protocol,
+    batch_size: int,
+    num_train: int,
+    message_bytes: int,
+    run_time_s: float,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Fit, simulate the same run, and report staleness KS distance (second half of the run, out of
     sample for the jitter fit; also on all of it) and time-per-epoch error."""
     cost = fit_cost(log, timing, message_bytes, batch_size, local_steps=protocol.local_steps)
@@ -120,17 +143,26 @@ def compare(log: Schedule, timing: dict[str, np.ndarray], protocol: Protocol, ba
     measured_epoch = run_time_s / epochs
     sim_epoch = sim.stats.sim_time_s / epochs
     return {
-        "ks_staleness": ks_distance(log.staleness[log.num_gradients // 2:], simulated.staleness),
-        "ks_staleness_all": ks_distance(log.staleness, simulated.staleness), "compute_cv": compute_cv,
+        "ks_staleness": ks_distance(log.staleness[log.num_gradients // 2 :], simulated.staleness),
+        "ks_staleness_all": ks_distance(log.staleness, simulated.staleness),
+        "compute_cv": compute_cv,
         "ps_busy_cv": ps_cv,
-        "staleness_mean_measured": float(log.staleness.mean()), "staleness_mean_simulated": sim.stats.staleness.mean,
-        "epoch_time_measured_s": measured_epoch, "epoch_time_simulated_s": sim_epoch,
+        "staleness_mean_measured": float(log.staleness.mean()),
+        "staleness_mean_simulated": sim.stats.staleness.mean,
+        "epoch_time_measured_s": measured_epoch,
+        "epoch_time_simulated_s": sim_epoch,
         "epoch_time_rel_error": abs(sim_epoch - measured_epoch) / measured_epoch if measured_epoch > 0 else None,
-        "cost": {"compute_s": cost.compute.seconds(batch_size), "jitter_cv": cost.jitter_cv,
-                 "latency_s": cost.latency_s, "ps_service_s": cost.ps_service_s, "ps_jitter_cv": cost.ps_jitter_cv,
-                 "bandwidth_Bps": cost.bandwidth_Bps,
-                 "ps_apply_Bps": cost.ps_apply_Bps, "straggler_fraction": cost.straggler_fraction,
-                 "straggler_slowdown": cost.straggler_slowdown},
+        "cost": {
+            "compute_s": cost.compute.seconds(batch_size),
+            "jitter_cv": cost.jitter_cv,
+            "latency_s": cost.latency_s,
+            "ps_service_s": cost.ps_service_s,
+            "ps_jitter_cv": cost.ps_jitter_cv,
+            "bandwidth_Bps": cost.bandwidth_Bps,
+            "ps_apply_Bps": cost.ps_apply_Bps,
+            "straggler_fraction": cost.straggler_fraction,
+            "straggler_slowdown": cost.straggler_slowdown,
+        },
     }
 
 
@@ -147,11 +179,20 @@ def compare_run(run_dir: str | Path) -> dict[str, Any]:
     from psbench.ps.options import build_protocol
 
     protocol = build_protocol(cfg)
-    assert summary.samples and summary.epochs_done and summary.model_bytes and summary.run_time_s is not None, \
+    assert summary.samples and summary.epochs_done and summary.model_bytes and summary.run_time_s is not None, (
         f"{run_dir} is not a finished engine=dist free run"
+    )
     num_train = round(summary.samples / summary.epochs_done)
-    return compare(log, timing, protocol, int(cfg["batch_size"]), num_train, int(summary.model_bytes),
-                   float(summary.run_time_s), int(cfg["seed"]))
+    return compare(
+        log,
+        timing,
+        protocol,
+        int(cfg["batch_size"]),
+        num_train,
+        int(summary.model_bytes),
+        float(summary.run_time_s),
+        int(cfg["seed"]),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -11,9 +11,15 @@ import torch.nn.functional as F
 from psbench.cluster.cost import ComputeModel
 
 
-def calibrate(net: torch.nn.Module, input_shape: Sequence[int], num_classes: int,
-              batch_sizes: Sequence[int] = (1, 4, 16, 64), repeats: int = 5, loss=None,
-              target_shape: Sequence[int] | None = None) -> ComputeModel:
+def calibrate(
+    net: torch.nn.Module,
+    input_shape: Sequence[int],
+    num_classes: int,
+    batch_sizes: Sequence[int] = (1, 4, 16, 64),
+    repeats: int = 5,
+    loss=None,
+    target_shape: Sequence[int] | None = None,
+) -> ComputeModel:
     """Median seconds of forward+backward per μ, as a piecewise-linear :class:`ComputeModel`.
 
     ``loss``: the run's per-sample loss (:class:`psbench.models.loss.SampleLoss`; None: cross-entropy) on random

@@ -58,8 +58,9 @@ def paper_topology(name: str, nodes: int | None = None) -> Topology:
     return Topology(name, leaf_gather=name != "rudra_base", nodes=nodes)
 
 
-def seconds_per_sample(proto: Protocol, cost: CostModel, topology: str, mu: int, per_learner: int,
-                       seed: int = 0, nodes: int | None = None) -> float:
+def seconds_per_sample(
+    proto: Protocol, cost: CostModel, topology: str, mu: int, per_learner: int, seed: int = 0, nodes: int | None = None
+) -> float:
     """Steady simulated time per sample of ``per_learner`` gradients per learner."""
     sim = Simulator(proto, cost, paper_topology(topology, nodes), mu, proto.learners * per_learner, seed)
     for _ in sim.run():
@@ -75,8 +76,11 @@ def table2_seconds(sigma: int, mu: int, lam: int, profile: str = "p775_cluster",
     """Rudra Table 2: 140 CIFAR10 epochs of (σ, μ, λ) on Rudra-base (σ = n of n-softsync), λ on footnote 4's
     nodes."""
     cost = CostModel.from_profile(profile, CIFAR_BYTES)
-    return seconds_per_sample(_proto(sigma, lam), cost, "rudra_base", mu, per_learner,
-                              nodes=FOOTNOTE4[lam]) * CIFAR_EPOCH * 140
+    return (
+        seconds_per_sample(_proto(sigma, lam), cost, "rudra_base", mu, per_learner, nodes=FOOTNOTE4[lam])
+        * CIFAR_EPOCH
+        * 140
+    )
 
 
 #: Rudra Table 1: topology -> communication overlap % (μ = 4, 300 MB, about 60 learners; conf/experiment/rudra/table1)
@@ -84,8 +88,12 @@ TABLE1 = {"rudra_base": 11.52, "rudra_adv": 56.75, "rudra_adv_star": 99.56}
 TABLE1_BYTES = 297_600_000  # the 64 → 9000 → 8192 → 10 MLP standing in for the 300 MB model
 
 #: Rudra Table 4: configuration -> (topology, protocol σ, μ, λ, minutes/epoch)
-TABLE4 = {"base-hardsync": ("rudra_base", 0, 16, 18, 330.0), "base-softsync": ("rudra_base", 1, 16, 18, 270.0),
-          "adv-softsync": ("rudra_adv", 1, 4, 54, 212.0), "adv*-softsync": ("rudra_adv_star", 1, 4, 54, 125.0)}
+TABLE4 = {
+    "base-hardsync": ("rudra_base", 0, 16, 18, 330.0),
+    "base-softsync": ("rudra_base", 1, 16, 18, 270.0),
+    "adv-softsync": ("rudra_adv", 1, 4, 54, 212.0),
+    "adv*-softsync": ("rudra_adv_star", 1, 4, 54, 125.0),
+}
 
 
 def table4_minutes(config: str, profile: str = "p775_cluster", per_learner: int = 100) -> float:
@@ -98,34 +106,99 @@ def checks(profile: str = "p775_cluster", per_learner: int = 100) -> list[Check]
     """Every fitted number (reproduced) and every prediction of Rudra Tables 2 (μ = 128 rows, (30, 4, 30)) and 4."""
     t2 = "Rudra Table 2, s for 140 epochs"
     out = [
-        Check("(1, 128, 10)", f"{t2}; node_share fitted", 2551, table2_seconds(1, 128, 10, profile, per_learner),
-              "s", True, 0.01, "cifar"),
-        Check("(1, 4, 30)", f"{t2}; compute t(4) fitted", 1573, table2_seconds(1, 4, 30, profile, per_learner),
-              "s", True, 0.01, "cifar"),
-        Check("(30, 4, 30)", f"{t2}; ps_service_s fitted (ps_apply_Bps: p775's)", 2073,
-              table2_seconds(30, 4, 30, profile, per_learner), "s", True, 0.01, "cifar"),
+        Check(
+            "(1, 128, 10)",
+            f"{t2}; node_share fitted",
+            2551,
+            table2_seconds(1, 128, 10, profile, per_learner),
+            "s",
+            True,
+            0.01,
+            "cifar",
+        ),
+        Check(
+            "(1, 4, 30)",
+            f"{t2}; compute t(4) fitted",
+            1573,
+            table2_seconds(1, 4, 30, profile, per_learner),
+            "s",
+            True,
+            0.01,
+            "cifar",
+        ),
+        Check(
+            "(30, 4, 30)",
+            f"{t2}; ps_service_s fitted (ps_apply_Bps: p775's)",
+            2073,
+            table2_seconds(30, 4, 30, profile, per_learner),
+            "s",
+            True,
+            0.01,
+            "cifar",
+        ),
     ]
-    for (sigma, mu, lam), paper in {(1, 128, 2): 11924, (2, 128, 2): 11797, (4, 128, 4): 7089,
-                                    (10, 128, 10): 2626, (18, 8, 18): 2488}.items():
-        out.append(Check(f"({sigma}, {mu}, {lam})", t2, paper, table2_seconds(sigma, mu, lam, profile, per_learner),
-                         "s", False, network="cifar"))
+    for (sigma, mu, lam), paper in {
+        (1, 128, 2): 11924,
+        (2, 128, 2): 11797,
+        (4, 128, 4): 7089,
+        (10, 128, 10): 2626,
+        (18, 8, 18): 2488,
+    }.items():
+        out.append(
+            Check(
+                f"({sigma}, {mu}, {lam})",
+                t2,
+                paper,
+                table2_seconds(sigma, mu, lam, profile, per_learner),
+                "s",
+                False,
+                network="cifar",
+            )
+        )
     t3 = "Rudra Table 3, s for 140 epochs (hardsync)"
-    for (mu, paper, soft) in ((4, 2235, 1573), (8, 1995, 1478)):
+    for mu, paper, soft in ((4, 2235, 1573), (8, 1995, 1478)):
         h = table2_seconds(0, mu, 30, profile, per_learner)
         out.append(Check(f"(0, {mu}, 30)", t3, paper, h, "s", False, network="cifar"))
         fit = mu == 8  # the CIFAR10 CNN's jitter_cv is fitted on the μ = 8 pair, μ = 4 tests it
-        out.append(Check(f"(0, {mu}, 30) / (1, {mu}, 30)",
-                         "Rudra Tables 3 / 2: the barrier's cost on CIFAR10" + ("; jitter_cv fitted" if fit else ""),
-                         paper / soft, h / table2_seconds(1, mu, 30, profile, per_learner), "×", fit,
-                         0.01 if fit else TIME_TOL, "cifar"))
+        out.append(
+            Check(
+                f"(0, {mu}, 30) / (1, {mu}, 30)",
+                "Rudra Tables 3 / 2: the barrier's cost on CIFAR10" + ("; jitter_cv fitted" if fit else ""),
+                paper / soft,
+                h / table2_seconds(1, mu, 30, profile, per_learner),
+                "×",
+                fit,
+                0.01 if fit else TIME_TOL,
+                "cifar",
+            )
+        )
     t4 = {config: table4_minutes(config, profile, per_learner) for config in TABLE4}
-    out.append(Check("base-hardsync / base-softsync", "Rudra Table 4 time ratio; the AlexNet's jitter_cv fitted",
-                     330 / 270, t4["base-hardsync"] / t4["base-softsync"], "×", True, 0.01, "alexnet"))
+    out.append(
+        Check(
+            "base-hardsync / base-softsync",
+            "Rudra Table 4 time ratio; the AlexNet's jitter_cv fitted",
+            330 / 270,
+            t4["base-hardsync"] / t4["base-softsync"],
+            "×",
+            True,
+            0.01,
+            "alexnet",
+        )
+    )
     for config, (*_, minutes) in TABLE4.items():
         out.append(Check(config, "Rudra Table 4, min/epoch", minutes, t4[config], "min", False, network="alexnet"))
     for topo, overlap in TABLE1.items():  # the page's tolerance: ±15 pp
-        out.append(Check(topo, "Rudra Table 1, overlap % (λ = 60, μ = 4)", overlap,
-                         table1_overlap(topo, profile, per_learner), "%", False, 15 / overlap))
+        out.append(
+            Check(
+                topo,
+                "Rudra Table 1, overlap % (λ = 60, μ = 4)",
+                overlap,
+                table1_overlap(topo, profile, per_learner),
+                "%",
+                False,
+                15 / overlap,
+            )
+        )
     return out
 
 
@@ -146,11 +219,16 @@ def checks_markdown(rows: list[Check]) -> str:
     lines = ["| published timing | source | paper | model | error | role |", "|---|---|---|---|---|---|"]
     for c in sorted(rows, key=lambda c: not c.fitted):
         pp = c.unit == "%"  # overlaps: absolute tolerance in percentage points
-        tol, err = (f"±{c.tol * c.paper:.0f} pp", f"{c.model - c.paper:+.1f} pp") if pp else \
-            (f"±{c.tol:.0%}", f"{c.rel_err:+.1%}")
+        tol, err = (
+            (f"±{c.tol * c.paper:.0f} pp", f"{c.model - c.paper:+.1f} pp")
+            if pp
+            else (f"±{c.tol:.0%}", f"{c.rel_err:+.1%}")
+        )
         role = f"{'fitted' if c.fitted else 'prediction'} ({tol})"
-        lines.append(f"| {c.what} | {c.source} | {_num(c.paper)} {c.unit} | {_num(c.model)} {c.unit} | "
-                     f"{err} {'✓' if c.holds else '✗'} | {role} |")
+        lines.append(
+            f"| {c.what} | {c.source} | {_num(c.paper)} {c.unit} | {_num(c.model)} {c.unit} | "
+            f"{err} {'✓' if c.holds else '✗'} | {role} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -185,9 +263,15 @@ def fit_p775_cluster(rounds: int = 2, per_learner: int = 100) -> dict[str, float
 
     fitted = {"jitter_cv": 0.05, "node_share": 0.0, "contention": round(fit_contention(), 2)}
     for _ in range(rounds):
+
         def t2(mu: int, lam: int, sigma: int = 1, /, **kw: float) -> float:
-            return seconds_per_sample(_proto(sigma, lam), cost(CIFAR_BYTES, **kw), "rudra_base", mu,
-                                      per_learner, nodes=FOOTNOTE4[lam]) * CIFAR_EPOCH * 140
+            return (
+                seconds_per_sample(
+                    _proto(sigma, lam), cost(CIFAR_BYTES, **kw), "rudra_base", mu, per_learner, nodes=FOOTNOTE4[lam]
+                )
+                * CIFAR_EPOCH
+                * 140
+            )
 
         fitted["node_share"] = _bisect(lambda b: t2(128, 10, node_share=b), 0.0, 0.5, 2551)
 
@@ -199,18 +283,30 @@ def fit_p775_cluster(rounds: int = 2, per_learner: int = 100) -> dict[str, float
         fitted.update(compute(t4))
 
         def t30(svc: float) -> float:
-            return seconds_per_sample(_proto(30, 30), cost(CIFAR_BYTES, ps_service_s=svc), "rudra_base", 4,
-                                      per_learner, nodes=FOOTNOTE4[30]) * CIFAR_EPOCH * 140
+            return (
+                seconds_per_sample(
+                    _proto(30, 30),
+                    cost(CIFAR_BYTES, ps_service_s=svc),
+                    "rudra_base",
+                    4,
+                    per_learner,
+                    nodes=FOOTNOTE4[30],
+                )
+                * CIFAR_EPOCH
+                * 140
+            )
 
         fitted["ps_service_s"] = _bisect(t30, 0.0, 5e-4, 2073)
 
-        fitted["jitter_cv"] = _bisect(lambda cv: t2(8, 30, 0, jitter_cv=cv) / t2(8, 30, jitter_cv=cv),
-                                      0.0, 0.5, 1995 / 1478)
+        fitted["jitter_cv"] = _bisect(
+            lambda cv: t2(8, 30, 0, jitter_cv=cv) / t2(8, 30, jitter_cv=cv), 0.0, 0.5, 1995 / 1478
+        )
 
         def ratio(cv: float) -> float:
             c = cost(ALEXNET_BYTES, **{**ALEXNET_COMPUTE, "jitter_cv": cv})
-            return (seconds_per_sample(_proto(0, 18), c, "rudra_base", 16, per_learner)
-                    / seconds_per_sample(_proto(1, 18), c, "rudra_base", 16, per_learner))
+            return seconds_per_sample(_proto(0, 18), c, "rudra_base", 16, per_learner) / seconds_per_sample(
+                _proto(1, 18), c, "rudra_base", 16, per_learner
+            )
 
         alexnet_cv = _bisect(ratio, 0.0, 0.5, 330 / 270)
     return {**fitted, "alexnet_jitter_cv": alexnet_cv}
@@ -219,9 +315,11 @@ def fit_p775_cluster(rounds: int = 2, per_learner: int = 100) -> dict[str, float
 def fit_contention() -> float:
     """β of ``contention`` fitted on Rudra §3.3: 16 tasks sending 300 MB to the same receiver at once take
     one second (the paper: "over a second"; alone, 10 ms on the 30 GB/s link)."""
+
     def last_push(beta: float) -> float:
-        cost = CostModel.from_profile("p775", 300_000_000, overhead_s=0.0, per_sample_s=1e-9, jitter_cv=0.0,
-                                      ps_service_s=0.0, contention=beta)
+        cost = CostModel.from_profile(
+            "p775", 300_000_000, overhead_s=0.0, per_sample_s=1e-9, jitter_cv=0.0, ps_service_s=0.0, contention=beta
+        )
         sim = Simulator(Protocol("hardsync", 16), cost, Topology("rudra_base"), 1, 16)
         return max(c.t_push for u in sim.run() for c in u.contributions)
 
@@ -242,13 +340,21 @@ def table1_overlap(topology: str, profile: str = "p775_cluster", per_learner: in
 #: Zhang Fig 2 (conf/experiment/zhang/fig2.yaml): (benchmark, μ) → (message bytes, compute overrides). The 297.6 MB
 #: MLP (3072 → 8192 → 6000 → 10) stands in for the 289 MB AlexNet, with the AlexNet's compute and jitter.
 FIG2_MLP_BYTES = 4 * (3072 * 8192 + 8192 + 8192 * 6000 + 6000 + 6000 * 10 + 10)
-FIG2 = {("cifar", 4): (CIFAR_BYTES, {}), ("cifar", 128): (CIFAR_BYTES, {}),
-        ("imagenet", 16): (FIG2_MLP_BYTES, ALEXNET_COMPUTE)}
+FIG2 = {
+    ("cifar", 4): (CIFAR_BYTES, {}),
+    ("cifar", 128): (CIFAR_BYTES, {}),
+    ("imagenet", 16): (FIG2_MLP_BYTES, ALEXNET_COMPUTE),
+}
 FIG2_LAMBDAS = (2, 4, 8, 16, 30)
 
 
-def fig2_ratios(cv: float | None = None, per_node: int = 4, lams: tuple[int, ...] = FIG2_LAMBDAS,
-                profile: str = "p775_cluster", per_learner: int = 50) -> dict[tuple[str, int, int], float]:
+def fig2_ratios(
+    cv: float | None = None,
+    per_node: int = 4,
+    lams: tuple[int, ...] = FIG2_LAMBDAS,
+    profile: str = "p775_cluster",
+    per_learner: int = 50,
+) -> dict[tuple[str, int, int], float]:
     """Zhang Fig 2's SSGD/ASGD time ratio, hardsync / the faster of 1-softsync and async, per (benchmark, μ, λ),
     ``per_node`` learners per node; ``cv``: one compute jitter CV for both networks (None: each its fitted one)."""
     out = {}
@@ -257,8 +363,11 @@ def fig2_ratios(cv: float | None = None, per_node: int = 4, lams: tuple[int, ...
         topo = Topology("rudra_base", learners_per_node=per_node)
         for lam in lams:
             t = {}
-            for name, proto in (("hardsync", Protocol("hardsync", lam)), ("s1", Protocol("softsync", lam, n=1)),
-                                ("async", Protocol("async", lam))):
+            for name, proto in (
+                ("hardsync", Protocol("hardsync", lam)),
+                ("s1", Protocol("softsync", lam, n=1)),
+                ("async", Protocol("async", lam)),
+            ):
                 sim = Simulator(proto, cost, topo, mu, lam * per_learner, 0)
                 for _ in sim.run():
                     pass
@@ -270,6 +379,7 @@ def fig2_ratios(cv: float | None = None, per_node: int = 4, lams: tuple[int, ...
 def fig2_cv_needed(target: float = 1.5, lams: tuple[int, ...] = FIG2_LAMBDAS, per_learner: int = 50) -> float:
     """The one compute CV (both networks) at which Zhang Fig 2's mean SSGD/ASGD ratio over ``lams`` reaches
     ``target`` ("ASGD runs 50 % faster on average"): a counterfactual, never a fit of the profile."""
+
     def mean(cv: float) -> float:
         r = fig2_ratios(cv, lams=lams, per_learner=per_learner)
         return sum(r.values()) / len(r)
@@ -283,44 +393,62 @@ def barrier_ratios(cv: float, per_learner: int = 100) -> dict[str, float]:
     out = {}
     for mu in (4, 8):
         cost = CostModel.from_profile("p775_cluster", CIFAR_BYTES, jitter_cv=cv)
-        h, s1 = (seconds_per_sample(_proto(sig, 30), cost, "rudra_base", mu, per_learner, nodes=FOOTNOTE4[30])
-                 for sig in (0, 1))
+        h, s1 = (
+            seconds_per_sample(_proto(sig, 30), cost, "rudra_base", mu, per_learner, nodes=FOOTNOTE4[30])
+            for sig in (0, 1)
+        )
         out[f"(0, {mu}, 30) / (1, {mu}, 30)"] = h / s1
     c = CostModel.from_profile("p775_cluster", ALEXNET_BYTES, **{**ALEXNET_COMPUTE, "jitter_cv": cv})
-    out["base-hardsync / base-softsync"] = (seconds_per_sample(_proto(0, 18), c, "rudra_base", 16, per_learner)
-                                            / seconds_per_sample(_proto(1, 18), c, "rudra_base", 16, per_learner))
+    out["base-hardsync / base-softsync"] = seconds_per_sample(
+        _proto(0, 18), c, "rudra_base", 16, per_learner
+    ) / seconds_per_sample(_proto(1, 18), c, "rudra_base", 16, per_learner)
     return out
 
 
 #: Rudra's own measured SSGD/ASGD (hardsync / 1-softsync) time ratios on the P775: Tables 3 / 2 (CIFAR10, λ = 30)
 #: and Table 4 (ImageNet, μ = 16, λ = 18)
-RUDRA_SSGD_OVER_ASGD = {"(0, 4, 30) / (1, 4, 30)": 2235 / 1573, "(0, 8, 30) / (1, 8, 30)": 1995 / 1478,
-                        "base-hardsync / base-softsync": 330 / 270}
+RUDRA_SSGD_OVER_ASGD = {
+    "(0, 4, 30) / (1, 4, 30)": 2235 / 1573,
+    "(0, 8, 30) / (1, 8, 30)": 1995 / 1478,
+    "base-hardsync / base-softsync": 330 / 270,
+}
 
 
 if __name__ == "__main__":  # python -m psbench.calibration.paper_fit: refit, then check the profile as it stands
     print(fit_p775_cluster())
     print(checks_markdown(checks()))
-    print("Table 1 overlap % without leaf gathering (a leaf relays every gradient alone):",
-          {t: round(table1_overlap(t, leaf_gather=False), 1) for t in TABLE1})
+    print(
+        "Table 1 overlap % without leaf gathering (a leaf relays every gradient alone):",
+        {t: round(table1_overlap(t, leaf_gather=False), 1) for t in TABLE1},
+    )
     print("Table 1 overlap % without contention:", {t: round(table1_overlap(t, contention=0.0), 1) for t in TABLE1})
     cifar_cv = PROFILES["p775_cluster"]["jitter_cv"]
-    print(f"One CV for both networks: the CIFAR10 CNN's ({cifar_cv}) predicts",
-          {k: round(v, 3) for k, v in barrier_ratios(cifar_cv).items()},
-          f"and Table 1's Rudra-adv at {table1_overlap('rudra_adv', jitter_cv=cifar_cv):.1f} %;")
+    print(
+        f"One CV for both networks: the CIFAR10 CNN's ({cifar_cv}) predicts",
+        {k: round(v, 3) for k, v in barrier_ratios(cifar_cv).items()},
+        f"and Table 1's Rudra-adv at {table1_overlap('rudra_adv', jitter_cv=cifar_cv):.1f} %;",
+    )
     alex = CostModel.from_profile("p775_cluster", CIFAR_BYTES, jitter_cv=ALEXNET_JITTER_CV)
-    hard, soft30 = (seconds_per_sample(_proto(sig, 30), alex, "rudra_base", 4, 100, nodes=FOOTNOTE4[30])
-                    * CIFAR_EPOCH * 140 for sig in (0, 30))
-    print(f"  the AlexNet's ({ALEXNET_JITTER_CV}) predicts", {k: round(v, 3) for k, v in
-                                                            barrier_ratios(ALEXNET_JITTER_CV).items()},
-          f"and Fig 8's (0, 4, 30) at {hard:,.0f} s against (30, 4, 30)'s {soft30:,.0f} s (paper 2,235 / 2,073)")
+    hard, soft30 = (
+        seconds_per_sample(_proto(sig, 30), alex, "rudra_base", 4, 100, nodes=FOOTNOTE4[30]) * CIFAR_EPOCH * 140
+        for sig in (0, 30)
+    )
+    print(
+        f"  the AlexNet's ({ALEXNET_JITTER_CV}) predicts",
+        {k: round(v, 3) for k, v in barrier_ratios(ALEXNET_JITTER_CV).items()},
+        f"and Fig 8's (0, 4, 30) at {hard:,.0f} s against (30, 4, 30)'s {soft30:,.0f} s (paper 2,235 / 2,073)",
+    )
     print("Zhang Fig 2, SSGD/ASGD: Rudra's measured ratios", {k: round(v, 2) for k, v in RUDRA_SSGD_OVER_ASGD.items()})
     for per_node in (4, 6):
         r = fig2_ratios(per_node=per_node)
         at30 = [v for (_, _, lam), v in r.items() if lam == 30]
-        print(f"  model, {per_node} per node: mean over every λ {sum(r.values()) / len(r):.3f}, "
-              f"at λ = 30 {sum(at30) / len(at30):.3f}")
+        print(
+            f"  model, {per_node} per node: mean over every λ {sum(r.values()) / len(r):.3f}, "
+            f"at λ = 30 {sum(at30) / len(at30):.3f}"
+        )
     for reading, lams in (("every λ", FIG2_LAMBDAS), ("λ = 30", (30,))):
         cv = fig2_cv_needed(lams=lams)
-        print(f"  a mean of 1.5 {reading} needs a compute CV of {cv:.2f} (4 per node), which predicts",
-              {k: round(v, 2) for k, v in barrier_ratios(cv).items()})
+        print(
+            f"  a mean of 1.5 {reading} needs a compute CV of {cv:.2f} (4 per node), which predicts",
+            {k: round(v, 2) for k, v in barrier_ratios(cv).items()},
+        )

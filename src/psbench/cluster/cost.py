@@ -29,12 +29,24 @@ from psbench.errors import require
 #: models of this repository.
 PROFILES: dict[str, dict] = {
     "laptop": dict(
-        overhead_s=2e-4, per_sample_s=2e-5, bandwidth_Bps=1.0e9, intra_node_bandwidth_Bps=5.0e9,
-        latency_s=2e-5, ps_service_s=1e-5, ps_apply_Bps=4.0e9, ps_jitter_cv=0.0,
+        overhead_s=2e-4,
+        per_sample_s=2e-5,
+        bandwidth_Bps=1.0e9,
+        intra_node_bandwidth_Bps=5.0e9,
+        latency_s=2e-5,
+        ps_service_s=1e-5,
+        ps_apply_Bps=4.0e9,
+        ps_jitter_cv=0.0,
     ),
     "p775": dict(
-        overhead_s=1.46e-2, per_sample_s=3.09e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
-        latency_s=2e-6, ps_service_s=1.4e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0,
+        overhead_s=1.46e-2,
+        per_sample_s=3.09e-3,
+        bandwidth_Bps=3.0e10,
+        intra_node_bandwidth_Bps=1.2e11,
+        latency_s=2e-6,
+        ps_service_s=1.4e-4,
+        ps_apply_Bps=4.0e8,
+        ps_jitter_cv=0.0,
     ),
     # p775 plus the cluster terms, each fitted on ONE published number (psbench.calibration.paper_fit.fit_p775_cluster,
     # conf/hardware/p775_cluster.yaml): contention on Rudra §3.3's 16 × 300 MB to one receiver in 1 s;
@@ -44,9 +56,17 @@ PROFILES: dict[str, dict] = {
     # (the 300 MB AlexNet presets set their own, 0.0395, fitted on Table 4's 330 / 270 min/epoch). The
     # CIFAR10 rows run λ on footnote 4's nodes, (λ, η) = (10, 4), (18, 4), (30, 8) (topology.nodes).
     "p775_cluster": dict(
-        overhead_s=9.1153e-3, per_sample_s=3.1328e-3, bandwidth_Bps=3.0e10, intra_node_bandwidth_Bps=1.2e11,
-        latency_s=2e-6, ps_service_s=1.11e-4, ps_apply_Bps=4.0e8, ps_jitter_cv=0.0, jitter_cv=0.1226,
-        node_share=0.0767, contention=0.7,
+        overhead_s=9.1153e-3,
+        per_sample_s=3.1328e-3,
+        bandwidth_Bps=3.0e10,
+        intra_node_bandwidth_Bps=1.2e11,
+        latency_s=2e-6,
+        ps_service_s=1.11e-4,
+        ps_apply_Bps=4.0e8,
+        ps_jitter_cv=0.0,
+        jitter_cv=0.1226,
+        node_share=0.0767,
+        contention=0.7,
     ),
 }
 
@@ -67,8 +87,7 @@ class ComputeModel:
 
     def __post_init__(self) -> None:
         require(self.overhead_s >= 0, "hardware.compute.overhead_s", self.overhead_s, ">= 0")
-        require(self.per_sample_s > 0 or self.points != (), "hardware.compute.per_sample_s",
-                self.per_sample_s, "> 0")
+        require(self.per_sample_s > 0 or self.points != (), "hardware.compute.per_sample_s", self.per_sample_s, "> 0")
 
     def seconds(self, mu: int) -> float:
         if not self.points:
@@ -154,23 +173,35 @@ class CostModel:
         require(self.push_bytes is None or self.push_bytes >= 0, "push_bytes", self.push_bytes, "null or >= 0")
         require(self.pull_bytes is None or self.pull_bytes >= 0, "pull_bytes", self.pull_bytes, "null or >= 0")
         require(self.bandwidth_Bps > 0, "hardware.bandwidth_Bps", self.bandwidth_Bps, "> 0")
-        require(self.intra_node_bandwidth_Bps > 0, "hardware.intra_node_bandwidth_Bps",
-                self.intra_node_bandwidth_Bps, "> 0")
+        require(
+            self.intra_node_bandwidth_Bps > 0, "hardware.intra_node_bandwidth_Bps", self.intra_node_bandwidth_Bps, "> 0"
+        )
         require(self.latency_s >= 0, "hardware.latency_s", self.latency_s, ">= 0")
         require(self.ps_service_s >= 0, "hardware.ps_service_s", self.ps_service_s, ">= 0")
         require(self.ps_apply_Bps > 0, "hardware.ps_apply_Bps", self.ps_apply_Bps, "> 0")
         require(self.jitter_cv >= 0, "hardware.jitter_cv", self.jitter_cv, ">= 0")
         require(self.ps_jitter_cv >= 0, "hardware.ps_jitter_cv", self.ps_jitter_cv, ">= 0")
-        require(0.0 <= self.straggler_fraction <= 1.0, "hardware.stragglers.fraction",
-                self.straggler_fraction, "a fraction in [0, 1]")
-        require(self.straggler_slowdown >= 1.0, "hardware.stragglers.slowdown",
-                self.straggler_slowdown, ">= 1")
-        require(self.heavy_tail is None or self.heavy_tail > 1.0, "hardware.heavy_tail",
-                self.heavy_tail, "null or a Pareto shape > 1")
+        require(
+            0.0 <= self.straggler_fraction <= 1.0,
+            "hardware.stragglers.fraction",
+            self.straggler_fraction,
+            "a fraction in [0, 1]",
+        )
+        require(self.straggler_slowdown >= 1.0, "hardware.stragglers.slowdown", self.straggler_slowdown, ">= 1")
+        require(
+            self.heavy_tail is None or self.heavy_tail > 1.0,
+            "hardware.heavy_tail",
+            self.heavy_tail,
+            "null or a Pareto shape > 1",
+        )
         require(self.contention >= 0, "hardware.contention", self.contention, ">= 0")
         require(self.node_share >= 0, "hardware.node_share", self.node_share, ">= 0")
-        require(isinstance(self.ps_shards, int) and self.ps_shards >= 1, "hardware.ps_shards", self.ps_shards,
-                "an integer >= 1")
+        require(
+            isinstance(self.ps_shards, int) and self.ps_shards >= 1,
+            "hardware.ps_shards",
+            self.ps_shards,
+            "an integer >= 1",
+        )
 
     @classmethod
     def from_profile(cls, name: str, message_bytes: int, **overrides) -> CostModel:

@@ -13,9 +13,17 @@ from psbench.cluster.topology import TOPOLOGIES
 from psbench.schema import MAX_LEARNERS, Group, Keys, boolean, integer, number
 
 _NODES = integer(1, MAX_LEARNERS)
-TOPOLOGY = Group({name: {"learners_per_node": _NODES, "broadcast_fanout": _NODES, "leaf_gather": boolean(),
-                         "nodes": integer(1, MAX_LEARNERS, null="learners_per_node per node")}
-                  for name in TOPOLOGIES})
+TOPOLOGY = Group(
+    {
+        name: {
+            "learners_per_node": _NODES,
+            "broadcast_fanout": _NODES,
+            "leaf_gather": boolean(),
+            "nodes": integer(1, MAX_LEARNERS, null="learners_per_node per node"),
+        }
+        for name in TOPOLOGIES
+    }
+)
 
 _SECONDS, _RATE = "seconds", "bytes/s"
 _TIME = number(0, 1e6, unit=_SECONDS)

@@ -36,8 +36,12 @@ class Topology:
         require(self.learners_per_node >= 1, "topology.learners_per_node", self.learners_per_node, ">= 1")
         require(self.broadcast_fanout >= 1, "topology.broadcast_fanout", self.broadcast_fanout, ">= 1")
         require(isinstance(self.leaf_gather, bool), "topology.leaf_gather", self.leaf_gather, "true or false")
-        require(self.nodes is None or (isinstance(self.nodes, int) and self.nodes >= 1), "topology.nodes",
-                self.nodes, "null or an integer >= 1")
+        require(
+            self.nodes is None or (isinstance(self.nodes, int) and self.nodes >= 1),
+            "topology.nodes",
+            self.nodes,
+            "null or an integer >= 1",
+        )
 
     def node_sizes(self, learners: int) -> list[int]:
         """Learners on each node, nodes in order (learner l sits on the node its rank falls in)."""

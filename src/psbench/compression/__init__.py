@@ -21,16 +21,29 @@ if TYPE_CHECKING:
 
 # imported on first use (torch): the torch-free psbench.compression.options imports without it
 _CLASSES = {
-    "Codec": "psbench.compression.base", "Payload": "psbench.compression.base",
-    "learner_generator": "psbench.compression.base", "ErrorFeedback": "psbench.compression.error_feedback",
-    "FP16": "psbench.compression.fp16", "NoCompression": "psbench.compression.none", "QSGD": "psbench.compression.qsgd",
-    "SignSGD": "psbench.compression.signsgd", "RandomK": "psbench.compression.sparsify",
-    "TopK": "psbench.compression.sparsify", "TernGrad": "psbench.compression.terngrad",
+    "Codec": "psbench.compression.base",
+    "Payload": "psbench.compression.base",
+    "learner_generator": "psbench.compression.base",
+    "ErrorFeedback": "psbench.compression.error_feedback",
+    "FP16": "psbench.compression.fp16",
+    "NoCompression": "psbench.compression.none",
+    "QSGD": "psbench.compression.qsgd",
+    "SignSGD": "psbench.compression.signsgd",
+    "RandomK": "psbench.compression.sparsify",
+    "TopK": "psbench.compression.sparsify",
+    "TernGrad": "psbench.compression.terngrad",
 }
 _lazy = lazy(__name__, _CLASSES)
 #: codec name -> its class name
-_CODEC_CLASSES = {"none": "NoCompression", "fp16": "FP16", "qsgd": "QSGD", "topk": "TopK", "randomk": "RandomK",
-                  "signsgd": "SignSGD", "terngrad": "TernGrad"}
+_CODEC_CLASSES = {
+    "none": "NoCompression",
+    "fp16": "FP16",
+    "qsgd": "QSGD",
+    "topk": "TopK",
+    "randomk": "RandomK",
+    "signsgd": "SignSGD",
+    "terngrad": "TernGrad",
+}
 
 
 def __getattr__(name: str) -> Any:

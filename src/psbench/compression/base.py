@@ -48,8 +48,7 @@ class Codec:
     unbiased = False
     summable = False
 
-    def compress(self, g: torch.Tensor, key: str = "", generator: torch.Generator | None = None,
-                 **kwargs) -> Payload:
+    def compress(self, g: torch.Tensor, key: str = "", generator: torch.Generator | None = None, **kwargs) -> Payload:
         raise NotImplementedError
 
     def decompress(self, payload: Payload) -> torch.Tensor:

@@ -18,13 +18,17 @@ MAX_QSGD_LEVELS = 2**24
 CODEC_KEYS: dict[str, Keys] = {
     "none": {},
     "fp16": {},
-    "qsgd": {"levels": integer(1, MAX_QSGD_LEVELS, words=f"in [1, 2**24 = {MAX_QSGD_LEVELS}] (exact in float32)"),
-             "bucket": integer(1, MAX_COUNT)},
+    "qsgd": {
+        "levels": integer(1, MAX_QSGD_LEVELS, words=f"in [1, 2**24 = {MAX_QSGD_LEVELS}] (exact in float32)"),
+        "bucket": integer(1, MAX_COUNT),
+    },
     "topk": {"k": _K},
     "randomk": {"k": _K},
     "signsgd": {"scale": one_of("l1", "seide")},
-    "terngrad": {"clip": number(0, lo_open=True, null="no clipping", unit="c of c·std", float32=True),
-                 "wire": one_of("2bit", "base3")},
+    "terngrad": {
+        "clip": number(0, lo_open=True, null="no clipping", unit="c of c·std", float32=True),
+        "wire": one_of("2bit", "base3"),
+    },
 }
 PIPELINE_KEYS: dict[str, Keys] = {
     "terngrad": {"share_scalers": boolean(), "float_last_layer": boolean(), "localize": boolean()},
@@ -43,8 +47,9 @@ def _check(cfg: Mapping[str, Any]) -> None:
 
     name = cfg["compression"]["name"]
     if name != "none" and cfg["protocol"]["name"] in LOCAL_PROTOCOLS:
-        raise ConfigError("compression.name", name, "none with the local-step protocols (" +
-                          ", ".join(LOCAL_PROTOCOLS) + ")")
+        raise ConfigError(
+            "compression.name", name, "none with the local-step protocols (" + ", ".join(LOCAL_PROTOCOLS) + ")"
+        )
 
 
 COMPRESSION = Group({name: _keys(name) for name in COMPRESSIONS}, check=_check)

@@ -80,7 +80,7 @@ def unpack_bits(packed: torch.Tensor, n: int, bits: int) -> torch.Tensor:
         return packed[:n].to(torch.int64)
     if bits == 2:
         return unpack2(packed, n).to(torch.int64)
-    planes = ((packed.unsqueeze(1) & _BITS) != 0).reshape(-1)[:n * bits].view(n, bits)
+    planes = ((packed.unsqueeze(1) & _BITS) != 0).reshape(-1)[: n * bits].view(n, bits)
     if bits < 8:
         return (planes.to(torch.uint8) << torch.arange(bits, dtype=torch.uint8)).sum(1, dtype=torch.uint8).long()
     return (planes.to(torch.int64) << torch.arange(bits)).sum(1)

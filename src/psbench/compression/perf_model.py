@@ -69,10 +69,10 @@ class Model:
 
 
 CLUSTERS: dict[str, Cluster] = {
-    "gtx1080_1gbe": Cluster("128 nodes × 4 GTX 1080, 1 GbE, PCI switch", 128, 4, 10e9, 10e9, 125e6, 50e-6,
-                            "gtx1080"),
-    "p100_infiniband": Cluster("128 nodes × 4 P100, 100 Gb InfiniBand, NVLink", 128, 4, 40e9, 12e9, 12.5e9, 2e-6,
-                               "p100"),
+    "gtx1080_1gbe": Cluster("128 nodes × 4 GTX 1080, 1 GbE, PCI switch", 128, 4, 10e9, 10e9, 125e6, 50e-6, "gtx1080"),
+    "p100_infiniband": Cluster(
+        "128 nodes × 4 P100, 100 Gb InfiniBand, NVLink", 128, 4, 40e9, 12e9, 12.5e9, 2e-6, "p100"
+    ),
 }
 
 
@@ -91,9 +91,10 @@ def vgg_macs(convs: tuple[tuple[int, ...], ...]) -> int:
 VGG_A = ((64,), (128,), (256, 256), (512, 512), (512, 512))
 VGG_D = ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512), (512, 512, 512))
 #: jcjohnson/cnn-benchmarks, batch 16, forward + backward ms (see the module docstring)
-_BATCH16_MS = {"gtx1080": {"alexnet": 20.74, "inception_v1": 56.16, "vgg16": 182.79},
-               "p100": {k: v * 10.16 / 10.6 for k, v in
-                        {"alexnet": 14.56, "inception_v1": 39.14, "vgg16": 128.62}.items()}}
+_BATCH16_MS = {
+    "gtx1080": {"alexnet": 20.74, "inception_v1": 56.16, "vgg16": 182.79},
+    "p100": {k: v * 10.16 / 10.6 for k, v in {"alexnet": 14.56, "inception_v1": 39.14, "vgg16": 128.62}.items()},
+}
 
 
 def _per_image(net: str, scale: float = 1.0) -> dict[str, float]:
@@ -147,8 +148,15 @@ def t_weak(c: Cluster, i: int, j: int, t1: float, g: float, g_profiled: float) -
     return t1 - g_profiled / c.cpu_gpu_Bps + g / c.cpu_gpu_Bps + t_comm(c, i, j, g)
 
 
-def throughput(model: Model, cluster: Cluster, gpus: int, terngrad: bool = False, scaling: str = "weak",
-               float_last_layer: bool = True, t1: float | None = None) -> float:
+def throughput(
+    model: Model,
+    cluster: Cluster,
+    gpus: int,
+    terngrad: bool = False,
+    scaling: str = "weak",
+    float_last_layer: bool = True,
+    t1: float | None = None,
+) -> float:
     """Images per second: Eq (18) (weak, Fig 5) or Eq (16) (strong, K = the per-GPU batch × N).
 
     ``t1`` replaces the measured T(1,1,K) (e.g. a profiled one)."""
@@ -162,12 +170,14 @@ def throughput(model: Model, cluster: Cluster, gpus: int, terngrad: bool = False
     return k / t_strong(cluster, i, j, t1k, g, g0)
 
 
-def speedup(model: str, cluster: str, gpus: int, scaling: str = "weak", float_last_layer: bool = True,
-            t1: float | None = None) -> float:
+def speedup(
+    model: str, cluster: str, gpus: int, scaling: str = "weak", float_last_layer: bool = True, t1: float | None = None
+) -> float:
     """TernGrad throughput / fp32 throughput."""
     m, c = MODELS[model], CLUSTERS[cluster]
-    return (throughput(m, c, gpus, True, scaling, float_last_layer, t1)
-            / throughput(m, c, gpus, False, scaling, float_last_layer, t1))
+    return throughput(m, c, gpus, True, scaling, float_last_layer, t1) / throughput(
+        m, c, gpus, False, scaling, float_last_layer, t1
+    )
 
 
 def implied_step_time(model: str, cluster: str, gpus: int, target: float, float_last_layer: bool = True) -> float:
@@ -185,8 +195,12 @@ GPUS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 def curves(gpus: tuple[int, ...] = GPUS) -> dict[tuple[str, str, int], tuple[float, float]]:
     """(cluster, model, N GPUs) -> (fp32 images/s, TernGrad images/s), weak scaling (Eq 18)."""
-    return {(ck, mk, n): (throughput(m, c, n, False), throughput(m, c, n, True))
-            for ck, c in CLUSTERS.items() for mk, m in MODELS.items() for n in gpus}
+    return {
+        (ck, mk, n): (throughput(m, c, n, False), throughput(m, c, n, True))
+        for ck, c in CLUSTERS.items()
+        for mk, m in MODELS.items()
+        for n in gpus
+    }
 
 
 def draw_fig5(axes, curves: dict[tuple[str, str, int], tuple[float, float]]) -> None:
@@ -195,8 +209,15 @@ def draw_fig5(axes, curves: dict[tuple[str, str, int], tuple[float, float]]) -> 
         for i, (mk, m) in enumerate(MODELS.items()):
             ns = sorted(n for (c2, m2, n) in curves if c2 == ck and m2 == mk)
             for j, style in ((0, "--"), (1, "-")):
-                ax.plot(ns, [curves[(ck, mk, n)][j] for n in ns], style, color=f"C{i}", marker="o", ms=3,
-                        label=f"{m.name} {'TernGrad' if j else 'fp32'}")
+                ax.plot(
+                    ns,
+                    [curves[(ck, mk, n)][j] for n in ns],
+                    style,
+                    color=f"C{i}",
+                    marker="o",
+                    ms=3,
+                    label=f"{m.name} {'TernGrad' if j else 'fp32'}",
+                )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("GPUs")
@@ -238,12 +259,16 @@ def main(argv: list[str] | None = None) -> None:
     csv_path, png = fig5(args.out)
     for ck in CLUSTERS:
         print(ck, " ".join(f"{mk}@8={speedup(mk, ck, 8):.2f}x @512={speedup(mk, ck, 512):.2f}x" for mk in MODELS))
-    print(f"§5 AlexNet, 8 GPUs, 1 GbE: model {speedup('alexnet', 'gtx1080_1gbe', 8):.2f}x, paper 3.04x "
-          f"(needs T(1,1,128) = {implied_step_time('alexnet', 'gtx1080_1gbe', 8, 3.04):.3f} s; measured "
-          f"{step_time(MODELS['alexnet'], CLUSTERS['gtx1080_1gbe']):.3f} s)")
-    print(f"§5 VGG-A, 128 nodes (512 GPUs), InfiniBand: model {speedup('vgg_a', 'p100_infiniband', 512):.2f}x, "
-          f"paper 'double' (needs T(1,1,32) = {implied_step_time('vgg_a', 'p100_infiniband', 512, 2.0):.3f} s; "
-          f"measured {step_time(MODELS['vgg_a'], CLUSTERS['p100_infiniband']):.3f} s)")
+    print(
+        f"§5 AlexNet, 8 GPUs, 1 GbE: model {speedup('alexnet', 'gtx1080_1gbe', 8):.2f}x, paper 3.04x "
+        f"(needs T(1,1,128) = {implied_step_time('alexnet', 'gtx1080_1gbe', 8, 3.04):.3f} s; measured "
+        f"{step_time(MODELS['alexnet'], CLUSTERS['gtx1080_1gbe']):.3f} s)"
+    )
+    print(
+        f"§5 VGG-A, 128 nodes (512 GPUs), InfiniBand: model {speedup('vgg_a', 'p100_infiniband', 512):.2f}x, "
+        f"paper 'double' (needs T(1,1,32) = {implied_step_time('vgg_a', 'p100_infiniband', 512, 2.0):.3f} s; "
+        f"measured {step_time(MODELS['vgg_a'], CLUSTERS['p100_infiniband']):.3f} s)"
+    )
     print(f"wrote {csv_path} and {png}")
 
 

@@ -94,8 +94,9 @@ class LearnerCompression:
         return b + FP32 * self._numel(self.floats) + (FP32 * len(self.compressed) if self.share else 0)
 
     # -- one update ------------------------------------------------------------------------------
-    def aggregate(self, learners: list[int], weights: torch.Tensor,
-                  grads: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], int]:
+    def aggregate(
+        self, learners: list[int], weights: torch.Tensor, grads: Mapping[str, torch.Tensor]
+    ) -> tuple[dict[str, torch.Tensor], int]:
         """Σ_l w_l·decode(compress_l(g_l)) per parameter, and the push bytes of this update.
 
         ``grads[name]`` is stacked over the update's gradients, row j from ``learners[j]``.
@@ -116,8 +117,10 @@ class LearnerCompression:
                 continue
             scaler = None
             if self.share:  # §3.1: every learner offers its scaler, all use the max
-                offers = [c.scaler(c.corrected(g[j], name) if hasattr(c, "corrected") else g[j])  # type: ignore[attr-defined]
-                          for j, c in enumerate(codecs)]
+                offers = [
+                    c.scaler(c.corrected(g[j], name) if hasattr(c, "corrected") else g[j])  # type: ignore[attr-defined]
+                    for j, c in enumerate(codecs)
+                ]
                 scaler = max(offers)
                 pushed += FP32 * len(learners)
             acc = None
@@ -131,8 +134,9 @@ class LearnerCompression:
         self.bytes_pushed += pushed
         return out, pushed
 
-    def _ternary_sum(self, g: torch.Tensor, weights: torch.Tensor,
-                     gens: list[torch.Generator]) -> tuple[torch.Tensor, int]:
+    def _ternary_sum(
+        self, g: torch.Tensor, weights: torch.Tensor, gens: list[torch.Generator]
+    ) -> tuple[torch.Tensor, int]:
         """TernGrad for all rows of ``g`` (one per learner) in one blocked pass: Σ_j w_j·s_j·t_j and push bytes.
 
         Row j draws from learner j's generator exactly as ``compress`` would, so the codes are those of
@@ -152,9 +156,11 @@ class LearnerCompression:
         return total.to(g.dtype).view(g.shape[1:]), pushed
 
     def state_dict(self) -> dict:
-        return {"codecs": {l: c.state_dict() for l, c in self.codecs.items()},
-                "generators": {l: g.get_state() for l, g in self.generators.items()},
-                "bytes_pushed": self.bytes_pushed}
+        return {
+            "codecs": {l: c.state_dict() for l, c in self.codecs.items()},
+            "generators": {l: g.get_state() for l, g in self.generators.items()},
+            "bytes_pushed": self.bytes_pushed,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         for l, s in state.get("codecs", {}).items():

@@ -23,10 +23,18 @@ class QSGD(Codec):
     summable = False
 
     def __init__(self, levels: int = 4, bucket: int = 512) -> None:
-        require(isinstance(levels, int) and not isinstance(levels, bool) and levels >= 1, "compression.levels",
-                levels, "an integer >= 1")
-        require(isinstance(bucket, int) and not isinstance(bucket, bool) and bucket >= 1, "compression.bucket",
-                bucket, "an integer >= 1")
+        require(
+            isinstance(levels, int) and not isinstance(levels, bool) and levels >= 1,
+            "compression.levels",
+            levels,
+            "an integer >= 1",
+        )
+        require(
+            isinstance(bucket, int) and not isinstance(bucket, bool) and bucket >= 1,
+            "compression.bucket",
+            bucket,
+            "an integer >= 1",
+        )
         self.levels, self.bucket = levels, bucket
         self.bits = packing.bits_for(2 * levels + 1)
 
@@ -41,7 +49,7 @@ class QSGD(Codec):
         x = v.abs() / torch.where(norms > 0, norms, 1.0) * self.levels
         low = x.floor()
         lvl = low + (torch.rand(x.shape, generator=generator) < (x - low))
-        signed = torch.where(v < 0, -lvl, lvl).to(torch.int64).reshape(-1)[:g.numel()] + self.levels
+        signed = torch.where(v < 0, -lvl, lvl).to(torch.int64).reshape(-1)[: g.numel()] + self.levels
         return Payload({"levels": packing.pack_bits(signed, self.bits), "norms": norms.reshape(-1)}, g.shape)
 
     def decompress(self, payload: Payload) -> torch.Tensor:
@@ -59,4 +67,4 @@ class QSGD(Codec):
         norms = torch.linalg.vector_norm(v, dim=1, keepdim=True)
         x = v.abs() / torch.where(norms > 0, norms, 1.0) * self.levels
         f = x - x.floor()
-        return ((norms / self.levels) ** 2 * f * (1 - f)).reshape(-1)[:g.numel()].view(g.shape)
+        return ((norms / self.levels) ** 2 * f * (1 - f)).reshape(-1)[: g.numel()].view(g.shape)

@@ -76,7 +76,7 @@ def moments(x: np.ndarray) -> tuple[np.ndarray, ...]:
     s, ss = np.zeros(r), np.zeros(r)
     lo, hi = np.full(r, np.inf), np.full(r, -np.inf)
     for i in range(0, x.shape[1], BLOCK):
-        c = x[:, i:i + BLOCK]
+        c = x[:, i : i + BLOCK]
         s += c.sum(axis=1)
         ss += [np.dot(row, row) for row in c]
         np.minimum(lo, c.min(axis=1), out=lo)
@@ -84,8 +84,9 @@ def moments(x: np.ndarray) -> tuple[np.ndarray, ...]:
     return s, ss, lo, hi
 
 
-def encode(x: np.ndarray, s: np.ndarray, bound: np.ndarray, generators: Sequence[torch.Generator | None],
-           wire: str) -> np.ndarray:
+def encode(
+    x: np.ndarray, s: np.ndarray, bound: np.ndarray, generators: Sequence[torch.Generator | None], wire: str
+) -> np.ndarray:
     """Eq (1)–(2) of each row straight to wire bytes: ternarize f(x) = clamp(x, ±bound) with scaler s ≥ 0.
 
     ``s``, ``bound``: per row; ``generators[j]`` draws row j. A row with s = 0 is all zeros.
@@ -104,13 +105,19 @@ def encode(x: np.ndarray, s: np.ndarray, bound: np.ndarray, generators: Sequence
     w.fit(r * step)
     views = None
     for i in range(0, n, step):
-        c = x[:, i:i + step]
+        c = x[:, i : i + step]
         m = c.shape[1]
         if views is None or m != views[0]:
             mw = -(-m // 4)  # 64-bit words = 4 uint16 lanes each
             mp = -(-m // 20) * 20
-            views = (m, mw, w.r[:r * 4 * mw].reshape(r, -1),
-                     *(t[:r * m].reshape(r, m) for t in (w.a, w.b, w.neg)), w.code[:r * mp].reshape(r, mp), mp)
+            views = (
+                m,
+                mw,
+                w.r[: r * 4 * mw].reshape(r, -1),
+                *(t[: r * m].reshape(r, m) for t in (w.a, w.b, w.neg)),
+                w.code[: r * mp].reshape(r, mp),
+                mp,
+            )
         _, mw, u, a, b, neg, code, mp = views
         if r == 1:
             u = streams[0].random_raw(mw).view(np.uint16)[None]
@@ -136,15 +143,16 @@ def encode(x: np.ndarray, s: np.ndarray, bound: np.ndarray, generators: Sequence
             q = q | (q >> 6)
             q |= q >> 12
             e = -(-m // 4)
-            out[:, i // 4:i // 4 + e] = q[:, :e]  # the low byte: bits 2j…2j+1 hold code j
+            out[:, i // 4 : i // 4 + e] = q[:, :e]  # the low byte: bits 2j…2j+1 hold code j
         else:
             np.add(bc, 1, out=code[:, :m])
             code[:, :m] -= nc
             code[:, :m] -= nc  # d = 1 + b − 2·(b ∧ g < 0)
             d = code.reshape(r, -1, 5)
             e = -(-m // 5)
-            out[:, i // 5:i // 5 + e] = (d[..., 0] + d[..., 1] * 3 + d[..., 2] * 9 + d[..., 3] * 27
-                                         + d[..., 4] * 81)[:, :e]
+            out[:, i // 5 : i // 5 + e] = (d[..., 0] + d[..., 1] * 3 + d[..., 2] * 9 + d[..., 3] * 27 + d[..., 4] * 81)[
+                :, :e
+            ]
     return out
 
 
@@ -155,7 +163,7 @@ def ternary(packed: np.ndarray, n: int, wire: str) -> np.ndarray:
     out = np.empty((r, nb, table.shape[1]), np.int8)
     step = max(1, BLOCK // table.shape[1] // r)
     for i in range(0, nb, step):
-        np.take(table, packed[:, i:i + step], axis=0, out=out[:, i:i + step])
+        np.take(table, packed[:, i : i + step], axis=0, out=out[:, i : i + step])
     return out.reshape(r, -1)[:, :n]
 
 
@@ -166,5 +174,5 @@ def decode(packed: np.ndarray, n: int, s: float, wire: str) -> torch.Tensor:
     out = np.empty((packed.size, per), np.float32)
     step = BLOCK // per
     for i in range(0, packed.size, step):
-        np.take(table, packed[i:i + step], axis=0, out=out[i:i + step])
+        np.take(table, packed[i : i + step], axis=0, out=out[i : i + step])
     return torch.from_numpy(out.reshape(-1)[:n])

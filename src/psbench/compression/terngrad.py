@@ -42,8 +42,9 @@ class TernGrad(Codec):
     summable = True  # with a shared scaler
 
     def __init__(self, clip: float | None = 2.5, wire: str = "2bit") -> None:
-        ok = clip is None or (isinstance(clip, int | float) and not isinstance(clip, bool)
-                              and math.isfinite(clip) and clip > 0)
+        ok = clip is None or (
+            isinstance(clip, int | float) and not isinstance(clip, bool) and math.isfinite(clip) and clip > 0
+        )
         require(ok, "compression.clip", clip, "null (no clipping) or a number c > 0 (clip to c·std)")
         require(wire in WIRES, "compression.wire", wire, "one of " + ", ".join(WIRES))
         self.clip, self.wire = (None if clip is None else float(clip)), wire
@@ -76,8 +77,9 @@ class TernGrad(Codec):
         """This learner's scaler s = max|f(g)| = min(max|g|, c·σ) — its offer in the scaler-sharing negotiation."""
         return float(self.offers(ternarize.as_rows(g))[0][0])
 
-    def encode(self, x: np.ndarray, generators, scaler: float | None = None,
-               share: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def encode(
+        self, x: np.ndarray, generators, scaler: float | None = None, share: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(packed codes, scalers) of the rows of ``x``, row j drawn from ``generators[j]``.
 
         Eq (1)–(2) with P(b = 1) = |f(g)|/s quantized to 2⁻¹⁶ (:mod:`ternarize`); s = ``scaler`` if
@@ -91,8 +93,7 @@ class TernGrad(Codec):
 
     def compress(self, g, key="", generator=None, scaler: float | None = None, **kwargs) -> Payload:
         packed, s = self.encode(ternarize.as_rows(g), [generator], scaler)
-        return Payload({"codes": torch.from_numpy(packed[0]), "scaler": torch.tensor(s, dtype=torch.float32)},
-                       g.shape)
+        return Payload({"codes": torch.from_numpy(packed[0]), "scaler": torch.tensor(s, dtype=torch.float32)}, g.shape)
 
     def ternary(self, payload: Payload) -> torch.Tensor:
         """The ternary vector sign(g)∘b ∈ {−1, 0, 1} (int8)."""
@@ -119,15 +120,19 @@ class TernGrad(Codec):
             packed = packing.pack3(t.to(torch.uint8))
         else:
             packed = packing.pack_bits(t, self.pull_bits(learners))
-        return Payload({"sum": packed, "scaler": torch.tensor([scaler], dtype=torch.float32)}, total.shape,
-                       {"learners": learners})
+        return Payload(
+            {"sum": packed, "scaler": torch.tensor([scaler], dtype=torch.float32)}, total.shape, {"learners": learners}
+        )
 
     def decode_pull(self, payload: Payload) -> torch.Tensor:
         """Integer sum Σ_l t_l (int64) of a pull message."""
         n, N = payload.numel, payload.meta["learners"]
         f = payload.fields["sum"]
-        t = packing.unpack3(f, n).to(torch.int64) if N == 1 and self.wire == "base3" else \
-            packing.unpack_bits(f, n, self.pull_bits(N))
+        t = (
+            packing.unpack3(f, n).to(torch.int64)
+            if N == 1 and self.wire == "base3"
+            else packing.unpack_bits(f, n, self.pull_bits(N))
+        )
         return (t - N).view(payload.shape)
 
     def expected_pull_bytes(self, numel: int, learners: int) -> int:

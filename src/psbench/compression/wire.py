@@ -43,9 +43,13 @@ class GradientWire:
             p = self.decoder.compress(torch.zeros(shape), n, torch.Generator().manual_seed(0))
             self.layout[n] = [(k, t.dtype, t.shape) for k, t in p.fields.items()]
         self.push_bytes = sum(
-            (4 * s.numel() if n in self.comp.floats else
-             sum(torch.empty(0, dtype=d).element_size() * sh.numel() for _, d, sh in self.layout[n]))
-            for n, s in self.shapes.items())
+            (
+                4 * s.numel()
+                if n in self.comp.floats
+                else sum(torch.empty(0, dtype=d).element_size() * sh.numel() for _, d, sh in self.layout[n])
+            )
+            for n, s in self.shapes.items()
+        )
 
     def encode(self, learner: int, grads: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Learner ``learner``'s push: its codec and generator, every tensor in parameter order."""
@@ -67,13 +71,13 @@ class GradientWire:
         for n, s in self.shapes.items():
             if n in self.comp.floats:
                 nb = 4 * s.numel()
-                out.append(buf[o:o + nb].clone().view(torch.float32))  # clone: an aligned copy
+                out.append(buf[o : o + nb].clone().view(torch.float32))  # clone: an aligned copy
                 o += nb
                 continue
             fields = {}
             for k, d, sh in self.layout[n]:
                 nb = torch.empty(0, dtype=d).element_size() * sh.numel()
-                fields[k] = buf[o:o + nb].clone().view(d).view(sh)
+                fields[k] = buf[o : o + nb].clone().view(d).view(sh)
                 o += nb
             out.append(self.decoder.decompress(Payload(fields, s)).reshape(-1).to(torch.float32))
         return torch.cat(out)

@@ -30,13 +30,21 @@ if TYPE_CHECKING:
     from psbench.data.preprocess import ArraySplit
 
 # imported on first use (torch, Lightning): the torch-free psbench.data.options imports without them
-__getattr__ = lazy(__name__, {
-    "ArrayDataModule": "psbench.data.datamodule", "ArraySplit": "psbench.data.preprocess",
-    "load_cifar10_folder": "psbench.data.cifar", "load_cifar10_subset": "psbench.data.cifar",
-    "load_digits_split": "psbench.data.digits", "load_idx_folder": "psbench.data.mnist",
-    "make_synthetic": "psbench.data.synthetic", "ImageNetDataModule": "psbench.data.imagenet",
-    "load_image_folder": "psbench.data.image_folder", "load_arrays": "psbench.data.arrays",
-})
+__getattr__ = lazy(
+    __name__,
+    {
+        "ArrayDataModule": "psbench.data.datamodule",
+        "ArraySplit": "psbench.data.preprocess",
+        "load_cifar10_folder": "psbench.data.cifar",
+        "load_cifar10_subset": "psbench.data.cifar",
+        "load_digits_split": "psbench.data.digits",
+        "load_idx_folder": "psbench.data.mnist",
+        "make_synthetic": "psbench.data.synthetic",
+        "ImageNetDataModule": "psbench.data.imagenet",
+        "load_image_folder": "psbench.data.image_folder",
+        "load_arrays": "psbench.data.arrays",
+    },
+)
 
 #: Options forwarded to :class:`ArrayDataModule` (the rest are the data set's own, :data:`DATASET_KEYS`).
 _COMMON = ("subset", "batch_size", "verify", "preprocess")
@@ -69,8 +77,7 @@ def _image_folder(name: str, ds: Mapping[str, Any], data_dir: str | Path, cache_
             from psbench.data import sources
             from psbench.data.download import ensure_files
 
-            ensure_files(name, data_dir, sources.DATASET_FILES[name], download=bool(ds.get("download")),
-                         verify=False)
+            ensure_files(name, data_dir, sources.DATASET_FILES[name], download=bool(ds.get("download")), verify=False)
         d = load_image_folder(**file_options(name, ds, data_dir), cache_dirs=cache_dirs)
         return ArraySplit(d.x_train, d.y_train, d.x_test, d.y_test, scale=255.0, num_classes=len(d.classes))
 
@@ -85,8 +92,14 @@ def _arrays(path: str, md5: str | None, num_classes: int | None):
         from psbench.data.preprocess import ArraySplit
 
         a, size = load_arrays(path, md5, num_classes)
-        return ArraySplit(a["x_train"], a["y_train"], a["x_test"], a["y_test"],
-                          scale=255.0 if a["x_train"].dtype == np.uint8 else None, num_classes=size)  # uint8: pixels
+        return ArraySplit(
+            a["x_train"],
+            a["y_train"],
+            a["x_test"],
+            a["y_test"],
+            scale=255.0 if a["x_train"].dtype == np.uint8 else None,
+            num_classes=size,
+        )  # uint8: pixels
 
     return load
 
@@ -147,19 +160,32 @@ def build_datamodule(
     if name == "cifar10_subset":
         return ArrayDataModule(name, (3, 32, 32), 10, 5085, _cifar10_subset, files=sources.DATASET_FILES[name], **base)
     if name in ("image_folder", "cifar10_jpeg"):
-        require(name != "image_folder" or kwargs.get("path") is not None, "dataset.path", None,
-                "a folder or .zip of train/<class>/<images> (set dataset.path=...)")
-        cache_dirs = (Path(data_dir).expanduser() / "cache",
-                      *(() if root_dir is None else (Path(root_dir).expanduser() / "cache",)))
+        require(
+            name != "image_folder" or kwargs.get("path") is not None,
+            "dataset.path",
+            None,
+            "a folder or .zip of train/<class>/<images> (set dataset.path=...)",
+        )
+        cache_dirs = (
+            Path(data_dir).expanduser() / "cache",
+            *(() if root_dir is None else (Path(root_dir).expanduser() / "cache",)),
+        )
         jpeg = name == "cifar10_jpeg"
         load = _image_folder(name, {**kwargs, **common, "download": download}, data_dir, cache_dirs)
-        return ArrayDataModule(name, (3, 32, 32) if jpeg else None, 10 if jpeg else None, 50000 if jpeg else None,
-                               load, **base)
+        return ArrayDataModule(
+            name, (3, 32, 32) if jpeg else None, 10 if jpeg else None, 50000 if jpeg else None, load, **base
+        )
     if name == "arrays":
         require(kwargs.get("path") is not None, "dataset.path", None, "an .npz file (set dataset.path=...)")
         md5 = kwargs.get("md5") if common.get("verify", True) is not False else None
-        return ArrayDataModule(name, None, None, None, _arrays(kwargs["path"], md5, kwargs.get("num_classes")),
-                               **{**base, "preprocess": common.get("preprocess")})  # None: by x's dtype
+        return ArrayDataModule(
+            name,
+            None,
+            None,
+            None,
+            _arrays(kwargs["path"], md5, kwargs.get("num_classes")),
+            **{**base, "preprocess": common.get("preprocess")},
+        )  # None: by x's dtype
     if name == "digits":
         test_size = int(kwargs.get("test_size", 360))
         return ArrayDataModule(

@@ -65,8 +65,11 @@ def read_header(path: str | Path) -> Header:
             for k in NAMES:
                 with zf.open(members[k]) as fh:
                     version = np.lib.format.read_magic(fh)
-                    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                        np.lib.format.read_array_header_2_0
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
                     shapes[k], _, dtypes[k] = read(fh)
     except DataError:
         raise
@@ -85,26 +88,34 @@ def _check_header(p: Path, h: Header) -> None:
         x, y = f"x_{part}", f"y_{part}"
         xs, ys = h.shapes[x], h.shapes[y]
         if h.dtypes[x].kind not in "iuf" or len(xs) < 2:
-            raise bad(f"{x} is {h.dtypes[x]} {list(xs)}: expected an integer or float array [N, ...] with at least "
-                      "one axis after N")
+            raise bad(
+                f"{x} is {h.dtypes[x]} {list(xs)}: expected an integer or float array [N, ...] with at least "
+                "one axis after N"
+            )
         if xs[0] == 0:
             raise bad(f"{x} has no samples")
         if h.dtypes[y].kind not in "iuf":
             raise bad(f"{y} is {h.dtypes[y]}: expected integer class labels or float regression targets")
         if len(ys) not in (1, 2) or (h.dtypes[y].kind != "f" and len(ys) != 1) or ys[0] != xs[0]:
-            raise bad(f"{y} is {list(ys)} for {xs[0]} samples of {x}: expected [{xs[0]}] (labels) "
-                      f"or [{xs[0]}] / [{xs[0]}, k] (float targets)")
+            raise bad(
+                f"{y} is {list(ys)} for {xs[0]} samples of {x}: expected [{xs[0]}] (labels) "
+                f"or [{xs[0]}] / [{xs[0]}, k] (float targets)"
+            )
     if (h.dtypes["x_train"] == np.uint8) != (h.dtypes["x_test"] == np.uint8):
-        raise bad(f"x_train is {h.dtypes['x_train']} but x_test is {h.dtypes['x_test']}: both uint8 (pixels) "
-                  "or neither")
+        raise bad(
+            f"x_train is {h.dtypes['x_train']} but x_test is {h.dtypes['x_test']}: both uint8 (pixels) or neither"
+        )
     if h.shapes["x_train"][1:] != h.shapes["x_test"][1:]:
-        raise bad(f"x_train samples are {list(h.shapes['x_train'][1:])} but x_test's are "
-                  f"{list(h.shapes['x_test'][1:])}")
+        raise bad(
+            f"x_train samples are {list(h.shapes['x_train'][1:])} but x_test's are {list(h.shapes['x_test'][1:])}"
+        )
     if (h.dtypes["y_train"].kind == "f") != (h.dtypes["y_test"].kind == "f"):
         raise bad(f"y_train is {h.dtypes['y_train']} but y_test is {h.dtypes['y_test']}: both labels or both targets")
     if h.shapes["y_train"][1:] != h.shapes["y_test"][1:]:
-        raise bad(f"y_train is {list(h.shapes['y_train'])} but y_test is {list(h.shapes['y_test'])}: "
-                  "the same number of targets per sample")
+        raise bad(
+            f"y_train is {list(h.shapes['y_train'])} but y_test is {list(h.shapes['y_test'])}: "
+            "the same number of targets per sample"
+        )
 
 
 def check_file(path: str | Path, md5: str | None = None) -> Header:
@@ -125,8 +136,9 @@ def output_size(header: Header, y_train: np.ndarray, y_test: np.ndarray, num_cla
     return top + 1 if num_classes is None else int(num_classes)
 
 
-def load_arrays(path: str | Path, md5: str | None = None,
-                num_classes: int | None = None) -> tuple[dict[str, np.ndarray], int]:
+def load_arrays(
+    path: str | Path, md5: str | None = None, num_classes: int | None = None
+) -> tuple[dict[str, np.ndarray], int]:
     """The four arrays, checked, and the output size (classes, or regression targets k)."""
     p = _path(path)
     header = check_file(p, md5)

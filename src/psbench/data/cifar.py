@@ -21,9 +21,13 @@ from psbench.errors import DataError
 
 CIFAR_SHAPE = (3, 32, 32)
 #: the globals of a CIFAR batch pickle: numpy arrays (protocol 2 with its latin-1 strings; 4; 5) and nothing else
-_ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode"),
-            *((f"numpy.{core}.multiarray", "_reconstruct") for core in ("core", "_core")),
-            *((f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core"))}
+_ALLOWED = {
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
+    *((f"numpy.{core}.multiarray", "_reconstruct") for core in ("core", "_core")),
+    *((f"numpy.{core}.numeric", "_frombuffer") for core in ("core", "_core")),
+}
 
 
 class _BatchUnpickler(pickle.Unpickler):

@@ -56,14 +56,14 @@ def nearest_two(queries: np.ndarray, pool: np.ndarray, chunk: int = 512) -> tupl
     idx = np.empty((len(queries), 2), np.int64)
     dist = np.empty((len(queries), 2), np.int64)
     for s in range(0, len(queries), chunk):
-        q = queries[s:s + chunk].reshape(-1, p.shape[1])
+        q = queries[s : s + chunk].reshape(-1, p.shape[1])
         approx = pn[None, :] - 2.0 * (q.astype(np.float32) @ pf.T)  # + |q|², the same for every pool image
         two = np.argpartition(approx, 1, axis=1)[:, :2]
         diff = q[:, None, :].astype(np.int64) - p[two].astype(np.int64)
         exact = np.einsum("qkd,qkd->qk", diff, diff)
         order = np.argsort(exact, axis=1, kind="stable")
-        idx[s:s + chunk] = np.take_along_axis(two, order, axis=1)
-        dist[s:s + chunk] = np.take_along_axis(exact, order, axis=1)
+        idx[s : s + chunk] = np.take_along_axis(two, order, axis=1)
+        dist[s : s + chunk] = np.take_along_axis(exact, order, axis=1)
     return idx, dist
 
 
@@ -76,8 +76,7 @@ def rank_in_class(labels: np.ndarray) -> np.ndarray:
     return rank
 
 
-def match_split(x: np.ndarray, y: np.ndarray, zx: np.ndarray, zy: np.ndarray, zfiles: list[str],
-                named: int) -> dict:
+def match_split(x: np.ndarray, y: np.ndarray, zx: np.ndarray, zy: np.ndarray, zfiles: list[str], named: int) -> dict:
     """The zip's counterpart of each (x, y) among (zx, zy) of the same class, and the statistics; the first
     ``named`` samples must match ``<split>/<class>/<rank in class>.jpg``."""
     zfiles_a = np.asarray(zfiles)
@@ -92,11 +91,20 @@ def match_split(x: np.ndarray, y: np.ndarray, zx: np.ndarray, zy: np.ndarray, zf
     ratio = np.where(d[:, 1] > 0, np.sqrt(d[:, 0] / np.maximum(d[:, 1], 1)), 1.0)  # two equal images: 1
     split = zfiles[0].split("/")[0]
     ranks = rank_in_class(y[:named])
-    names = np.asarray([f"{split}/{sources.CIFAR10_CLASSES[c]}/{r:04d}.jpg" for c, r in zip(y[:named], ranks,
-                                                                                              strict=True)])
-    return {"match": match, "files": zfiles_a[match], "mad": mad, "rms": np.sqrt(d[:, 0] / pixels),
-            "ratio": ratio, "unambiguous": int((ratio <= AMBIGUOUS).sum()), "named": named,
-            "agree": int((zfiles_a[match[:named]] == names).sum()), "distinct": len(np.unique(match))}
+    names = np.asarray(
+        [f"{split}/{sources.CIFAR10_CLASSES[c]}/{r:04d}.jpg" for c, r in zip(y[:named], ranks, strict=True)]
+    )
+    return {
+        "match": match,
+        "files": zfiles_a[match],
+        "mad": mad,
+        "rms": np.sqrt(d[:, 0] / pixels),
+        "ratio": ratio,
+        "unambiguous": int((ratio <= AMBIGUOUS).sum()),
+        "named": named,
+        "agree": int((zfiles_a[match[:named]] == names).sum()),
+        "distinct": len(np.unique(match)),
+    }
 
 
 def match_subset(data_dir: str | Path, cache_dirs: list[Path], verify: bool = True) -> tuple[dict, dict, dict]:
@@ -110,22 +118,35 @@ def match_subset(data_dir: str | Path, cache_dirs: list[Path], verify: bool = Tr
     paths = ensure_files("cifar10_subset", data_dir, (subset_key,), verify=verify)
     paths.update(ensure_files("cifar10_jpeg", data_dir, (zip_key,), verify=False))
     s = load_cifar10_subset(paths[subset_key])
-    z = load_image_folder(paths[zip_key], md5=expected_md5(zip_key) if verify else None,
-                          classes=sources.CIFAR10_CLASSES, cache_dirs=cache_dirs, dataset="cifar10_jpeg")
+    z = load_image_folder(
+        paths[zip_key],
+        md5=expected_md5(zip_key) if verify else None,
+        classes=sources.CIFAR10_CLASSES,
+        cache_dirs=cache_dirs,
+        dataset="cifar10_jpeg",
+    )
     train = match_split(s.x_train, s.y_train, z.x_train, z.y_train, z.train_files, min(PREFIX, len(s.x_train)))
     test = match_split(s.x_test, s.y_test, z.x_test, z.y_test, z.test_files, len(s.x_test))
-    out = {"x_train": z.x_train[train["match"]], "y_train": s.y_train, "x_test": z.x_test[test["match"]],
-           "y_test": s.y_test, "train_files": train["files"], "test_files": test["files"]}
+    out = {
+        "x_train": z.x_train[train["match"]],
+        "y_train": s.y_train,
+        "x_test": z.x_test[test["match"]],
+        "y_test": s.y_test,
+        "train_files": train["files"],
+        "test_files": test["files"],
+    }
     return out, train, test
 
 
 def report(name: str, st: dict) -> str:
     n = len(st["match"])
-    return (f"{name}: {n} images matched; mean |Δpixel| {st['mad'].mean():.2f} of 255 (per image "
-            f"{st['mad'].min():.2f}–{st['mad'].max():.2f}); unambiguous {st['unambiguous']}/{n} (nearest ≤ "
-            f"{AMBIGUOUS:g} × the second nearest, RMS; {int((st['ratio'] > 0.5).sum())} above 0.5, the largest "
-            f"{st['ratio'].max():.3f}); {st['agree']}/{st['named']} agree with their NNNN name; "
-            f"{st['distinct']} distinct zip images")
+    return (
+        f"{name}: {n} images matched; mean |Δpixel| {st['mad'].mean():.2f} of 255 (per image "
+        f"{st['mad'].min():.2f}–{st['mad'].max():.2f}); unambiguous {st['unambiguous']}/{n} (nearest ≤ "
+        f"{AMBIGUOUS:g} × the second nearest, RMS; {int((st['ratio'] > 0.5).sum())} above 0.5, the largest "
+        f"{st['ratio'].max():.3f}); {st['agree']}/{st['named']} agree with their NNNN name; "
+        f"{st['distinct']} distinct zip images"
+    )
 
 
 def problems(name: str, st: dict) -> list[str]:
@@ -133,11 +154,15 @@ def problems(name: str, st: dict) -> list[str]:
     out = []
     if st["unambiguous"] < n:
         worst = int(np.argmax(st["ratio"]))
-        out.append(f"{n - st['unambiguous']} {name} matches are ambiguous (e.g. {name} image {worst}: "
-                   f"{st['files'][worst]}, nearest/second = {st['ratio'][worst]:.3f})")
+        out.append(
+            f"{n - st['unambiguous']} {name} matches are ambiguous (e.g. {name} image {worst}: "
+            f"{st['files'][worst]}, nearest/second = {st['ratio'][worst]:.3f})"
+        )
     if st["agree"] < st["named"]:
-        out.append(f"{st['named'] - st['agree']} of the first {st['named']} {name} images match another file than "
-                   "their NNNN name")
+        out.append(
+            f"{st['named'] - st['agree']} of the first {st['named']} {name} images match another file than "
+            "their NNNN name"
+        )
     if st["distinct"] < n:
         out.append(f"{n - st['distinct']} {name} images share a match")
     return out
@@ -148,10 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("match-subset", help="write the JPEG counterparts of cifar10_subset's images (arrays .npz)")
     m.add_argument("--out", required=True, type=Path, help="the .npz to write (dataset=arrays' format)")
-    m.add_argument("--data-dir", type=Path, default=None,
-                   help="holds cifar10-subset/ and cifar10-jpeg/ (default: psbench's paths.data_dir)")
-    m.add_argument("--root-dir", type=Path, default=None,
-                   help="the decode cache's fallback, <root>/cache (default: $PSBENCH_ROOT, else the current dir)")
+    m.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="holds cifar10-subset/ and cifar10-jpeg/ (default: psbench's paths.data_dir)",
+    )
+    m.add_argument(
+        "--root-dir",
+        type=Path,
+        default=None,
+        help="the decode cache's fallback, <root>/cache (default: $PSBENCH_ROOT, else the current dir)",
+    )
     m.add_argument("--no-verify", action="store_true", help="skip the md5 checks")
     args = parser.parse_args(argv)
     root = args.root_dir or Path(os.environ.get("PSBENCH_ROOT") or Path.cwd())
@@ -174,8 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     except (DataError, ConfigError, OSError) as err:
         print(f"{parser.prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
-    print(f"wrote {args.out}: x_train {list(out['x_train'].shape)}, x_test {list(out['x_test'].shape)}; "
-          f"train with dataset=arrays dataset.path={args.out} dataset.data_note={CIFAR10_JPEG_NOTE}")
+    print(
+        f"wrote {args.out}: x_train {list(out['x_train'].shape)}, x_test {list(out['x_test'].shape)}; "
+        f"train with dataset=arrays dataset.path={args.out} dataset.data_note={CIFAR10_JPEG_NOTE}"
+    )
     return 0
 
 

@@ -64,8 +64,9 @@ class ArrayDataModule(pl.LightningDataModule):
         self.name: str = name
         self.input_shape = None if input_shape is None else tuple(int(s) for s in input_shape)
         self.num_classes = None if num_classes is None else int(num_classes)
-        self.num_train = None if num_train is None else (
-            int(num_train) if subset is None else min(int(subset), int(num_train)))
+        self.num_train = (
+            None if num_train is None else (int(num_train) if subset is None else min(int(subset), int(num_train)))
+        )
         self.task = "classification"
         self.output_size = self.num_classes
         self.loader = loader

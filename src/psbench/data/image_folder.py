@@ -117,7 +117,7 @@ class Source:
                 tops = {n.split("/", 1)[0] for n in names}
                 if len(tops) == 1 and any(n.startswith(f"{next(iter(tops))}/train/") for n in names):
                     self.prefix = f"{next(iter(tops))}/"
-            self.names = [n[len(self.prefix):] for n in names if n.startswith(self.prefix)]
+            self.names = [n[len(self.prefix) :] for n in names if n.startswith(self.prefix)]
         elif self.path.is_dir():
             self.names = self._walk()
         else:
@@ -150,15 +150,23 @@ class Source:
             if info.compress_type != zipfile.ZIP_STORED or self._map is None or info.flag_bits & 0x1:
                 return self.zip.read(info)
             at = info.header_offset
-            if self._map[at:at + 4] != b"PK\x03\x04":
+            if self._map[at : at + 4] != b"PK\x03\x04":
                 raise zipfile.BadZipFile("bad local file header")
             start = at + 30 + sum(struct.unpack_from("<HH", self._map, at + 26))
-            data = self._map[start:start + info.compress_size]
+            data = self._map[start : start + info.compress_size]
             if len(data) != info.compress_size or zlib.crc32(data) != info.CRC:
                 raise zipfile.BadZipFile(f"bad CRC-32 for file {info.filename!r}")
             return data
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError, struct.error, RuntimeError,
-                NotImplementedError) as exc:
+        except (
+            zipfile.BadZipFile,
+            OSError,
+            ValueError,
+            EOFError,
+            KeyError,
+            struct.error,
+            RuntimeError,
+            NotImplementedError,
+        ) as exc:
             raise DataError(f"{self.dataset}: cannot read {self.where(name)} ({exc})") from None
 
     def identity(self, files: Sequence[str]) -> dict:
@@ -205,8 +213,9 @@ def scan(source: Source, classes: Sequence[str] | None = None) -> Layout:
     if empty:
         raise DataError(f"{ds}: {source.where(f'train/{empty[0]}/')} holds no images ({', '.join(EXTENSIONS)})")
     if classes is not None and sorted(classes) != found:
-        raise DataError(f"{ds}: {root} train/ has the classes {', '.join(found)}, not dataset.classes "
-                        f"({', '.join(classes)})")
+        raise DataError(
+            f"{ds}: {root} train/ has the classes {', '.join(found)}, not dataset.classes ({', '.join(classes)})"
+        )
     order = tuple(classes) if classes is not None else tuple(found)
     if folders["test"] and folders["val"]:
         raise DataError(f"{ds}: {root} has both test/ and val/; keep one as the test split")
@@ -239,8 +248,9 @@ def _open_image(source: Source, name: str):
         raise DataError(f"{source.dataset}: cannot decode {source.where(name)} ({exc})") from None
 
 
-def _decode(source: Source, names: Sequence[str], resize: tuple[int, int] | None,
-            out: np.ndarray, grey: np.ndarray, first: str) -> None:
+def _decode(
+    source: Source, names: Sequence[str], resize: tuple[int, int] | None, out: np.ndarray, grey: np.ndarray, first: str
+) -> None:
     """Decode ``names`` into ``out`` (uint8 [N, H, W, 3]); ``grey[i]``: image i was greyscale;
     ``first``: the image whose size is ``out``'s (named when another's differs)."""
     from PIL import Image
@@ -258,9 +268,11 @@ def _decode(source: Source, names: Sequence[str], resize: tuple[int, int] | None
         except (OSError, ValueError, SyntaxError) as exc:
             raise DataError(f"{source.dataset}: cannot decode {source.where(name)} ({exc})") from None
         if a.shape[:2] != (h, w):
-            raise DataError(f"{source.dataset}: images differ in size: {source.where(name)} is "
-                            f"{a.shape[0]}×{a.shape[1]} (H×W), {source.where(first)} is {h}×{w}; "
-                            "set dataset.resize=[H, W]")
+            raise DataError(
+                f"{source.dataset}: images differ in size: {source.where(name)} is "
+                f"{a.shape[0]}×{a.shape[1]} (H×W), {source.where(first)} is {h}×{w}; "
+                "set dataset.resize=[H, W]"
+            )
         out[k] = a[..., None] if a.ndim == 2 else a
 
 
@@ -293,8 +305,9 @@ def checked_md5(path: Path, expected: str, dataset: str) -> str:
     if key not in _MD5:
         _MD5[key] = md5_file(path)
     if _MD5[key] != expected.lower():
-        raise DataError(f"{dataset}: {path} md5 {_MD5[key]} != expected {expected.lower()}; the file is corrupt "
-                        "or another version")
+        raise DataError(
+            f"{dataset}: {path} md5 {_MD5[key]} != expected {expected.lower()}; the file is corrupt or another version"
+        )
     return _MD5[key]
 
 
@@ -309,9 +322,14 @@ def _source(path: str | Path, md5: str | None, dataset: str) -> tuple[Source, st
     return Source(p, dataset), md5
 
 
-def check_source(path: str | Path, md5: str | None = None, classes: Sequence[str] | None = None,
-                 resize: Sequence[int] | None = None, max_memory_mb: float | None = None,
-                 dataset: str = "image_folder") -> Layout:
+def check_source(
+    path: str | Path,
+    md5: str | None = None,
+    classes: Sequence[str] | None = None,
+    resize: Sequence[int] | None = None,
+    max_memory_mb: float | None = None,
+    dataset: str = "image_folder",
+) -> Layout:
     """Everything but decoding: the path, the md5 (when given), the zip's directory, the layout and the
     memory bound (from the first training image's header). Raises ConfigError / DataError in one line."""
     src, _ = _source(path, md5, dataset)
@@ -331,8 +349,12 @@ def _check_memory(src: Source, layout: Layout, resize: Sequence[int] | None, max
     need = n * channels * h * w * 4 / 2**20
     bound = DEFAULT_MAX_MEMORY_MB if max_memory_mb is None else float(max_memory_mb)
     if need > bound:
-        raise ConfigError("dataset.max_memory_mb", bound, f"at least {need:.3g} for {n} images of {channels}×{h}×{w} "
-                          "held as float32 (image_folder is held in memory, not streamed)")
+        raise ConfigError(
+            "dataset.max_memory_mb",
+            bound,
+            f"at least {need:.3g} for {n} images of {channels}×{h}×{w} "
+            "held as float32 (image_folder is held in memory, not streamed)",
+        )
 
 
 # --------------------------------------------------------------------------------------------- cache
@@ -353,13 +375,22 @@ def _read_cache(path: Path, key: str) -> Decoded | None:
         with np.load(path, allow_pickle=False) as npz:
             if str(npz["key"]) != key:
                 return None
-            d = Decoded(npz["x_train"], npz["y_train"], npz["x_test"], npz["y_test"],
-                        tuple(str(c) for c in npz["classes"]), [str(f) for f in npz["train_files"]],
-                        [str(f) for f in npz["test_files"]])
+            d = Decoded(
+                npz["x_train"],
+                npz["y_train"],
+                npz["x_test"],
+                npz["y_test"],
+                tuple(str(c) for c in npz["classes"]),
+                [str(f) for f in npz["train_files"]],
+                [str(f) for f in npz["test_files"]],
+            )
     except Exception:  # a truncated, foreign or half-replaced file: decoded again
         return None
-    ok = (len(d.x_train) == len(d.y_train) == len(d.train_files) and len(d.x_test) == len(d.y_test)
-          == len(d.test_files) and d.x_train.dtype == d.x_test.dtype == np.uint8)
+    ok = (
+        len(d.x_train) == len(d.y_train) == len(d.train_files)
+        and len(d.x_test) == len(d.y_test) == len(d.test_files)
+        and d.x_train.dtype == d.x_test.dtype == np.uint8
+    )
     return d if ok else None
 
 
@@ -368,9 +399,17 @@ def _write_cache(path: Path, key: str, d: Decoded) -> bool:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tmp.open("wb") as fh:
-            np.savez(fh, key=np.asarray(key), x_train=d.x_train, y_train=d.y_train, x_test=d.x_test,
-                     y_test=d.y_test, classes=np.asarray(d.classes), train_files=np.asarray(d.train_files),
-                     test_files=np.asarray(d.test_files))
+            np.savez(
+                fh,
+                key=np.asarray(key),
+                x_train=d.x_train,
+                y_train=d.y_train,
+                x_test=d.x_test,
+                y_test=d.y_test,
+                classes=np.asarray(d.classes),
+                train_files=np.asarray(d.train_files),
+                test_files=np.asarray(d.test_files),
+            )
         tmp.replace(path)
         return True
     except OSError:
@@ -384,15 +423,26 @@ def cache_file(cache_dirs: Sequence[str | Path], stem: str, key: str) -> Path | 
     return next((Path(d) / name for d in cache_dirs if writable(Path(d))), None)
 
 
-def load_image_folder(path: str | Path, md5: str | None = None, classes: Sequence[str] | None = None,
-                      resize: Sequence[int] | None = None, cache_dirs: Sequence[str | Path] = (),
-                      max_memory_mb: float | None = None, dataset: str = "image_folder") -> Decoded:
+def load_image_folder(
+    path: str | Path,
+    md5: str | None = None,
+    classes: Sequence[str] | None = None,
+    resize: Sequence[int] | None = None,
+    cache_dirs: Sequence[str | Path] = (),
+    max_memory_mb: float | None = None,
+    dataset: str = "image_folder",
+) -> Decoded:
     """The decoded images of ``path`` in the balanced order, from the cache when it holds them."""
     src, checked = _source(path, md5, dataset)
     with src:
         layout = scan(src, classes)
-        ident = {"version": CACHE_VERSION, **src.identity(layout.train + layout.test), "md5": checked,
-                 "resize": None if resize is None else [int(v) for v in resize], "classes": list(layout.classes)}
+        ident = {
+            "version": CACHE_VERSION,
+            **src.identity(layout.train + layout.test),
+            "md5": checked,
+            "resize": None if resize is None else [int(v) for v in resize],
+            "classes": list(layout.classes),
+        }
         key = json.dumps(ident, sort_keys=True)
         where = cache_file(cache_dirs, src.path.stem, key)
         if where is not None and where.is_file():
@@ -400,15 +450,23 @@ def load_image_folder(path: str | Path, md5: str | None = None, classes: Sequenc
             if hit is not None:
                 return hit
         _check_memory(src, layout, resize, max_memory_mb)
-        d = Decoded(decode_images(src, layout.train, resize), layout.train_labels,
-                    decode_images(src, layout.test, resize), layout.test_labels, layout.classes,
-                    layout.train, layout.test)
+        d = Decoded(
+            decode_images(src, layout.train, resize),
+            layout.train_labels,
+            decode_images(src, layout.test, resize),
+            layout.test_labels,
+            layout.classes,
+            layout.train,
+            layout.test,
+        )
     if d.x_train.shape[1] != d.x_test.shape[1]:  # one split all greyscale, the other not: both RGB
         d = Decoded(_rgb(d.x_train), d.y_train, _rgb(d.x_test), d.y_test, d.classes, d.train_files, d.test_files)
     if d.x_train.shape[2:] != d.x_test.shape[2:]:
-        raise DataError(f"{dataset}: images differ in size: {src.where(d.train_files[0])} is "
-                        f"{d.x_train.shape[2]}×{d.x_train.shape[3]} (H×W), {src.where(d.test_files[0])} is "
-                        f"{d.x_test.shape[2]}×{d.x_test.shape[3]}; set dataset.resize=[H, W]")
+        raise DataError(
+            f"{dataset}: images differ in size: {src.where(d.train_files[0])} is "
+            f"{d.x_train.shape[2]}×{d.x_train.shape[3]} (H×W), {src.where(d.test_files[0])} is "
+            f"{d.x_test.shape[2]}×{d.x_test.shape[3]}; set dataset.resize=[H, W]"
+        )
     if where is not None:
         _write_cache(where, key, d)
     return d

@@ -74,15 +74,26 @@ class ImageIndex:
         if k is None or k >= len(self.wnids):
             return self
         keep_t, keep_v = self.train_labels < k, self.val_labels < k
-        return ImageIndex(self.root, self.wnids[:k], [f for f, m in zip(self.train, keep_t, strict=True) if m],
-                          self.train_labels[keep_t], [f for f, m in zip(self.val, keep_v, strict=True) if m],
-                          self.val_labels[keep_v], self.val_layout)
+        return ImageIndex(
+            self.root,
+            self.wnids[:k],
+            [f for f, m in zip(self.train, keep_t, strict=True) if m],
+            self.train_labels[keep_t],
+            [f for f, m in zip(self.val, keep_v, strict=True) if m],
+            self.val_labels[keep_v],
+            self.val_layout,
+        )
 
 
 def _stamp(root: Path, classes: Sequence[str], val_folders: Sequence[str], csv_path: Path | None) -> list:
     """Modification times that change when a class folder gains or loses a file."""
-    paths = [root / "train", *(root / "train" / c for c in classes), root / "val",
-             *(root / "val" / c for c in val_folders), *([csv_path] if csv_path else [])]
+    paths = [
+        root / "train",
+        *(root / "train" / c for c in classes),
+        root / "val",
+        *(root / "val" / c for c in val_folders),
+        *([csv_path] if csv_path else []),
+    ]
     return [[str(p.relative_to(root)) if p.is_relative_to(root) else str(p), p.stat().st_mtime_ns] for p in paths]
 
 
@@ -124,8 +135,15 @@ def _walk(root: Path, base: Path) -> tuple[dict, list]:
         layout = "flat"
     if not train or not val:
         raise DataError(f"imagenet: no images (*.JPEG) under {root / ('train' if not train else 'val')}")
-    entry = {"version": INDEX_VERSION, "wnids": wnids, "train": train, "train_labels": train_y, "val": val,
-             "val_labels": val_y, "val_layout": layout}
+    entry = {
+        "version": INDEX_VERSION,
+        "wnids": wnids,
+        "train": train,
+        "train_labels": train_y,
+        "val": val,
+        "val_labels": val_y,
+        "val_layout": layout,
+    }
     return entry, _stamp(root, wnids, val_dirs, csv_path)
 
 
@@ -156,8 +174,15 @@ def build_index(data_dir: str | Path) -> ImageIndex:
             tmp.replace(cache)
         except OSError:
             pass  # a read-only data folder: the walk is redone by the next run, once
-    return ImageIndex(root, tuple(entry["wnids"]), list(entry["train"]), np.asarray(entry["train_labels"], np.int64),
-                      list(entry["val"]), np.asarray(entry["val_labels"], np.int64), entry["val_layout"])
+    return ImageIndex(
+        root,
+        tuple(entry["wnids"]),
+        list(entry["train"]),
+        np.asarray(entry["train_labels"], np.int64),
+        list(entry["val"]),
+        np.asarray(entry["val_labels"], np.int64),
+        entry["val_layout"],
+    )
 
 
 def load_resized(path: Path, resize: int) -> np.ndarray:
@@ -187,8 +212,18 @@ class StreamedImages:
     (seed, position)) and starts decoding the ``prefetch`` positions after the furthest one asked for.
     """
 
-    def __init__(self, root: Path, files: list[str], resize: int, crop: int, train: bool, seed: int = 0,
-                 mean: Sequence[float] = MEAN_BGR, prefetch: int = 256, threads: int = 4) -> None:
+    def __init__(
+        self,
+        root: Path,
+        files: list[str],
+        resize: int,
+        crop: int,
+        train: bool,
+        seed: int = 0,
+        mean: Sequence[float] = MEAN_BGR,
+        prefetch: int = 256,
+        threads: int = 4,
+    ) -> None:
         self.root, self.files, self.resize, self.crop, self.train = root, files, int(resize), int(crop), train
         self.seed, self.prefetch = int(seed), int(prefetch)
         self.eval_batch_size: int | None = None  # the evaluation batch, set by the data module for its test set
@@ -219,7 +254,7 @@ class StreamedImages:
             self.decoded += 1
         rng = None if position is None else np.random.default_rng((self.seed, position))
         top, left, mirror = crop_box(img.shape[0], img.shape[1], self.crop, rng)
-        out = img[top:top + self.crop, left:left + self.crop, ::-1]
+        out = img[top : top + self.crop, left : left + self.crop, ::-1]
         if mirror:
             out = out[:, ::-1]
         return np.ascontiguousarray(out.transpose(2, 0, 1))
@@ -283,9 +318,20 @@ class ImageNetDataModule(pl.LightningDataModule):
     """ImageNet read from its folders (see the module docstring): ``x_train`` / ``x_test`` are
     :class:`StreamedImages`, ``y_train`` / ``y_test`` label tensors."""
 
-    def __init__(self, data_dir: str | Path = ".", crop: int = 227, resize: int = 256, seed: int = 0,
-                 mean: Sequence[float] = MEAN_BGR, classes: int | None = None, subset: int | None = None,
-                 eval_batch_size: int = 100, prefetch: int = 256, threads: int = 4, batch_size: int = 128) -> None:
+    def __init__(
+        self,
+        data_dir: str | Path = ".",
+        crop: int = 227,
+        resize: int = 256,
+        seed: int = 0,
+        mean: Sequence[float] = MEAN_BGR,
+        classes: int | None = None,
+        subset: int | None = None,
+        eval_batch_size: int = 100,
+        prefetch: int = 256,
+        threads: int = 4,
+        batch_size: int = 128,
+    ) -> None:
         super().__init__()
         if not 1 <= int(crop) <= int(resize):
             raise ConfigError("dataset.crop", crop, f"an integer in 1..{resize} (dataset.resize)")
@@ -317,12 +363,22 @@ class ImageNetDataModule(pl.LightningDataModule):
         if self.subset is not None:
             if not 1 <= self.subset <= len(train):
                 raise ConfigError("dataset.subset", self.subset, f"an integer in 1..{len(train)} or null")
-            train, train_y = train[:self.subset], train_y[:self.subset]
+            train, train_y = train[: self.subset], train_y[: self.subset]
         self.index = index
         self.num_classes, self.num_train = len(index.wnids), len(train)
+
         def streamed(files: list[str], train: bool, prefetch: int) -> StreamedImages:
-            return StreamedImages(index.root, files, self.resize, self.crop, train, seed=self.seed, mean=self.mean,
-                                  prefetch=prefetch, threads=self.threads)
+            return StreamedImages(
+                index.root,
+                files,
+                self.resize,
+                self.crop,
+                train,
+                seed=self.seed,
+                mean=self.mean,
+                prefetch=prefetch,
+                threads=self.threads,
+            )
 
         self.x_train = streamed(train, True, self.prefetch)
         self.x_test = streamed(index.val, False, 0)
@@ -337,12 +393,15 @@ class ImageNetDataModule(pl.LightningDataModule):
         """The validation set in order, centre crops, ``eval_batch_size`` per batch."""
         self.setup()
         assert self.x_test is not None and self.y_test is not None
-        return torch.utils.data.DataLoader(_EvalBatches(self.x_test, self.y_test, self.eval_batch_size),
-                                           batch_size=None)
+        return torch.utils.data.DataLoader(
+            _EvalBatches(self.x_test, self.y_test, self.eval_batch_size), batch_size=None
+        )
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
         return self.test_dataloader()
 
     def __repr__(self) -> str:
-        return (f"ImageNetDataModule(crop={self.crop}, resize={self.resize}, num_classes={self.num_classes}, "
-                f"num_train={self.num_train})")
+        return (
+            f"ImageNetDataModule(crop={self.crop}, resize={self.resize}, num_classes={self.num_classes}, "
+            f"num_train={self.num_train})"
+        )

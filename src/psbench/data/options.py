@@ -21,15 +21,17 @@ CIFAR10_JPEG_NOTE = "cifar10_jpeg_q75"
 _COUNT = integer(1, MAX_COUNT)
 _SUBSET = integer(1, MAX_COUNT, null="all training samples", words="(the first N training samples)")
 _COMMON: Keys = {
-    "download": boolean(),                                         # fetch the standard files if missing
+    "download": boolean(),  # fetch the standard files if missing
     "eval_batch_size": _COUNT,
     "subset": _SUBSET,
-    "verify": boolean().optional(),                            # md5 checks of the raw files
-    "preprocess": one_of(*PREPROCESS).optional(),                 # the paper's data layer
+    "verify": boolean().optional(),  # md5 checks of the raw files
+    "preprocess": one_of(*PREPROCESS).optional(),  # the paper's data layer
     "data_note": text(null="no note", what="a short note on the data, e.g. cifar10_jpeg_q75").optional(),
 }
-_MD5 = Key(lambda v: v is None or (isinstance(v, str) and re.fullmatch(r"[0-9a-fA-F]{32}", v) is not None),
-           "null (not checked) or the file's md5, 32 hex digits")
+_MD5 = Key(
+    lambda v: v is None or (isinstance(v, str) and re.fullmatch(r"[0-9a-fA-F]{32}", v) is not None),
+    "null (not checked) or the file's md5, 32 hex digits",
+)
 #: the keys of the data sets read from a user's file (dataset.path)
 _FILE: Keys = {
     "path": text(what="the path of the data (set dataset.path=...)"),
@@ -49,10 +51,15 @@ DATASET_KEYS: dict[str, Keys] = {
     "image_folder": {
         **_FILE,
         "preprocess": one_of(*PREPROCESS),
-        "resize": sequence(integer(1), length=2, null="every image already the same size",
-                           what="[H, W], two integers >= 1"),
-        "classes": sequence(text(), min_length=1, null="the sorted class folders of train/",
-                            what="a list of the class folder names in label order"),
+        "resize": sequence(
+            integer(1), length=2, null="every image already the same size", what="[H, W], two integers >= 1"
+        ),
+        "classes": sequence(
+            text(),
+            min_length=1,
+            null="the sorted class folders of train/",
+            what="a list of the class folder names in label order",
+        ),
         "max_memory_mb": number(0, lo_open=True, unit="MiB of decoded float32 images"),
     },
     "arrays": {
@@ -102,8 +109,13 @@ def imagenet_crop(crop: int | None, model: str) -> int:
     if crop is not None:
         return int(crop)
     if model not in IMAGENET_CROPS:
-        raise ConfigError("dataset.crop", None, f"an integer >= 1 with model={model} (only "
-                          + ", ".join(f"{m} ({c})" for m, c in IMAGENET_CROPS.items()) + " have a paper crop)")
+        raise ConfigError(
+            "dataset.crop",
+            None,
+            f"an integer >= 1 with model={model} (only "
+            + ", ".join(f"{m} ({c})" for m, c in IMAGENET_CROPS.items())
+            + " have a paper crop)",
+        )
     return IMAGENET_CROPS[model]
 
 
@@ -116,10 +128,22 @@ def file_options(name: str, ds: Mapping[str, Any], data_dir: str | Path) -> dict
     verify = ds.get("verify", True) is not False
     if name == "cifar10_jpeg":
         key = sources.DATASET_FILES[name][0]
-        return {"path": Path(data_dir).expanduser() / key, "md5": expected_md5(key) if verify else None,
-                "classes": sources.CIFAR10_CLASSES, "resize": None, "max_memory_mb": None, "dataset": name}
-    return {"path": ds.get("path"), "md5": ds.get("md5") if verify else None, "classes": ds.get("classes"),
-            "resize": ds.get("resize"), "max_memory_mb": ds.get("max_memory_mb"), "dataset": name}
+        return {
+            "path": Path(data_dir).expanduser() / key,
+            "md5": expected_md5(key) if verify else None,
+            "classes": sources.CIFAR10_CLASSES,
+            "resize": None,
+            "max_memory_mb": None,
+            "dataset": name,
+        }
+    return {
+        "path": ds.get("path"),
+        "md5": ds.get("md5") if verify else None,
+        "classes": ds.get("classes"),
+        "resize": ds.get("resize"),
+        "max_memory_mb": ds.get("max_memory_mb"),
+        "dataset": name,
+    }
 
 
 def check_files(name: str, ds: Mapping[str, Any], data_dir: str | Path) -> Any:
@@ -148,14 +172,26 @@ def _check_files(cfg: Mapping[str, Any]) -> None:
     ds = cfg["dataset"]
     name = ds["name"]
     if name == "cifar10_jpeg":
-        require(ds.get("data_note") == CIFAR10_JPEG_NOTE, "dataset.data_note", ds.get("data_note"),
-                f"{CIFAR10_JPEG_NOTE} (every run on the JPEG re-encoding says so)")
-        require(not ds["download"], "dataset.download", ds["download"],
-                "false (cifar10-jpeg.zip has no public download: copy it to paths.data_dir/cifar10-jpeg/)")
+        require(
+            ds.get("data_note") == CIFAR10_JPEG_NOTE,
+            "dataset.data_note",
+            ds.get("data_note"),
+            f"{CIFAR10_JPEG_NOTE} (every run on the JPEG re-encoding says so)",
+        )
+        require(
+            not ds["download"],
+            "dataset.download",
+            ds["download"],
+            "false (cifar10-jpeg.zip has no public download: copy it to paths.data_dir/cifar10-jpeg/)",
+        )
     header = check_files(name, ds, cfg["paths"]["data_dir"])
     if header is not None and header.task == "regression":  # float targets: no classes to count
-        require(ds.get("num_classes") is None, "dataset.num_classes", ds.get("num_classes"),
-                f"null with float targets y (regression), as {ds['path']} has")
+        require(
+            ds.get("num_classes") is None,
+            "dataset.num_classes",
+            ds.get("num_classes"),
+            f"null with float targets y (regression), as {ds['path']} has",
+        )
 
 
 def _check_synthetic(ds: Mapping[str, Any]) -> None:
@@ -164,10 +200,13 @@ def _check_synthetic(ds: Mapping[str, Any]) -> None:
     size = math.prod(ds["shape"])
     need = 4 * size * (ds["num_train"] + ds["num_test"]) + 8 * size * ds["num_classes"]
     if memory is not None and need > memory // 2:
-        raise ConfigError("dataset.shape", ds["shape"],
-                          f"a size whose samples fit in half this machine's memory ({memory / 2**30:.1f} GiB): "
-                          f"{ds['num_train']} + {ds['num_test']} samples of {size:,} floats and {ds['num_classes']} "
-                          f"class centres take {need / 2**30:.3g} GiB")
+        raise ConfigError(
+            "dataset.shape",
+            ds["shape"],
+            f"a size whose samples fit in half this machine's memory ({memory / 2**30:.1f} GiB): "
+            f"{ds['num_train']} + {ds['num_test']} samples of {size:,} floats and {ds['num_classes']} "
+            f"class centres take {need / 2**30:.3g} GiB",
+        )
 
 
 def _check(cfg: Mapping[str, Any]) -> None:
@@ -190,18 +229,32 @@ def _check(cfg: Mapping[str, Any]) -> None:
 
     crop = imagenet_crop(ds["crop"], get(cfg, "model.name", ""))
     require(crop <= ds["resize"], "dataset.crop", crop, f"an integer <= dataset.resize ({ds['resize']})")
-    require(not ds["download"], "dataset.download", ds["download"],
-            "false (ImageNet is not downloaded: place ILSVRC-2012 under paths.data_dir/imagenet)")
+    require(
+        not ds["download"],
+        "dataset.download",
+        ds["download"],
+        "false (ImageNet is not downloaded: place ILSVRC-2012 under paths.data_dir/imagenet)",
+    )
     engine = get(cfg, "engine.name", "sim")
-    require(engine == "sim", "engine.name", engine, "sim with dataset=imagenet (the dist engine's learners "
-            "hold their data in memory; ImageNet is streamed by the sim engine only)")
+    require(
+        engine == "sim",
+        "engine.name",
+        engine,
+        "sim with dataset=imagenet (the dist engine's learners "
+        "hold their data in memory; ImageNet is streamed by the sim engine only)",
+    )
     protocol = get(cfg, "protocol.name")
-    require(protocol not in LOCAL_PROTOCOLS, "protocol.name", protocol,
-            "a protocol without local steps with dataset=imagenet (local-step learners index in-memory data)")
+    require(
+        protocol not in LOCAL_PROTOCOLS,
+        "protocol.name",
+        protocol,
+        "a protocol without local steps with dataset=imagenet (local-step learners index in-memory data)",
+    )
     data_dir = cfg["paths"]["data_dir"]
     gap = missing(data_dir)
-    require(gap is None, "paths.data_dir", data_dir,
-            f"a folder with ImageNet (ILSVRC-2012) in imagenet/: missing {gap}")
+    require(
+        gap is None, "paths.data_dir", data_dir, f"a folder with ImageNet (ILSVRC-2012) in imagenet/: missing {gap}"
+    )
 
 
 DATASET = Group(DATASET_KEYS, check=_check, target=TARGET_KEYS)

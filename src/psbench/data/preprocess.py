@@ -99,8 +99,9 @@ def preprocess(split: ArraySplit, how: str = "unit_mean") -> Tensors:
     if how not in PREPROCESS:
         raise ConfigError("dataset.preprocess", how, "one of " + ", ".join(PREPROCESS))
     x_train, x_test = _float(split.x_train), _float(split.x_test)
-    divisor = {"unit_mean": split.scale, "symmetric": split.scale, "per_image": split.scale,
-               "minmax250": 250.0}.get(how)
+    divisor = {"unit_mean": split.scale, "symmetric": split.scale, "per_image": split.scale, "minmax250": 250.0}.get(
+        how
+    )
     if divisor is not None:
         x_train.mul_(1.0 / divisor)
         x_test.mul_(1.0 / divisor)
@@ -120,4 +121,3 @@ def preprocess(split: ArraySplit, how: str = "unit_mean") -> Tensors:
         y_test=_targets(split.y_test),
         pixel_mean=mean,
     )
-

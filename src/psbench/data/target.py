@@ -47,8 +47,12 @@ def _datasets(node: Mapping[str, Any], seed: int, data_dir: str | Path) -> tuple
     got = build(KEY, node, OWN_KEYS, {"seed": seed, "data_dir": str(data_dir)}, what=WHAT)
     if isinstance(got, pl.LightningDataModule):
         return _from_datamodule(got, shown)
-    require(isinstance(got, tuple | list) and len(got) == 2, KEY, shown,
-            f"{WHAT} (it returned {type(got).__name__}{f' of {len(got)}' if isinstance(got, tuple | list) else ''})")
+    require(
+        isinstance(got, tuple | list) and len(got) == 2,
+        KEY,
+        shown,
+        f"{WHAT} (it returned {type(got).__name__}{f' of {len(got)}' if isinstance(got, tuple | list) else ''})",
+    )
     return got[0], got[1]
 
 
@@ -59,28 +63,48 @@ def _from_datamodule(dm, shown: str) -> tuple[Any, Any]:
         try:
             loader = getattr(dm, hook)()
         except Exception as exc:
-            raise ConfigError(KEY, shown, f"a LightningDataModule whose {hook}() returns a DataLoader: it raised "
-                              f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
-        require(isinstance(loader, torch.utils.data.DataLoader), KEY, shown,
-                f"a LightningDataModule whose {hook}() returns one DataLoader (it returned {type(loader).__name__})")
+            raise ConfigError(
+                KEY,
+                shown,
+                f"a LightningDataModule whose {hook}() returns a DataLoader: it raised "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+            ) from exc
+        require(
+            isinstance(loader, torch.utils.data.DataLoader),
+            KEY,
+            shown,
+            f"a LightningDataModule whose {hook}() returns one DataLoader (it returned {type(loader).__name__})",
+        )
         return loader.dataset
 
     try:
         dm.prepare_data()
         dm.setup("fit")
     except Exception as exc:
-        raise ConfigError(KEY, shown, f"a LightningDataModule that prepares and sets up: it raised "
-                          f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+        raise ConfigError(
+            KEY,
+            shown,
+            f"a LightningDataModule that prepares and sets up: it raised "
+            f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+        ) from exc
     train = loader_set("train_dataloader")
     if type(dm).test_dataloader is not pl.LightningDataModule.test_dataloader:
         try:
             dm.setup("test")
         except Exception as exc:
-            raise ConfigError(KEY, shown, f"a LightningDataModule that sets up its test stage: it raised "
-                              f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+            raise ConfigError(
+                KEY,
+                shown,
+                f"a LightningDataModule that sets up its test stage: it raised "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+            ) from exc
         return train, loader_set("test_dataloader")
-    require(type(dm).val_dataloader is not pl.LightningDataModule.val_dataloader, KEY, shown,
-            "a LightningDataModule with a test_dataloader() or a val_dataloader() (the test set)")
+    require(
+        type(dm).val_dataloader is not pl.LightningDataModule.val_dataloader,
+        KEY,
+        shown,
+        "a LightningDataModule with a test_dataloader() or a val_dataloader() (the test set)",
+    )
     return train, loader_set("val_dataloader")
 
 
@@ -110,32 +134,51 @@ class _Reader:
         try:
             it = ds[i]
         except Exception as exc:
-            raise self.bad(split, i, f"could not be read ({type(exc).__name__}: {' '.join(str(exc).split())})") \
-                from exc
+            raise self.bad(split, i, f"could not be read ({type(exc).__name__}: {' '.join(str(exc).split())})") from exc
         if not (isinstance(it, tuple | list) and len(it) == 2):
             size = f" of {len(it)}" if isinstance(it, tuple | list) else ""
             raise self.bad(split, i, f"is a {type(it).__name__}{size}, not an (x, y) pair")
         x, y = _array(it[0]), _array(it[1])
         if x is None or x.dtype.kind not in "iuf" or x.ndim < 1:
             kind = type(it[0]).__name__ if x is None else f"{x.dtype} {list(x.shape)}"
-            raise self.bad(split, i, f"has x a {kind}: x must be a tensor, array or number of at least one axis "
-                           "(a PIL image: give the dataset a transform that returns a tensor)")
+            raise self.bad(
+                split,
+                i,
+                f"has x a {kind}: x must be a tensor, array or number of at least one axis "
+                "(a PIL image: give the dataset a transform that returns a tensor)",
+            )
         if y is None or y.dtype.kind not in "iuf" or y.ndim > 1:
             kind = type(it[1]).__name__ if y is None else f"{y.dtype} {list(y.shape)}"
-            raise self.bad(split, i, f"has y a {kind}: y must be a class label (an integer), a float target or a "
-                           "1-d float vector of targets")
+            raise self.bad(
+                split,
+                i,
+                f"has y a {kind}: y must be a class label (an integer), a float target or a "
+                "1-d float vector of targets",
+            )
         regression = y.dtype.kind == "f"
         if self.x_shape is None:
             self.x_shape, self.y_shape, self.regression = x.shape, y.shape, regression
-            require(regression or y.ndim == 0, KEY, self.shown, f"{WHAT}: {split} item {i} has y of shape "
-                    f"{list(y.shape)} {y.dtype}: a class label is one integer (float vectors are regression targets)")
+            require(
+                regression or y.ndim == 0,
+                KEY,
+                self.shown,
+                f"{WHAT}: {split} item {i} has y of shape "
+                f"{list(y.shape)} {y.dtype}: a class label is one integer (float vectors are regression targets)",
+            )
         if x.shape != self.x_shape:
-            raise self.bad(split, i, f"has x of shape {list(x.shape)}, item 0 of train {list(self.x_shape)}: "
-                           "every x the same shape")
+            raise self.bad(
+                split,
+                i,
+                f"has x of shape {list(x.shape)}, item 0 of train {list(self.x_shape)}: every x the same shape",
+            )
         if regression != self.regression or y.shape != self.y_shape:
             first = "float targets" if self.regression else "integer labels"
-            raise self.bad(split, i, f"has y {y.dtype} {list(y.shape)}, train item 0 {first} "
-                           f"{list(self.y_shape or ())}: every y the same kind and shape")
+            raise self.bad(
+                split,
+                i,
+                f"has y {y.dtype} {list(y.shape)}, train item 0 {first} "
+                f"{list(self.y_shape or ())}: every y the same kind and shape",
+            )
         return x, y
 
     def read(self, split: str, ds: Any, n: int, total: int) -> tuple[np.ndarray, np.ndarray]:
@@ -164,15 +207,20 @@ def _check_memory(shown: str, x_shape: tuple[int, ...], n: int) -> None:
     memory = physical_memory()
     need = 2 * 4 * math.prod(x_shape) * n
     if memory is not None and need > memory // 2:
-        raise ConfigError(KEY, shown, f"data that fit in half this machine's memory ({memory / 2**30:.1f} GiB): "
-                          f"{n:,} samples of {list(x_shape)} floats take {need / 2**30:.3g} GiB to read "
-                          "(a larger set is not streamed)")
+        raise ConfigError(
+            KEY,
+            shown,
+            f"data that fit in half this machine's memory ({memory / 2**30:.1f} GiB): "
+            f"{n:,} samples of {list(x_shape)} floats take {need / 2**30:.3g} GiB to read "
+            "(a larger set is not streamed)",
+        )
 
 
 def _size(shown: str, split: str, ds: Any) -> int:
     if isinstance(ds, torch.utils.data.IterableDataset) or not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
-        raise ConfigError(KEY, shown, f"{WHAT}: the {split} set is a {type(ds).__name__}, not map-style "
-                          "(len(ds) and ds[i])")
+        raise ConfigError(
+            KEY, shown, f"{WHAT}: the {split} set is a {type(ds).__name__}, not map-style (len(ds) and ds[i])"
+        )
     n = len(ds)
     require(n >= 1, KEY, shown, f"{WHAT}: the {split} set is empty")
     return n
@@ -198,6 +246,15 @@ def target_datamodule(node: Mapping[str, Any], data_dir: str | Path, seed: int =
     """The :class:`~psbench.data.datamodule.ArrayDataModule` of a ``_target_`` data set node."""
     from psbench.data.datamodule import ArrayDataModule
 
-    return ArrayDataModule(label(node), None, None, None, lambda _paths: load_target(node, seed, data_dir),
-                           data_dir=data_dir, seed=seed, subset=node.get("subset"),
-                           eval_batch_size=int(node.get("eval_batch_size") or 128), preprocess="none")
+    return ArrayDataModule(
+        label(node),
+        None,
+        None,
+        None,
+        lambda _paths: load_target(node, seed, data_dir),
+        data_dir=data_dir,
+        seed=seed,
+        subset=node.get("subset"),
+        eval_batch_size=int(node.get("eval_batch_size") or 128),
+        preprocess="none",
+    )

@@ -75,12 +75,20 @@ class Learners:
             for rank in range(1, learners + 1):
                 log = run_dir / f"learner_{rank}.log"
                 with open(log, "wb") as fh:
-                    self.procs.append(subprocess.Popen(
-                        [sys.executable, "-m", "psbench.distributed.learner", str(spec_file), str(rank)],
-                        stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, close_fds=True))
+                    self.procs.append(
+                        subprocess.Popen(
+                            [sys.executable, "-m", "psbench.distributed.learner", str(spec_file), str(rank)],
+                            stdout=fh,
+                            stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
+                            env=env,
+                            close_fds=True,
+                        )
+                    )
                 self.logs.append(log)
-        (run_dir / "dist_pids.json").write_text(json.dumps({"ps": os.getpid(), **{
-            str(r + 1): p.pid for r, p in enumerate(self.procs)}}))
+        (run_dir / "dist_pids.json").write_text(
+            json.dumps({"ps": os.getpid(), **{str(r + 1): p.pid for r, p in enumerate(self.procs)}})
+        )
 
     def alive(self, l: int) -> str | None:
         """None while learner ``l`` runs; else why not (exit code, signal, last log line)."""
@@ -124,8 +132,9 @@ def _store(addr: str, port: int, world: int, timeout_s: float):
     import torch.distributed as dist
 
     try:
-        return dist.TCPStore(addr, port, world, True, timeout=datetime.timedelta(seconds=timeout_s),
-                             wait_for_workers=False)
+        return dist.TCPStore(
+            addr, port, world, True, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False
+        )
     except (RuntimeError, OSError) as e:
         text = str(e).lower()
         reason = "address already in use" if "in use" in text else " ".join(str(e).split())[:120]
@@ -142,8 +151,10 @@ def _rendezvous(store, learners: int, procs: Learners, timeout_s: float) -> None
                 raise LearnerFailure(l, f"learner rank {l + 1} {why} before joining")
         if time.monotonic() > deadline:
             missing = [r for r, k in enumerate(keys, 1) if not store.check([k])]
-            raise LearnerFailure(missing[0] - 1, f"learner ranks {missing} did not join within {timeout_s:g} s "
-                                 "(engine.connect_timeout_s)")
+            raise LearnerFailure(
+                missing[0] - 1,
+                f"learner ranks {missing} did not join within {timeout_s:g} s (engine.connect_timeout_s)",
+            )
         time.sleep(0.05)
 
 
@@ -197,11 +208,15 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     opt_cfg, learner_cfg = setup.optimizer, setup.learner_optimizer
     window = None  # a local-step protocol's window: H steps of learner_cfg in the learner, then a commit
     if uses_local_steps(protocol.name):  # learners run learner_cfg for H local steps; the PS adds their commits
-        window = {"local_steps": protocol.local_steps, "batch_size": mu, "elastic": is_elastic(protocol.name),
-                  "rho": protocol.rho, "optimizer": dict(learner_cfg)}
+        window = {
+            "local_steps": protocol.local_steps,
+            "batch_size": mu,
+            "elastic": is_elastic(protocol.name),
+            "rho": protocol.rho,
+            "optimizer": dict(learner_cfg),
+        }
     comp_opts = None if setup.compression is None else dict(setup.compression)
-    wire = None if comp_opts is None else GradientWire(comp_opts, {k: p.shape for k, p in net.named_parameters()},
-                                                       seed)
+    wire = None if comp_opts is None else GradientWire(comp_opts, {k: p.shape for k, p in net.named_parameters()}, seed)
     opt, sched = configure(param_groups(net), opt_cfg, updates_per_epoch(updates, G, spg, dm.num_train))
 
     addr, timeout_s, connect_s = opts.master_addr, float(opts.timeout_s), float(opts.connect_timeout_s)
@@ -214,38 +229,73 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     try:
         torch.save({"x": dm.x_train.contiguous(), "y": dm.y_train.contiguous()}, data_file)
         spec = {
-            "addr": addr, "port": store.port, "world_size": world, "timeout_s": max(timeout_s, 3600.0),
-            "connect_timeout_s": connect_s, "model": dict(setup.model),  # learners build it as the run did
-            "input_shape": list(dm.input_shape), "output_size": output_size(dm), "task": task_of(dm),
+            "addr": addr,
+            "port": store.port,
+            "world_size": world,
+            "timeout_s": max(timeout_s, 3600.0),
+            "connect_timeout_s": connect_s,
+            "model": dict(setup.model),  # learners build it as the run did
+            "input_shape": list(dm.input_shape),
+            "output_size": output_size(dm),
+            "task": task_of(dm),
             "python_path": [p for p in sys.path if p],  # a user's _target_ modules import there as here
             "data_file": str(data_file),
-            "seed": seed, "samples_per_gradient": spg, "threads": int(opts.learner_threads),
+            "seed": seed,
+            "samples_per_gradient": spg,
+            "threads": int(opts.learner_threads),
             "delay_s": {str(k): float(v) for k, v in dict(opts.learner_delay_s or {}).items()},
-            "rank_offset": 1, "window": window, "compression": comp_opts,
+            "rank_offset": 1,
+            "window": window,
+            "compression": comp_opts,
         }
         spec_file.write_text(json.dumps(spec, indent=1))
         if opts.launch == "spawn":
             procs.spawn(spec_file, lam, run_dir, spec["threads"])
-        print(f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting up to {connect_s:g} s "
-              f"(engine.connect_timeout_s) for {lam} learners (spec {spec_file})", file=sys.stderr, flush=True)
+        print(
+            f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting up to {connect_s:g} s "
+            f"(engine.connect_timeout_s) for {lam} learners (spec {spec_file})",
+            file=sys.stderr,
+            flush=True,
+        )
         t_join = time.perf_counter()
         try:
             _rendezvous(store, lam, procs, connect_s)
             try:
-                dist.init_process_group("gloo", store=store, rank=0, world_size=world,
-                                        timeout=datetime.timedelta(seconds=max(timeout_s, 3600.0)))
+                dist.init_process_group(
+                    "gloo",
+                    store=store,
+                    rank=0,
+                    world_size=world,
+                    timeout=datetime.timedelta(seconds=max(timeout_s, 3600.0)),
+                )
             except RuntimeError as e:
                 why = " ".join(str(e).split())[:200]
                 raise RunFailure(f"engine=dist: the process group did not form: {why}") from None
             join_s = time.perf_counter() - t_join
-            logging.getLogger("psbench").info("engine=dist: %d learners joined in %.1f s; %s run starts",
-                                              lam, join_s, mode)
+            logging.getLogger("psbench").info(
+                "engine=dist: %d learners joined in %.1f s; %s run starts", lam, join_s, mode
+            )
             numel = sum(p.numel() for p in net.parameters())
             transport = GlooTransport(lam, numel, procs.alive, push_bytes=None if wire is None else wire.push_bytes)
-            ps = ParameterServer(net, opt, sched, protocol, policy, mu, spg, G, transport, replay=replay,
-                                 timeout_s=timeout_s, tolerate_failures=opts.tolerate_failures,
-                                 gradient_clip_val=setup.trainer.gradient_clip_val, logger=logger,
-                                 log_every=setup.trainer.log_every_n_updates, wire=wire, num_train=dm.num_train)
+            ps = ParameterServer(
+                net,
+                opt,
+                sched,
+                protocol,
+                policy,
+                mu,
+                spg,
+                G,
+                transport,
+                replay=replay,
+                timeout_s=timeout_s,
+                tolerate_failures=opts.tolerate_failures,
+                gradient_clip_val=setup.trainer.gradient_clip_val,
+                logger=logger,
+                log_every=setup.trainer.log_every_n_updates,
+                wire=wire,
+                num_train=dm.num_train,
+            )
             with lifecycle.deferred():  # the PS loop checks for a signal between messages (update boundaries)
                 stats = ps.run()
         except LearnerFailure:
@@ -265,9 +315,12 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
         if ps is not None:
             from psbench.models.evaluate import quick_evaluate
 
-            k.progress.update(updates_done=ps.stats.updates_stepped, samples=ps.stats.pushes_applied * spg,
-                              run_time_s=time.time() - ps.t0,
-                              **quick_evaluate(net, dm.x_test, dm.y_test, loss=setup.loss))
+            k.progress.update(
+                updates_done=ps.stats.updates_stepped,
+                samples=ps.stats.pushes_applied * spg,
+                run_time_s=time.time() - ps.t0,
+                **quick_evaluate(net, dm.x_test, dm.y_test, loss=setup.loss),
+            )
         raise
     finally:
         with lifecycle.deferred():  # no learner process and no copy of the data outlive the run
@@ -286,16 +339,28 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
         from psbench.calibration.free_run import compare
 
         calibration = compare(log, timing, protocol, mu, dm.num_train, numel * 4, stats.run_time_s, seed)
-    artifacts.append(str(plot_staleness(stats.staleness.as_dict(), f"{protocol.label} (measured)",
-                                        run_dir / "staleness_hist.png")))
+    artifacts.append(
+        str(plot_staleness(stats.staleness.as_dict(), f"{protocol.label} (measured)", run_dir / "staleness_hist.png"))
+    )
     test_error, test_loss = evaluate(net, dm.x_test, dm.y_test, loss=setup.loss)
     save_final_weights(setup.trainer.save_weights, net, run_dir, artifacts)
     summary = run_summary(
-        ps, replay or log, mode=mode, num_train=dm.num_train, model_bytes=numel * 4, join_time_s=join_s,
+        ps,
+        replay or log,
+        mode=mode,
+        num_train=dm.num_train,
+        model_bytes=numel * 4,
+        join_time_s=join_s,
         bytes_pushed=transport.bytes_received + stats.pushes_received * m.HEADER * 8,
-        bytes_pulled=transport.bytes_sent, push_payload_bytes=None if wire is None else wire.push_bytes,
-        test_error=test_error, test_loss=test_loss, weights_sha256=weights_sha256(net),
-        sim_time_s=sim_time_s, calibration=calibration, artifacts=artifacts)
+        bytes_pulled=transport.bytes_sent,
+        push_payload_bytes=None if wire is None else wire.push_bytes,
+        test_error=test_error,
+        test_loss=test_loss,
+        weights_sha256=weights_sha256(net),
+        sim_time_s=sim_time_s,
+        calibration=calibration,
+        artifacts=artifacts,
+    )
     if logger is not None:
         # the series' final points; the run's totals are its summary/… metrics (cli)
         final = {"test_error": test_error, "test_loss": test_loss, "run_time_s": stats.run_time_s}
@@ -303,10 +368,24 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     return replace(summary, wall_time_s=time.perf_counter() - t_start)
 
 
-def run_summary(ps, schedule, *, mode: str, num_train: int, model_bytes: int, join_time_s: float | None,
-                bytes_pushed: int, bytes_pulled: int, push_payload_bytes: int | None, test_error: float | None,
-                test_loss: float | None, weights_sha256: str | None, sim_time_s: float | None = None,
-                calibration: dict[str, Any] | None = None, artifacts: list[str] | None = None) -> RunSummary:
+def run_summary(
+    ps,
+    schedule,
+    *,
+    mode: str,
+    num_train: int,
+    model_bytes: int,
+    join_time_s: float | None,
+    bytes_pushed: int,
+    bytes_pulled: int,
+    push_payload_bytes: int | None,
+    test_error: float | None,
+    test_loss: float | None,
+    weights_sha256: str | None,
+    sim_time_s: float | None = None,
+    calibration: dict[str, Any] | None = None,
+    artifacts: list[str] | None = None,
+) -> RunSummary:
     """The :class:`~psbench.summary.RunSummary` of a finished :class:`ParameterServer` run.
 
     ``schedule``: the replayed schedule, or the free run's measured event log (its hash is
@@ -319,25 +398,50 @@ def run_summary(ps, schedule, *, mode: str, num_train: int, model_bytes: int, jo
     diverged = ps.diverged_at is not None or test_loss is None or not math.isfinite(test_loss)
     samples = stats.pushes_applied * spg
     return RunSummary(
-        status="diverged" if diverged else "finished", diverged=diverged, diverged_at_update=ps.diverged_at,
-        test_error=test_error, test_loss=test_loss, train_loss=ps.recent_loss, engine="dist", mode=mode,
+        status="diverged" if diverged else "finished",
+        diverged=diverged,
+        diverged_at_update=ps.diverged_at,
+        test_error=test_error,
+        test_loss=test_loss,
+        train_loss=ps.recent_loss,
+        engine="dist",
+        mode=mode,
         protocol=ps.protocol.label,
-        staleness_mean=stats.staleness.mean, staleness_max=stats.staleness.max,
-        staleness_hist=stats.staleness.as_dict(), ps_updates=stats.updates, gradients=stats.pushes_applied,
-        samples=samples, epochs_done=samples / num_train, schedule_sha256=schedule.sha256(),
-        updates_done=stats.updates_stepped, sim_time_s=sim_time_s, run_time_s=run_s, join_time_s=join_time_s,
+        staleness_mean=stats.staleness.mean,
+        staleness_max=stats.staleness.max,
+        staleness_hist=stats.staleness.as_dict(),
+        ps_updates=stats.updates,
+        gradients=stats.pushes_applied,
+        samples=samples,
+        epochs_done=samples / num_train,
+        schedule_sha256=schedule.sha256(),
+        updates_done=stats.updates_stepped,
+        sim_time_s=sim_time_s,
+        run_time_s=run_s,
+        join_time_s=join_time_s,
         pushes_per_s=stats.pushes_received / run_s if run_s > 0 else None,
         comm_overlap=stats.compute_s / (lam * run_s) if run_s > 0 else None,
-        bytes_pushed=bytes_pushed, bytes_pulled=bytes_pulled, pulls=stats.reads, pulls_skipped=stats.pulls_skipped,
-        message_bytes=model_bytes + m.HEADER * 8, model_bytes=model_bytes,
+        bytes_pushed=bytes_pushed,
+        bytes_pulled=bytes_pulled,
+        pulls=stats.reads,
+        pulls_skipped=stats.pulls_skipped,
+        message_bytes=model_bytes + m.HEADER * 8,
+        model_bytes=model_bytes,
         push_payload_bytes=model_bytes if push_payload_bytes is None else push_payload_bytes,
-        ps_timestamp=ps.root_ts, pushes_received=stats.pushes_received, pushes_applied=stats.pushes_applied,
-        parks=stats.parks, ssp_reads=stats.ssp_reads, ssp_violations=stats.ssp_violations,
-        ssp_max_lag=stats.ssp_max_lag, failed_learners=list(stats.failed_learners),
-        lost_gradients=stats.lost_gradients, calibration=calibration,
+        ps_timestamp=ps.root_ts,
+        pushes_received=stats.pushes_received,
+        pushes_applied=stats.pushes_applied,
+        parks=stats.parks,
+        ssp_reads=stats.ssp_reads,
+        ssp_violations=stats.ssp_violations,
+        ssp_max_lag=stats.ssp_max_lag,
+        failed_learners=list(stats.failed_learners),
+        lost_gradients=stats.lost_gradients,
+        calibration=calibration,
         calib_ks_staleness=None if calibration is None else calibration["ks_staleness"],
         calib_epoch_time_rel_error=None if calibration is None else calibration["epoch_time_rel_error"],
-        weights_sha256=weights_sha256, artifacts=list(artifacts or []),
+        weights_sha256=weights_sha256,
+        artifacts=list(artifacts or []),
     )
 
 

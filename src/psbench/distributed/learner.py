@@ -59,8 +59,9 @@ class LocalLearner:
         self.state: dict[str, dict[str, torch.Tensor]] = {}
         self.steps = torch.zeros(1, dtype=torch.int64)
 
-    def commit(self, center: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-               lr: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def commit(
+        self, center: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, lr: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(flat commit of one window from the pulled weights ``center``, its per-sample losses)."""
         pulled = {k: v.detach().unsqueeze(0) for k, v in center.items()}  # views of the receive buffer
         if not self.theta:  # the learner's model starts at the center it first pulls
@@ -72,8 +73,9 @@ class LocalLearner:
             theta, commit = pulled, {}
         xs = x.view(self.H, 1, self.mu, *x.shape[1:])
         ys = y.view(self.H, 1, self.mu, *y.shape[1:])
-        theta, acc, seen, _ = local_window(self.net, self.loss, self.opt, theta, self.state, self.steps, xs, ys,
-                                           lr, accumulate=not self.elastic)
+        theta, acc, seen, _ = local_window(
+            self.net, self.loss, self.opt, theta, self.state, self.steps, xs, ys, lr, accumulate=not self.elastic
+        )
         self.theta = theta
         self.steps += self.H
         out = acc if not self.elastic else commit
@@ -105,17 +107,27 @@ def run(spec: dict, rank: int) -> int:
 
     timeout = datetime.timedelta(seconds=float(spec["timeout_s"]))
     try:
-        store = dist.TCPStore(spec["addr"], int(spec["port"]), int(spec["world_size"]), False,
-                              timeout=datetime.timedelta(seconds=float(spec["connect_timeout_s"])))
+        store = dist.TCPStore(
+            spec["addr"],
+            int(spec["port"]),
+            int(spec["world_size"]),
+            False,
+            timeout=datetime.timedelta(seconds=float(spec["connect_timeout_s"])),
+        )
     except RuntimeError:  # one line, not the c10d traceback
-        raise SystemExit(f"psbench learner rank {rank}: error: no PS at {spec['addr']}:{spec['port']} within "
-                         f"{float(spec['connect_timeout_s']):g} s (engine.connect_timeout_s)") from None
+        raise SystemExit(
+            f"psbench learner rank {rank}: error: no PS at {spec['addr']}:{spec['port']} within "
+            f"{float(spec['connect_timeout_s']):g} s (engine.connect_timeout_s)"
+        ) from None
     store.set(m.READY_KEY.format(rank=rank), str(os.getpid()))
     dist.init_process_group("gloo", store=store, rank=rank, world_size=int(spec["world_size"]), timeout=timeout)
     dist.send(m.encode(m.HELLO), 0)
     local = LocalLearner(net, spec["window"], loss) if spec.get("window") else None
-    wire = GradientWire(spec["compression"], dict(zip(names, shapes, strict=True)), int(spec["seed"])) \
-        if spec.get("compression") else None
+    wire = (
+        GradientWire(spec["compression"], dict(zip(names, shapes, strict=True)), int(spec["seed"]))
+        if spec.get("compression")
+        else None
+    )
     header = m.empty_header()
     pushed = 0
     while True:
@@ -128,10 +140,14 @@ def run(spec: dict, rank: int) -> int:
         t0 = time.time()
         idx = stream.indices(r.sample_start, spg)
         if local is None:
-            grads, per = learner_gradient(net, loss, params, x[idx], y[idx],
-                                          torch.tensor(r.weight, dtype=torch.float32))
-            g = wire.encode(l, dict(zip(names, grads, strict=True))) if wire is not None else \
-                torch.cat([t.reshape(-1) for t in grads])
+            grads, per = learner_gradient(
+                net, loss, params, x[idx], y[idx], torch.tensor(r.weight, dtype=torch.float32)
+            )
+            g = (
+                wire.encode(l, dict(zip(names, grads, strict=True)))
+                if wire is not None
+                else torch.cat([t.reshape(-1) for t in grads])
+            )
         else:
             g, per = local.commit(params, x[idx], y[idx], r.lr)
             if r.weight != 1.0:

@@ -50,7 +50,7 @@ class Reply(NamedTuple):
 
 def encode(*values: float) -> torch.Tensor:
     h = torch.zeros(HEADER, dtype=torch.float64)
-    h[:len(values)] = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    h[: len(values)] = torch.tensor([float(v) for v in values], dtype=torch.float64)
     return h
 
 

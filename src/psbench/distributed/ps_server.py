@@ -98,11 +98,27 @@ class ParameterServer:
         replay: a schedule to re-execute, or None for free-run.
     """
 
-    def __init__(self, net: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler, protocol: Protocol,
-                 policy: LRPolicy, batch_size: int, samples_per_gradient: int, total_gradients: int, transport,
-                 replay: Schedule | None = None, timeout_s: float = 60.0, tolerate_failures: bool = False,
-                 gradient_clip_val: float | None = None, logger=None, log_every: int = 10,
-                 poll_s: float = 0.2, wire=None, num_train: int | None = None) -> None:
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler,
+        protocol: Protocol,
+        policy: LRPolicy,
+        batch_size: int,
+        samples_per_gradient: int,
+        total_gradients: int,
+        transport,
+        replay: Schedule | None = None,
+        timeout_s: float = 60.0,
+        tolerate_failures: bool = False,
+        gradient_clip_val: float | None = None,
+        logger=None,
+        log_every: int = 10,
+        poll_s: float = 0.2,
+        wire=None,
+        num_train: int | None = None,
+    ) -> None:
         self.net, self.opt, self.sched = net, optimizer, scheduler
         self.params = list(net.parameters())
         self.protocol, self.policy, self.mu, self.spg = protocol, policy, batch_size, samples_per_gradient
@@ -181,9 +197,12 @@ class ParameterServer:
             if msg is None:
                 if now - last_msg > self.timeout_s:
                     waiting = [l for l in self._live() if self.gate.computing[l] or l not in self.done]
-                    self._failure(LearnerFailure(waiting[0] if waiting else -1,
-                                                 f"no message from learner ranks {[l + 1 for l in waiting]} "
-                                                 f"for {self.timeout_s:g} s"))
+                    self._failure(
+                        LearnerFailure(
+                            waiting[0] if waiting else -1,
+                            f"no message from learner ranks {[l + 1 for l in waiting]} for {self.timeout_s:g} s",
+                        )
+                    )
                 continue
             last_msg = now
             l = msg.learner
@@ -402,8 +421,9 @@ class ParameterServer:
         if self.replay is not None and self.remaining_reads[i] > 0:
             self.snapshots[i] = self._weights().clone()  # a pending read still needs timestamp i
         loss = sum(e.loss_sum for e in group) / max(1, sum(e.samples for e in group))
-        self._step(sum_in_order(grads, order), loss, i,
-                   fmean(self.policy.scales([i - t for t in ts], self.mu, self.lam)))
+        self._step(
+            sum_in_order(grads, order), loss, i, fmean(self.policy.scales([i - t for t in ts], self.mu, self.lam))
+        )
         for e in group:
             self.included[e.contrib.learner] += 1
         st.pushes_applied += len(group)
@@ -427,10 +447,17 @@ class ParameterServer:
             return
         views, o = [], 0
         for p in self.params:
-            views.append(g[o:o + p.numel()].view_as(p))
+            views.append(g[o : o + p.numel()].view_as(p))
             o += p.numel()
-        if not apply_update(self.params, views, loss, self.opt, lr_scale=lr_scale, clip=self.clip,
-                            schedulers=[self.sched] if self.sched is not None else []):
+        if not apply_update(
+            self.params,
+            views,
+            loss,
+            self.opt,
+            lr_scale=lr_scale,
+            clip=self.clip,
+            schedulers=[self.sched] if self.sched is not None else [],
+        ):
             self.diverged_at = i
             self.gate.halt()  # no more gradients are handed out
             return
@@ -446,10 +473,15 @@ class ParameterServer:
         """Measured times for calibration (``dist_timing.npz``); row arrays follow ``log``'s rows."""
         rows = [self.row_timing[(l, k)] for l, k in zip(log.learner.tolist(), log.clock.tolist(), strict=True)]
         compute, t_end, parked = (np.asarray(c) for c in zip(*rows, strict=True)) if rows else ([], [], [])
-        return {"compute_s": np.asarray(compute, dtype=np.float64), "t_end": np.asarray(t_end, dtype=np.float64),
-                "parked": np.asarray(parked, dtype=bool), "push_s": np.asarray(self.push_s),
-                "grant_s": np.asarray([g for g, _ in self.grant_s]),
-                "grant_full": np.asarray([h for _, h in self.grant_s], dtype=bool), "apply_s": np.asarray(self.apply_s)}
+        return {
+            "compute_s": np.asarray(compute, dtype=np.float64),
+            "t_end": np.asarray(t_end, dtype=np.float64),
+            "parked": np.asarray(parked, dtype=bool),
+            "push_s": np.asarray(self.push_s),
+            "grant_s": np.asarray([g for g, _ in self.grant_s]),
+            "grant_full": np.asarray([h for _, h in self.grant_s], dtype=bool),
+            "apply_s": np.asarray(self.apply_s),
+        }
 
     @property
     def recent_loss(self) -> float | None:

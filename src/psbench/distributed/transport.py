@@ -43,15 +43,18 @@ class GlooTransport:
     (e.g. ``"exited with code -9"``); :meth:`check` raises :class:`LearnerFailure` for it.
     """
 
-    def __init__(self, learners: int, numel: int, alive: Callable[[int], str | None] | None = None,
-                 push_bytes: int | None = None) -> None:
+    def __init__(
+        self, learners: int, numel: int, alive: Callable[[int], str | None] | None = None, push_bytes: int | None = None
+    ) -> None:
         self.learners, self.numel, self._alive = learners, numel, alive
         self.push_bytes = push_bytes  # a compressed push: this many uint8 (compression/wire.py); else numel float32
         self.inbox: queue.Queue[Inbound] = queue.Queue()
         self.closed: set[int] = set()  # learners told to STOP (their disconnect is expected)
         self.bytes_sent = self.bytes_received = 0
-        self._threads = [threading.Thread(target=self._receive, args=(l,), daemon=True, name=f"psbench-rx-{l}")
-                         for l in range(learners)]
+        self._threads = [
+            threading.Thread(target=self._receive, args=(l,), daemon=True, name=f"psbench-rx-{l}")
+            for l in range(learners)
+        ]
         for t in self._threads:
             t.start()
 
@@ -63,8 +66,11 @@ class GlooTransport:
                 push = m.decode_push(h)
                 grad = None
                 if push.kind == m.PUSH:
-                    grad = torch.empty(self.numel) if self.push_bytes is None else \
-                        torch.empty(self.push_bytes, dtype=torch.uint8)
+                    grad = (
+                        torch.empty(self.numel)
+                        if self.push_bytes is None
+                        else torch.empty(self.push_bytes, dtype=torch.uint8)
+                    )
                     dist.recv(grad, src=l + 1)
                 self.inbox.put(Inbound(l, push, grad, None))
         except Exception as e:  # reported to the PS loop, which decides

@@ -27,16 +27,27 @@ if TYPE_CHECKING:
 
 #: every class, imported on first use (torch): the torch-free :mod:`psbench.models.options` imports without it
 _CLASSES = {
-    "MLP": "psbench.models.mlp", "SSPMLP": "psbench.models.ssp_mlp", "LeNet": "psbench.models.lenet",
-    "CifarCNN": "psbench.models.cifar_cnn", "CifarNet": "psbench.models.cifarnet", "AlexNet": "psbench.models.alexnet",
-    "GoogLeNet": "psbench.models.googlenet", "VGGA": "psbench.models.vgg", "AGNNet": "psbench.models.agn_net",
+    "MLP": "psbench.models.mlp",
+    "SSPMLP": "psbench.models.ssp_mlp",
+    "LeNet": "psbench.models.lenet",
+    "CifarCNN": "psbench.models.cifar_cnn",
+    "CifarNet": "psbench.models.cifarnet",
+    "AlexNet": "psbench.models.alexnet",
+    "GoogLeNet": "psbench.models.googlenet",
+    "VGGA": "psbench.models.vgg",
+    "AGNNet": "psbench.models.agn_net",
     "WithinChannelLRN": "psbench.models.layers",
 }
 __getattr__ = lazy(__name__, _CLASSES)
 #: the convolutional models and their classes (input (C, H, W)); ``mlp`` and ``ssp_mlp`` flatten any shape.
 _CONV: dict[str, str] = {
-    "lenet": "LeNet", "cifar_cnn": "CifarCNN", "cifarnet": "CifarNet", "alexnet": "AlexNet",
-    "googlenet": "GoogLeNet", "vgg_a": "VGGA", "agn_net": "AGNNet",
+    "lenet": "LeNet",
+    "cifar_cnn": "CifarCNN",
+    "cifarnet": "CifarNet",
+    "alexnet": "AlexNet",
+    "googlenet": "GoogLeNet",
+    "vgg_a": "VGGA",
+    "agn_net": "AGNNet",
 }
 
 

@@ -22,12 +22,15 @@ class AGNNet(nn.Module):
     def __init__(self, input_shape: tuple[int, ...], num_classes: int = 10) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(input_shape[0], 32, kernel_size=3), nn.ReLU(),
-            nn.Conv2d(32, 32, kernel_size=3), nn.ReLU(),
+            nn.Conv2d(input_shape[0], 32, kernel_size=3),
+            nn.ReLU(),
+            nn.Conv2d(32, 32, kernel_size=3),
+            nn.ReLU(),
             nn.MaxPool2d(2),
         )
         self.classifier = nn.Sequential(
-            nn.Linear(flat_features(self.features, tuple(input_shape)), 225), nn.ReLU(),
+            nn.Linear(flat_features(self.features, tuple(input_shape)), 225),
+            nn.ReLU(),
             nn.Linear(225, num_classes),
         )
 

@@ -48,8 +48,9 @@ _POOL = {"conv1", "conv2", "conv5"}
 class AlexNet(nn.Module):
     """Caffe's AlexNet without dropout; ``groups`` 2 (Caffe) or 1; optional BN on the convolutions."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int = 1000, batchnorm: bool = False,
-                 groups: int = 2) -> None:
+    def __init__(
+        self, input_shape: tuple[int, ...], num_classes: int = 1000, batchnorm: bool = False, groups: int = 2
+    ) -> None:
         super().__init__()
         layers: list[tuple[str, nn.Module]] = []
         c_in = input_shape[0]
@@ -65,11 +66,17 @@ class AlexNet(nn.Module):
                 layers.append((f"pool{name[-1]}", nn.MaxPool2d(3, stride=2, ceil_mode=True)))
             c_in = c_out
         self.features = nn.Sequential(OrderedDict(layers))
-        self.classifier = nn.Sequential(OrderedDict([
-            ("fc6", nn.Linear(flat_features(self.features, tuple(input_shape)), 4096)), ("relu6", nn.ReLU()),
-            ("fc7", nn.Linear(4096, 4096)), ("relu7", nn.ReLU()),
-            ("fc8", nn.Linear(4096, num_classes)),
-        ]))
+        self.classifier = nn.Sequential(
+            OrderedDict(
+                [
+                    ("fc6", nn.Linear(flat_features(self.features, tuple(input_shape)), 4096)),
+                    ("relu6", nn.ReLU()),
+                    ("fc7", nn.Linear(4096, 4096)),
+                    ("relu7", nn.ReLU()),
+                    ("fc8", nn.Linear(4096, num_classes)),
+                ]
+            )
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))

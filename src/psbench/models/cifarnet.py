@@ -33,15 +33,21 @@ class CifarNet(nn.Module):
             raise RuntimeError(f"input {tuple(input_shape)} is smaller than the {crop}×{crop} crop")
         self.crop = crop
         self.features = nn.Sequential(
-            nn.Conv2d(input_shape[0], 64, kernel_size=5, padding=2), nn.ReLU(), TFSameMaxPool2d(3, 2),
+            nn.Conv2d(input_shape[0], 64, kernel_size=5, padding=2),
+            nn.ReLU(),
+            TFSameMaxPool2d(3, 2),
             nn.LocalResponseNorm(9, alpha=0.001, beta=0.75, k=1.0),
-            nn.Conv2d(64, 64, kernel_size=5, padding=2), nn.ReLU(),
-            nn.LocalResponseNorm(9, alpha=0.001, beta=0.75, k=1.0), TFSameMaxPool2d(3, 2),
+            nn.Conv2d(64, 64, kernel_size=5, padding=2),
+            nn.ReLU(),
+            nn.LocalResponseNorm(9, alpha=0.001, beta=0.75, k=1.0),
+            TFSameMaxPool2d(3, 2),
         )
         shape = (input_shape[0], crop, crop) if crop is not None else tuple(input_shape)
         self.classifier = nn.Sequential(
-            nn.Linear(flat_features(self.features, shape), 384), nn.ReLU(),
-            nn.Linear(384, 192), nn.ReLU(),
+            nn.Linear(flat_features(self.features, shape), 384),
+            nn.ReLU(),
+            nn.Linear(384, 192),
+            nn.ReLU(),
             nn.Linear(192, num_classes),
         )
 
@@ -49,7 +55,7 @@ class CifarNet(nn.Module):
         if self.crop is None:
             return x
         top, left = (x.shape[-2] - self.crop) // 2, (x.shape[-1] - self.crop) // 2
-        return x[..., top:top + self.crop, left:left + self.crop]
+        return x[..., top : top + self.crop, left : left + self.crop]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(self.center_crop(x)), 1))

@@ -27,8 +27,9 @@ def save_final_weights(save: bool, net: torch.nn.Module, run_dir: Path, artifact
 
 
 @torch.no_grad()
-def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 128,
-             loss=None) -> tuple[float | None, float]:
+def evaluate(
+    net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 128, loss=None
+) -> tuple[float | None, float]:
     """(test error, test loss) over a whole data set: a tensor, or streamed images (at most their
     ``eval_batch_size`` per batch, :class:`psbench.data.imagenet.StreamedImages`). ``batch`` 128: conv nets'
     activations stay in cache (on the CPU the CIFAR CNN evaluates 1.85x and LeNet 1.4x faster than at 1,000).
@@ -41,16 +42,17 @@ def evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int 
     wrong, total = 0, 0.0
     batch = min(batch, getattr(x, "eval_batch_size", batch))
     for i in range(0, len(x), batch):
-        out = net(x[i:i + batch])
+        out = net(x[i : i + batch])
         if loss.classes:
-            wrong += int((out.argmax(1) != y[i:i + batch]).sum())
-        total += float(loss.total(out, y[i:i + batch]))
+            wrong += int((out.argmax(1) != y[i : i + batch]).sum())
+        total += float(loss.total(out, y[i : i + batch]))
     net.train()
     return (wrong / len(x) if loss.classes else None), total / len(x)
 
 
-def quick_evaluate(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-                   budget_s: float = 2.0, loss=None) -> dict[str, float | None]:
+def quick_evaluate(
+    net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, budget_s: float = 2.0, loss=None
+) -> dict[str, float | None]:
     """``test_error``/``test_loss`` of the current weights for a killed run's summary, or None for both
     when a first small batch says the whole test set would take more than ``budget_s``."""
     probe = min(len(x), 64)

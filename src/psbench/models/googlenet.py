@@ -67,8 +67,13 @@ class GoogLeNet(nn.Module):
         super().__init__()
         lrn = nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)
         layers: list[nn.Module] = [
-            conv(input_shape[0], 64, 7, batchnorm, stride=2), _pool(), lrn,
-            conv(64, 64, 1, batchnorm), conv(64, 192, 3, batchnorm), lrn, _pool(),
+            conv(input_shape[0], 64, 7, batchnorm, stride=2),
+            _pool(),
+            lrn,
+            conv(64, 64, 1, batchnorm),
+            conv(64, 192, 3, batchnorm),
+            lrn,
+            _pool(),
         ]
         c = 192
         for name, widths in INCEPTION.items():

@@ -17,7 +17,13 @@ def _lrn(x: torch.Tensor, k: int, alpha: float, beta: float) -> tuple[torch.Tens
 
 
 def _lrn_backward(
-    g: torch.Tensor, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, s: torch.Tensor, k: int, alpha: float,
+    g: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    z: torch.Tensor,
+    s: torch.Tensor,
+    k: int,
+    alpha: float,
     beta: float,
 ) -> torch.Tensor:
     """∂L/∂x = g·z^(−β) − 2αβ·x·A(g·y/z)."""
@@ -145,4 +151,3 @@ class TFSameMaxPool2d(nn.Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}"
-

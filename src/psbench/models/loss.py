@@ -52,7 +52,11 @@ def smooth_l1(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 _BUILTIN: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "cross_entropy": cross_entropy, "mse": mse, "l1": l1, "smooth_l1": smooth_l1}
+    "cross_entropy": cross_entropy,
+    "mse": mse,
+    "l1": l1,
+    "smooth_l1": smooth_l1,
+}
 assert tuple(_BUILTIN) == LOSSES
 
 
@@ -91,11 +95,20 @@ def build_loss(value: Any, task: str) -> SampleLoss:
         value = "cross_entropy" if classes else "mse"
     if isinstance(value, str) and value in _BUILTIN:
         if value == "cross_entropy":
-            require(classes, "model.loss", value, "a loss for float targets (regression): " + ", ".join(LOSSES[1:]) +
-                    " or your own")
+            require(
+                classes,
+                "model.loss",
+                value,
+                "a loss for float targets (regression): " + ", ".join(LOSSES[1:]) + " or your own",
+            )
             return CROSS_ENTROPY
-        require(not classes, "model.loss", value, "a loss for integer class labels: cross_entropy or your own "
-                "(mse, l1 and smooth_l1 compare float targets; make y float for regression)")
+        require(
+            not classes,
+            "model.loss",
+            value,
+            "a loss for integer class labels: cross_entropy or your own "
+            "(mse, l1 and smooth_l1 compare float targets; make y float for regression)",
+        )
         return SampleLoss(value, _BUILTIN[value], False)
     from psbench import target
 
@@ -112,8 +125,9 @@ def build_loss(value: Any, task: str) -> SampleLoss:
 
 
 @torch.no_grad()
-def check_fit(net: torch.nn.Module, loss: SampleLoss, x: torch.Tensor, y: torch.Tensor, output_size: int,
-              key: str, shown: Any) -> None:
+def check_fit(
+    net: torch.nn.Module, loss: SampleLoss, x: torch.Tensor, y: torch.Tensor, output_size: int, key: str, shown: Any
+) -> None:
     """The model's outputs on one batch fit the targets and the loss gives one value per sample; else ConfigError
     naming ``key`` (the model's ``_target_``, or ``model.loss``). Run in eval mode (no dropout, no RNG drawn)."""
     was = net.training
@@ -122,8 +136,12 @@ def check_fit(net: torch.nn.Module, loss: SampleLoss, x: torch.Tensor, y: torch.
         try:
             out = net(x)
         except Exception as exc:
-            raise ConfigError(key, shown, f"a model that takes the data's inputs: a batch x {list(x.shape)} raised "
-                              f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+            raise ConfigError(
+                key,
+                shown,
+                f"a model that takes the data's inputs: a batch x {list(x.shape)} raised "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())}",
+            ) from exc
     finally:
         net.train(was)
     if not isinstance(out, torch.Tensor):
@@ -131,20 +149,37 @@ def check_fit(net: torch.nn.Module, loss: SampleLoss, x: torch.Tensor, y: torch.
     b = len(y)
     if loss.classes:  # the test error is the argmax of [B, classes] scores, whatever the loss
         fits = out.dim() == 2 and out.shape[0] == b and (out.shape[1] >= output_size or loss.name not in _BUILTIN)
-        require(fits, key, shown, f"a model whose outputs fit the labels: [{b}, {output_size}] class scores for a "
-                f"batch x {list(x.shape)} of {output_size} classes (it returned {list(out.shape)})")
+        require(
+            fits,
+            key,
+            shown,
+            f"a model whose outputs fit the labels: [{b}, {output_size}] class scores for a "
+            f"batch x {list(x.shape)} of {output_size} classes (it returned {list(out.shape)})",
+        )
     elif loss.name in _BUILTIN:
         want = [b, *y.shape[1:]]
-        require(out.dim() >= 1 and out.shape[0] == b and out[0].numel() == y[0].numel(), key, shown,
-                f"a model whose outputs fit the targets: {want} (or [{b}, 1] for one target) for a batch x "
-                f"{list(x.shape)} (it returned {list(out.shape)})")
+        require(
+            out.dim() >= 1 and out.shape[0] == b and out[0].numel() == y[0].numel(),
+            key,
+            shown,
+            f"a model whose outputs fit the targets: {want} (or [{b}, 1] for one target) for a batch x "
+            f"{list(x.shape)} (it returned {list(out.shape)})",
+        )
     try:
         per = loss(out, y)
     except Exception as exc:
-        raise ConfigError("model.loss", loss.name, f"a loss that takes the model's outputs {list(out.shape)} and the "
-                          f"targets {list(y.shape)} {y.dtype}: it raised {type(exc).__name__}: "
-                          f"{' '.join(str(exc).split())}") from exc
-    require(isinstance(per, torch.Tensor) and per.dim() == 1 and len(per) == b, "model.loss", loss.name,
-            f"a loss returning one value per sample [{b}] (it returned "
-            f"{list(per.shape) if isinstance(per, torch.Tensor) else type(per).__name__}: "
-            "set reduction='none')")
+        raise ConfigError(
+            "model.loss",
+            loss.name,
+            f"a loss that takes the model's outputs {list(out.shape)} and the "
+            f"targets {list(y.shape)} {y.dtype}: it raised {type(exc).__name__}: "
+            f"{' '.join(str(exc).split())}",
+        ) from exc
+    require(
+        isinstance(per, torch.Tensor) and per.dim() == 1 and len(per) == b,
+        "model.loss",
+        loss.name,
+        f"a loss returning one value per sample [{b}] (it returned "
+        f"{list(per.shape) if isinstance(per, torch.Tensor) else type(per).__name__}: "
+        "set reduction='none')",
+    )

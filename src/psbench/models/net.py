@@ -31,8 +31,12 @@ def build_net(node: Mapping[str, Any], input_shape: Sequence[int], output_size: 
 
         offered = {"input_shape": shape, "num_classes": int(output_size), "output_size": int(output_size)}
         net = target.build("model._target_", node, OWN_KEYS, offered, what="a callable returning a torch.nn.Module")
-        require(isinstance(net, torch.nn.Module), "model._target_", node["_target_"],
-                f"a callable returning a torch.nn.Module (it returned {type(net).__name__})")
+        require(
+            isinstance(net, torch.nn.Module),
+            "model._target_",
+            node["_target_"],
+            f"a callable returning a torch.nn.Module (it returned {type(net).__name__})",
+        )
         return net
     from psbench.models import build_model
 
@@ -47,7 +51,10 @@ def check_net(node: Mapping[str, Any], net: torch.nn.Module, schedule_only: bool
         return
     bn = [name for name, m in net.named_modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if bn:
-        raise ConfigError("model._target_", node["_target_"],
-                          f"a network without BatchNorm unless schedule_only=true (it has {len(bn)}, e.g. {bn[0]}: "
-                          "learners' gradients are taken on weight snapshots, where BatchNorm cannot keep its "
-                          "running statistics; GroupNorm or LayerNorm train)")
+        raise ConfigError(
+            "model._target_",
+            node["_target_"],
+            f"a network without BatchNorm unless schedule_only=true (it has {len(bn)}, e.g. {bn[0]}: "
+            "learners' gradients are taken on weight snapshots, where BatchNorm cannot keep its "
+            "running statistics; GroupNorm or LayerNorm train)",
+        )

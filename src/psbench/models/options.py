@@ -23,8 +23,11 @@ _BATCHNORM = boolean()
 MODEL_KEYS: dict[str, Keys] = {
     "mlp": {"hidden": _WIDTHS},
     "lenet": {"init": _INIT},
-    "cifar_cnn": {"lrn": boolean(), "init": _INIT,
-                  "multipliers": one_of("caffe", null="every parameter at the base lr and decay").optional()},
+    "cifar_cnn": {
+        "lrn": boolean(),
+        "init": _INIT,
+        "multipliers": one_of("caffe", null="every parameter at the base lr and decay").optional(),
+    },
     "cifarnet": {"crop": integer(1, null="the whole input", words="(TernGrad/TF: 24)")},
     "alexnet": {"batchnorm": _BATCHNORM, "groups": one_of(1, 2)},
     "googlenet": {"batchnorm": _BATCHNORM},
@@ -40,16 +43,21 @@ MODEL_NAMES = tuple(MODEL_KEYS)
 #: the per-sample losses psbench has (:mod:`psbench.models.loss`); a classification task's default is the first,
 #: a regression task's (float targets) ``mse``
 LOSSES = ("cross_entropy", "mse", "l1", "smooth_l1")
+
+
 #: ``model.loss``: one of :data:`LOSSES`, a dotted path to a function (outputs, y) -> per-sample losses, or a node
 #: with ``_target_`` that builds such a callable (``torch.nn.HuberLoss`` with ``reduction: none``)
 def _loss_ok(v: Any) -> bool:
     return v is None or (isinstance(v, str) and v.strip() != "") or (isinstance(v, Mapping) and "_target_" in v)
 
 
-LOSS = Key(_loss_ok,
-           "null (cross_entropy for class labels, mse for float targets), one of " + ", ".join(LOSSES)
-           + ", a dotted path to a function (outputs, y) -> per-sample losses, or a node with _target_ building one",
-           required=False)
+LOSS = Key(
+    _loss_ok,
+    "null (cross_entropy for class labels, mse for float targets), one of "
+    + ", ".join(LOSSES)
+    + ", a dotted path to a function (outputs, y) -> per-sample losses, or a node with _target_ building one",
+    required=False,
+)
 #: psbench's own keys of a ``_target_`` model node (the others are the target's arguments)
 TARGET_KEYS: Keys = {"name": text(what="a short name of the model (run names, tags)").optional(), "loss": LOSS}
 
@@ -60,9 +68,13 @@ def _check(cfg: Mapping[str, Any]) -> None:
     if "_target_" in cfg["model"]:
         return
     bn = cfg["model"].get("batchnorm", False)
-    require(not bn or cfg["schedule_only"], "model.batchnorm", bn,
-            "false unless schedule_only=true (learners' gradients are vmapped over stacked weight snapshots, "
-            "where BatchNorm cannot update its running statistics)")
+    require(
+        not bn or cfg["schedule_only"],
+        "model.batchnorm",
+        bn,
+        "false unless schedule_only=true (learners' gradients are vmapped over stacked weight snapshots, "
+        "where BatchNorm cannot update its running statistics)",
+    )
 
 
 MODEL = Group({name: {**keys, "loss": LOSS} for name, keys in MODEL_KEYS.items()}, check=_check, target=TARGET_KEYS)

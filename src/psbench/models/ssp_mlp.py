@@ -29,8 +29,13 @@ ACTIVATIONS: dict[str, type[nn.Module]] = dict(zip(SSP_ACTIVATIONS, (nn.Sigmoid,
 class SSPMLP(nn.Module):
     """``Linear → activation`` per hidden size, then a linear classifier; inputs are flattened."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, hidden: Sequence[int] = VARIANTS["timit"],
-                 activation: str = "sigmoid") -> None:
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        hidden: Sequence[int] = VARIANTS["timit"],
+        activation: str = "sigmoid",
+    ) -> None:
         super().__init__()
         sizes = [prod(input_shape), *(int(h) for h in hidden)]
         layers: list[nn.Module] = []

@@ -37,8 +37,10 @@ class VGGA(nn.Module):
             c_in = int(v)
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Sequential(
-            nn.Linear(flat_features(self.features, tuple(input_shape)), 4096), nn.ReLU(),
-            nn.Linear(4096, 4096), nn.ReLU(),
+            nn.Linear(flat_features(self.features, tuple(input_shape)), 4096),
+            nn.ReLU(),
+            nn.Linear(4096, 4096),
+            nn.ReLU(),
             nn.Linear(4096, num_classes),
         )
 

@@ -53,8 +53,9 @@ def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:
     require(lr > 0, "optimizer.lr", lr, "> 0")
     params = list(params)
     if params and isinstance(params[0], dict):
-        params = [{**g, "lr": lr * g.get("lr_mult", 1.0), "weight_decay": wd * g.get("decay_mult", 1.0)}
-                  for g in params]
+        params = [
+            {**g, "lr": lr * g.get("lr_mult", 1.0), "weight_decay": wd * g.get("decay_mult", 1.0)} for g in params
+        ]
     if name == "sgd":
         m = float(cfg.get("momentum", 0.0))
         require(0 <= m < 1, "optimizer.momentum", m, "in [0, 1)")
@@ -113,8 +114,12 @@ def lr_schedule(cfg: Mapping, updates_per_epoch: float):
     if power is not None:
         require(_positive(power), "optimizer.poly_power", power, "null (no polynomial decay) or a number > 0")
         epochs = cfg.get("poly_epochs")
-        require(_positive(epochs), "optimizer.poly_epochs", epochs,
-                "a number of epochs > 0 (where the polynomial decay reaches zero)")
+        require(
+            _positive(epochs),
+            "optimizer.poly_epochs",
+            epochs,
+            "a number of epochs > 0 (where the polynomial decay reaches zero)",
+        )
         assert epochs is not None
         factors.append(poly_decay(float(power), float(epochs) * updates_per_epoch))
     if not factors:
@@ -135,13 +140,21 @@ def server_optimizer(learner_cfg: Mapping) -> dict[str, Any]:
     :meth:`LocalLearners.update_direction`, which reads the current lr) the learners alike.
     """
     cfg = dict(learner_cfg)
-    return {"name": "sgd", "lr": float(cfg.get("lr", 0.1)), "momentum": 0.0, "weight_decay": 0.0,
-            "milestones": list(cfg.get("milestones") or []), "gamma": float(cfg.get("gamma", 0.1)),
-            "poly_power": cfg.get("poly_power"), "poly_epochs": cfg.get("poly_epochs")}
+    return {
+        "name": "sgd",
+        "lr": float(cfg.get("lr", 0.1)),
+        "momentum": 0.0,
+        "weight_decay": 0.0,
+        "milestones": list(cfg.get("milestones") or []),
+        "gamma": float(cfg.get("gamma", 0.1)),
+        "poly_power": cfg.get("poly_power"),
+        "poly_epochs": cfg.get("poly_epochs"),
+    }
 
 
-def configure(params: Iterable[torch.nn.Parameter], cfg: Mapping, updates_per_epoch: float
-              ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR | None]:
+def configure(
+    params: Iterable[torch.nn.Parameter], cfg: Mapping, updates_per_epoch: float
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR | None]:
     """(optimizer, per-update lr scheduler or None) of an ``optimizer`` config."""
     opt = build_optimizer(params, cfg)
     factor = lr_schedule(cfg, updates_per_epoch)

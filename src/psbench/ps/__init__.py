@@ -6,5 +6,14 @@ from psbench.ps.schedule import Contribution, Schedule, Update
 from psbench.ps.simulator import SimStats, Simulator
 from psbench.ps.staleness import StalenessStats
 
-__all__ = ["PROTOCOLS", "Contribution", "Gate", "Protocol", "Schedule", "SimStats", "Simulator",
-           "StalenessStats", "Update"]
+__all__ = [
+    "PROTOCOLS",
+    "Contribution",
+    "Gate",
+    "Protocol",
+    "Schedule",
+    "SimStats",
+    "Simulator",
+    "StalenessStats",
+    "Update",
+]

@@ -34,8 +34,14 @@ def contribution_order(ts: Sequence[int]) -> list[int]:
     return np.argsort(np.asarray(ts), kind="stable")[::-1].tolist()
 
 
-def learner_gradient(net: torch.nn.Module, loss: LossFn, params: dict[str, torch.Tensor], x: torch.Tensor,
-                     y: torch.Tensor, weight: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+def learner_gradient(
+    net: torch.nn.Module,
+    loss: LossFn,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    weight: torch.Tensor,
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
     """(∇ of mean(loss)·weight w.r.t. ``params`` in their order, detached per-sample losses)."""
     leaves = {k: v.detach().requires_grad_() for k, v in params.items()}
     per = loss(functional_call(net, leaves, (x,)), y)

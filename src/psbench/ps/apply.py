@@ -14,9 +14,17 @@ import torch
 from psbench.optimizer.build import finite_update, scale_weight_decay
 
 
-def apply_update(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor], loss: float,
-                 optimizer: torch.optim.Optimizer, *, lr_scale: float = 1.0, clip: float | None = None,
-                 schedulers: Iterable = (), step: Callable[[], object] | None = None) -> bool:
+def apply_update(
+    params: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    loss: float,
+    optimizer: torch.optim.Optimizer,
+    *,
+    lr_scale: float = 1.0,
+    clip: float | None = None,
+    schedulers: Iterable = (),
+    step: Callable[[], object] | None = None,
+) -> bool:
     """Apply one PS update; False (nothing changed) when it is not finite (:func:`finite_update`: diverged).
 
     In order: the divergence check on the loss and Σ⟨θ, g⟩; this update's weight decay (``lr_scale``, the mean

@@ -50,11 +50,35 @@ class Gate:
     weights. ``root_ts`` is the number of updates applied.
     """
 
-    __slots__ = ("G", "acc", "all_live", "applied", "barrier", "bound", "c", "computing", "lam", "last_used",
-                 "live", "lost", "next_sample", "parked", "pushed", "root_ts", "spg", "staleness", "started")
+    __slots__ = (
+        "G",
+        "acc",
+        "all_live",
+        "applied",
+        "barrier",
+        "bound",
+        "c",
+        "computing",
+        "lam",
+        "last_used",
+        "live",
+        "lost",
+        "next_sample",
+        "parked",
+        "pushed",
+        "root_ts",
+        "spg",
+        "staleness",
+        "started",
+    )
 
-    def __init__(self, protocol: Protocol, total_gradients: int, samples_per_gradient: int = 1,
-                 staleness: StalenessStats | None = None) -> None:
+    def __init__(
+        self,
+        protocol: Protocol,
+        total_gradients: int,
+        samples_per_gradient: int = 1,
+        staleness: StalenessStats | None = None,
+    ) -> None:
         lam = protocol.learners
         self.lam, self.c = lam, protocol.gradients_per_update
         self.barrier, self.bound = protocol.barrier, protocol.bound

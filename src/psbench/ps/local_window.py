@@ -30,7 +30,10 @@ class LearnerOptimizer:
     """
 
     BUFFERS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "sgd": ("momentum",), "adagrad": ("sum",), "adam": ("exp_avg", "exp_avg_sq")}
+        "sgd": ("momentum",),
+        "adagrad": ("sum",),
+        "adam": ("exp_avg", "exp_avg_sq"),
+    }
 
     def __init__(self, cfg: Mapping) -> None:
         self.name = str(cfg.get("name", "sgd"))
@@ -77,9 +80,18 @@ class LearnerOptimizer:
         return out
 
 
-def local_window(net: torch.nn.Module, loss: LossFn, opt: LearnerOptimizer, theta: Params, state: dict[str, Params],
-                 steps: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor, lr: float,
-                 accumulate: bool = True) -> tuple[Params, Params, torch.Tensor, torch.Tensor]:
+def local_window(
+    net: torch.nn.Module,
+    loss: LossFn,
+    opt: LearnerOptimizer,
+    theta: Params,
+    state: dict[str, Params],
+    steps: torch.Tensor,
+    xs: torch.Tensor,
+    ys: torch.Tensor,
+    lr: float,
+    accumulate: bool = True,
+) -> tuple[Params, Params, torch.Tensor, torch.Tensor]:
     """H = ``len(xs)`` steps θ ← θ − η·d_h of k learners on mini-batches ``xs[h]`` [k, μ, ...].
 
     ``state`` (optimizer buffers) is updated in place; ``steps`` [k] counts each learner's steps so far.
@@ -93,8 +105,11 @@ def local_window(net: torch.nn.Module, loss: LossFn, opt: LearnerOptimizer, thet
         logits = functional_call(net, p, (x,))
         per = loss(logits, y)
         out = logits.detach()
-        hits = torch.zeros_like(per.detach(), dtype=torch.int64).sum() if y.is_floating_point() else \
-            (out.argmax(-1) == y).sum()
+        hits = (
+            torch.zeros_like(per.detach(), dtype=torch.int64).sum()
+            if y.is_floating_point()
+            else (out.argmax(-1) == y).sum()
+        )
         return (per * wt).sum(), (per.detach().sum(), hits)  # correct predictions: class labels only
 
     step_grad = vmap(grad(f, has_aux=True))

@@ -17,8 +17,11 @@ def _keys(name: str) -> Keys:
     if name == "softsync":
         return {"n": integer(1, words="with 1 <= n <= learners")}
     if name == "ssp":
-        return {"staleness_bound": integer(0, MAX_COUNT, words=f"in [0, {MAX_COUNT}] (clocks; a bound past the "
-                                                   "run's updates is async)")}
+        return {
+            "staleness_bound": integer(
+                0, MAX_COUNT, words=f"in [0, {MAX_COUNT}] (clocks; a bound past the run's updates is async)"
+            )
+        }
     if is_elastic(name):  # AEASGD: ρ is the elastic force
         return {"local_steps": _LOCAL_STEPS, "rho": number(0, lo_open=True, float32=True)}
     if name in LOCAL_PROTOCOLS:
@@ -32,8 +35,12 @@ def _check(cfg: Mapping[str, Any]) -> None:
         require(p["n"] <= learners, "protocol.n", p["n"], f"an integer with 1 <= n <= learners (λ={learners})")
     if is_elastic(p["name"]):  # elastic moves ρη(θ_l − θ̃) with ρη in (0, 1]: at most all the way to the center
         lr = get(cfg, "optimizer.lr")
-        require(not is_num(lr) or p["rho"] * lr <= 1, "protocol.rho", p["rho"],
-                f"a number > 0 with rho * optimizer.lr <= 1 (optimizer.lr={lr})")
+        require(
+            not is_num(lr) or p["rho"] * lr <= 1,
+            "protocol.rho",
+            p["rho"],
+            f"a number > 0 with rho * optimizer.lr <= 1 (optimizer.lr={lr})",
+        )
 
 
 PROTOCOL = Group({name: _keys(name) for name in PROTOCOLS}, check=_check)
@@ -43,5 +50,11 @@ def build_protocol(cfg: Mapping[str, Any]) -> Protocol:
     """The :class:`Protocol` of a config (its ``learners`` and ``protocol`` group)."""
     p = cfg["protocol"]
     rho = p.get("rho")
-    return Protocol(p["name"], int(cfg["learners"]), n=p.get("n"), staleness_bound=p.get("staleness_bound"),
-                    local_steps=int(p.get("local_steps") or 1), rho=None if rho is None else float(rho))
+    return Protocol(
+        p["name"],
+        int(cfg["learners"]),
+        n=p.get("n"),
+        staleness_bound=p.get("staleness_bound"),
+        local_steps=int(p.get("local_steps") or 1),
+        rho=None if rho is None else float(rho),
+    )

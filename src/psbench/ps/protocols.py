@@ -43,32 +43,55 @@ class Protocol:
     rho: float | None = None
 
     def __post_init__(self) -> None:
-        require(isinstance(self.learners, int) and self.learners >= 1, "learners", self.learners,
-                "an integer >= 1")
+        require(isinstance(self.learners, int) and self.learners >= 1, "learners", self.learners, "an integer >= 1")
         require(self.name in PROTOCOLS, "protocol.name", self.name, f"one of {list(PROTOCOLS)}")
         if self.name == "softsync":
-            require(isinstance(self.n, int) and 1 <= self.n <= self.learners, "protocol.n", self.n,
-                    f"an integer in [1, learners={self.learners}]")
+            require(
+                isinstance(self.n, int) and 1 <= self.n <= self.learners,
+                "protocol.n",
+                self.n,
+                f"an integer in [1, learners={self.learners}]",
+            )
         else:
-            require(self.n is None or (self.name == "async" and self.n == self.learners),
-                    "protocol.n", self.n, f"unset for protocol {self.name} (only softsync takes n)")
+            require(
+                self.n is None or (self.name == "async" and self.n == self.learners),
+                "protocol.n",
+                self.n,
+                f"unset for protocol {self.name} (only softsync takes n)",
+            )
         if self.name == "ssp":
-            require(isinstance(self.staleness_bound, int) and self.staleness_bound >= 0,
-                    "protocol.staleness_bound", self.staleness_bound, "an integer >= 0")
+            require(
+                isinstance(self.staleness_bound, int) and self.staleness_bound >= 0,
+                "protocol.staleness_bound",
+                self.staleness_bound,
+                "an integer >= 0",
+            )
         else:
-            require(self.staleness_bound is None, "protocol.staleness_bound", self.staleness_bound,
-                    f"unset for protocol {self.name} (only ssp takes staleness_bound)")
+            require(
+                self.staleness_bound is None,
+                "protocol.staleness_bound",
+                self.staleness_bound,
+                f"unset for protocol {self.name} (only ssp takes staleness_bound)",
+            )
         h = self.local_steps
-        require(isinstance(h, int) and not isinstance(h, bool) and h >= 1, "protocol.local_steps", h,
-                "an integer >= 1")
-        require(h == 1 or self.name in LOCAL_PROTOCOLS, "protocol.local_steps", h,
-                f"1 for protocol {self.name} (local steps only with {'|'.join(LOCAL_PROTOCOLS)})")
+        require(isinstance(h, int) and not isinstance(h, bool) and h >= 1, "protocol.local_steps", h, "an integer >= 1")
+        require(
+            h == 1 or self.name in LOCAL_PROTOCOLS,
+            "protocol.local_steps",
+            h,
+            f"1 for protocol {self.name} (local steps only with {'|'.join(LOCAL_PROTOCOLS)})",
+        )
         if is_elastic(self.name):
-            require(isinstance(self.rho, (int, float)) and self.rho > 0, "protocol.rho", self.rho,
-                    "a number > 0 (elastic force ρ)")
+            require(
+                isinstance(self.rho, (int, float)) and self.rho > 0,
+                "protocol.rho",
+                self.rho,
+                "a number > 0 (elastic force ρ)",
+            )
         else:
-            require(self.rho is None, "protocol.rho", self.rho,
-                    f"unset for protocol {self.name} (only aeasgd takes rho)")
+            require(
+                self.rho is None, "protocol.rho", self.rho, f"unset for protocol {self.name} (only aeasgd takes rho)"
+            )
 
     @property
     def gradients_per_update(self) -> int:

@@ -29,6 +29,6 @@ class SampleStream:
         e0, e1 = start // self.n, (start + count - 1) // self.n
         if e0 == e1:
             off = start - e0 * self.n
-            return self._perm(e0)[off:off + count]
+            return self._perm(e0)[off : off + count]
         pos = torch.arange(start, start + count)
         return torch.cat([self._perm(e)[pos[pos // self.n == e] - e * self.n] for e in range(e0, e1 + 1)])

@@ -38,8 +38,12 @@ class Update(NamedTuple):
 
 
 _COLUMNS = {
-    "learner": np.int32, "ts": np.int64, "clock": np.int64, "sample_start": np.int64,
-    "t_start": np.float64, "t_push": np.float64,
+    "learner": np.int32,
+    "ts": np.int64,
+    "clock": np.int64,
+    "sample_start": np.int64,
+    "t_start": np.float64,
+    "t_push": np.float64,
 }
 
 
@@ -115,15 +119,22 @@ class Schedule:
     def __iter__(self) -> Iterator[Update]:
         for i in range(self.num_updates):
             s = self.rows(i)
-            contribs = [Contribution(*r) for r in zip(
-                self.learner[s].tolist(), self.ts[s].tolist(), self.clock[s].tolist(),
-                self.sample_start[s].tolist(), self.t_start[s].tolist(), self.t_push[s].tolist(),
-                strict=True)]
+            contribs = [
+                Contribution(*r)
+                for r in zip(
+                    self.learner[s].tolist(),
+                    self.ts[s].tolist(),
+                    self.clock[s].tolist(),
+                    self.sample_start[s].tolist(),
+                    self.t_start[s].tolist(),
+                    self.t_push[s].tolist(),
+                    strict=True,
+                )
+            ]
             yield Update(i, float(self.update_time[i]), contribs)
 
     def _arrays(self) -> dict[str, Any]:  # np.ndarray values (Any: numpy's savez stubs take **kwds as its flags)
-        return {"update_time": self.update_time, "offsets": self.offsets,
-                **{k: getattr(self, k) for k in _COLUMNS}}
+        return {"update_time": self.update_time, "offsets": self.offsets, **{k: getattr(self, k) for k in _COLUMNS}}
 
     def sha256(self) -> str:
         """Hash of the arrays (canonical dtypes, little endian) and the metadata."""
@@ -136,8 +147,7 @@ class Schedule:
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
-        np.savez_compressed(path, meta=np.asarray(json.dumps(self.meta, sort_keys=True, default=str)),
-                            **self._arrays())
+        np.savez_compressed(path, meta=np.asarray(json.dumps(self.meta, sort_keys=True, default=str)), **self._arrays())
         return path
 
     @classmethod

@@ -45,8 +45,9 @@ from psbench.ps.staleness import StalenessStats
 from psbench.ps.trace import Trace
 
 # Event kinds.
-_READY, _START, _PULL_ROOT, _PUSH_ROOT, _PUSH_LEAF, _RELAY, _RELAY_DONE, _SERVE_LEAF, \
-    _PUSH_DONE, _BCAST, _COMPUTED = range(11)
+_READY, _START, _PULL_ROOT, _PUSH_ROOT, _PUSH_LEAF, _RELAY, _RELAY_DONE, _SERVE_LEAF, _PUSH_DONE, _BCAST, _COMPUTED = (
+    range(11)
+)
 
 
 def _unit() -> float:
@@ -75,10 +76,17 @@ class SimStats:
     def as_dict(self) -> dict:
         s = self.staleness
         return {
-            "staleness_mean": s.mean, "staleness_max": s.max, "staleness_hist": s.as_dict(),
-            "ps_updates": s.updates, "gradients": s.gradients, "sim_time_s": self.sim_time_s,
-            "comm_overlap": self.comm_overlap, "bytes_pushed": self.bytes_pushed,
-            "bytes_pulled": self.bytes_pulled, "pulls": self.pulls, "pulls_skipped": self.pulls_skipped,
+            "staleness_mean": s.mean,
+            "staleness_max": s.max,
+            "staleness_hist": s.as_dict(),
+            "ps_updates": s.updates,
+            "gradients": s.gradients,
+            "sim_time_s": self.sim_time_s,
+            "comm_overlap": self.comm_overlap,
+            "bytes_pushed": self.bytes_pushed,
+            "bytes_pulled": self.bytes_pulled,
+            "pulls": self.pulls,
+            "pulls_skipped": self.pulls_skipped,
         }
 
 
@@ -97,19 +105,31 @@ class Simulator:
             updates (0: none).
     """
 
-    def __init__(self, protocol: Protocol, cost: CostModel, topology: Topology, batch_size: int,
-                 total_gradients: int, seed: int = 0, trace_updates: int = 0) -> None:
-        require(isinstance(batch_size, int) and batch_size >= 1, "batch_size", batch_size,
-                "an integer >= 1")
+    def __init__(
+        self,
+        protocol: Protocol,
+        cost: CostModel,
+        topology: Topology,
+        batch_size: int,
+        total_gradients: int,
+        seed: int = 0,
+        trace_updates: int = 0,
+    ) -> None:
+        require(isinstance(batch_size, int) and batch_size >= 1, "batch_size", batch_size, "an integer >= 1")
         c = protocol.gradients_per_update
-        require(total_gradients >= c, "total_gradients", total_gradients,
-                f">= c = {c} gradients per update (more epochs or data)")
+        require(
+            total_gradients >= c,
+            "total_gradients",
+            total_gradients,
+            f">= c = {c} gradients per update (more epochs or data)",
+        )
         self.protocol, self.cost, self.topology = protocol, cost, topology
         self.batch_size, self.seed = batch_size, seed
         self.total_gradients = total_gradients - total_gradients % c
         self.stats = SimStats()
-        require(isinstance(trace_updates, int) and trace_updates >= 0, "trace_updates", trace_updates,
-                "an integer >= 0")
+        require(
+            isinstance(trace_updates, int) and trace_updates >= 0, "trace_updates", trace_updates, "an integer >= 0"
+        )
         self.trace_updates = trace_updates
         self.trace: Trace | None = None
 
@@ -401,8 +421,19 @@ class Simulator:
             bcast_pending = False
             start_bcast(t)
 
-        handlers = (on_ready, on_start, on_pull_root, on_push_root, on_push_leaf, on_relay, on_relay_done,
-                    on_serve_leaf, on_push_done, on_bcast, on_computed)  # indexed by event kind
+        handlers = (
+            on_ready,
+            on_start,
+            on_pull_root,
+            on_push_root,
+            on_push_leaf,
+            on_relay,
+            on_relay_done,
+            on_serve_leaf,
+            on_push_done,
+            on_bcast,
+            on_computed,
+        )  # indexed by event kind
 
         for l in range(lam):  # every learner starts on the initial weights, no pull
             hpush(heap, (0.0, next(seq), _START, l, 0))
@@ -411,12 +442,34 @@ class Simulator:
         trace = None
         if self.trace_updates:  # wrapped handlers until the window ends, then the loop below
             trace = self.trace = Trace(lam, self.trace_updates, p.local_steps, wait_reason(p, background))
-            w = trace.handlers(gate, lambda: root_free, last_end, waiting_push, push_busy, background,
-                               on_start=on_start, on_ready=on_ready, on_pull_root=on_pull_root,
-                               on_push_root=on_push_root, on_relay_done=on_relay_done, on_computed=on_computed,
-                               on_push_done=on_push_done)
-            traced = (w["ready"], w["start"], w["pull_root"], w["push_root"], on_push_leaf, on_relay,
-                      w["relay_done"], on_serve_leaf, w["push_done"], on_bcast, w["computed"])
+            w = trace.handlers(
+                gate,
+                lambda: root_free,
+                last_end,
+                waiting_push,
+                push_busy,
+                background,
+                on_start=on_start,
+                on_ready=on_ready,
+                on_pull_root=on_pull_root,
+                on_push_root=on_push_root,
+                on_relay_done=on_relay_done,
+                on_computed=on_computed,
+                on_push_done=on_push_done,
+            )
+            traced = (
+                w["ready"],
+                w["start"],
+                w["pull_root"],
+                w["push_root"],
+                on_push_leaf,
+                on_relay,
+                w["relay_done"],
+                on_serve_leaf,
+                w["push_done"],
+                on_bcast,
+                w["computed"],
+            )
             while heap:
                 ev = pop(heap)
                 if ev[0] > trace.t_end:

@@ -48,7 +48,7 @@ class StalenessStats:
 
     def tail(self, threshold: int) -> float:
         """P(σ > threshold) over all recorded gradients."""
-        return sum(self.hist[threshold + 1:]) / self.gradients if self.gradients else 0.0
+        return sum(self.hist[threshold + 1 :]) / self.gradients if self.gradients else 0.0
 
     def as_dict(self) -> dict[int, int]:
         return {s: c for s, c in enumerate(self.hist) if c}
@@ -63,8 +63,12 @@ def draw_staleness(ax, hist: Mapping[int, int], title: str) -> None:
     from matplotlib.collections import PolyCollection
 
     total = sum(hist.values()) or 1
-    bars = PolyCollection([((s - 0.45, 0), (s - 0.45, c / total), (s + 0.45, c / total), (s + 0.45, 0))
-                           for s, c in hist.items()], facecolors="C0", edgecolors="none", linewidths=0)
+    bars = PolyCollection(
+        [((s - 0.45, 0), (s - 0.45, c / total), (s + 0.45, c / total), (s + 0.45, 0)) for s, c in hist.items()],
+        facecolors="C0",
+        edgecolors="none",
+        linewidths=0,
+    )
     bars.sticky_edges.y.append(0)
     ax.add_collection(bars)
     ax.autoscale_view()

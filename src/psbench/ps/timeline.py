@@ -62,8 +62,10 @@ def default_updates(protocol: Protocol) -> int:
 def timeline_title(protocol: Protocol, batch_size: int, hardware: str, topology: str) -> str:
     c = protocol.gradients_per_update
     per = f" (c = {c} gradients per update)" if c > 1 else ""
-    return (f"{protocol.label}{per}   λ = {protocol.learners}   μ = {batch_size}   hardware = {hardware}   "
-            f"topology = {topology}")
+    return (
+        f"{protocol.label}{per}   λ = {protocol.learners}   μ = {batch_size}   hardware = {hardware}   "
+        f"topology = {topology}"
+    )
 
 
 def row_of(row: int) -> int:
@@ -99,18 +101,23 @@ def draw_timeline(ax, trace: Trace, max_learners: int = MAX_LEARNERS) -> list[Re
     shown = min(trace.learners, max_learners)
     for lane in (0, 1):  # a background push over its learner's compute
         for kind in KINDS:
-            verts = [((r.x, r.y), (r.x + r.width, r.y), (r.x + r.width, r.y + r.height), (r.x, r.y + r.height))
-                     for r in rects if r.kind == kind and r.lane == lane]
+            verts = [
+                ((r.x, r.y), (r.x + r.width, r.y), (r.x + r.width, r.y + r.height), (r.x, r.y + r.height))
+                for r in rects
+                if r.kind == kind and r.lane == lane
+            ]
             if verts:
-                ax.add_collection(PolyCollection(verts, facecolors=COLOURS[kind], edgecolors="none", linewidths=0,
-                                                 label=kind, zorder=2 + lane))
+                ax.add_collection(
+                    PolyCollection(
+                        verts, facecolors=COLOURS[kind], edgecolors="none", linewidths=0, label=kind, zorder=2 + lane
+                    )
+                )
     h = trace.local_steps
     min_w = 0.025 * t_end  # label a computation with its weight timestamp where the label fits (in its 1st step)
     for r in rects:
         if r.kind == COMPUTE and r.width >= min_w:
             x = r.x + r.width / 2 if h == 1 else r.x + min(r.width, (trace.t_end - r.x) / h) / 2
-            ax.text(x, r.y + r.height / 2, str(r.label), ha="center", va="center", fontsize=7, color="white",
-                    zorder=3)
+            ax.text(x, r.y + r.height / 2, str(r.label), ha="center", va="center", fontsize=7, color="white", zorder=3)
     if h > 1:  # H local steps of equal length in one window (one compute draw, Simulator)
         xs, rows = [], []
         for iv in trace.intervals:
@@ -120,10 +127,17 @@ def draw_timeline(ax, trace: Trace, max_learners: int = MAX_LEARNERS) -> list[Re
                     if x < trace.t_end:
                         xs.append(x)
                         rows.append(row_of(iv.row))
-        ax.vlines(xs, [r - ROW_HEIGHT / 2 for r in rows], [r + ROW_HEIGHT / 2 for r in rows], colors="white",
-                  linewidth=0.8, zorder=3)
-    ax.vlines(trace.update_time, -0.5, shown + 0.5, colors=COLOURS[APPLY], alpha=0.6, linewidth=0.7,
-              linestyles=":", zorder=1)
+        ax.vlines(
+            xs,
+            [r - ROW_HEIGHT / 2 for r in rows],
+            [r + ROW_HEIGHT / 2 for r in rows],
+            colors="white",
+            linewidth=0.8,
+            zorder=3,
+        )
+    ax.vlines(
+        trace.update_time, -0.5, shown + 0.5, colors=COLOURS[APPLY], alpha=0.6, linewidth=0.7, linestyles=":", zorder=1
+    )
     last = -math.inf
     for i, t in enumerate(trace.update_time):  # the index of every update whose label does not overlap the last
         if t - last >= 0.018 * t_end:
@@ -146,16 +160,21 @@ def _legend(fig, trace: Trace) -> None:
     from matplotlib.patches import Patch
 
     steps = f" of H = {trace.local_steps} steps" if trace.local_steps > 1 else ""
-    words = {COMPUTE: f"compute{steps} (number: weight timestamp read)", PUSH: "push", PULL: "pull",
-             WAIT: f"wait ({trace.wait})" if trace.wait else "wait",
-             APPLY: "PS applies update i (dotted line, i above)"}
+    words = {
+        COMPUTE: f"compute{steps} (number: weight timestamp read)",
+        PUSH: "push",
+        PULL: "pull",
+        WAIT: f"wait ({trace.wait})" if trace.wait else "wait",
+        APPLY: "PS applies update i (dotted line, i above)",
+    }
     kinds = {iv.kind for iv in trace.intervals} | {APPLY}
     handles = [Patch(color=COLOURS[k], label=words[k]) for k in KINDS if k in kinds]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
 
 
-def plot_timeline(trace: Trace, hist: Mapping[int, int], title: str, path: str | Path,
-                  max_learners: int = MAX_LEARNERS) -> Path:
+def plot_timeline(
+    trace: Trace, hist: Mapping[int, int], title: str, path: str | Path, max_learners: int = MAX_LEARNERS
+) -> Path:
     """Write the timeline of ``trace`` with the staleness histogram ``hist`` (σ → count) beside it to ``path``."""
     import matplotlib
 
@@ -195,22 +214,27 @@ def _concepts(lam: int) -> list[tuple[str, Protocol, int | None]]:
     ]
 
 
-def concept_traces(learners: int = 8, batch_size: int = 32, message_bytes: int = 4 * 9_610,
-                   stragglers: float = 0.125, slowdown: float = 2.0,
-                   seed: int = 0) -> list[tuple[str, Trace, dict[int, int], str]]:
+def concept_traces(
+    learners: int = 8,
+    batch_size: int = 32,
+    message_bytes: int = 4 * 9_610,
+    stragglers: float = 0.125,
+    slowdown: float = 2.0,
+    seed: int = 0,
+) -> list[tuple[str, Trace, dict[int, int], str]]:
     """(file stem, trace, staleness histogram, title) of each picture of :func:`concept_pictures`."""
     from psbench.cluster import CostModel, Topology
     from psbench.cluster.cost import JitterStreams
     from psbench.ps.schedule import Schedule
     from psbench.ps.simulator import Simulator
 
-    cost = CostModel.from_profile("laptop", message_bytes, straggler_fraction=stragglers,
-                                  straggler_slowdown=slowdown)
+    cost = CostModel.from_profile("laptop", message_bytes, straggler_fraction=stragglers, straggler_slowdown=slowdown)
     slow = sorted(JitterStreams(cost, learners, seed).stragglers)
     out = []
     for stem, protocol, k in _concepts(learners):
-        sim = Simulator(protocol, cost, Topology(), batch_size, 400 * learners, seed,
-                        trace_updates=k or default_updates(protocol))
+        sim = Simulator(
+            protocol, cost, Topology(), batch_size, 400 * learners, seed, trace_updates=k or default_updates(protocol)
+        )
         Schedule.collect(sim.run())
         title = timeline_title(protocol, batch_size, "laptop", "rudra_base")
         if protocol.local_steps > 1:
@@ -222,8 +246,15 @@ def concept_traces(learners: int = 8, batch_size: int = 32, message_bytes: int =
     return out
 
 
-def concept_pictures(out: str | Path, learners: int = 8, batch_size: int = 32, message_bytes: int = 4 * 9_610,
-                     stragglers: float = 0.125, slowdown: float = 2.0, seed: int = 0) -> list[Path]:
+def concept_pictures(
+    out: str | Path,
+    learners: int = 8,
+    batch_size: int = 32,
+    message_bytes: int = 4 * 9_610,
+    stragglers: float = 0.125,
+    slowdown: float = 2.0,
+    seed: int = 0,
+) -> list[Path]:
     """The timelines of the Concepts page: hardsync, 4-softsync, async, SSP (s = 1) and a local-step protocol
     (H = 4: the schedule of downpour, agn, aeasgd and dynsgd alike: they differ only in what a commit holds and
     how the PS scales it, not in who pushes when) on λ = ``learners`` laptop learners, one of them ``slowdown``
@@ -231,9 +262,10 @@ def concept_pictures(out: str | Path, learners: int = 8, batch_size: int = 32, m
     default MLP's. Returns the PNG paths (``timeline_<protocol>.png``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    return [plot_timeline(trace, hist, title, out / f"timeline_{stem}.png")
-            for stem, trace, hist, title in concept_traces(learners, batch_size, message_bytes, stragglers, slowdown,
-                                                           seed)]
+    return [
+        plot_timeline(trace, hist, title, out / f"timeline_{stem}.png")
+        for stem, trace, hist, title in concept_traces(learners, batch_size, message_bytes, stragglers, slowdown, seed)
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -88,9 +88,23 @@ class Trace:
         if len(self.update_time) == self.updates:
             self.t_end = u.time
 
-    def handlers(self, gate, root_free: Callable[[], float], last_end: list[float], waiting_push: list,
-                 push_busy: list[bool], background: bool, *, on_start, on_ready, on_pull_root, on_push_root,
-                 on_relay_done, on_computed, on_push_done) -> dict[str, Callable]:
+    def handlers(
+        self,
+        gate,
+        root_free: Callable[[], float],
+        last_end: list[float],
+        waiting_push: list,
+        push_busy: list[bool],
+        background: bool,
+        *,
+        on_start,
+        on_ready,
+        on_pull_root,
+        on_push_root,
+        on_relay_done,
+        on_computed,
+        on_push_done,
+    ) -> dict[str, Callable]:
         """The simulator's handlers, wrapped to record what each event did (same names, same returns)."""
 
         def start(t: float, l: int, ts: int) -> None:
@@ -143,8 +157,15 @@ class Trace:
             self._push_from[l] = t if push_busy[l] else None
 
         self._root_free = root_free
-        return {"start": start, "ready": ready, "pull_root": pull_root, "push_root": push_root,
-                "relay_done": relay_done, "computed": computed, "push_done": push_done}
+        return {
+            "start": start,
+            "ready": ready,
+            "pull_root": pull_root,
+            "push_root": push_root,
+            "relay_done": relay_done,
+            "computed": computed,
+            "push_done": push_done,
+        }
 
     def _served(self, t: float, free_before: float, u):
         """The root took a push or relay from max(arrival, free) to its service end; ``u``: the update it completed."""
@@ -169,8 +190,9 @@ class Trace:
             p = self._push_from[l]
             if p is not None:
                 self._add(l, PUSH, p, t, lane=1)
-        self.intervals = [Interval(row, kind, a, b, label, lane)
-                          for row, lane, a, b, kind, label in sorted(self._raw) if a < t]
+        self.intervals = [
+            Interval(row, kind, a, b, label, lane) for row, lane, a, b, kind, label in sorted(self._raw) if a < t
+        ]
         self._raw = []
         self.closed = True
         self._root_free = None

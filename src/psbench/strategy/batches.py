@@ -61,8 +61,18 @@ class UpdateBatch:
 class UpdateBatches(torch.utils.data.Dataset):
     """Map-style dataset over the updates of a schedule (use with ``DataLoader(batch_size=None)``)."""
 
-    def __init__(self, schedule: Schedule, x: torch.Tensor, y: torch.Tensor, samples_per_gradient: int,
-                 policy: LRPolicy, batch_size: int, learners: int, seed: int, with_samples: bool = True) -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        samples_per_gradient: int,
+        policy: LRPolicy,
+        batch_size: int,
+        learners: int,
+        seed: int,
+        with_samples: bool = True,
+    ) -> None:
         self.s, self.x, self.y, self.spg = schedule, x, y, samples_per_gradient
         self.with_samples = with_samples  # False: items carry no groups (the strategy reads samples itself)
         self.policy, self.mu, self.lam = policy, batch_size, learners

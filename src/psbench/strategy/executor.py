@@ -44,31 +44,45 @@ def train_sim(setup: RunSetup, run_dir: Path, logger=None, plan=None) -> RunSumm
     t_start = time.perf_counter()
     schedule, stats, protocol = setup.schedule, dict(setup.sim_stats or {}), setup.protocol
     assert schedule is not None, "engine=sim runs a simulated schedule (psbench.assemble.build_run)"
-    artifacts = [str(schedule.save(run_dir / "schedule.npz")),
-                 str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png"))]
+    artifacts = [
+        str(schedule.save(run_dir / "schedule.npz")),
+        str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png")),
+    ]
     timeline = setup.plot_timeline(run_dir / "timeline.png")
     if timeline is not None:
         artifacts.append(timeline)
     samples = schedule.num_gradients * setup.samples_per_gradient
     summary = RunSummary(
-        engine="sim", **stats, samples=samples, epochs_done=samples / setup.data.num_train,
-        schedule_sha256=schedule.sha256(), protocol=protocol.label, artifacts=artifacts,
+        engine="sim",
+        **stats,
+        samples=samples,
+        epochs_done=samples / setup.data.num_train,
+        schedule_sha256=schedule.sha256(),
+        protocol=protocol.label,
+        artifacts=artifacts,
         compression=(setup.compression or {}).get("name", "none"),
     )
     if setup.schedule_only:
         return replace(summary, wall_time_s=time.perf_counter() - t_start)
     summary = replace(summary, **_fit(setup, schedule, logger, plan, t_start))
     save_final_weights(setup.trainer.save_weights, setup.net, run_dir, artifacts)
-    return replace(summary, weights_sha256=weights_sha256(setup.net),
-                   wall_time_s=time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0))
+    return replace(
+        summary,
+        weights_sha256=weights_sha256(setup.net),
+        wall_time_s=time.perf_counter() - t_start + (plan.prior("wall_time_s") if plan else 0.0),
+    )
 
 
 def check_schedule(setup: RunSetup, plan) -> None:
     """A resumed run's checkpoint is of this schedule (:class:`~psbench.errors.ConfigError` for ``resume``)."""
     if plan is not None and plan.state is not None and setup.schedule is not None:
-        require(plan.state["schedule_sha256"] == setup.schedule.sha256(), "resume", str(plan.path),
-                "a checkpoint of this schedule (the recomputed schedule differs from the checkpoint's: "
-                "was psbench changed in between?)")
+        require(
+            plan.state["schedule_sha256"] == setup.schedule.sha256(),
+            "resume",
+            str(plan.path),
+            "a checkpoint of this schedule (the recomputed schedule differs from the checkpoint's: "
+            "was psbench changed in between?)",
+        )
 
 
 def _progress_callbacks(mode: str):
@@ -92,8 +106,12 @@ def device(setup: RunSetup) -> torch.device:
     here = ", ".join(["auto", *(d for d in ("cpu", "cuda", "mps") if have[d])])
     require(have[name], "trainer.accelerator", name, f"one of {here} (no {name} device on this machine)")
     local = uses_local_steps(setup.protocol.name)
-    require(name == "cpu" or not (local or setup.codecs is not None), "trainer.accelerator", name,
-            "cpu with a local-step protocol or a codec (they run on the CPU)")
+    require(
+        name == "cpu" or not (local or setup.codecs is not None),
+        "trainer.accelerator",
+        name,
+        "cpu with a local-step protocol or a codec (they run on the CPU)",
+    )
     return torch.device(name)
 
 
@@ -115,10 +133,13 @@ def memory_budget(setup: RunSetup) -> int | None:
     if need > budget:
         from psbench.ps.snapshots import SnapshotStore
 
-        raise ConfigError("trainer.memory_budget_mb", mb,
-                          f"at least {need / 2**20:.1f} MiB for this schedule: it holds up to "
-                          f"{SnapshotStore.peak_count(schedule)} weight snapshots of {p_bytes / 2**20:.2f} MiB "
-                          f"at once (σ_max = {int(schedule.staleness.max(initial=0))})")
+        raise ConfigError(
+            "trainer.memory_budget_mb",
+            mb,
+            f"at least {need / 2**20:.1f} MiB for this schedule: it holds up to "
+            f"{SnapshotStore.peak_count(schedule)} weight snapshots of {p_bytes / 2**20:.2f} MiB "
+            f"at once (σ_max = {int(schedule.staleness.max(initial=0))})",
+        )
     return budget
 
 
@@ -162,14 +183,30 @@ def _fit(setup: RunSetup, schedule: Schedule, logger, plan=None, t_start: float 
     if uses_local_steps(protocol.name):  # learners run the learner optimizer locally; the PS adds their commits
         from psbench.strategy.local_steps import LocalLearners, WindowBatches
 
-        local = LocalLearners(protocol, schedule, dm.x_train, dm.y_train, setup.batch_size, setup.seed,
-                              setup.learner_optimizer, setup.policy)
+        local = LocalLearners(
+            protocol,
+            schedule,
+            dm.x_train,
+            dm.y_train,
+            setup.batch_size,
+            setup.seed,
+            setup.learner_optimizer,
+            setup.policy,
+        )
     dev = device(setup)
     module = ClassifierModule(net, setup.optimizer, per_epoch, loss=setup.loss)
-    strategy = ParameterServerStrategy(schedule, tr.batching, log_every_n_updates=tr.log_every_n_updates,
-                                       local=local, compression=compression, num_train=dm.num_train,
-                                       memory_budget_bytes=memory_budget(setup), gradient_clip_val=tr.gradient_clip_val,
-                                       device=dev, eval_every=min(every, schedule.num_updates))
+    strategy = ParameterServerStrategy(
+        schedule,
+        tr.batching,
+        log_every_n_updates=tr.log_every_n_updates,
+        local=local,
+        compression=compression,
+        num_train=dm.num_train,
+        memory_budget_bytes=memory_budget(setup),
+        gradient_clip_val=tr.gradient_clip_val,
+        device=dev,
+        eval_every=min(every, schedule.num_updates),
+    )
     from psbench.strategy.progress import EpochThroughput
 
     callbacks, rich = _progress_callbacks(tr.progress)
@@ -181,16 +218,35 @@ def _fit(setup: RunSetup, schedule: Schedule, logger, plan=None, t_start: float 
         checkpointer = Checkpointer(plan, schedule.sha256(), t_start)
         callbacks.append(checkpointer)
     trainer = pl.Trainer(
-        strategy=strategy, accelerator=dev.type, max_epochs=1, logger=logger if logger is not None else False,
-        val_check_interval=1, check_val_every_n_epoch=None,  # the strategy decides, in updates (eval_every)
-        num_sanity_val_steps=0, enable_checkpointing=False, enable_model_summary=False,
-        enable_progress_bar=rich, callbacks=callbacks,
+        strategy=strategy,
+        accelerator=dev.type,
+        max_epochs=1,
+        logger=logger if logger is not None else False,
+        val_check_interval=1,
+        check_val_every_n_epoch=None,  # the strategy decides, in updates (eval_every)
+        num_sanity_val_steps=0,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=rich,
+        callbacks=callbacks,
         log_every_n_steps=1,  # the strategy logs each update's metrics itself
         deterministic=tr.deterministic,
     )  # gradient clipping is the strategy's (it applies every update itself: manual optimization)
-    updates = WindowBatches(schedule, spg) if local is not None else \
-        UpdateBatches(schedule, dm.x_train.to(dev), dm.y_train.to(dev), spg, setup.policy, setup.batch_size,
-                      protocol.learners, setup.seed, with_samples=False)  # the look-ahead reads the samples
+    updates = (
+        WindowBatches(schedule, spg)
+        if local is not None
+        else UpdateBatches(
+            schedule,
+            dm.x_train.to(dev),
+            dm.y_train.to(dev),
+            spg,
+            setup.policy,
+            setup.batch_size,
+            protocol.learners,
+            setup.seed,
+            with_samples=False,
+        )
+    )  # the look-ahead reads the samples
     start = plan.start if plan is not None else 0  # a resumed run executes updates start…U−1
     k = tr.updates_per_step if tr.updates_per_step is not None else auto_updates_per_step(schedule, spg)
     chunks = UpdateChunks(updates, start, schedule.num_updates, k, min(every, schedule.num_updates))
@@ -206,14 +262,21 @@ def _fit(setup: RunSetup, schedule: Schedule, logger, plan=None, t_start: float 
         except RunStopped as stop:  # a signal asked for a checkpoint (StopOnSignal): it is written, now end KILLED
             if lifecycle.pending() is None:
                 raise
-            print(f"psbench: checkpoint before update {stop.update} in {stop.path} (resume={stop.path.parent})",
-                  file=sys.stderr, flush=True)
+            print(
+                f"psbench: checkpoint before update {stop.update} in {stop.path} (resume={stop.path.parent})",
+                file=sys.stderr,
+                flush=True,
+            )
             lifecycle.check()
     except lifecycle.Killed as k:
         net.cpu()
-        k.progress.update(updates_done=strategy.updates_done, updates_total=schedule.num_updates,
-                          samples=strategy.samples_done, sim_time_s=strategy.sim_time_s,
-                          **quick_evaluate(net, _layout(net, dm.x_test), dm.y_test, loss=setup.loss))
+        k.progress.update(
+            updates_done=strategy.updates_done,
+            updates_total=schedule.num_updates,
+            samples=strategy.samples_done,
+            sim_time_s=strategy.sim_time_s,
+            **quick_evaluate(net, _layout(net, dm.x_test), dm.y_test, loss=setup.loss),
+        )
         raise
     net.cpu()  # evaluation, hashing and saving on the CPU, whatever the accelerator
     fit_s = time.perf_counter() - t0 + (plan.prior("fit_time_s") if plan is not None else 0.0)
@@ -221,24 +284,38 @@ def _fit(setup: RunSetup, schedule: Schedule, logger, plan=None, t_start: float 
     # the evaluation after the last update, of in-memory test data on the CPU, summed batch by batch as
     # evaluate() sums them (the same batches, layout and kernels): the same two numbers, already computed
     last = module.last_evaluation
-    if (dev.type == "cpu" and isinstance(dm.x_test, torch.Tensor) and last is not None and last[0] == done
-            and last[3] == len(dm.y_test)):
+    if (
+        dev.type == "cpu"
+        and isinstance(dm.x_test, torch.Tensor)
+        and last is not None
+        and last[0] == done
+        and last[3] == len(dm.y_test)
+    ):
         test_error, test_loss = last[1], last[2]
     else:
-        test_error, test_loss = evaluate(net, _layout(net, dm.x_test), dm.y_test, batch=dm.eval_batch_size,
-                                         loss=setup.loss)
+        test_error, test_loss = evaluate(
+            net, _layout(net, dm.x_test), dm.y_test, batch=dm.eval_batch_size, loss=setup.loss
+        )
     diverged = strategy.diverged or not math.isfinite(test_loss)
     samples = int(schedule.offsets[done]) * spg if done else 0
     if logger is not None:
         final = {"test_error": test_error, "test_loss": test_loss, "samples_per_s": samples / fit_s}
         logger.log_metrics({k: v for k, v in final.items() if v is not None}, step=max(0, trainer.global_step))
-    return {"status": "diverged" if diverged else "finished", "diverged": diverged,
-            "diverged_at_update": strategy.diverged_at, "test_error": test_error, "test_loss": test_loss,
-            "train_loss": strategy.recent_loss, "updates_done": done, "samples_trained": samples,
-            "samples_per_s": samples / fit_s if fit_s > 0 else None, "fit_time_s": fit_s,
-            "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None,
-            "peak_snapshot_bytes": strategy.peak_snapshot_bytes,
-            "resumed_from_update": start if start else None,
-            "checkpoints_written": len(checkpointer.saves) if checkpointer else 0,
-            "checkpoint_time_s": sum(s for _, s, _ in checkpointer.saves) if checkpointer else 0.0,
-            "checkpoint_bytes": checkpointer.saves[-1][2] if checkpointer and checkpointer.saves else None}
+    return {
+        "status": "diverged" if diverged else "finished",
+        "diverged": diverged,
+        "diverged_at_update": strategy.diverged_at,
+        "test_error": test_error,
+        "test_loss": test_loss,
+        "train_loss": strategy.recent_loss,
+        "updates_done": done,
+        "samples_trained": samples,
+        "samples_per_s": samples / fit_s if fit_s > 0 else None,
+        "fit_time_s": fit_s,
+        "bytes_pushed_measured": strategy.bytes_pushed if compression is not None else None,
+        "peak_snapshot_bytes": strategy.peak_snapshot_bytes,
+        "resumed_from_update": start if start else None,
+        "checkpoints_written": len(checkpointer.saves) if checkpointer else 0,
+        "checkpoint_time_s": sum(s for _, s, _ in checkpointer.saves) if checkpointer else 0.0,
+        "checkpoint_bytes": checkpointer.saves[-1][2] if checkpointer and checkpointer.saves else None,
+    }

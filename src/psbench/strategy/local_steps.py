@@ -57,8 +57,17 @@ class LocalLearners:
         policy: lr policy; its per-gradient weight w_l multiplies each commit.
     """
 
-    def __init__(self, protocol: Protocol, schedule: Schedule, x: torch.Tensor, y: torch.Tensor, batch_size: int,
-                 seed: int, optimizer: Mapping, policy: LRPolicy | None = None) -> None:
+    def __init__(
+        self,
+        protocol: Protocol,
+        schedule: Schedule,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        batch_size: int,
+        seed: int,
+        optimizer: Mapping,
+        policy: LRPolicy | None = None,
+    ) -> None:
         require(uses_local_steps(protocol.name), "protocol.name", protocol.name, "a local-step protocol")
         self.protocol, self.schedule, self.x, self.y = protocol, schedule, x, y
         self.H, self.mu, self.lam = protocol.local_steps, batch_size, protocol.learners
@@ -91,8 +100,15 @@ class LocalLearners:
         self.state = self.opt.init_state(self.local)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"local": self.local, "pull": self.pull, "state": self.state, "steps": self.steps,
-                "pending": dict(self.pending), "ready": dict(self.ready), "captured_upto": self.captured_upto}
+        return {
+            "local": self.local,
+            "pull": self.pull,
+            "state": self.state,
+            "steps": self.steps,
+            "pending": dict(self.pending),
+            "ready": dict(self.ready),
+            "captured_upto": self.captured_upto,
+        }
 
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         self.local, self.pull, self.state = dict(sd["local"]), dict(sd["pull"]), dict(sd["state"])
@@ -101,8 +117,9 @@ class LocalLearners:
         self.captured_upto = int(sd["captured_upto"])
 
     # -- the update --------------------------------------------------------------------------
-    def update_direction(self, net: torch.nn.Module, loss: LossFn, batch: UpdateBatch, params: Params,
-                         lr: float) -> tuple[Params, torch.Tensor]:
+    def update_direction(
+        self, net: torch.nn.Module, loss: LossFn, batch: UpdateBatch, params: Params, lr: float
+    ) -> tuple[Params, torch.Tensor]:
         """G_i = Σ_{commits l of update i} w_l·s_l·C_l in direction units; the PS applies θ̃ ← θ̃ − η·G_i.
 
         ``params`` are the master weights at timestamp i = ``batch.index``; ``lr`` is η now.
@@ -159,13 +176,15 @@ class LocalLearners:
         steps = self.steps.index_select(0, idx)
         commit: Params = {}
         if self.elastic:  # e = ηρ(θ_l − θ̃_ts) leaves the learner and joins the center: G = −ρ(θ_l − θ̃_ts)
-            theta, commit = elastic_commit(theta, {n: v.index_select(0, idx) for n, v in self.pull.items()},
-                                           self.rho, lr)
+            theta, commit = elastic_commit(
+                theta, {n: v.index_select(0, idx) for n, v in self.pull.items()}, self.rho, lr
+            )
         sample_idx = torch.cat([self.stream.indices(int(self.schedule.sample_start[r]), mu * H) for r in rows])
         xs = self.x[sample_idx].view(k, H, mu, *self.x.shape[1:]).transpose(0, 1).contiguous()
         ys = self.y[sample_idx].view(k, H, mu, *self.y.shape[1:]).transpose(0, 1).contiguous()
-        theta, acc, seen, right = local_window(net, loss, self.opt, theta, state, steps, xs, ys, lr,
-                                               accumulate=not self.elastic)
+        theta, acc, seen, right = local_window(
+            net, loss, self.opt, theta, state, steps, xs, ys, lr, accumulate=not self.elastic
+        )
         if not self.elastic:
             commit = acc
         for n, v in theta.items():
@@ -199,6 +218,8 @@ class WindowBatches(torch.utils.data.Dataset):
         rows = self.s.rows(i)
         ts, learners = self.s.ts[rows].tolist(), self.s.learner[rows].tolist()
         c = len(ts)
-        groups = [SnapshotGroup(t, [learner], self._empty, self._empty, torch.ones(1) / c)
-                  for t, learner in zip(ts, learners, strict=True)]
+        groups = [
+            SnapshotGroup(t, [learner], self._empty, self._empty, torch.ones(1) / c)
+            for t, learner in zip(ts, learners, strict=True)
+        ]
         return UpdateBatch(i, groups, sum(i - t for t in ts) / c, float(self.s.update_time[i]), c * self.spg)

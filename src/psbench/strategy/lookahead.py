@@ -75,10 +75,20 @@ class Lookahead:
             0: update by update, the execution without look-ahead).
     """
 
-    def __init__(self, schedule: Schedule, data: UpdateBatches, net: torch.nn.Module, loss: LossFn,
-                 mode: str = "auto", vmap_threshold: int = 4, per_learner: bool = False,
-                 budget_bytes: int | None = None, max_rows: int = 64, ahead: int | None = None,
-                 max_samples: int | str | None = "auto") -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        data: UpdateBatches,
+        net: torch.nn.Module,
+        loss: LossFn,
+        mode: str = "auto",
+        vmap_threshold: int = 4,
+        per_learner: bool = False,
+        budget_bytes: int | None = None,
+        max_rows: int = 64,
+        ahead: int | None = None,
+        max_samples: int | str | None = "auto",
+    ) -> None:
         self.s, self.data, self.net, self.loss = schedule, data, net, loss
         self.mode, self.vmap_threshold, self.per_learner = mode, vmap_threshold, per_learner
         self.by_row = per_learner or mode == "loop"  # results per row, else per update
@@ -107,8 +117,9 @@ class Lookahead:
         # … and ``grouped`` reads snapshots whose conv weights are in that layout too: 8 % less per 4-sample CIFAR
         # CNN gradient (1.54 against 1.44 ms, medians of 20 interleaved rounds), the same gradients to float
         # tolerance; ``loop`` and the codecs' vmapped rows keep the NCHW weights of the dist engine
-        self.snapshots = SnapshotStore(schedule, channels_last=self.channels_last and mode in ("auto", "grouped")
-                                       and not self.by_row)
+        self.snapshots = SnapshotStore(
+            schedule, channels_last=self.channels_last and mode in ("auto", "grouped") and not self.by_row
+        )
         if max_samples == "auto":
             max_samples = CPU_CONV_SAMPLES if convs and not self.vmap_pays else None
         self.max_samples = None if max_samples is None else max(1, int(max_samples))
@@ -203,7 +214,7 @@ class Lookahead:
             chunk = max(1, min(self.max_rows, (self.budget - held) // (2 * p_bytes)))
         at = lambda t: params if t == i else self.snapshots[t]  # noqa: E731
         for k in range(0, len(rows), chunk):
-            part = rows[k:k + chunk]
+            part = rows[k : k + chunk]
             self._compute(part, at)
             self.computed[part] = True
             self.snapshots.release(int(self.ts[r]) for r in part if self.upd[r] > self.ts[r])
@@ -216,8 +227,11 @@ class Lookahead:
         rows = rows[np.lexsort((self.ts[rows], self.upd[rows]))]  # by (update, snapshot); a unit's rows ascending
         upd, ts = self.upd[rows], self.ts[rows]
         cuts = np.flatnonzero((np.diff(upd) != 0) | (np.diff(ts) != 0)) + 1
-        if self.per_learner or mode == "vmap" or (mode == "auto" and self.vmap_pays
-                                                  and len(cuts) + 1 > self.vmap_threshold):
+        if (
+            self.per_learner
+            or mode == "vmap"
+            or (mode == "auto" and self.vmap_pays and len(cuts) + 1 > self.vmap_threshold)
+        ):
             return self._vmapped(rows, at)
         # consecutive units' samples and weights made at once, up to GATHER_SAMPLES (a unit's are then views): per
         # unit, the gather, the layout copy and the weights cost ~95 µs of a 4-sample CIFAR CNN unit's ~1.4 ms
@@ -234,8 +248,14 @@ class Lookahead:
             if self.channels_last and k - j > 1:  # (a unit alone is copied chunk by chunk, as it is computed)
                 x = x.contiguous(memory_format=torch.channels_last)
             for a, b in zip(starts[j:k], ends[j:k], strict=True):
-                self._grouped(int(upd[a]), int(ts[a]), at, x[(a - lo) * s:(b - lo) * s], y[(a - lo) * s:(b - lo) * s],
-                              w[a * s:b * s])
+                self._grouped(
+                    int(upd[a]),
+                    int(ts[a]),
+                    at,
+                    x[(a - lo) * s : (b - lo) * s],
+                    y[(a - lo) * s : (b - lo) * s],
+                    w[a * s : b * s],
+                )
             j = k
 
     def _add(self, u: int, grads: Params, per_sum: torch.Tensor, n: int) -> None:
@@ -248,8 +268,11 @@ class Lookahead:
             entry[1], entry[2] = entry[1] + per_sum, entry[2] + n
 
     def _loop(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
-        w = torch.ones(len(rows), dtype=self.data.x.dtype, device=self.data.x.device) if self.per_learner else \
-            self._row_weights(rows)
+        w = (
+            torch.ones(len(rows), dtype=self.data.x.dtype, device=self.data.x.device)
+            if self.per_learner
+            else self._row_weights(rows)
+        )
         for j, r in enumerate(rows.tolist()):
             x, y = self.data.samples([r])
             params = at(int(self.ts[r]))
@@ -257,18 +280,19 @@ class Lookahead:
             self._add(r, dict(zip(params, gr, strict=True)), per.sum(), len(per))
             self._track()
 
-    def _grouped(self, u: int, t: int, at: Callable[[int], Params], x: torch.Tensor, y: torch.Tensor,
-                 w: torch.Tensor) -> None:
+    def _grouped(
+        self, u: int, t: int, at: Callable[[int], Params], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+    ) -> None:
         """One (update u, snapshot t) unit: its samples ``x``, ``y`` and per-sample weights ``w`` = (w_l/c)/s."""
         params = {k: v.detach().requires_grad_() for k, v in at(t).items()}
         step = self.max_samples or len(y)
         gr, per_sum = None, None
         for a in range(0, len(y), step):  # chunks of at most max_samples, their gradients summed in order
-            xa = x[a:a + step]
+            xa = x[a : a + step]
             if self.channels_last:
                 xa = xa.contiguous(memory_format=torch.channels_last)
-            per = self.loss(functional_call(self.net, params, (xa,), tie_weights=self.tied), y[a:a + step])
-            g = torch.autograd.grad((per * w[a:a + step]).sum(), list(params.values()))
+            per = self.loss(functional_call(self.net, params, (xa,), tie_weights=self.tied), y[a : a + step])
+            g = torch.autograd.grad((per * w[a : a + step]).sum(), list(params.values()))
             gr = list(g) if gr is None else [p + q for p, q in zip(gr, g, strict=True)]
             per_sum = per.detach().sum() if per_sum is None else per_sum + per.detach().sum()
         assert gr is not None and per_sum is not None, "a learner's mini-batch is never empty"
@@ -309,9 +333,13 @@ class Lookahead:
         self.snapshots.load_state_dict(snapshots, readers)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"snapshots": self.snapshots.state_dict(), "readers": self.snapshots.readers.copy(),
-                "computed": self.computed.copy(), "results": {k: list(v) for k, v in self.results.items()},
-                "peak_bytes": self.peak_bytes}
+        return {
+            "snapshots": self.snapshots.state_dict(),
+            "readers": self.snapshots.readers.copy(),
+            "computed": self.computed.copy(),
+            "results": {k: list(v) for k, v in self.results.items()},
+            "peak_bytes": self.peak_bytes,
+        }
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
         self.snapshots.load_state_dict(sd["snapshots"], sd["readers"])

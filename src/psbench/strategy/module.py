@@ -26,8 +26,9 @@ def prefers_channels_last(net: torch.nn.Module, x) -> bool:
 
 
 class ClassifierModule(pl.LightningModule):
-    def __init__(self, net: torch.nn.Module, optimizer: Mapping | None = None, updates_per_epoch: float = 1.0,
-                 loss=None) -> None:
+    def __init__(
+        self, net: torch.nn.Module, optimizer: Mapping | None = None, updates_per_epoch: float = 1.0, loss=None
+    ) -> None:
         super().__init__()
         self.net = net
         self.objective = CROSS_ENTROPY if loss is None else loss
@@ -76,8 +77,12 @@ class ClassifierModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         wrong, loss, n = self._sums
         if n:
-            self.last_evaluation = (int(getattr(self.trainer.strategy, "updates_done", -1)),
-                                    wrong / n if self.objective.classes else None, loss / n, int(n))
+            self.last_evaluation = (
+                int(getattr(self.trainer.strategy, "updates_done", -1)),
+                wrong / n if self.objective.classes else None,
+                loss / n,
+                int(n),
+            )
 
     def configure_optimizers(self):
         opt, sched = configure(param_groups(self.net), self.optimizer_cfg, self.updates_per_epoch)

@@ -19,33 +19,48 @@ ACCELERATORS = ("auto", "cpu", "cuda", "mps")
 #: the schedule needs update by update, if that is more; a configured budget is never raised: it refuses the run)
 DEFAULT_MEMORY_BUDGET_MB = 2048
 
+
 def _check(cfg: Mapping[str, Any]) -> None:
     """``trainer.memory_budget_mb`` within this machine's memory (a budget it cannot hold is not a bound)."""
     mb, memory = cfg["trainer"]["memory_budget_mb"], physical_memory()
     if mb is not None and memory is not None:
-        require(mb * 2**20 <= memory, "trainer.memory_budget_mb", mb,
-                f"null or a number of MiB > 0 and at most this machine's memory, {memory / 2**20:.0f} MiB")
+        require(
+            mb * 2**20 <= memory,
+            "trainer.memory_budget_mb",
+            mb,
+            f"null or a number of MiB > 0 and at most this machine's memory, {memory / 2**20:.0f} MiB",
+        )
 
 
-TRAINER = Group({"default": {
-    "max_updates": integer(1, MAX_COUNT, null="run all epochs"),
-    "eval_every_epochs": integer(1, MAX_COUNT),
-    "log_every_n_updates": integer(1, MAX_COUNT),
-    "progress": one_of(*PROGRESS),
-    "num_threads": integer(1, MAX_THREADS, null="torch's default"),
-    "deterministic": boolean(),
-    "batching": one_of(*BATCHING),
-    "gradient_clip_val": number(0, null="no clipping", float32=True),
-    "checkpoint_every": integer(0, MAX_COUNT, words=f"in [0, {MAX_COUNT}] (PS updates between checkpoints; 0: off)"),
-    "stop_after_updates": integer(1, MAX_COUNT, null="run to the end"),
-    "save_weights": boolean(),
-    "timeline_updates": integer(0, 1000,
-                                null="auto: 3 pushes of every learner, 12 to 64 updates, at most 4096 gradients"),
-    "accelerator": one_of(*ACCELERATORS, null="cpu"),
-    "updates_per_step": integer(1, MAX_COUNT, null="auto: the updates of ~128 samples, at most 64"),
-    "memory_budget_mb": number(0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB or what the schedule needs",
-                               unit="MiB"),
-}}, check=_check, named=False)
+TRAINER = Group(
+    {
+        "default": {
+            "max_updates": integer(1, MAX_COUNT, null="run all epochs"),
+            "eval_every_epochs": integer(1, MAX_COUNT),
+            "log_every_n_updates": integer(1, MAX_COUNT),
+            "progress": one_of(*PROGRESS),
+            "num_threads": integer(1, MAX_THREADS, null="torch's default"),
+            "deterministic": boolean(),
+            "batching": one_of(*BATCHING),
+            "gradient_clip_val": number(0, null="no clipping", float32=True),
+            "checkpoint_every": integer(
+                0, MAX_COUNT, words=f"in [0, {MAX_COUNT}] (PS updates between checkpoints; 0: off)"
+            ),
+            "stop_after_updates": integer(1, MAX_COUNT, null="run to the end"),
+            "save_weights": boolean(),
+            "timeline_updates": integer(
+                0, 1000, null="auto: 3 pushes of every learner, 12 to 64 updates, at most 4096 gradients"
+            ),
+            "accelerator": one_of(*ACCELERATORS, null="cpu"),
+            "updates_per_step": integer(1, MAX_COUNT, null="auto: the updates of ~128 samples, at most 64"),
+            "memory_budget_mb": number(
+                0, lo_open=True, null=f"{DEFAULT_MEMORY_BUDGET_MB} MiB or what the schedule needs", unit="MiB"
+            ),
+        }
+    },
+    check=_check,
+    named=False,
+)
 
 
 @dataclass(frozen=True)

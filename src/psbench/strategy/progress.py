@@ -18,8 +18,10 @@ class EpochThroughput(pl.Callback):
             return
         wall = time.perf_counter() - self._t0
         samples = getattr(trainer.strategy, "samples_done", 0)
-        trainer.logger.log_metrics({"wall_time_s": wall, "samples_per_s": samples / wall if wall > 0 else 0.0,
-                                    "samples": samples}, step=trainer.global_step)
+        trainer.logger.log_metrics(
+            {"wall_time_s": wall, "samples_per_s": samples / wall if wall > 0 else 0.0, "samples": samples},
+            step=trainer.global_step,
+        )
 
 
 class PlainProgress(pl.Callback):
@@ -33,5 +35,8 @@ class PlainProgress(pl.Callback):
         err = m.get("test_error")
         schedule = getattr(trainer.strategy, "schedule", None)  # Trainer steps may carry several updates
         total = schedule.num_updates if schedule is not None else trainer.num_training_batches
-        print(f"update {trainer.global_step}/{total}  test_error {float(err) if err is not None else float('nan'):.4f}"
-              f"  wall {time.perf_counter() - self._t0:.1f}s", flush=True)
+        print(
+            f"update {trainer.global_step}/{total}  test_error {float(err) if err is not None else float('nan'):.4f}"
+            f"  wall {time.perf_counter() - self._t0:.1f}s",
+            flush=True,
+        )

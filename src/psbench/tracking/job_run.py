@@ -33,8 +33,13 @@ def _hydra_choices() -> dict[str, Any]:
 class JobRun:
     """The MLflow side of one job (a no-op with ``logger=none``)."""
 
-    def __init__(self, resolved: Mapping[str, Any], run_dir: Path, provenance: Mapping[str, Any],
-                 resume: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        resolved: Mapping[str, Any],
+        run_dir: Path,
+        provenance: Mapping[str, Any],
+        resume: Mapping[str, Any] | None = None,
+    ) -> None:
         lg = resolved["logger"]
         self.enabled = lg["name"] == "mlflow"
         self.uri: str = lg.get("tracking_uri", "")
@@ -101,16 +106,19 @@ class JobRun:
         t = self.t
         t.log_summary(self.uri, self.run_id, summary.to_dict())  # summary/<key>: never a point of a series
         t.log_artifacts(self.uri, self.run_id, files)
-        t.set_tags(self.uri, self.run_id, {
-            "status": summary.status,
-            "diverged": str(summary.diverged).lower(),
-            "weights_sha256": summary.weights_sha256,
-        })
+        t.set_tags(
+            self.uri,
+            self.run_id,
+            {
+                "status": summary.status,
+                "diverged": str(summary.diverged).lower(),
+                "weights_sha256": summary.weights_sha256,
+            },
+        )
         t.end_run(self.uri, self.run_id, t.FINISHED)
         self.ended = True
 
-    def abort(self, status: str, reason: str, summary: RunSummary | None = None,
-              files: Sequence[Path] = ()) -> None:
+    def abort(self, status: str, reason: str, summary: RunSummary | None = None, files: Sequence[Path] = ()) -> None:
         """Mark the run ``status`` (FAILED/KILLED) with tag ``failure_reason``; never masks the error handled."""
         if self.run_id is None or self.ended:
             return
@@ -120,7 +128,10 @@ class JobRun:
             if summary is not None:
                 t.log_summary(self.uri, self.run_id, summary.to_dict())
                 t.log_artifacts(self.uri, self.run_id, files)
-            t.set_tags(self.uri, self.run_id, {"failure_reason": " ".join(reason.split()),
-                                               **({"status": summary.status} if summary else {})})
+            t.set_tags(
+                self.uri,
+                self.run_id,
+                {"failure_reason": " ".join(reason.split()), **({"status": summary.status} if summary else {})},
+            )
         with contextlib.suppress(Exception):
             t.end_run(self.uri, self.run_id, status)

@@ -83,14 +83,19 @@ LOCK_TIMEOUT_S = 30.0
 
 
 def _waiting(db: Path, timeout_s: float, holder: str) -> None:
-    print(f"psbench: {db} is locked by {holder}; waiting up to {timeout_s:g} s (logger.lock_timeout_s)",
-          file=sys.stderr, flush=True)
+    print(
+        f"psbench: {db} is locked by {holder}; waiting up to {timeout_s:g} s (logger.lock_timeout_s)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _locked(tracking_uri: str, db: Path, timeout_s: float) -> ConfigError:
-    return ConfigError("logger.tracking_uri", tracking_uri,
-                       f"a store that no other process holds locked ({db} stayed locked for {timeout_s:g} s, "
-                       "logger.lock_timeout_s)")
+    return ConfigError(
+        "logger.tracking_uri",
+        tracking_uri,
+        f"a store that no other process holds locked ({db} stayed locked for {timeout_s:g} s, logger.lock_timeout_s)",
+    )
 
 
 def check_server(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
@@ -110,9 +115,12 @@ def check_server(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
         return
     except (urllib.error.URLError, OSError) as e:
         why = getattr(e, "reason", None) or e
-        raise ConfigError("logger.tracking_uri", tracking_uri,
-                          f"an MLflow tracking server that answers ({why}; start one with `mlflow server`, see "
-                          "README 'On a cluster')") from None
+        raise ConfigError(
+            "logger.tracking_uri",
+            tracking_uri,
+            f"an MLflow tracking server that answers ({why}; start one with `mlflow server`, see "
+            "README 'On a cluster')",
+        ) from None
 
 
 def check_store(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
@@ -130,8 +138,9 @@ def check_store(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError("logger.tracking_uri", tracking_uri,
-                          f"a sqlite:/// URI in a writable directory ({e.strerror or e})") from None
+        raise ConfigError(
+            "logger.tracking_uri", tracking_uri, f"a sqlite:/// URI in a writable directory ({e.strerror or e})"
+        ) from None
     if not db.exists() or db.stat().st_size == 0:
         return
     for wait in (0.0, timeout_s):
@@ -141,15 +150,19 @@ def check_store(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> None:
             return
         except sqlite3.OperationalError as e:
             if "locked" not in str(e):
-                raise ConfigError("logger.tracking_uri", tracking_uri,
-                                  f"a readable MLflow sqlite database ({db}: {e})") from None
+                raise ConfigError(
+                    "logger.tracking_uri", tracking_uri, f"a readable MLflow sqlite database ({db}: {e})"
+                ) from None
             if wait:
                 raise _locked(tracking_uri, db, timeout_s) from None
             _waiting(db, timeout_s, "another process (an sqlite write lock)")
         except sqlite3.DatabaseError as e:
-            raise ConfigError("logger.tracking_uri", tracking_uri,
-                              f"an MLflow sqlite database or a new file ({db}: {e}; move it away or "
-                              "point logger.tracking_uri elsewhere)") from None
+            raise ConfigError(
+                "logger.tracking_uri",
+                tracking_uri,
+                f"an MLflow sqlite database or a new file ({db}: {e}; move it away or "
+                "point logger.tracking_uri elsewhere)",
+            ) from None
 
 
 @contextlib.contextmanager
@@ -171,7 +184,8 @@ def _store_lock(tracking_uri: str, timeout_s: float = LOCK_TIMEOUT_S) -> Iterato
         fh = open(db, "ab")  # closed by the with below
     except OSError as e:
         raise ConfigError(
-            "logger.tracking_uri", tracking_uri,
+            "logger.tracking_uri",
+            tracking_uri,
             f"a sqlite:/// URI in a writable directory ({e.strerror or e})",
         ) from None
     with fh:
@@ -215,8 +229,9 @@ def ensure_store(tracking_uri: str) -> None:
         client(tracking_uri).search_experiments(max_results=1)
 
 
-def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | None,
-                      lock_timeout_s: float = LOCK_TIMEOUT_S) -> str:
+def ensure_experiment(
+    tracking_uri: str, name: str, artifact_location: str | None, lock_timeout_s: float = LOCK_TIMEOUT_S
+) -> str:
     """Create (if needed) the store and the experiment ``name``; return its id.
 
     Idempotent and safe to call from parallel processes: the first creation of the sqlite
@@ -244,8 +259,9 @@ def ensure_experiment(tracking_uri: str, name: str, artifact_location: str | Non
                 time.sleep(1.0)
                 continue
             head = " ".join(str(e).split("[SQL:")[0].split())[:300] or type(e).__name__
-            raise ConfigError("logger.tracking_uri", tracking_uri,
-                              f"an MLflow store psbench can open ({head})") from None
+            raise ConfigError(
+                "logger.tracking_uri", tracking_uri, f"an MLflow store psbench can open ({head})"
+            ) from None
 
 
 def _lost_creation_race(tracking_uri: str, e: Exception) -> bool:

@@ -45,16 +45,24 @@ def _check(cfg: Mapping[str, Any]) -> None:
         check_writable_dir("logger.artifact_location", location.removeprefix("file://"))
 
 
-LOGGER = Group({
-    "mlflow": {
-        "tracking_uri": Key(_tracking_uri, "sqlite:///<path>, http(s)://<server> or postgresql[+driver]://<db> "
-                            "(MLflow 3 refuses the file store: file: URIs and plain paths)"),
-        "experiment_name": text(),
-        "artifact_location": text(what="a writable directory or an artifact URI",
-                                  null="the tracking server's artifact root"),
-        "run_name": text(null="derived from the choices"),
-        "lock_timeout_s": number(0, 86400, lo_open=True,
-                                 unit="seconds to wait for a store another process holds locked, at most a day"),
+LOGGER = Group(
+    {
+        "mlflow": {
+            "tracking_uri": Key(
+                _tracking_uri,
+                "sqlite:///<path>, http(s)://<server> or postgresql[+driver]://<db> "
+                "(MLflow 3 refuses the file store: file: URIs and plain paths)",
+            ),
+            "experiment_name": text(),
+            "artifact_location": text(
+                what="a writable directory or an artifact URI", null="the tracking server's artifact root"
+            ),
+            "run_name": text(null="derived from the choices"),
+            "lock_timeout_s": number(
+                0, 86400, lo_open=True, unit="seconds to wait for a store another process holds locked, at most a day"
+            ),
+        },
+        "none": {},
     },
-    "none": {},
-}, check=_check)
+    check=_check,
+)

@@ -20,8 +20,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # …/src/psbench when run fr
 
 def _git(root: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
-                             check=True)
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout
@@ -58,13 +57,17 @@ def provenance(threads: int | None = None) -> dict[str, Any]:
         threads = torch.get_num_threads()
     commit, dirty = git_state()
     return {
-        "git_commit": commit, "git_dirty": dirty, "version": _version("psbench"),
-        "torch_version": _version("torch"), "lightning_version": _version("pytorch-lightning"),
-        "mlflow_version": _version("mlflow"), "host": socket.gethostname(), "threads": int(threads),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "version": _version("psbench"),
+        "torch_version": _version("torch"),
+        "lightning_version": _version("pytorch-lightning"),
+        "mlflow_version": _version("mlflow"),
+        "host": socket.gethostname(),
+        "threads": int(threads),
     }
 
 
 def provenance_tags(prov: Mapping[str, Any]) -> dict[str, str]:
     """``psbench.<key>`` tags (``git_dirty`` as ``"true"``/``"false"``); unknown values are left out."""
-    return {f"psbench.{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items()
-            if v is not None}
+    return {f"psbench.{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items() if v is not None}

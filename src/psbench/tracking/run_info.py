@@ -13,8 +13,15 @@ from typing import Any
 
 # config groups whose chosen option becomes a tag (``protocol: softsync``)
 TAGGED_GROUPS = (
-    "model", "dataset", "protocol", "lr_policy", "optimizer", "compression",
-    "topology", "hardware", "engine",
+    "model",
+    "dataset",
+    "protocol",
+    "lr_policy",
+    "optimizer",
+    "compression",
+    "topology",
+    "hardware",
+    "engine",
 )
 
 
@@ -106,9 +113,7 @@ def run_name(cfg: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) 
     return "-".join(parts)
 
 
-def run_tags(
-    cfg: Mapping[str, Any], choices: Mapping[str, Any] | None = None
-) -> dict[str, str]:
+def run_tags(cfg: Mapping[str, Any], choices: Mapping[str, Any] | None = None) -> dict[str, str]:
     """Tags to search and group runs by.
 
     The chosen option of each group (``protocol: softsync``), λ and μ under their config

@@ -105,8 +105,9 @@ def begin(config: DictConfig) -> None:
 
     lg, exp_id = config.get("logger"), None
     if lg is not None and lg.get("name") == "mlflow":
-        exp_id = ensure_experiment(lg.tracking_uri, lg.experiment_name, lg.artifact_location,
-                                   lg.get("lock_timeout_s", 30))
+        exp_id = ensure_experiment(
+            lg.tracking_uri, lg.experiment_name, lg.artifact_location, lg.get("lock_timeout_s", 30)
+        )
     _begun["exp_id"] = exp_id
     if not defers_parent(config):
         start_sweep(config, exp_id)
@@ -132,9 +133,14 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
     if exp_id is not None:
         uri = str(config.logger.tracking_uri)
         overrides = [str(o) for o in config.hydra.overrides.task]
-        tags = {"sweep_id": info["sweep_id"], PARENT_TAG: "true", "sweep_dir": str(sweep_dir),
-                "overrides": " ".join(overrides), "mlflow.source.name": "psbench",
-                **provenance_tags(provenance(OmegaConf.select(config, "trainer.num_threads")))}
+        tags = {
+            "sweep_id": info["sweep_id"],
+            PARENT_TAG: "true",
+            "sweep_dir": str(sweep_dir),
+            "overrides": " ".join(overrides),
+            "mlflow.source.name": "psbench",
+            **provenance_tags(provenance(OmegaConf.select(config, "trainer.num_threads"))),
+        }
         old = _read(sweep_dir / SWEEP_FILE)
         if old.get("tracking_uri") == uri and _reusable(uri, exp_id, old.get("parent_run_id")):
             run_id = old["parent_run_id"]
@@ -202,8 +208,10 @@ def record_job(config: DictConfig, job_return: Any) -> None:
     """Append how one job of a multirun ended to the sweep's ledger (one JSON line, ``O_APPEND``)."""
     from hydra.core.utils import JobStatus
 
-    entry: dict[str, Any] = {"num": OmegaConf.select(config, "hydra.job.num"),
-                             "overrides": [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]}
+    entry: dict[str, Any] = {
+        "num": OmegaConf.select(config, "hydra.job.num"),
+        "overrides": [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []],
+    }
     if job_return.status == JobStatus.FAILED:
         entry.update(status="failed", reason=error_line(job_return._return_value))
     else:
@@ -270,8 +278,9 @@ def _close(status: str, reason: str | None, metrics: Mapping[str, float] | None 
     uri, run_id = _open["uri"], _open["run_id"]
     _open.clear()
     c = ms.client(uri)
-    children = c.search_runs([c.get_run(run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'",
-                             max_results=1)
+    children = c.search_runs(
+        [c.get_run(run_id).info.experiment_id], f"tags.`mlflow.parentRunId` = '{run_id}'", max_results=1
+    )
     if metrics and children:
         ms.log_metrics(uri, run_id, metrics)
     ms.end_run(uri, run_id, status, reason)
@@ -285,8 +294,10 @@ def fail_job(reason: str) -> None:
 
     from psbench.tracking.provenance import provenance
 
-    write_json(Path(HydraConfig.get().runtime.output_dir) / "summary.json",
-               RunSummary(status="failed", failure_reason=reason, provenance=provenance()))
+    write_json(
+        Path(HydraConfig.get().runtime.output_dir) / "summary.json",
+        RunSummary(status="failed", failure_reason=reason, provenance=provenance()),
+    )
 
 
 @contextlib.contextmanager

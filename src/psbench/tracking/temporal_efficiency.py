@@ -89,8 +89,10 @@ def compare_runs(tracking_uri: str, run_a: str, run_b: str, metric: str = "train
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m psbench.tracking.temporal_efficiency",
-                                 description="Temporal efficiency E(a, b) of two MLflow runs (AGN Eq 4).")
+    ap = argparse.ArgumentParser(
+        prog="python -m psbench.tracking.temporal_efficiency",
+        description="Temporal efficiency E(a, b) of two MLflow runs (AGN Eq 4).",
+    )
     ap.add_argument("run_a")
     ap.add_argument("run_b")
     ap.add_argument("--metric", default="train_accuracy")
