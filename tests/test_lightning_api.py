@@ -409,14 +409,12 @@ def test_the_lightning_example_trains_an_existing_module_with_the_strategy():
 
 
 def test_import_psbench_is_torch_free_until_the_strategy_is_used():
-    """``from psbench import ParameterServerStrategy`` loads on first use: ``import psbench`` (the CLI's start) and
-    checking the strategy's options import no torch."""
+    """``from psbench import ParameterServerStrategy`` loads on first use: ``import psbench`` (the CLI's start)
+    imports no torch."""
     import subprocess
     import sys
 
-    code = ("import sys, psbench; from psbench.simulated_setup import simulated_setup; "
-            "simulated_setup('softsync', n=2, learners=4, compression='terngrad'); "
-            "print(sorted({'torch', 'pytorch_lightning'} & set(sys.modules))); "
+    code = ("import sys, psbench; print(sorted({'torch', 'pytorch_lightning'} & set(sys.modules))); "
             "from psbench import ParameterServerStrategy; print(ParameterServerStrategy.__module__, "
             "'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")

@@ -8,10 +8,7 @@ and sharing factors of 10**6 and 10**3, rates of 1 B/s to 10**15 B/s.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from psbench.cluster.cost import PROFILES, CostModel
+from psbench.cluster.cost import PROFILES
 from psbench.cluster.topology import TOPOLOGIES
 from psbench.schema import MAX_LEARNERS, Group, Keys, boolean, integer, number
 
@@ -43,15 +40,3 @@ _HARDWARE: Keys = {
 }
 #: one option per cost-model profile; every key may be overridden
 HARDWARE = Group({name: _HARDWARE for name in PROFILES})
-
-
-def cost_model(hardware: Mapping[str, Any], message_bytes: int) -> CostModel:
-    """The :class:`CostModel` of a checked ``hardware`` node (its profile with the node's values) for messages of
-    ``message_bytes``; ``calibrate`` is the caller's (:func:`psbench.assemble.build_cost` times the model)."""
-    keys = ("bandwidth_Bps", "intra_node_bandwidth_Bps", "latency_s", "ps_service_s", "ps_apply_Bps", "jitter_cv",
-            "ps_jitter_cv", "heavy_tail", "contention", "ps_shards", "ps_colocated", "node_share")
-    overrides = {k: hardware.get(k) for k in keys}
-    compute, stragglers = hardware.get("compute") or {}, hardware.get("stragglers") or {}
-    overrides.update(overhead_s=compute.get("overhead_s"), per_sample_s=compute.get("per_sample_s"),
-                     straggler_fraction=stragglers.get("fraction"), straggler_slowdown=stragglers.get("slowdown"))
-    return CostModel.from_profile(hardware["name"], message_bytes, **overrides)

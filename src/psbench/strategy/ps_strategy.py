@@ -54,10 +54,10 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """The strategy for the user's own Lightning script: ``Trainer(strategy=ParameterServerStrategy.simulated(
         protocol="softsync", n=4, learners=8, hardware="laptop", seed=0))`` trains any LightningModule on the
         schedule simulated from the Trainer's data and length (:class:`SimulatedStrategy`; the arguments are
-        :func:`psbench.simulated_setup.simulated_setup`'s, checked here)."""
-        from psbench.simulated_setup import simulated_setup
+        :func:`psbench.assemble.build_simulated`'s, checked here)."""
+        from psbench.assemble import build_simulated
 
-        return SimulatedStrategy(simulated_setup(protocol, **options))
+        return SimulatedStrategy(build_simulated(protocol, **options))
 
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
                  log_every_n_updates: int = 10, local: LocalLearners | None = None, compression=None,
@@ -255,7 +255,7 @@ class SimulatedStrategy(ParameterServerStrategy):
 
     progress_metric = "ps/loss"
 
-    def __init__(self, setup) -> None:  # a psbench.simulated_setup.SimulatedSetup
+    def __init__(self, setup) -> None:  # a psbench.assemble.SimulatedSetup
         super().__init__(None, setup.batching, log_every_n_updates=setup.log_every_n_updates)  # type: ignore[arg-type]
         self.plan, self.protocol = setup, setup.protocol
         self.sim_stats: dict | None = None
