@@ -329,7 +329,7 @@ def build_simulated(protocol: str | Mapping[str, Any] = "hardsync", *, learners:
     from psbench.strategy.options import TRAINER
     from psbench.validate import compose_groups
 
-    proto = {"name": protocol} if isinstance(protocol, str) else dict(protocol)
+    proto: dict[str, Any] = {"name": protocol} if isinstance(protocol, str) else dict(protocol)
     proto.update({k: v for k, v in (("n", n), ("staleness_bound", staleness_bound)) if v is not None})
     cfg = compose_groups({"protocol": proto, "lr_policy": lr_policy, "compression": compression,
                           "hardware": hardware, "topology": topology}, {"learners": learners, "seed": seed})

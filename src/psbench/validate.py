@@ -85,20 +85,24 @@ def compose_groups(groups: Mapping[str, str | Mapping[str, Any] | None], top: Ma
     from psbench.conf import CONF_DIR
 
     check_keys("", dict(top), {k: TOP[k] for k in top}, "the top level")
-    defaults = OmegaConf.load(CONF_DIR / "config.yaml")["defaults"]
-    chosen = {k: v for d in defaults if isinstance(d, DictConfig) for k, v in d.items()}
+    import yaml
+
+    defaults = yaml.safe_load((CONF_DIR / "config.yaml").read_text())["defaults"]
+    chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
     cfg: dict[str, Any] = dict(top)
     for group, value in groups.items():
-        node = {"name": value} if isinstance(value, str) or value is None else dict(value)
+        node: dict[str, Any] = {"name": value} if isinstance(value, str) or value is None else dict(value)
         name = node.get("name") or chosen[group]
         options = GROUPS[group].options
         require(isinstance(name, str) and name in options, f"{group}.name", name, "one of " + ", ".join(options))
-        merged = OmegaConf.merge(OmegaConf.load(CONF_DIR / group / f"{name}.yaml"), {**node, "name": name})
+        node["name"] = name
+        merged = OmegaConf.merge(OmegaConf.load(CONF_DIR / group / f"{name}.yaml"), node)
         cfg[group] = OmegaConf.to_container(merged, resolve=True)
         check_group(group, cfg[group], GROUPS[group])
     for group in groups:
-        if GROUPS[group].check is not None:
-            GROUPS[group].check(cfg)
+        rule = GROUPS[group].check
+        if rule is not None:
+            rule(cfg)
     return cfg
 
 

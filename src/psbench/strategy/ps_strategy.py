@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from typing import Any
 
 import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
@@ -260,7 +261,7 @@ class SimulatedStrategy(ParameterServerStrategy):
         self.plan, self.protocol = setup, setup.protocol
         self.sim_stats: dict | None = None
         self.batch_size = self.num_train = 0  # μ and N, from the train DataLoader
-        self.loader = None  # the Trainer's train data: psbench.strategy.simulated.EpochLoader
+        self.loader: Any = None  # the Trainer's train data: psbench.strategy.simulated.EpochLoader
         self._params: dict[str, torch.Tensor] = {}
         self._schedulers: tuple[list, list] = ([], [])  # (per update, per epoch)
         self._epoch = 0
@@ -299,6 +300,7 @@ class SimulatedStrategy(ParameterServerStrategy):
         from psbench.strategy.user_steps import UserLookahead, UserUpdates
 
         module, plan = self.lightning_module, self.plan
+        assert module is not None
         ds, mu, collate = simulated.train_loader(trainer, self.protocol)
         self.batch_size, self.num_train = mu, len(ds)
         self._params = {k: p for k, p in module.named_parameters() if p.requires_grad}
@@ -323,7 +325,7 @@ class SimulatedStrategy(ParameterServerStrategy):
         def before_transfer(batch, dataloader_idx: int = 0):  # Lightning hands it the Trainer step's chunk too
             return batch if isinstance(batch, UpdateChunk) else user_hook(batch, dataloader_idx)
 
-        module._on_before_batch_transfer = before_transfer
+        module._on_before_batch_transfer = before_transfer  # type: ignore[method-assign]
         updates = UserUpdates(schedule, ds, collate, mu, plan.policy, self.protocol.learners, plan.seed,
                               next(iter(self._params.values())).dtype, self.root_device,
                               simulated.transfer(self, trainer, before_transfer))
@@ -379,8 +381,9 @@ class SimulatedStrategy(ParameterServerStrategy):
         self._fit_s[1] = time.perf_counter()
         super().on_train_end()
 
-    def training_step(self, batch, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
+    def training_step(self, batch, batch_idx: int = 0, *args, **kwargs):
         if isinstance(batch, UpdateChunk):  # a new epoch: step the per-epoch lr schedulers first
+            assert self.lightning_module is not None
             trainer = self.lightning_module.trainer
             from psbench.strategy.simulated import step_epoch_schedulers
 

@@ -57,9 +57,9 @@ def step_loss(out: Any) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def muted(module: torch.nn.Module) -> Iterator[None]:
+def muted(module: Any) -> Iterator[None]:
     """``module.log``/``log_dict`` do nothing inside (calls that check, not train, log nothing)."""
-    module.log = module.log_dict = lambda *a, **k: None  # type: ignore[method-assign]
+    module.log = module.log_dict = lambda *a, **k: None
     try:
         yield
     finally:
@@ -71,7 +71,7 @@ def _channels_last(x: torch.Tensor) -> torch.Tensor:
 
 
 def _agree(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> bool:
-    scale = float(torch.sqrt(sum((v.double() ** 2).sum() for v in b.values())))
+    scale = float(torch.stack([(v.double() ** 2).sum() for v in b.values()]).sum().sqrt())
     return all(float((a[k] - b[k]).double().norm()) <= CHECK_RTOL * (float(b[k].double().norm()) + 1e-3 * scale)
                for k in b)
 
@@ -81,7 +81,7 @@ class _TrainingStep(torch.nn.Module):
 
     def __init__(self, module: torch.nn.Module) -> None:
         super().__init__()
-        self.m = module
+        self.m: Any = module  # a LightningModule
 
     def forward(self, batch: Any, batch_idx: int) -> Any:
         return self.m.training_step(batch, batch_idx)
@@ -119,8 +119,9 @@ class UserLookahead(Lookahead):
 
     def __init__(self, schedule: Schedule, data: UserUpdates, module, names: list[str], batching: str = "auto",
                  per_learner: bool = False, budget_bytes: int | None = None, ahead: int | None = None) -> None:
-        super().__init__(schedule, data, module, None, "grouped", per_learner=per_learner, budget_bytes=budget_bytes,
-                         ahead=ahead, max_samples=None)
+        super().__init__(schedule, data, module, None, "grouped",  # type: ignore[arg-type]  # no loss: training_step's
+                         per_learner=per_learner, budget_bytes=budget_bytes, ahead=ahead, max_samples=None)
+        self.data: UserUpdates = data
         self.module, self.step = module, _TrainingStep(module)
         self.keys = [f"m.{k}" for k in names]  # the wrapper's names of the trainable parameters
         convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
