@@ -276,6 +276,20 @@ def test_refused_options_are_one_line_at_construction(options, key):
     assert e.value.key == key and "\n" not in str(e.value) and "is invalid: allowed" in str(e.value)
 
 
+@pytest.mark.parametrize(("options", "overrides"), [
+    ({"protocol": "softsync", "n": 9}, ["protocol=softsync", "protocol.n=9"]),
+    ({"hardware": {"name": "p775", "bandwidth_Bps": -1}}, ["hardware=p775", "hardware.bandwidth_Bps=-1"]),
+    ({"compression": {"name": "topk", "k": 2}}, ["compression=topk", "compression.k=2"]),
+])
+def test_a_refused_option_is_the_line_the_cli_prints(run_psbench, tmp_path, options, overrides):
+    """The same bad value through the API and through ``psbench``: the exception is the CLI's error line."""
+    kw = {"learners": 4, **options}
+    with pytest.raises(ConfigError) as e:
+        ParameterServerStrategy.simulated(kw.pop("protocol", "hardsync"), **kw)
+    proc = run_psbench(*overrides, "learners=4", "logger=none", root=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"psbench: error: {e.value}"
+
+
 class NoLoss(Classifier):
     def __init__(self, returns: str) -> None:
         super().__init__()
