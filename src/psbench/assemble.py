@@ -2,7 +2,9 @@
 
 :func:`build_run` builds everything a run needs — data, model, protocol, topology, lr policy, codecs, cost
 model, the simulated schedule, the optimizer settings and the typed trainer/engine options — and makes every
-check that needs them (data files, the schedule's size, the memory budget, the device). Both engines take the
+check that needs them (data files, the schedule's size; the engine's memory budget and device are checked by
+:func:`psbench.train.prepare`). :func:`build_simulated` builds the same pieces for
+``ParameterServerStrategy.simulated``, whose model and data are the user's. Both engines take the
 :class:`RunSetup` (:func:`psbench.strategy.executor.train_sim`, :func:`psbench.distributed.launcher.train_dist`), so a
 config means the same run in either; they, and the packages they run, never read the composed config. The CLI
 builds the setup before it creates the MLflow run: input that a check refuses leaves no run behind.
@@ -236,8 +238,8 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
     """Build the :class:`RunSetup` of a validated config (:func:`psbench.validate.validate`).
 
     Raises :class:`~psbench.errors.ConfigError` / :class:`~psbench.errors.DataError` for what only the built
-    pieces can tell: a data file, a schedule too long for memory, a memory budget too small for the schedule, a
-    device that is not there. The simulation of the schedule shows progress when it is long
+    pieces can tell: a data file, a schedule too long for memory (the engine's checks of the setup are
+    :func:`psbench.train.prepare`'s). The simulation of the schedule shows progress when it is long
     (``trainer.progress``) and stops at a signal (:mod:`psbench.lifecycle`).
     """
     resolved = _plain(cfg)
