@@ -2,7 +2,9 @@
 
 :func:`build_run` builds everything a run needs — data, model, protocol, topology, lr policy, codecs, cost
 model, the simulated schedule, the optimizer settings and the typed trainer/engine options — and makes every
-check that needs them (data files, the schedule's size, the memory budget, the device). Both engines take the
+check that needs them (data files, the schedule's size; the engine's memory budget and device are checked by
+:func:`psbench.train.prepare`). :func:`build_simulated` builds the same pieces for
+``ParameterServerStrategy.simulated``, whose model and data are the user's. Both engines take the
 :class:`RunSetup` (:func:`psbench.strategy.executor.train_sim`, :func:`psbench.distributed.launcher.train_dist`), so a
 config means the same run in either; they, and the packages they run, never read the composed config. The CLI
 builds the setup before it creates the MLflow run: input that a check refuses leaves no run behind.
@@ -290,8 +292,8 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
     """Build the :class:`RunSetup` of a validated config (:func:`psbench.validate.validate`).
 
     Raises :class:`~psbench.errors.ConfigError` / :class:`~psbench.errors.DataError` for what only the built
-    pieces can tell: a data file, a schedule too long for memory, a memory budget too small for the schedule, a
-    device that is not there. The simulation of the schedule shows progress when it is long
+    pieces can tell: a data file, a schedule too long for memory (the engine's checks of the setup are
+    :func:`psbench.train.prepare`'s). The simulation of the schedule shows progress when it is long
     (``trainer.progress``) and stops at a signal (:mod:`psbench.lifecycle`).
     """
     resolved = _plain(cfg)
@@ -336,12 +338,73 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
     sim = Simulator(protocol, cost, topology, setup.batch_size, gradients, seed, trace_updates=k)
     schedule = Schedule.collect(_with_progress(sim.run(), sim.total_gradients, trainer.progress),
                                 meta=setup.schedule_meta)
-    setup = replace(setup, schedule=schedule, sim_stats=sim.stats.as_dict(), trace=sim.trace)
-    if engine == "sim" and not setup.schedule_only:
-        from psbench.strategy.executor import check_run
+    return replace(setup, schedule=schedule, sim_stats=sim.stats.as_dict(), trace=sim.trace)
 
-        check_run(setup)
-    return setup
+
+@dataclass(frozen=True)
+class SimulatedSetup:
+    """What ``ParameterServerStrategy.simulated`` runs (:class:`~psbench.strategy.ps_strategy.SimulatedStrategy`):
+    the pieces of a :class:`RunSetup` that the groups alone say, built by the same builders. The rest (N, μ, G,
+    the message size, the schedule) comes from the user's Trainer, module and data at ``setup``
+    (:mod:`psbench.strategy.simulated`); ``cost`` has ``message_bytes`` 0 until then."""
+
+    protocol: Protocol
+    topology: Topology
+    policy: LRPolicy
+    cost: CostModel
+    compression: Mapping[str, Any] | None  # the codec's options (None: fp32 gradients)
+    seed: int
+    updates_per_step: int | None
+    log_every_n_updates: int
+    batching: str  # auto (checked batching) | loop (one training_step call per learner)
+    memory_budget_mb: float | None
+
+
+def build_simulated(protocol: str | Mapping[str, Any] = "hardsync", *, learners: int, n: int | None = None,
+                    staleness_bound: int | None = None, hardware: str | Mapping[str, Any] = "laptop",
+                    topology: str | Mapping[str, Any] = "rudra_base", lr_policy: str | Mapping[str, Any] = "constant",
+                    compression: str | Mapping[str, Any] | None = "none", seed: int = 0,
+                    updates_per_step: int | None = None, log_every_n_updates: int = 10, batching: str = "auto",
+                    memory_budget_mb: float | None = None) -> SimulatedSetup:
+    """The checked :class:`SimulatedSetup` of ``ParameterServerStrategy.simulated``'s arguments: the groups mean
+    what the CLI's mean (:func:`psbench.validate.compose_groups`), so a bad value raises the CLI's
+    :class:`ConfigError` line when the strategy is made.
+
+    Args:
+        protocol: ``hardsync`` | ``softsync`` | ``async`` | ``ssp``, or a mapping of the ``protocol`` group.
+        learners: λ. n: softsync's splitting parameter; staleness_bound: SSP's s.
+        hardware, topology, lr_policy, compression: an option of the group, or a mapping of its keys
+            (``{"name": "laptop", "bandwidth_Bps": 1e8}``).
+        seed: the simulator's jitter streams and the sample stream.
+        updates_per_step: PS updates per Trainer step (None: the updates of ~128 samples, at most 64).
+        log_every_n_updates: psbench's ``ps/*`` metrics every this many updates.
+        batching: ``auto`` (learners that read one snapshot in one call, channels_last convs on the CPU, each checked
+            on the first gradients it applies to) | ``loop`` (one ``training_step`` call per learner).
+        memory_budget_mb: bound on snapshots and gradients computed ahead (None: as ``trainer.memory_budget_mb``).
+    """
+    from psbench.ps.local import LOCAL_PROTOCOLS
+    from psbench.schema import check_keys, one_of
+    from psbench.strategy.options import TRAINER
+    from psbench.validate import compose_groups
+
+    proto: dict[str, Any] = {"name": protocol} if isinstance(protocol, str) else dict(protocol)
+    proto.update({k: v for k, v in (("n", n), ("staleness_bound", staleness_bound)) if v is not None})
+    cfg = compose_groups({"protocol": proto, "lr_policy": lr_policy, "compression": compression,
+                          "hardware": hardware, "topology": topology}, {"learners": learners, "seed": seed})
+    name = cfg["protocol"]["name"]
+    require(name not in LOCAL_PROTOCOLS, "protocol.name", name,
+            "hardsync, softsync, async or ssp with a LightningModule (the local-step protocols "
+            f"{', '.join(LOCAL_PROTOCOLS)} run psbench's own loss for H steps: use the psbench command)")
+    require(not cfg["hardware"].get("calibrate"), "hardware.calibrate", True,
+            "false with a LightningModule (calibration times psbench's own models; give hardware.compute instead)")
+    keys = TRAINER.options["default"]
+    knobs = {"updates_per_step": updates_per_step, "log_every_n_updates": log_every_n_updates,
+             "memory_budget_mb": memory_budget_mb, "batching": batching}
+    check_keys("", knobs, {**{k: keys[k] for k in ("updates_per_step", "log_every_n_updates", "memory_budget_mb")},
+                           "batching": one_of("auto", "loop")}, "ParameterServerStrategy.simulated")
+    return SimulatedSetup(build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg), build_cost(cfg, 0),
+                          compression_options(cfg), int(seed), updates_per_step, int(log_every_n_updates), batching,
+                          memory_budget_mb)
 
 
 def _with_progress(updates: Iterator[Update], total: int, mode: str, after_s: float = 2.0) -> Iterator[Update]:

@@ -20,11 +20,14 @@ from psbench.summary import RunSummary
 
 
 def prepare(cfg: DictConfig | Mapping[str, Any], plan=None) -> RunSetup:
-    """The :class:`RunSetup` of ``cfg`` and the checks it makes possible (a resumed checkpoint's schedule)."""
+    """The :class:`RunSetup` of ``cfg`` and the checks it makes possible (the engine's memory and device, a resumed
+    checkpoint's schedule)."""
     setup = build_run(cfg)
     if setup.engine == "sim":
-        from psbench.strategy.executor import check_schedule
+        from psbench.strategy.executor import check_run, check_schedule
 
+        if not setup.schedule_only:
+            check_run(setup)
         check_schedule(setup, plan)
     return setup
 

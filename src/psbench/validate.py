@@ -77,6 +77,34 @@ def top_level_keys() -> tuple[str, ...]:
     return (*TOP, *GROUPS)
 
 
+def compose_groups(groups: Mapping[str, str | Mapping[str, Any] | None], top: Mapping[str, Any]) -> dict[str, Any]:
+    """Some groups composed as the CLI composes them and checked as :func:`validate` checks them: each an option's
+    name or a mapping of its keys (``{"name": "softsync", "n": 4}``; no name: the option of ``conf/config.yaml``),
+    the option's file in ``psbench/conf/<group>/`` with the given keys merged in; ``top``: top-level keys
+    (``learners``, ``seed``) the groups' rules read. The resolved config of ``top`` and the groups."""
+    from psbench.conf import CONF_DIR
+
+    check_keys("", dict(top), {k: TOP[k] for k in top}, "the top level")
+    import yaml
+
+    defaults = yaml.safe_load((CONF_DIR / "config.yaml").read_text())["defaults"]
+    chosen = {k: v for d in defaults if isinstance(d, dict) for k, v in d.items()}
+    cfg: dict[str, Any] = dict(top)
+    for group, value in groups.items():
+        node: dict[str, Any] = {"name": value} if isinstance(value, str) or value is None else dict(value)
+        name = node.get("name") or chosen[group]
+        options = GROUPS[group].options
+        require(isinstance(name, str) and name in options, f"{group}.name", name, "one of " + ", ".join(options))
+        node["name"] = name
+        merged = OmegaConf.merge(OmegaConf.load(CONF_DIR / group / f"{name}.yaml"), node)
+        cfg[group] = OmegaConf.to_container(merged, resolve=True)
+        check_group(group, cfg[group], GROUPS[group])
+    for group in groups:
+        rule = GROUPS[group].check
+        if rule is not None:
+            rule(cfg)
+    return cfg
+
 
 def unknown_override(path: str, value: Any) -> ConfigError:
     """The error for ``path=value`` on a key the composed config lacks (Hydra: "not in struct").

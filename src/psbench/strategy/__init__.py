@@ -12,7 +12,8 @@ __getattr__ = lazy(__name__, {
     "Lookahead": "psbench.strategy.lookahead",
     "ClassifierModule": "psbench.strategy.module", "build_optimizer": "psbench.optimizer.build",
     "ParameterServerStrategy": "psbench.strategy.ps_strategy", "SnapshotStore": "psbench.ps.snapshots",
+    "SimulatedStrategy": "psbench.strategy.ps_strategy",
 })
 
-__all__ = ["BATCHING", "ClassifierModule", "Lookahead", "ParameterServerStrategy", "SampleStream", "SnapshotGroup",
-           "SnapshotStore", "UpdateBatch", "UpdateBatches", "build_optimizer"]
+__all__ = ["BATCHING", "ClassifierModule", "Lookahead", "ParameterServerStrategy", "SampleStream", "SimulatedStrategy",
+           "SnapshotGroup", "SnapshotStore", "UpdateBatch", "UpdateBatches", "build_optimizer"]

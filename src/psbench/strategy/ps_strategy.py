@@ -29,11 +29,14 @@ the step, sets ``diverged`` and stops the fit cleanly.
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
+from typing import Any
 
 import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
+from psbench.errors import require
 from psbench.ps import Schedule
 from psbench.ps.apply import apply_update
 from psbench.strategy.batches import UpdateBatch
@@ -44,6 +47,18 @@ from psbench.strategy.lookahead import Lookahead
 
 class ParameterServerStrategy(SingleDeviceStrategy):
     strategy_name = "parameter_server"
+    #: the progress bar's per-Trainer-step loss (the mean loss of the step's last update)
+    progress_metric = "loss"
+
+    @classmethod
+    def simulated(cls, protocol="hardsync", **options) -> SimulatedStrategy:
+        """The strategy for the user's own Lightning script: ``Trainer(strategy=ParameterServerStrategy.simulated(
+        protocol="softsync", n=4, learners=8, hardware="laptop", seed=0))`` trains any LightningModule on the
+        schedule simulated from the Trainer's data and length (:class:`SimulatedStrategy`; the arguments are
+        :func:`psbench.assemble.build_simulated`'s, checked here)."""
+        from psbench.assemble import build_simulated
+
+        return SimulatedStrategy(build_simulated(protocol, **options))
 
     def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
                  log_every_n_updates: int = 10, local: LocalLearners | None = None, compression=None,
@@ -172,12 +187,13 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 if trainer.should_stop:  # diverged
                     break
             if trainer.progress_bar_callback is not None:
-                self.lightning_module.log("loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
+                self.lightning_module.log(self.progress_metric, self.last_loss, prog_bar=True, logger=False,
+                                          batch_size=1)
             return None
         module = self.lightning_module
         module.trainer.fit_loop.epoch_loop._batches_that_stepped = batch.index  # the step evaluations log at
         self._last_update = batch.index
-        params = dict(module.net.named_parameters())
+        params = self._weights(module)
         live = batch.index
         if self.local is not None:  # the commits of H local steps per learner, in gradient units
             lr = module.trainer.optimizers[0].param_groups[0]["lr"]
@@ -194,7 +210,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         trainer = module.trainer
         if not apply_update(list(params.values()), [grads[k] for k in params], self.last_loss, trainer.optimizers[0],
                             lr_scale=batch.lr_scale, clip=self.gradient_clip_val,
-                            schedulers=[c.scheduler for c in trainer.lr_scheduler_configs],
+                            schedulers=self._update_schedulers(trainer, batch.index),
                             step=module.optimizers().step):  # Lightning's wrapper: counts the step (global_step)
             self.diverged_at = batch.index
             self._log({"diverged": 1.0}, batch.index)
@@ -213,6 +229,14 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             self._log(metrics, batch.index)
         return None
 
+    def _weights(self, module) -> dict[str, torch.Tensor]:
+        """The weights the PS updates, by name: the classifier module's ``net``'s parameters."""
+        return dict(module.net.named_parameters())
+
+    def _update_schedulers(self, trainer, update: int) -> list:
+        """The lr schedulers stepped after PS update ``update``: all of them (psbench's are per update)."""
+        return [c.scheduler for c in trainer.lr_scheduler_configs]
+
     def _log(self, metrics: dict, step: int) -> None:
         """``metrics`` of update ``step``, to every logger at that step (numbers in torch's default dtype, as
         ``LightningModule.log`` would store them: an evaluation's ``epoch`` equals its update's)."""
@@ -222,3 +246,170 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                       for k, v in metrics.items()}
             for lg in loggers:
                 lg.log_metrics(values, step=step)
+
+
+class SimulatedStrategy(ParameterServerStrategy):
+    """:meth:`ParameterServerStrategy.simulated`: any LightningModule, on the schedule simulated at ``setup`` from
+    the Trainer's data and length (:mod:`psbench.strategy.simulated` says what is read, and what is refused), each
+    learner's gradient its ``training_step`` (:mod:`psbench.strategy.user_steps`). ``summary``: the run's
+    :class:`~psbench.summary.RunSummary`; ``check``: how the gradients were batched."""
+
+    progress_metric = "ps/loss"
+
+    def __init__(self, setup) -> None:  # a psbench.assemble.SimulatedSetup
+        super().__init__(None, setup.batching, log_every_n_updates=setup.log_every_n_updates)  # type: ignore[arg-type]
+        self.plan, self.protocol = setup, setup.protocol
+        self.sim_stats: dict | None = None
+        self.batch_size = self.num_train = 0  # μ and N, from the train DataLoader
+        self.loader: Any = None  # the Trainer's train data: psbench.strategy.simulated.EpochLoader
+        self._params: dict[str, torch.Tensor] = {}
+        self._schedulers: tuple[list, list] = ([], [])  # (per update, per epoch)
+        self._epoch = 0
+        self._clip_was: float | None = None
+        self._fit_s = [0.0, 0.0]
+
+    # -- the Trainer and the module ----------------------------------------------------------------------
+    def setup_environment(self) -> None:
+        from psbench.strategy import simulated
+
+        self._root_device = simulated.device(self.accelerator, self.plan.compression)
+        super().setup_environment()
+
+    def connect(self, model) -> None:
+        from psbench.strategy.simulated import check_module
+
+        self.gradient_clip_val = check_module(model)
+        self._clip_was, model.trainer.gradient_clip_val = model.trainer.gradient_clip_val, None  # the PS clips
+        super().connect(model)
+
+    def setup(self, trainer) -> None:
+        from psbench.strategy import simulated
+
+        simulated.check_trainer(trainer)
+        super().setup(trainer)
+        self._schedulers = simulated.schedulers(trainer)
+        self._simulate(trainer)
+
+    def _simulate(self, trainer) -> None:
+        """Read N, μ and the run's length; simulate the schedule; build the learners' gradients and the Trainer's
+        data; check the module's loss on one mini-batch."""
+        from dataclasses import replace
+
+        from psbench.ps import Simulator
+        from psbench.strategy import simulated
+        from psbench.strategy.user_steps import UserLookahead, UserUpdates
+
+        module, plan = self.lightning_module, self.plan
+        assert module is not None
+        ds, mu, collate = simulated.train_loader(trainer, self.protocol)
+        self.batch_size, self.num_train = mu, len(ds)
+        self._params = {k: p for k, p in module.named_parameters() if p.requires_grad}
+        require(self._params != {}, "LightningModule", type(module).__name__, "a module with trainable parameters")
+        gradients = simulated.run_gradients(trainer, self.num_train, mu, self.protocol)
+        p_bytes = sum(p.numel() * p.element_size() for p in self._params.values())
+        cost = replace(plan.cost, message_bytes=4 * sum(p.numel() for p in self._params.values()))
+        if plan.compression is not None:
+            from psbench.compression.pipeline import LearnerCompression
+
+            self.compression = LearnerCompression(plan.compression, {k: p.shape for k, p in self._params.items()},
+                                                  plan.seed)
+            cost = replace(cost, push_bytes=self.compression.push_bytes(), pull_delta=self.compression.localize,
+                           pull_bytes=self.compression.pull_bytes(self.protocol.gradients_per_update))
+        sim = Simulator(self.protocol, cost, plan.topology, mu, gradients, plan.seed)
+        meta = {"protocol": self.protocol.label, "learners": self.protocol.learners, "batch_size": mu,
+                "topology": plan.topology.name, "seed": plan.seed}  # a CLI run's (RunSetup.schedule_meta)
+        self.schedule = schedule = Schedule.collect(sim.run(), meta=meta)
+        self.sim_stats = sim.stats.as_dict()
+        user_hook = module._on_before_batch_transfer
+
+        def before_transfer(batch, dataloader_idx: int = 0):  # Lightning hands it the Trainer step's chunk too
+            return batch if isinstance(batch, UpdateChunk) else user_hook(batch, dataloader_idx)
+
+        module._on_before_batch_transfer = before_transfer  # type: ignore[method-assign]
+        updates = UserUpdates(schedule, ds, collate, mu, plan.policy, self.protocol.learners, plan.seed,
+                              next(iter(self._params.values())).dtype, self.root_device,
+                              simulated.transfer(self, trainer, before_transfer))
+        simulated.check_loss(module, updates.batch([0]))
+        self.loader = simulated.epoch_loader(schedule, updates, mu, self.num_train, trainer.fit_loop.max_epochs,
+                                             plan.updates_per_step)
+        by_row = self.compression is not None or self.batching == "loop"
+        self.lookahead = UserLookahead(schedule, updates, module, list(self._params), self.batching,
+                                       per_learner=self.compression is not None,
+                                       budget_bytes=simulated.memory_budget(schedule, p_bytes, by_row,
+                                                                            plan.memory_budget_mb))
+
+    def teardown(self) -> None:
+        """The module and Trainer as the user made them: automatic optimization (``trainer.global_step`` still
+        counts the PS updates), the Trainer's ``gradient_clip_val``, Lightning's batch hook."""
+        module = self.lightning_module
+        if module is not None:
+            module.__dict__.pop("_on_before_batch_transfer", None)
+            trainer = module._trainer
+            if trainer is not None:
+                loop = trainer.fit_loop.epoch_loop
+                loop.automatic_optimization.optim_progress.optimizer.step.load_state_dict(
+                    loop.manual_optimization.optim_step_progress.state_dict())
+                trainer.gradient_clip_val = self._clip_was
+            module.automatic_optimization = True
+        super().teardown()
+
+    def process_dataloader(self, dataloader):
+        from pytorch_lightning.trainer.states import RunningStage
+
+        training = self.lightning_module.trainer.state.stage == RunningStage.TRAINING
+        return self.loader if training and self.loader is not None else dataloader
+
+    def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
+        """A Trainer step's chunk stays as it is (its learners' mini-batches go through the hooks one by one)."""
+        return batch if isinstance(batch, UpdateChunk) else super().batch_to_device(batch, device, dataloader_idx)
+
+    # -- training ----------------------------------------------------------------------------------------
+    def _ahead(self) -> Lookahead:
+        return self.lookahead  # type: ignore[return-value]
+
+    def _weights(self, module) -> dict[str, torch.Tensor]:
+        return self._params
+
+    def _update_schedulers(self, trainer, update: int) -> list:
+        return [c.scheduler for c in self._schedulers[0] if (update + 1) % c.frequency == 0]
+
+    def on_train_start(self) -> None:
+        super().on_train_start()
+        self._fit_s[0] = time.perf_counter()
+
+    def on_train_end(self) -> None:
+        self._fit_s[1] = time.perf_counter()
+        super().on_train_end()
+
+    def training_step(self, batch, batch_idx: int = 0, *args, **kwargs):
+        if isinstance(batch, UpdateChunk):  # a new epoch: step the per-epoch lr schedulers first
+            assert self.lightning_module is not None
+            trainer = self.lightning_module.trainer
+            from psbench.strategy.simulated import step_epoch_schedulers
+
+            while self._epoch < trainer.current_epoch:
+                self._epoch += 1
+                step_epoch_schedulers(self._schedulers[1], self._epoch, trainer.callback_metrics)
+        return super().training_step(batch, batch_idx, *args, **kwargs)
+
+    def _log(self, metrics: dict, step: int) -> None:
+        super()._log({f"ps/{k}": v for k, v in metrics.items()}, step)
+
+    # -- what ran ----------------------------------------------------------------------------------------
+    @property
+    def summary(self):
+        """The run's :class:`~psbench.summary.RunSummary` (:func:`psbench.strategy.simulated.summary`); None before
+        ``trainer.fit`` has read the data."""
+        if self.schedule is None or self.sim_stats is None:
+            return None
+        from psbench.strategy.simulated import summary
+
+        a, b = self._fit_s
+        return summary(self, self.schedule, self.sim_stats, self.batch_size, self.num_train,
+                       (self.plan.compression or {}).get("name", "none"), b - a if b > a else None)
+
+    @property
+    def check(self) -> dict | None:
+        """How the gradients were computed: the concatenation and channels_last checks' outcomes
+        (:class:`~psbench.strategy.user_steps.UserLookahead`); None before the first update."""
+        return None if self.lookahead is None else dict(self.lookahead.check)  # type: ignore[attr-defined]

@@ -1,0 +1,226 @@
+"""Gradients through the user's own ``training_step``: the look-ahead for any LightningModule (issue 27 item 4).
+
+:class:`UserLookahead` is :class:`~psbench.strategy.lookahead.Lookahead` (which rows to compute when, snapshots,
+the memory budget, the per-update sums) with one difference: learner l's gradient is ∇ of what the module's
+``training_step`` returns for l's mini-batch, evaluated at the weights θ_{ts_l} the schedule says l read
+(``torch.func.functional_call`` over the module's trainable parameters; its buffers are its own). An update's
+aggregate is Σ_l (w_l/c)·∇L_l(θ_{ts_l}) (Zhang Eq 2, Rudra Eqs 3–5), as in the built-in path. The mini-batches are
+the user's map-style train dataset's items at the global sample stream's positions (:class:`UserUpdates`),
+collated by the DataLoader's ``collate_fn`` and passed through the module's batch-transfer hooks.
+
+Two speed-ups, each checked on the first gradients it would apply to, never assumed:
+
+* concatenation — the rows of one (update, snapshot) unit share their weight w (the lr policy's w depends on σ
+  only), so when the loss is a mean over samples Σ_l w·∇L_l = w·k·∇L(the k mini-batches concatenated): one call
+  instead of k. On the first unit of k ≥ 2 rows both are computed; they must agree parameter by parameter to
+  :data:`CHECK_RTOL` (of that parameter's gradient norm), else every unit is computed row by row (a loss summed
+  over samples, BatchNorm's batch statistics or dropout fail the check);
+* channels_last — a conv module on the CPU: the mini-batch's 4-d float tensors and the snapshots' 4-d weights in
+  channels_last, where the CPU's convolutions and pooling run 1.5–2× faster (the built-in path does the same).
+  Checked on the first row, on the live weights and on a channels_last snapshot: the same gradient to
+  :data:`CHECK_RTOL`, and no error (a ``view`` of a channels_last activation raises), else NCHW.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from lightning_utilities.core.apply_func import apply_to_collection
+from torch.func import functional_call
+
+from psbench.errors import ConfigError
+from psbench.lr import LRPolicy
+from psbench.ps import Schedule
+from psbench.strategy.batches import UpdateBatches
+from psbench.strategy.lookahead import Lookahead
+
+#: concatenated and per-learner gradients (or NCHW and channels_last ones) agree when, for every parameter,
+#: ‖a − b‖ ≤ CHECK_RTOL·‖b‖ + CHECK_RTOL·1e-3·‖b_all‖: float32 sums in another order differ by ~1e-6 of the norm;
+#: a summed loss differs by a factor k, BatchNorm or dropout by ~1e-1
+CHECK_RTOL = 1e-4
+LOSS_ALLOWED = ("a loss: a scalar floating tensor that depends on the weights, or a dict with 'loss' "
+                "(the mean loss of the batch, which the PS differentiates)")
+
+
+def step_loss(out: Any) -> torch.Tensor:
+    """The loss a ``training_step`` returned (a tensor, or a mapping's ``"loss"``); else :class:`ConfigError`."""
+    loss = out.get("loss") if isinstance(out, Mapping) else out
+    if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.is_floating_point() and loss.requires_grad):
+        found = f"{type(out).__name__}" if not isinstance(loss, torch.Tensor) else \
+            f"a tensor of shape {tuple(loss.shape)}, dtype {loss.dtype}, requires_grad={loss.requires_grad}"
+        raise ConfigError("training_step", f"returned {found}", LOSS_ALLOWED)
+    return loss.reshape(())
+
+
+@contextlib.contextmanager
+def muted(module: Any) -> Iterator[None]:
+    """``module.log``/``log_dict`` do nothing inside (calls that check, not train, log nothing)."""
+    module.log = module.log_dict = lambda *a, **k: None
+    try:
+        yield
+    finally:
+        del module.log, module.log_dict
+
+
+def _channels_last(x: torch.Tensor) -> torch.Tensor:
+    return x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 and x.is_floating_point() else x
+
+
+def _agree(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> bool:
+    scale = float(torch.stack([(v.double() ** 2).sum() for v in b.values()]).sum().sqrt())
+    return all(float((a[k] - b[k]).double().norm()) <= CHECK_RTOL * (float(b[k].double().norm()) + 1e-3 * scale)
+               for k in b)
+
+
+class _TrainingStep(torch.nn.Module):
+    """``forward`` is the module's ``training_step``, so ``functional_call`` runs it on other weights."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.m: Any = module  # a LightningModule
+
+    def forward(self, batch: Any, batch_idx: int) -> Any:
+        return self.m.training_step(batch, batch_idx)
+
+
+class UserUpdates(UpdateBatches):
+    """The updates of a schedule over a user's map-style dataset (metadata and weights as
+    :class:`~psbench.strategy.batches.UpdateBatches`, without samples); :meth:`batch` collates the samples of
+    schedule rows. ``x`` is an (N, 0) tensor: the weights' dtype and device, no data."""
+
+    def __init__(self, schedule: Schedule, dataset, collate: Callable, batch_size: int, policy: LRPolicy,
+                 learners: int, seed: int, dtype: torch.dtype, device: torch.device,
+                 transfer: Callable[[Any], Any] = lambda b: b) -> None:
+        super().__init__(schedule, torch.empty((len(dataset), 0), dtype=dtype, device=device), torch.empty(0),
+                         batch_size, policy, batch_size, learners, seed, with_samples=False)
+        self.dataset, self.collate, self.transfer = dataset, collate, transfer
+        self._getitems = getattr(dataset, "__getitems__", None)
+
+    def batch(self, rows, layout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Any:
+        """The rows' samples, row-major, collated as the user's DataLoader would, through the batch-transfer hooks
+        (to the device); ``layout`` is applied to every tensor of the result."""
+        idx = torch.cat([self.stream.indices(p, self.spg) for p in self.s.sample_start[rows].tolist()]).tolist()
+        items = self._getitems(idx) if self._getitems is not None else [self.dataset[i] for i in idx]
+        out = self.transfer(self.collate(items))
+        return out if layout is None else apply_to_collection(out, torch.Tensor, layout)
+
+
+class UserLookahead(Lookahead):
+    """:class:`Lookahead` whose rows are the user's ``training_step`` (see the module docstring).
+
+    ``batching``: ``auto`` (both checks), ``loop`` (one call per row, NCHW: the reference). ``check``: the
+    (update, snapshot) unit whose concatenation was checked and the outcome, and the channels_last outcome
+    (None: not checked yet).
+    """
+
+    def __init__(self, schedule: Schedule, data: UserUpdates, module, names: list[str], batching: str = "auto",
+                 per_learner: bool = False, budget_bytes: int | None = None, ahead: int | None = None) -> None:
+        super().__init__(schedule, data, module, None, "grouped",  # type: ignore[arg-type]  # no loss: training_step's
+                         per_learner=per_learner, budget_bytes=budget_bytes, ahead=ahead, max_samples=None)
+        self.data: UserUpdates = data
+        self.module, self.step = module, _TrainingStep(module)
+        self.keys = [f"m.{k}" for k in names]  # the wrapper's names of the trainable parameters
+        convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
+        self.layout: bool | None = None if batching == "auto" and convs and data.x.device.type == "cpu" else False
+        self.concat: bool | None = None if batching == "auto" else False
+        self.check: dict[str, Any] = {"concat": None, "channels_last": self.layout}
+
+    # -- one call of the user's training_step ---------------------------------------------------------
+    def _call(self, rows, u: int, params: Mapping[str, torch.Tensor], scale: torch.Tensor, layout: bool
+              ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
+        """(scale·∇L of the rows' samples concatenated at ``params``, L·samples, samples)."""
+        batch = self.data.batch(rows, _channels_last if layout else None)
+        leaves = [v.detach().requires_grad_() for v in params.values()]
+        trainer = getattr(self.module, "_trainer", None)
+        if trainer is not None and trainer._results is not None:  # self.log infers its batch size from this batch
+            trainer._results.batch, trainer._results.batch_size = batch, None
+        loss = step_loss(functional_call(self.step, dict(zip(self.keys, leaves, strict=True)), (batch, u),
+                                         tie_weights=self.tied))
+        grads = torch.autograd.grad(loss * scale, leaves, allow_unused=True)
+        n = len(rows) * self.data.spg
+        out = {k: (torch.zeros_like(p) if g is None else g.contiguous())  # NHWC-strided weight gradients made flat
+               for k, p, g in zip(params, leaves, grads, strict=True)}
+        return out, loss.detach() * n, n
+
+    @staticmethod
+    def _snapshot_layout(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The weights as a channels_last :class:`~psbench.ps.snapshots.SnapshotStore` copies them."""
+        return {k: v.detach().clone(memory_format=torch.channels_last) if v.dim() == 4 else v.detach()
+                for k, v in params.items()}
+
+    def _check_layout(self, row: int, u: int, params, scale) -> tuple[dict, torch.Tensor, int]:
+        """Decide channels_last on the first row (module docstring); its gradient, computed NCHW."""
+        ref = self._call([row], u, params, scale, False)
+        try:  # the samples in channels_last, on the live weights (NCHW) and on a snapshot's (channels_last)
+            with muted(self.module):
+                others = [self._call([row], u, p, scale, True) for p in (params, self._snapshot_layout(params))]
+            self.layout = all(_agree(g, ref[0]) and bool(torch.isclose(s, ref[1], rtol=CHECK_RTOL))
+                              for g, s, _ in others)
+        except RuntimeError:
+            self.layout = False
+        self.check["channels_last"] = self.layout
+        if self.layout and not self.by_row:  # no snapshot is held yet: the first update's rows read the live weights
+            from psbench.ps.snapshots import SnapshotStore
+
+            assert len(self.snapshots) == 0
+            self.snapshots = SnapshotStore(self.s, channels_last=True)
+        return ref
+
+    def _check_concat(self, rows, u: int, t: int, params, w: torch.Tensor) -> tuple[dict, torch.Tensor, int]:
+        """Decide concatenation on the first unit of k ≥ 2 rows (module docstring); its gradient, row by row."""
+        ref = self._rows(rows, u, params, w)
+        with muted(self.module):
+            one = self._call(rows, u, params, w.sum(), bool(self.layout))
+        self.concat = _agree(one[0], ref[0]) and bool(torch.isclose(one[1], ref[1], rtol=CHECK_RTOL))
+        self.check["concat"] = {"update": u, "snapshot": t, "rows": len(rows), "agree": self.concat}
+        return ref
+
+    def _rows(self, rows, u: int, params, w: torch.Tensor) -> tuple[dict, torch.Tensor, int]:
+        """Σ_r w_r·∇L_r, one call per row."""
+        total: tuple[dict, torch.Tensor, int] | None = None
+        for j, r in enumerate(rows):
+            g, s, n = self._call([r], u, params, w[j], bool(self.layout))
+            total = (g, s, n) if total is None else \
+                ({k: total[0][k] + v for k, v in g.items()}, total[1] + s, total[2] + n)
+        assert total is not None
+        return total
+
+    # -- the look-ahead's rows ------------------------------------------------------------------------
+    def _compute(self, rows: np.ndarray, at: Callable[[int], dict[str, torch.Tensor]]) -> None:
+        rows = rows[np.lexsort((self.ts[rows], self.upd[rows]))]  # by (update, snapshot); a unit's rows ascending
+        if self.layout is None:
+            r = int(rows[0])
+            g = self._check_layout(r, int(self.upd[r]), at(int(self.ts[r])), self._weights_of([r])[0])
+            self._add(r if self.by_row else int(self.upd[r]), *g)
+            self._track(self.p_bytes)
+            rows = rows[1:]
+        if self.by_row:  # codecs: each learner's own gradient
+            for r in rows.tolist():
+                self._add(r, *self._call([r], int(self.upd[r]), at(int(self.ts[r])), self._weights_of([r])[0],
+                                         bool(self.layout)))
+                self._track(self.p_bytes)
+            return
+        upd, ts = self.upd[rows], self.ts[rows]
+        cuts = np.flatnonzero((np.diff(upd) != 0) | (np.diff(ts) != 0)) + 1
+        w = self._weights_of(rows)
+        for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(rows)].tolist(), strict=True):
+            u, t, unit = int(upd[a]), int(ts[a]), rows[a:b].tolist()
+            params = at(t)
+            if len(unit) > 1 and self.concat is None:
+                g = self._check_concat(unit, u, t, params, w[a:b])
+            elif len(unit) > 1 and self.concat:
+                g = self._call(unit, u, params, w[a:b].sum(), bool(self.layout))
+            else:
+                g = self._rows(unit, u, params, w[a:b])
+            self._add(u, *g)
+            self._track(self.p_bytes)
+
+    def _weights_of(self, rows) -> torch.Tensor:
+        """w_l/c of each row (1 with codecs, which weight the decoded gradients themselves)."""
+        if self.per_learner:
+            return torch.ones(len(rows), dtype=self.data.x.dtype, device=self.data.x.device)
+        return self._row_weights(np.asarray(rows))

@@ -1,0 +1,435 @@
+"""``ParameterServerStrategy.simulated`` in a user's own Lightning script (issue 27 item 4).
+
+A user's LightningModule (its own ``training_step``, ``configure_optimizers``, ``self.log``) and data, trained by
+Lightning with the strategy: Rudra Eq 7 (hardsync λ×μ ≡ plain Lightning at μλ), async λ = 1 ≡ plain SGD, the
+staleness histogram equals the CLI's schedule, the batching check, a regression module, bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+
+from psbench import ParameterServerStrategy
+from psbench.errors import ConfigError
+from psbench.ps.samples import SampleStream
+
+warnings.filterwarnings("ignore", ".*does not have many workers.*")
+warnings.filterwarnings("ignore", ".*litlogger.*")
+QUIET = dict(logger=False, enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False)
+
+
+class Classifier(pl.LightningModule):
+    """A user's module: an MLP, mean cross-entropy, momentum SGD with a per-step lr schedule, ``self.log``."""
+
+    def __init__(self, net: torch.nn.Module | None = None, lr: float = 0.05) -> None:
+        super().__init__()
+        self.net = net if net is not None else torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+        self.lr = lr
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self(x), y))
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=15, gamma=0.5)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+class StreamOrder(torch.utils.data.Sampler):
+    """Plain Lightning's sampler in the order of psbench's sample stream (positions 0, 1, …, across epochs)."""
+
+    def __init__(self, n: int, samples: int, seed: int = 0) -> None:
+        self.n, self.samples, self.seed = n, samples, seed
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def __iter__(self):
+        return iter(SampleStream(self.n, self.seed).indices(0, self.samples).tolist())
+
+
+class EpochEnds(pl.Callback):
+    """``trainer.global_step`` (PS updates done) at the end of every training epoch."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        self.steps.append(trainer.global_step)
+
+
+def train_set(digits):
+    return torch.utils.data.TensorDataset(digits.x_train, digits.y_train)
+
+
+def fit(module, loader, strategy=None, **trainer) -> pl.Trainer:
+    kw = {"strategy": strategy} if strategy is not None else {"accelerator": "cpu"}
+    t = pl.Trainer(**kw, deterministic=True, **QUIET, **trainer)
+    t.fit(module, train_dataloaders=loader)
+    return t
+
+
+def weights(module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in module.parameters()])
+
+
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_hardsync_equals_plain_lightning_at_batch_mu_lambda(digits, clip):
+    """Rudra Eq 7 through the public API: (σ, μ, λ) = (0, 8, 4) of a user's module ≡ the same module trained by
+    plain Lightning at μλ = 32 on the same samples (momentum SGD, a per-update lr schedule, 50 updates crossing
+    an epoch; with the Trainer's gradient clipping, each PS update's aggregate clipped as Lightning clips the
+    batch's gradient), and the strategy's epoch = N samples consumed by the PS."""
+    lam, mu, steps = 4, 8, 50
+    torch.manual_seed(0)
+    ps = Classifier()
+    torch.manual_seed(0)
+    plain = Classifier()
+    assert torch.equal(weights(ps), weights(plain))
+    data = train_set(digits)
+    strategy = ParameterServerStrategy.simulated(protocol="hardsync", learners=lam, seed=0)
+    ends = EpochEnds()
+    t = fit(ps, torch.utils.data.DataLoader(data, batch_size=mu, shuffle=True), strategy, max_steps=steps,
+            callbacks=[ends], gradient_clip_val=clip)
+    fit(plain, torch.utils.data.DataLoader(data, batch_size=mu * lam, sampler=StreamOrder(len(data), steps * mu * lam)),
+        max_steps=steps, gradient_clip_val=clip)
+    assert t.gradient_clip_val == clip  # the user's Trainer as it was
+    assert t.global_step == steps and strategy.updates_done == steps
+    assert ends.steps == [45, 50]  # epoch 0: the updates whose first sample is one of the first N = 1437
+    assert strategy.check["concat"]["agree"] is True  # the 4 learners ran as one call, checked first
+    assert float((weights(ps) - weights(plain)).abs().max()) <= 1e-5
+    moved = float((weights(ps) - weights(Classifier())).abs().max())
+    assert moved > 1e-2  # not vacuous: training moved the weights
+
+
+def test_async_with_one_learner_equals_plain_sgd(digits):
+    mu, steps = 16, 40
+    torch.manual_seed(1)
+    ps = Classifier()
+    torch.manual_seed(1)
+    plain = Classifier()
+    data = train_set(digits)
+    strategy = ParameterServerStrategy.simulated(protocol="async", learners=1, seed=3)
+    fit(ps, torch.utils.data.DataLoader(data, batch_size=mu), strategy, max_steps=steps)
+    fit(plain, torch.utils.data.DataLoader(data, batch_size=mu, sampler=StreamOrder(len(data), steps * mu, seed=3)),
+        max_steps=steps)
+    assert float((weights(ps) - weights(plain)).abs().max()) <= 1e-6
+    assert strategy.summary.staleness_hist == {0: steps} and strategy.summary.updates_done == steps
+
+
+class SummedLoss(Classifier):
+    """A loss summed over the batch: concatenating learners would multiply the update by k."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self(x), y, reduction="sum") / 8
+
+
+class ConvNet(Classifier):
+    """A conv module; ``view`` after the convolution raises on channels_last activations."""
+
+    def __init__(self, flatten: str = "flatten") -> None:
+        super().__init__(torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2)))
+        self.fc, self.flatten = torch.nn.Linear(36, 10), flatten
+
+    def forward(self, x):
+        h = self.net(x)
+        return self.fc(h.flatten(1) if self.flatten == "flatten" else h.view(h.size(0), -1))
+
+
+def softsync_fit(digits, module_cls, batching: str, *args):
+    torch.manual_seed(2)
+    module = module_cls(*args)
+    strategy = ParameterServerStrategy.simulated(protocol="softsync", n=2, learners=6, seed=1, batching=batching)
+    fit(module, torch.utils.data.DataLoader(train_set(digits), batch_size=4, shuffle=True), strategy, max_steps=30)
+    return weights(module), strategy.check
+
+
+@pytest.mark.parametrize(("module_cls", "args", "concat", "layout"), [
+    (Classifier, (), True, False), (SummedLoss, (), False, False),
+    (ConvNet, ("flatten",), True, True), (ConvNet, ("view",), True, False)])
+def test_batching_is_checked_on_the_first_gradients_and_gives_the_per_learner_weights(digits, module_cls, args,
+                                                                                      concat, layout):
+    """Learners that read one snapshot share one call only where the first such unit's concatenated and
+    per-learner gradients agree (not for a summed loss); conv modules on the CPU run channels_last only where it
+    gives the NCHW gradient without error (not with a ``view`` of an activation). Either way the weights are the
+    per-learner loop's, to float tolerance."""
+    auto, check = softsync_fit(digits, module_cls, "auto", *args)
+    loop, none = softsync_fit(digits, module_cls, "loop", *args)
+    assert check["concat"]["agree"] is concat and check["concat"]["rows"] >= 2
+    assert check["channels_last"] is layout
+    assert none == {"concat": None, "channels_last": False}
+    assert float((auto - loop).abs().max()) <= 1e-5
+
+
+@pytest.mark.parametrize(("protocol", "hardware"), [({"name": "softsync", "n": 2}, "laptop"),
+                                                    ({"name": "async"}, "p775")])
+def test_staleness_histogram_equals_the_cli_schedules(digits, run_psbench, tmp_path, protocol, hardware):
+    """The same (protocol, λ, μ, hardware, seed, epochs) on the same model size and N: the summary's staleness
+    histogram, PS updates, simulated time and schedule hash are the CLI's (``schedule_only``)."""
+    from psbench.models import build_model
+
+    args = [f"protocol={protocol['name']}", *(f"protocol.{k}={v}" for k, v in protocol.items() if k != "name"),
+            "learners=4", "batch_size=32", "epochs=2", f"hardware={hardware}", "seed=5", "model=mlp",
+            "dataset=digits", "schedule_only=true", "logger=none"]
+    proc = run_psbench(*args, root=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (path,) = (tmp_path / "outputs").rglob("summary.json")
+    cli = json.loads(path.read_text())
+    torch.manual_seed(0)
+    module = Classifier(build_model("mlp", digits.input_shape, digits.num_classes, hidden=[128]))
+    strategy = ParameterServerStrategy.simulated(protocol, learners=4, hardware=hardware, seed=5)
+    fit(module, torch.utils.data.DataLoader(train_set(digits), batch_size=32, shuffle=True), strategy, max_epochs=2)
+    s = strategy.summary
+    assert {int(k): v for k, v in cli["staleness_hist"].items()} == s.staleness_hist
+    assert len(s.staleness_hist) > 1  # not vacuous: stale gradients
+    for key in ("ps_updates", "gradients", "staleness_mean", "sim_time_s", "bytes_pushed", "schedule_sha256",
+                "samples", "epochs_done"):
+        assert getattr(s, key) == cli[key], key
+    assert s.updates_done == s.ps_updates and s.status == "finished"
+
+
+class Regression(pl.LightningModule):
+    """A user's regression module: y = x·w + noise, mean squared error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.mse_loss(self.net(x).squeeze(1), y)
+        self.log("train_mse", loss)
+        return {"loss": loss}
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_mse", F.mse_loss(self.net(x).squeeze(1), y))
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.05)
+        return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)]  # per epoch (Lightning's default)
+
+
+def regression_data(n: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 8, generator=g)
+    y = x @ torch.linspace(-1, 1, 8) + 0.05 * torch.randn(n, generator=g)
+    return torch.utils.data.TensorDataset(x, y)
+
+
+def test_a_regression_module_trains_and_its_test_loss_falls():
+    torch.manual_seed(0)
+    module = Regression()
+    test = regression_data(256, 1)
+    with torch.no_grad():
+        before = float(F.mse_loss(module.net(test.tensors[0]).squeeze(1), test.tensors[1]))
+    strategy = ParameterServerStrategy.simulated(protocol="softsync", n=2, learners=4, lr_policy="mean_staleness",
+                                                 seed=0)
+    t = pl.Trainer(strategy=strategy, max_epochs=3, num_sanity_val_steps=0, **QUIET)
+    t.fit(module, torch.utils.data.DataLoader(regression_data(512, 0), batch_size=8, shuffle=True),
+          torch.utils.data.DataLoader(test, batch_size=64))
+    after = float(t.callback_metrics["val_mse"])
+    assert after < 0.2 * before, (before, after)
+    assert t.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.05 * 0.7**2)  # stepped after epochs 0 and 1
+    s = strategy.summary
+    assert s.updates_done == s.ps_updates and s.staleness_max >= 1 and s.train_loss < before
+
+
+# ----------------------------------------------------------------------------- bad input: one line, before any work
+@pytest.mark.parametrize(("options", "key"), [
+    ({"protocol": "nope"}, "protocol.name"),
+    ({"protocol": "agn"}, "protocol.name"),  # a local-step protocol: refused with a LightningModule
+    ({"protocol": "softsync", "n": 9}, "protocol.n"),
+    ({"protocol": "hardsync", "n": 2}, "protocol.n"),
+    ({"learners": 0}, "learners"),
+    ({"seed": -1}, "seed"),
+    ({"hardware": "cray"}, "hardware.name"),
+    ({"hardware": {"name": "laptop", "bandwidth_Bps": -1}}, "hardware.bandwidth_Bps"),
+    ({"hardware": {"name": "laptop", "calibrate": True}}, "hardware.calibrate"),
+    ({"lr_policy": "fast"}, "lr_policy.name"),
+    ({"compression": {"name": "topk", "k": 2}}, "compression.k"),
+    ({"compression": {"name": "qsgd", "levls": 4}}, "compression.levls"),
+    ({"batching": "vmap"}, "batching"),
+    ({"updates_per_step": 0}, "updates_per_step"),
+])
+def test_refused_options_are_one_line_at_construction(options, key):
+    kw = {"learners": 4, **options}
+    with pytest.raises(ConfigError) as e:
+        ParameterServerStrategy.simulated(kw.pop("protocol", "hardsync"), **kw)
+    assert e.value.key == key and "\n" not in str(e.value) and "is invalid: allowed" in str(e.value)
+
+
+@pytest.mark.parametrize(("options", "overrides"), [
+    ({"protocol": "softsync", "n": 9}, ["protocol=softsync", "protocol.n=9"]),
+    ({"hardware": {"name": "p775", "bandwidth_Bps": -1}}, ["hardware=p775", "hardware.bandwidth_Bps=-1"]),
+    ({"compression": {"name": "topk", "k": 2}}, ["compression=topk", "compression.k=2"]),
+])
+def test_a_refused_option_is_the_line_the_cli_prints(run_psbench, tmp_path, options, overrides):
+    """The same bad value through the API and through ``psbench``: the exception is the CLI's error line."""
+    kw = {"learners": 4, **options}
+    with pytest.raises(ConfigError) as e:
+        ParameterServerStrategy.simulated(kw.pop("protocol", "hardsync"), **kw)
+    proc = run_psbench(*overrides, "learners=4", "logger=none", root=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"psbench: error: {e.value}"
+
+
+class NoLoss(Classifier):
+    def __init__(self, returns: str) -> None:
+        super().__init__()
+        self.returns = returns
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        per = F.cross_entropy(self(x), y, reduction="none")
+        return {"none": None, "dict": {"logits": per}, "detached": per.mean().detach(), "per_sample": per,
+                "integer": y.sum()}[self.returns]
+
+
+class Manual(Classifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+
+class TwoOptimizers(Classifier):
+    def configure_optimizers(self):
+        return [torch.optim.SGD(self.net[1].parameters(), lr=0.1), torch.optim.SGD(self.net[3].parameters(), lr=0.1)]
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __init__(self, data) -> None:
+        self.data = data
+
+    def __iter__(self):
+        return iter(self.data)
+
+
+@pytest.mark.parametrize(("make", "trainer", "key"), [
+    (lambda d: (NoLoss("none"), d(batch_size=8)), {}, "training_step"),
+    (lambda d: (NoLoss("dict"), d(batch_size=8)), {}, "training_step"),
+    (lambda d: (NoLoss("detached"), d(batch_size=8)), {}, "training_step"),
+    (lambda d: (NoLoss("per_sample"), d(batch_size=8)), {}, "training_step"),
+    (lambda d: (NoLoss("integer"), d(batch_size=8)), {}, "training_step"),
+    (lambda d: (Manual(), d(batch_size=8)), {}, "automatic_optimization"),
+    (lambda d: (TwoOptimizers(), d(batch_size=8)), {}, "configure_optimizers"),
+    (lambda d: (Classifier(), d(batch_size=8, sampler=torch.utils.data.SubsetRandomSampler(range(100)))), {},
+     "train_dataloader.sampler"),
+    (lambda d: (Classifier(), d(batch_size=None)), {}, "train_dataloader.batch_size"),
+    (lambda d: (Classifier(), d(batch_size=400)), {}, "train_dataloader.batch_size"),  # c·μ = 1600 > N
+    (lambda d: (Classifier(), "stream"), {}, "train_dataloader.dataset"),
+    (lambda d: (Classifier(), d(batch_size=8)), {"limit_train_batches": 0.5}, "limit_train_batches"),
+    (lambda d: (Classifier(), d(batch_size=8)), {"accumulate_grad_batches": 2}, "accumulate_grad_batches"),
+    (lambda d: (Classifier(), d(batch_size=8)), {"max_epochs": -1, "max_steps": -1}, "max_epochs"),
+    (lambda d: (Classifier(), d(batch_size=8)), {"precision": "bf16-mixed"}, "precision"),
+])
+def test_refused_modules_data_and_trainers_are_one_line_before_any_update(digits, make, trainer, key):
+    data = train_set(digits)
+    module, loader = make(lambda **kw: torch.utils.data.DataLoader(data, **kw))
+    if loader == "stream":
+        loader = torch.utils.data.DataLoader(Stream(data), batch_size=8)
+    start = weights(module).clone()
+    strategy = ParameterServerStrategy.simulated(protocol="hardsync", learners=4)
+    t = pl.Trainer(strategy=strategy, **{"max_epochs": 1, **trainer}, **QUIET)
+    with pytest.raises(ConfigError) as e:
+        t.fit(module, train_dataloaders=loader)
+    assert e.value.key == key and "\n" not in str(e.value)
+    assert strategy.updates_done == 0 and torch.equal(weights(module), start)
+
+
+class WithHooks(Classifier):
+    """Batch-transfer hooks of the user's: (x, y) becomes a dict before the transfer, x is centred after it."""
+
+    def on_before_batch_transfer(self, batch, dataloader_idx):
+        x, y = batch  # a Trainer step's chunk of PS updates would not unpack: it must not reach the hook
+        return {"x": x, "y": y}
+
+    def on_after_batch_transfer(self, batch, dataloader_idx):
+        return {"x": batch["x"] - 0.5, "y": batch["y"]}
+
+    def training_step(self, batch, batch_idx):
+        return F.cross_entropy(self(batch["x"]), batch["y"])
+
+
+def test_the_batch_transfer_hooks_run_on_every_learners_mini_batch(digits):
+    """The user's batch hooks shape each learner's mini-batch as Lightning shapes a batch: hardsync with them equals
+    plain Lightning with them (Rudra Eq 7), and with them removed the weights differ."""
+    lam, mu, steps = 3, 8, 12
+    data = train_set(digits)
+    out = []
+    for cls, strategy in ((WithHooks, ParameterServerStrategy.simulated(learners=lam)), (WithHooks, None),
+                          (Classifier, None)):
+        torch.manual_seed(0)
+        module = cls()
+        loader = torch.utils.data.DataLoader(data, batch_size=mu, shuffle=True) if strategy else \
+            torch.utils.data.DataLoader(data, batch_size=mu * lam, sampler=StreamOrder(len(data), steps * mu * lam))
+        fit(module, loader, strategy, max_steps=steps)
+        out.append(weights(module))
+    assert float((out[0] - out[1]).abs().max()) <= 1e-5
+    assert float((out[1] - out[2]).abs().max()) > 1e-3
+
+
+def test_same_seed_same_weights_and_a_codec_compresses_every_learners_gradient(digits):
+    """Determinism (the same module, data and seed: the same weights, bit for bit), and ``compression`` as the
+    CLI's group: TernGrad's payloads of every learner's gradient are what the codec says, and change the weights."""
+    def run(**options):
+        torch.manual_seed(0)
+        module = Classifier()
+        strategy = ParameterServerStrategy.simulated(protocol="ssp", staleness_bound=1, learners=4, seed=2, **options)
+        fit(module, torch.utils.data.DataLoader(train_set(digits), batch_size=8, shuffle=True), strategy,
+            max_steps=24)
+        return weights(module), strategy
+
+    plain, s = run()
+    again, _ = run()
+    tern, t = run(compression={"name": "terngrad", "clip": 2.5})
+    assert torch.equal(plain, again)
+    assert s.summary.staleness_max >= 1 and s.summary.bytes_pushed_measured is None
+    assert t.summary.compression == "terngrad"
+    assert t.summary.bytes_pushed_measured == t.summary.updates_done * t.compression.push_bytes()  # c = 1 (SSP)
+    assert t.summary.bytes_pushed < s.summary.bytes_pushed  # the cost model's pushes are the codec's too
+    assert float((tern - plain).abs().max()) > 1e-4
+
+
+def test_the_lightning_example_trains_an_existing_module_with_the_strategy():
+    """``examples/lightning/train.py``: model.py's LightningModule and DataModule, unchanged, on 2-softsync."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "lightning" / "train.py"
+    spec = importlib.util.spec_from_file_location("psbench_lightning_example", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    result = example.main(["--protocol", "softsync", "--n", "2", "--learners", "4", "--max-epochs", "2"])
+    assert result["protocol"] == "2-softsync" and result["staleness_mean"] > 1
+    assert result["ps_updates"] == 2 * 1437 // (16 * 2)  # ⌊2·N/μ⌋ gradients, c = 2 a PS update
+    assert result["val_acc"] > 0.3  # 10 classes: well above chance after two epochs
+
+
+def test_import_psbench_is_torch_free_until_the_strategy_is_used():
+    """``from psbench import ParameterServerStrategy`` loads on first use: ``import psbench`` (the CLI's start)
+    imports no torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, psbench; print(sorted({'torch', 'pytorch_lightning'} & set(sys.modules))); "
+            "from psbench import ParameterServerStrategy; print(ParameterServerStrategy.__module__, "
+            "'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "psbench.strategy.ps_strategy True"
