@@ -93,14 +93,23 @@ def builtin_run(dm, proto: Protocol, samples: int):
     sched = Schedule.collect(sim.run())
     updates = UpdateBatches(sched, dm.x_train, dm.y_train, MU, LRPolicy(), MU, proto.learners, 0, with_samples=False)
     k = auto_updates_per_step(sched, MU)
-    data = torch.utils.data.DataLoader(UpdateChunks(updates, 0, sched.num_updates, k, sched.num_updates),
-                                       batch_size=None)
+    data = torch.utils.data.DataLoader(
+        UpdateChunks(updates, 0, sched.num_updates, k, sched.num_updates), batch_size=None
+    )
 
     def fit() -> float:
         timer = TrainTime()
-        trainer = pl.Trainer(strategy=ParameterServerStrategy(sched), accelerator="cpu", max_epochs=1, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             limit_val_batches=0, callbacks=[timer])
+        trainer = pl.Trainer(
+            strategy=ParameterServerStrategy(sched),
+            accelerator="cpu",
+            max_epochs=1,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            callbacks=[timer],
+        )
         trainer.fit(ClassifierModule(net, OPT), train_dataloaders=data)
         return timer.seconds
 
@@ -112,18 +121,28 @@ def generic_run(dm, proto: Protocol, samples: int, log: bool):
     user's module."""
     torch.manual_seed(0)
     net = build_model("cifar_cnn", dm.input_shape, dm.num_classes)
-    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(dm.x_train, dm.y_train), batch_size=MU,
-                                       shuffle=True)
+    data = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(dm.x_train, dm.y_train), batch_size=MU, shuffle=True
+    )
     steps = samples // (MU * proto.gradients_per_update)
     last: dict = {"fits": []}
 
     def fit() -> float:
-        strategy = ParameterServerStrategy.simulated(protocol=proto.name, learners=proto.learners, hardware="p775",
-                                                     seed=0)
+        strategy = ParameterServerStrategy.simulated(
+            protocol=proto.name, learners=proto.learners, hardware="p775", seed=0
+        )
         timer = TrainTime()
-        trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_steps=steps, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                             limit_val_batches=0, callbacks=[timer])
+        trainer = pl.Trainer(
+            strategy=strategy,
+            accelerator="cpu",
+            max_steps=steps,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            callbacks=[timer],
+        )
         t0 = time.perf_counter()
         trainer.fit(UserModule(net, log), train_dataloaders=data)
         last["fits"].append(time.perf_counter() - t0)
@@ -147,11 +166,15 @@ def main() -> None:
     dm = build_datamodule("cifar10_subset", DATA, seed=0)
     dm.setup("fit")
     samples = int(args.epochs * dm.num_train) // (MU * LAM) * (MU * LAM)
-    print(f"threads={torch.get_num_threads()} samples={samples} malloc={'pinned' if pinned else 'default'}; median of "
-          f"{args.repeats} rounds, each round built-in, generic and generic+log back to back; ratio = built-in s / "
-          "generic s of the training loop, per round, then the median")
-    print(f"{'case':<22}{'built-in/s':>11}{'generic/s':>11}{'ratio':>7}{'+log/s':>9}{'ratio':>7}{'fit ratio':>10}"
-          f"{'⟨σ⟩':>7}{'check':>28}")
+    print(
+        f"threads={torch.get_num_threads()} samples={samples} malloc={'pinned' if pinned else 'default'}; median of "
+        f"{args.repeats} rounds, each round built-in, generic and generic+log back to back; ratio = built-in s / "
+        "generic s of the training loop, per round, then the median"
+    )
+    print(
+        f"{'case':<22}{'built-in/s':>11}{'generic/s':>11}{'ratio':>7}{'+log/s':>9}{'ratio':>7}{'fit ratio':>10}"
+        f"{'⟨σ⟩':>7}{'check':>28}"
+    )
     for name in args.cases.split(","):
         proto = CASES[name]
         builtin, sigma = builtin_run(dm, proto, samples)
@@ -166,9 +189,12 @@ def main() -> None:
         assert s.updates_done == s.ps_updates and abs(s.staleness_mean - sigma) < 1e-12, "not the same schedule"
         check = last["strategy"].check
         note = f"concat={check['concat']['agree'] if check['concat'] else '-'} nhwc={check['channels_last']}"
-        print(f"{proto.label + ' λ=30 μ=4':<22}{samples / median(t['builtin']):>11,.0f}"
-              f"{samples / median(t['generic']):>11,.0f}{ratio:>7.2f}{samples / median(t['logged']):>9,.0f}"
-              f"{ratio_log:>7.2f}{ratio_fit:>10.2f}{sigma:>7.2f}{note:>28}", flush=True)
+        print(
+            f"{proto.label + ' λ=30 μ=4':<22}{samples / median(t['builtin']):>11,.0f}"
+            f"{samples / median(t['generic']):>11,.0f}{ratio:>7.2f}{samples / median(t['logged']):>9,.0f}"
+            f"{ratio_log:>7.2f}{ratio_fit:>10.2f}{sigma:>7.2f}{note:>28}",
+            flush=True,
+        )
         rounds = [round(b / g, 2) for b, g in zip(t["builtin"], t["generic"], strict=True)]
         print(f"{'':<4}rounds: built-in/generic {rounds}", flush=True)
 

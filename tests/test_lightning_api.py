@@ -29,8 +29,13 @@ class Classifier(pl.LightningModule):
 
     def __init__(self, net: torch.nn.Module | None = None, lr: float = 0.05) -> None:
         super().__init__()
-        self.net = net if net is not None else torch.nn.Sequential(
-            torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+        self.net = (
+            net
+            if net is not None
+            else torch.nn.Sequential(
+                torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10)
+            )
+        )
         self.lr = lr
 
     def forward(self, x):
@@ -105,10 +110,20 @@ def test_hardsync_equals_plain_lightning_at_batch_mu_lambda(digits, clip):
     data = train_set(digits)
     strategy = ParameterServerStrategy.simulated(protocol="hardsync", learners=lam, seed=0)
     ends = EpochEnds()
-    t = fit(ps, torch.utils.data.DataLoader(data, batch_size=mu, shuffle=True), strategy, max_steps=steps,
-            callbacks=[ends], gradient_clip_val=clip)
-    fit(plain, torch.utils.data.DataLoader(data, batch_size=mu * lam, sampler=StreamOrder(len(data), steps * mu * lam)),
-        max_steps=steps, gradient_clip_val=clip)
+    t = fit(
+        ps,
+        torch.utils.data.DataLoader(data, batch_size=mu, shuffle=True),
+        strategy,
+        max_steps=steps,
+        callbacks=[ends],
+        gradient_clip_val=clip,
+    )
+    fit(
+        plain,
+        torch.utils.data.DataLoader(data, batch_size=mu * lam, sampler=StreamOrder(len(data), steps * mu * lam)),
+        max_steps=steps,
+        gradient_clip_val=clip,
+    )
     assert t.gradient_clip_val == clip  # the user's Trainer as it was
     assert t.global_step == steps and strategy.updates_done == steps
     assert ends.steps == [45, 50]  # epoch 0: the updates whose first sample is one of the first N = 1437
@@ -127,8 +142,11 @@ def test_async_with_one_learner_equals_plain_sgd(digits):
     data = train_set(digits)
     strategy = ParameterServerStrategy.simulated(protocol="async", learners=1, seed=3)
     fit(ps, torch.utils.data.DataLoader(data, batch_size=mu), strategy, max_steps=steps)
-    fit(plain, torch.utils.data.DataLoader(data, batch_size=mu, sampler=StreamOrder(len(data), steps * mu, seed=3)),
-        max_steps=steps)
+    fit(
+        plain,
+        torch.utils.data.DataLoader(data, batch_size=mu, sampler=StreamOrder(len(data), steps * mu, seed=3)),
+        max_steps=steps,
+    )
     assert float((weights(ps) - weights(plain)).abs().max()) <= 1e-6
     assert strategy.summary.staleness_hist == {0: steps} and strategy.summary.updates_done == steps
 
@@ -161,11 +179,18 @@ def softsync_fit(digits, module_cls, batching: str, *args):
     return weights(module), strategy.check
 
 
-@pytest.mark.parametrize(("module_cls", "args", "concat", "layout"), [
-    (Classifier, (), True, False), (SummedLoss, (), False, False),
-    (ConvNet, ("flatten",), True, True), (ConvNet, ("view",), True, False)])
-def test_batching_is_checked_on_the_first_gradients_and_gives_the_per_learner_weights(digits, module_cls, args,
-                                                                                      concat, layout):
+@pytest.mark.parametrize(
+    ("module_cls", "args", "concat", "layout"),
+    [
+        (Classifier, (), True, False),
+        (SummedLoss, (), False, False),
+        (ConvNet, ("flatten",), True, True),
+        (ConvNet, ("view",), True, False),
+    ],
+)
+def test_batching_is_checked_on_the_first_gradients_and_gives_the_per_learner_weights(
+    digits, module_cls, args, concat, layout
+):
     """Learners that read one snapshot share one call only where the first such unit's concatenated and
     per-learner gradients agree (not for a summed loss); conv modules on the CPU run channels_last only where it
     gives the NCHW gradient without error (not with a ``view`` of an activation). Either way the weights are the
@@ -178,16 +203,27 @@ def test_batching_is_checked_on_the_first_gradients_and_gives_the_per_learner_we
     assert float((auto - loop).abs().max()) <= 1e-5
 
 
-@pytest.mark.parametrize(("protocol", "hardware"), [({"name": "softsync", "n": 2}, "laptop"),
-                                                    ({"name": "async"}, "p775")])
+@pytest.mark.parametrize(
+    ("protocol", "hardware"), [({"name": "softsync", "n": 2}, "laptop"), ({"name": "async"}, "p775")]
+)
 def test_staleness_histogram_equals_the_cli_schedules(digits, run_psbench, tmp_path, protocol, hardware):
     """The same (protocol, λ, μ, hardware, seed, epochs) on the same model size and N: the summary's staleness
     histogram, PS updates, simulated time and schedule hash are the CLI's (``schedule_only``)."""
     from psbench.models import build_model
 
-    args = [f"protocol={protocol['name']}", *(f"protocol.{k}={v}" for k, v in protocol.items() if k != "name"),
-            "learners=4", "batch_size=32", "epochs=2", f"hardware={hardware}", "seed=5", "model=mlp",
-            "dataset=digits", "schedule_only=true", "logger=none"]
+    args = [
+        f"protocol={protocol['name']}",
+        *(f"protocol.{k}={v}" for k, v in protocol.items() if k != "name"),
+        "learners=4",
+        "batch_size=32",
+        "epochs=2",
+        f"hardware={hardware}",
+        "seed=5",
+        "model=mlp",
+        "dataset=digits",
+        "schedule_only=true",
+        "logger=none",
+    ]
     proc = run_psbench(*args, root=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (path,) = (tmp_path / "outputs").rglob("summary.json")
@@ -199,8 +235,16 @@ def test_staleness_histogram_equals_the_cli_schedules(digits, run_psbench, tmp_p
     s = strategy.summary
     assert {int(k): v for k, v in cli["staleness_hist"].items()} == s.staleness_hist
     assert len(s.staleness_hist) > 1  # not vacuous: stale gradients
-    for key in ("ps_updates", "gradients", "staleness_mean", "sim_time_s", "bytes_pushed", "schedule_sha256",
-                "samples", "epochs_done"):
+    for key in (
+        "ps_updates",
+        "gradients",
+        "staleness_mean",
+        "sim_time_s",
+        "bytes_pushed",
+        "schedule_sha256",
+        "samples",
+        "epochs_done",
+    ):
         assert getattr(s, key) == cli[key], key
     assert s.updates_done == s.ps_updates and s.status == "finished"
 
@@ -240,11 +284,15 @@ def test_a_regression_module_trains_and_its_test_loss_falls():
     test = regression_data(256, 1)
     with torch.no_grad():
         before = float(F.mse_loss(module.net(test.tensors[0]).squeeze(1), test.tensors[1]))
-    strategy = ParameterServerStrategy.simulated(protocol="softsync", n=2, learners=4, lr_policy="mean_staleness",
-                                                 seed=0)
+    strategy = ParameterServerStrategy.simulated(
+        protocol="softsync", n=2, learners=4, lr_policy="mean_staleness", seed=0
+    )
     t = pl.Trainer(strategy=strategy, max_epochs=3, num_sanity_val_steps=0, **QUIET)
-    t.fit(module, torch.utils.data.DataLoader(regression_data(512, 0), batch_size=8, shuffle=True),
-          torch.utils.data.DataLoader(test, batch_size=64))
+    t.fit(
+        module,
+        torch.utils.data.DataLoader(regression_data(512, 0), batch_size=8, shuffle=True),
+        torch.utils.data.DataLoader(test, batch_size=64),
+    )
     after = float(t.callback_metrics["val_mse"])
     assert after < 0.2 * before, (before, after)
     assert t.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.05 * 0.7**2)  # stepped after epochs 0 and 1
@@ -253,22 +301,25 @@ def test_a_regression_module_trains_and_its_test_loss_falls():
 
 
 # ----------------------------------------------------------------------------- bad input: one line, before any work
-@pytest.mark.parametrize(("options", "key"), [
-    ({"protocol": "nope"}, "protocol.name"),
-    ({"protocol": "agn"}, "protocol.name"),  # a local-step protocol: refused with a LightningModule
-    ({"protocol": "softsync", "n": 9}, "protocol.n"),
-    ({"protocol": "hardsync", "n": 2}, "protocol.n"),
-    ({"learners": 0}, "learners"),
-    ({"seed": -1}, "seed"),
-    ({"hardware": "cray"}, "hardware.name"),
-    ({"hardware": {"name": "laptop", "bandwidth_Bps": -1}}, "hardware.bandwidth_Bps"),
-    ({"hardware": {"name": "laptop", "calibrate": True}}, "hardware.calibrate"),
-    ({"lr_policy": "fast"}, "lr_policy.name"),
-    ({"compression": {"name": "topk", "k": 2}}, "compression.k"),
-    ({"compression": {"name": "qsgd", "levls": 4}}, "compression.levls"),
-    ({"batching": "vmap"}, "batching"),
-    ({"updates_per_step": 0}, "updates_per_step"),
-])
+@pytest.mark.parametrize(
+    ("options", "key"),
+    [
+        ({"protocol": "nope"}, "protocol.name"),
+        ({"protocol": "agn"}, "protocol.name"),  # a local-step protocol: refused with a LightningModule
+        ({"protocol": "softsync", "n": 9}, "protocol.n"),
+        ({"protocol": "hardsync", "n": 2}, "protocol.n"),
+        ({"learners": 0}, "learners"),
+        ({"seed": -1}, "seed"),
+        ({"hardware": "cray"}, "hardware.name"),
+        ({"hardware": {"name": "laptop", "bandwidth_Bps": -1}}, "hardware.bandwidth_Bps"),
+        ({"hardware": {"name": "laptop", "calibrate": True}}, "hardware.calibrate"),
+        ({"lr_policy": "fast"}, "lr_policy.name"),
+        ({"compression": {"name": "topk", "k": 2}}, "compression.k"),
+        ({"compression": {"name": "qsgd", "levls": 4}}, "compression.levls"),
+        ({"batching": "vmap"}, "batching"),
+        ({"updates_per_step": 0}, "updates_per_step"),
+    ],
+)
 def test_refused_options_are_one_line_at_construction(options, key):
     kw = {"learners": 4, **options}
     with pytest.raises(ConfigError) as e:
@@ -276,11 +327,14 @@ def test_refused_options_are_one_line_at_construction(options, key):
     assert e.value.key == key and "\n" not in str(e.value) and "is invalid: allowed" in str(e.value)
 
 
-@pytest.mark.parametrize(("options", "overrides"), [
-    ({"protocol": "softsync", "n": 9}, ["protocol=softsync", "protocol.n=9"]),
-    ({"hardware": {"name": "p775", "bandwidth_Bps": -1}}, ["hardware=p775", "hardware.bandwidth_Bps=-1"]),
-    ({"compression": {"name": "topk", "k": 2}}, ["compression=topk", "compression.k=2"]),
-])
+@pytest.mark.parametrize(
+    ("options", "overrides"),
+    [
+        ({"protocol": "softsync", "n": 9}, ["protocol=softsync", "protocol.n=9"]),
+        ({"hardware": {"name": "p775", "bandwidth_Bps": -1}}, ["hardware=p775", "hardware.bandwidth_Bps=-1"]),
+        ({"compression": {"name": "topk", "k": 2}}, ["compression=topk", "compression.k=2"]),
+    ],
+)
 def test_a_refused_option_is_the_line_the_cli_prints(run_psbench, tmp_path, options, overrides):
     """The same bad value through the API and through ``psbench``: the exception is the CLI's error line."""
     kw = {"learners": 4, **options}
@@ -298,8 +352,13 @@ class NoLoss(Classifier):
     def training_step(self, batch, batch_idx):
         x, y = batch
         per = F.cross_entropy(self(x), y, reduction="none")
-        return {"none": None, "dict": {"logits": per}, "detached": per.mean().detach(), "per_sample": per,
-                "integer": y.sum()}[self.returns]
+        return {
+            "none": None,
+            "dict": {"logits": per},
+            "detached": per.mean().detach(),
+            "per_sample": per,
+            "integer": y.sum(),
+        }[self.returns]
 
 
 class Manual(Classifier):
@@ -321,24 +380,30 @@ class Stream(torch.utils.data.IterableDataset):
         return iter(self.data)
 
 
-@pytest.mark.parametrize(("make", "trainer", "key"), [
-    (lambda d: (NoLoss("none"), d(batch_size=8)), {}, "training_step"),
-    (lambda d: (NoLoss("dict"), d(batch_size=8)), {}, "training_step"),
-    (lambda d: (NoLoss("detached"), d(batch_size=8)), {}, "training_step"),
-    (lambda d: (NoLoss("per_sample"), d(batch_size=8)), {}, "training_step"),
-    (lambda d: (NoLoss("integer"), d(batch_size=8)), {}, "training_step"),
-    (lambda d: (Manual(), d(batch_size=8)), {}, "automatic_optimization"),
-    (lambda d: (TwoOptimizers(), d(batch_size=8)), {}, "configure_optimizers"),
-    (lambda d: (Classifier(), d(batch_size=8, sampler=torch.utils.data.SubsetRandomSampler(range(100)))), {},
-     "train_dataloader.sampler"),
-    (lambda d: (Classifier(), d(batch_size=None)), {}, "train_dataloader.batch_size"),
-    (lambda d: (Classifier(), d(batch_size=400)), {}, "train_dataloader.batch_size"),  # c·μ = 1600 > N
-    (lambda d: (Classifier(), "stream"), {}, "train_dataloader.dataset"),
-    (lambda d: (Classifier(), d(batch_size=8)), {"limit_train_batches": 0.5}, "limit_train_batches"),
-    (lambda d: (Classifier(), d(batch_size=8)), {"accumulate_grad_batches": 2}, "accumulate_grad_batches"),
-    (lambda d: (Classifier(), d(batch_size=8)), {"max_epochs": -1, "max_steps": -1}, "max_epochs"),
-    (lambda d: (Classifier(), d(batch_size=8)), {"precision": "bf16-mixed"}, "precision"),
-])
+@pytest.mark.parametrize(
+    ("make", "trainer", "key"),
+    [
+        (lambda d: (NoLoss("none"), d(batch_size=8)), {}, "training_step"),
+        (lambda d: (NoLoss("dict"), d(batch_size=8)), {}, "training_step"),
+        (lambda d: (NoLoss("detached"), d(batch_size=8)), {}, "training_step"),
+        (lambda d: (NoLoss("per_sample"), d(batch_size=8)), {}, "training_step"),
+        (lambda d: (NoLoss("integer"), d(batch_size=8)), {}, "training_step"),
+        (lambda d: (Manual(), d(batch_size=8)), {}, "automatic_optimization"),
+        (lambda d: (TwoOptimizers(), d(batch_size=8)), {}, "configure_optimizers"),
+        (
+            lambda d: (Classifier(), d(batch_size=8, sampler=torch.utils.data.SubsetRandomSampler(range(100)))),
+            {},
+            "train_dataloader.sampler",
+        ),
+        (lambda d: (Classifier(), d(batch_size=None)), {}, "train_dataloader.batch_size"),
+        (lambda d: (Classifier(), d(batch_size=400)), {}, "train_dataloader.batch_size"),  # c·μ = 1600 > N
+        (lambda d: (Classifier(), "stream"), {}, "train_dataloader.dataset"),
+        (lambda d: (Classifier(), d(batch_size=8)), {"limit_train_batches": 0.5}, "limit_train_batches"),
+        (lambda d: (Classifier(), d(batch_size=8)), {"accumulate_grad_batches": 2}, "accumulate_grad_batches"),
+        (lambda d: (Classifier(), d(batch_size=8)), {"max_epochs": -1, "max_steps": -1}, "max_epochs"),
+        (lambda d: (Classifier(), d(batch_size=8)), {"precision": "bf16-mixed"}, "precision"),
+    ],
+)
 def test_refused_modules_data_and_trainers_are_one_line_before_any_update(digits, make, trainer, key):
     data = train_set(digits)
     module, loader = make(lambda **kw: torch.utils.data.DataLoader(data, **kw))
@@ -373,12 +438,20 @@ def test_the_batch_transfer_hooks_run_on_every_learners_mini_batch(digits):
     lam, mu, steps = 3, 8, 12
     data = train_set(digits)
     out = []
-    for cls, strategy in ((WithHooks, ParameterServerStrategy.simulated(learners=lam)), (WithHooks, None),
-                          (Classifier, None)):
+    for cls, strategy in (
+        (WithHooks, ParameterServerStrategy.simulated(learners=lam)),
+        (WithHooks, None),
+        (Classifier, None),
+    ):
         torch.manual_seed(0)
         module = cls()
-        loader = torch.utils.data.DataLoader(data, batch_size=mu, shuffle=True) if strategy else \
-            torch.utils.data.DataLoader(data, batch_size=mu * lam, sampler=StreamOrder(len(data), steps * mu * lam))
+        loader = (
+            torch.utils.data.DataLoader(data, batch_size=mu, shuffle=True)
+            if strategy
+            else torch.utils.data.DataLoader(
+                data, batch_size=mu * lam, sampler=StreamOrder(len(data), steps * mu * lam)
+            )
+        )
         fit(module, loader, strategy, max_steps=steps)
         out.append(weights(module))
     assert float((out[0] - out[1]).abs().max()) <= 1e-5
@@ -388,12 +461,12 @@ def test_the_batch_transfer_hooks_run_on_every_learners_mini_batch(digits):
 def test_same_seed_same_weights_and_a_codec_compresses_every_learners_gradient(digits):
     """Determinism (the same module, data and seed: the same weights, bit for bit), and ``compression`` as the
     CLI's group: TernGrad's payloads of every learner's gradient are what the codec says, and change the weights."""
+
     def run(**options):
         torch.manual_seed(0)
         module = Classifier()
         strategy = ParameterServerStrategy.simulated(protocol="ssp", staleness_bound=1, learners=4, seed=2, **options)
-        fit(module, torch.utils.data.DataLoader(train_set(digits), batch_size=8, shuffle=True), strategy,
-            max_steps=24)
+        fit(module, torch.utils.data.DataLoader(train_set(digits), batch_size=8, shuffle=True), strategy, max_steps=24)
         return weights(module), strategy
 
     plain, s = run()
@@ -428,8 +501,10 @@ def test_import_psbench_is_torch_free_until_the_strategy_is_used():
     import subprocess
     import sys
 
-    code = ("import sys, psbench; print(sorted({'torch', 'pytorch_lightning'} & set(sys.modules))); "
-            "from psbench import ParameterServerStrategy; print(ParameterServerStrategy.__module__, "
-            "'torch' in sys.modules)")
+    code = (
+        "import sys, psbench; print(sorted({'torch', 'pytorch_lightning'} & set(sys.modules))); "
+        "from psbench import ParameterServerStrategy; print(ParameterServerStrategy.__module__, "
+        "'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "psbench.strategy.ps_strategy True"

@@ -43,8 +43,13 @@ class LitConvNet(pl.LightningModule):
         super().__init__()
         self.save_hyperparameters()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2))
+            torch.nn.Conv2d(1, 16, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+        )
         self.classifier = torch.nn.Linear(32 * 2 * 2, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

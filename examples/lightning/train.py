@@ -39,16 +39,31 @@ def main(argv: list[str] | None = None) -> dict:
         from psbench import ParameterServerStrategy
 
         strategy = ParameterServerStrategy.simulated(
-            protocol=args.protocol, n=args.n if args.protocol == "softsync" else None, learners=args.learners,
-            hardware=args.hardware, seed=args.seed)
-    trainer = pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=args.max_epochs, logger=False,
-                         enable_checkpointing=False, enable_model_summary=False)
+            protocol=args.protocol,
+            n=args.n if args.protocol == "softsync" else None,
+            learners=args.learners,
+            hardware=args.hardware,
+            seed=args.seed,
+        )
+    trainer = pl.Trainer(
+        strategy=strategy,
+        accelerator="cpu",
+        max_epochs=args.max_epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
     trainer.fit(LitConvNet(), datamodule=DigitsData(args.batch_size, args.seed))
     result = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if not args.plain:
         s = strategy.summary
-        result.update(protocol=s.protocol, staleness_mean=s.staleness_mean, staleness_hist=s.staleness_hist,
-                      ps_updates=s.ps_updates, sim_time_s=s.sim_time_s)
+        result.update(
+            protocol=s.protocol,
+            staleness_mean=s.staleness_mean,
+            staleness_hist=s.staleness_hist,
+            ps_updates=s.ps_updates,
+            sim_time_s=s.sim_time_s,
+        )
     print(result)
     return result
 

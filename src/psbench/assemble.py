@@ -90,8 +90,13 @@ class RunSetup:
 
     @property
     def schedule_meta(self) -> dict[str, Any]:
-        return {"protocol": self.protocol.label, "learners": self.protocol.learners, "batch_size": self.batch_size,
-                "topology": self.topology.name, "seed": self.seed}
+        return {
+            "protocol": self.protocol.label,
+            "learners": self.protocol.learners,
+            "batch_size": self.batch_size,
+            "topology": self.topology.name,
+            "seed": self.seed,
+        }
 
 
 # --------------------------------------------------------------------------- the pieces, from a config
@@ -102,17 +107,42 @@ def build_protocol(cfg: DictConfig | Mapping[str, Any]) -> Protocol:
 def build_topology(cfg: DictConfig | Mapping[str, Any]) -> Topology:
     t = cfg["topology"]
     nodes = t.get("nodes")
-    return Topology(t["name"], int(t["learners_per_node"]), int(t["broadcast_fanout"]), bool(t["leaf_gather"]),
-                    None if nodes is None else int(nodes))
+    return Topology(
+        t["name"],
+        int(t["learners_per_node"]),
+        int(t["broadcast_fanout"]),
+        bool(t["leaf_gather"]),
+        None if nodes is None else int(nodes),
+    )
 
 
-def build_cost(cfg: DictConfig | Mapping[str, Any], message_bytes: int, net: torch.nn.Module | None = None,
-               input_shape: tuple = (), num_classes: int = 10, loss=None, target_shape: tuple | None = None
-               ) -> CostModel:
+def build_cost(
+    cfg: DictConfig | Mapping[str, Any],
+    message_bytes: int,
+    net: torch.nn.Module | None = None,
+    input_shape: tuple = (),
+    num_classes: int = 10,
+    loss=None,
+    target_shape: tuple | None = None,
+) -> CostModel:
     h = cfg["hardware"]
-    overrides = {k: h.get(k) for k in ("bandwidth_Bps", "intra_node_bandwidth_Bps", "latency_s", "ps_service_s",
-                                       "ps_apply_Bps", "jitter_cv", "ps_jitter_cv", "heavy_tail",
-                                       "contention", "ps_shards", "ps_colocated", "node_share")}
+    overrides = {
+        k: h.get(k)
+        for k in (
+            "bandwidth_Bps",
+            "intra_node_bandwidth_Bps",
+            "latency_s",
+            "ps_service_s",
+            "ps_apply_Bps",
+            "jitter_cv",
+            "ps_jitter_cv",
+            "heavy_tail",
+            "contention",
+            "ps_shards",
+            "ps_colocated",
+            "node_share",
+        )
+    }
     compute = h.get("compute") or {}
     overrides.update(overhead_s=compute.get("overhead_s"), per_sample_s=compute.get("per_sample_s"))
     strag = h.get("stragglers") or {}
@@ -122,8 +152,12 @@ def build_cost(cfg: DictConfig | Mapping[str, Any], message_bytes: int, net: tor
         from psbench.calibration.model_time import calibrate
 
         mu = int(cfg["batch_size"])
-        cost = replace(cost, compute=calibrate(net, input_shape, num_classes, sorted({1, 4, 16, 64, mu}), loss=loss,
-                                               target_shape=target_shape))
+        cost = replace(
+            cost,
+            compute=calibrate(
+                net, input_shape, num_classes, sorted({1, 4, 16, 64, mu}), loss=loss, target_shape=target_shape
+            ),
+        )
     return cost
 
 
@@ -152,8 +186,9 @@ def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
             from psbench.data.options import imagenet_crop
 
             ds["crop"] = imagenet_crop(ds["crop"], model.get("name", ""))
-        dm = build_datamodule(ds.pop("name"), resolved["paths"]["data_dir"], seed=seed,
-                              root_dir=resolved["paths"]["root_dir"], **ds)
+        dm = build_datamodule(
+            ds.pop("name"), resolved["paths"]["data_dir"], seed=seed, root_dir=resolved["paths"]["root_dir"], **ds
+        )
     dm.prepare_data()
     dm.setup("fit")
     _check_model_memory(model, dm.input_shape, output_size(dm))
@@ -190,9 +225,13 @@ def _check_model_memory(node: Mapping[str, Any], input_shape, outputs: int) -> N
             key, shown = "model._target_", node["_target_"]
         else:
             key, shown = ("model.hidden", node["hidden"]) if node.get("hidden") else ("model", dict(node))
-        raise ConfigError(key, shown, f"a model whose weights, gradient and optimizer state fit in half this "
-                          f"machine's memory ({memory / 2**30:.1f} GiB): {need // 16:,} parameters take "
-                          f"{need / 2**30:.3g} GiB")
+        raise ConfigError(
+            key,
+            shown,
+            f"a model whose weights, gradient and optimizer state fit in half this "
+            f"machine's memory ({memory / 2**30:.1f} GiB): {need // 16:,} parameters take "
+            f"{need / 2**30:.3g} GiB",
+        )
 
 
 def build_run_loss(resolved: Mapping[str, Any], dm, net: torch.nn.Module):
@@ -235,12 +274,20 @@ def total_gradients(cfg: DictConfig | Mapping[str, Any], num_train: int, protoco
         wanted = min(wanted, float(max_updates) * protocol.gradients_per_update)
     most = max_gradients()
     if not wanted <= most:
-        raise ConfigError("epochs", cfg["epochs"], f"at most {most * spg / num_train:.4g} epochs for this run: its "
-                          f"schedule would hold {wanted:.3g} gradients of μ·H = {spg} samples (N = {num_train}), "
-                          f"and at most {most:,} fit in this machine's memory")
+        raise ConfigError(
+            "epochs",
+            cfg["epochs"],
+            f"at most {most * spg / num_train:.4g} epochs for this run: its "
+            f"schedule would hold {wanted:.3g} gradients of μ·H = {spg} samples (N = {num_train}), "
+            f"and at most {most:,} fit in this machine's memory",
+        )
     g = int(wanted)
-    require(g >= protocol.gradients_per_update, "epochs", cfg["epochs"],
-            f"enough epochs for one update of c = {protocol.gradients_per_update} gradients of μ = {mu}")
+    require(
+        g >= protocol.gradients_per_update,
+        "epochs",
+        cfg["epochs"],
+        f"enough epochs for one update of c = {protocol.gradients_per_update} gradients of μ = {mu}",
+    )
     return g
 
 
@@ -254,19 +301,31 @@ def optimizers(cfg: DictConfig | Mapping[str, Any], protocol: Protocol) -> tuple
     return (server_optimizer(learner) if uses_local_steps(protocol.name) else learner), learner
 
 
-def build_run_cost(cfg: DictConfig | Mapping[str, Any], net: torch.nn.Module, dm, protocol: Protocol,
-                   compression=None, loss=None) -> CostModel:
+def build_run_cost(
+    cfg: DictConfig | Mapping[str, Any], net: torch.nn.Module, dm, protocol: Protocol, compression=None, loss=None
+) -> CostModel:
     """The run's cost model: the hardware profile for this model, with the codec's exact push/pull payloads."""
     from psbench.models import model_bytes
 
     regression = task_of(dm) == "regression"
-    cost = build_cost(cfg, model_bytes(net), net, dm.input_shape, output_size(dm), loss=loss,
-                      target_shape=tuple(dm.y_train.shape[1:]) if regression else None)
+    cost = build_cost(
+        cfg,
+        model_bytes(net),
+        net,
+        dm.input_shape,
+        output_size(dm),
+        loss=loss,
+        target_shape=tuple(dm.y_train.shape[1:]) if regression else None,
+    )
     if compression is None:
         return cost
     # codec payloads are data-independent: they set the transfer times
-    return replace(cost, push_bytes=compression.push_bytes(),
-                   pull_bytes=compression.pull_bytes(protocol.gradients_per_update), pull_delta=compression.localize)
+    return replace(
+        cost,
+        push_bytes=compression.push_bytes(),
+        pull_bytes=compression.pull_bytes(protocol.gradients_per_update),
+        pull_delta=compression.localize,
+    )
 
 
 def compression_options(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any] | None:
@@ -313,31 +372,58 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
     protocol, topology, policy = build_protocol(resolved), build_topology(resolved), build_lr_policy(resolved)
     codecs = build_compression(resolved, net)
     cost = build_run_cost(resolved, net, dm, protocol, codecs, loss)
-    require(int(resolved["batch_size"]) <= dm.num_train, "batch_size", resolved["batch_size"],
-            f"an integer in [1, {dm.num_train}] (a mini-batch of at most the training set's N samples)")
+    require(
+        int(resolved["batch_size"]) <= dm.num_train,
+        "batch_size",
+        resolved["batch_size"],
+        f"an integer in [1, {dm.num_train}] (a mini-batch of at most the training set's N samples)",
+    )
     gradients = total_gradients(resolved, dm.num_train, protocol)
     opt, learner_opt = optimizers(resolved, protocol)
-    setup = RunSetup(config=resolved, seed=seed, data=dm, net=net, model=dict(resolved["model"]), loss=loss,
-                     protocol=protocol,
-                     topology=topology, policy=policy, batch_size=int(resolved["batch_size"]), gradients=gradients,
-                     cost=cost, compression=compression_options(resolved), codecs=codecs, optimizer=opt,
-                     learner_optimizer=learner_opt, schedule=None, sim_stats=None, trace=None, trainer=trainer,
-                     engine=engine,
-                     dist=dist, schedule_only=bool(resolved["schedule_only"]))
+    setup = RunSetup(
+        config=resolved,
+        seed=seed,
+        data=dm,
+        net=net,
+        model=dict(resolved["model"]),
+        loss=loss,
+        protocol=protocol,
+        topology=topology,
+        policy=policy,
+        batch_size=int(resolved["batch_size"]),
+        gradients=gradients,
+        cost=cost,
+        compression=compression_options(resolved),
+        codecs=codecs,
+        optimizer=opt,
+        learner_optimizer=learner_opt,
+        schedule=None,
+        sim_stats=None,
+        trace=None,
+        trainer=trainer,
+        engine=engine,
+        dist=dist,
+        schedule_only=bool(resolved["schedule_only"]),
+    )
     if dist is not None and dist.mode == "free_run":
         return setup  # the real processes make the schedule
     if dist is not None and dist.schedule is not None:
         schedule = Schedule.load(dist.schedule)
         got = schedule.meta.get("learners")
-        require(got in (None, protocol.learners), "engine.schedule", dist.schedule,
-                f"a schedule for learners={protocol.learners} (it has {got})")
+        require(
+            got in (None, protocol.learners),
+            "engine.schedule",
+            dist.schedule,
+            f"a schedule for learners={protocol.learners} (it has {got})",
+        )
         return replace(setup, schedule=schedule)
     from psbench.ps.timeline import default_updates
 
     k = default_updates(protocol) if trainer.timeline_updates is None else trainer.timeline_updates
     sim = Simulator(protocol, cost, topology, setup.batch_size, gradients, seed, trace_updates=k)
-    schedule = Schedule.collect(_with_progress(sim.run(), sim.total_gradients, trainer.progress),
-                                meta=setup.schedule_meta)
+    schedule = Schedule.collect(
+        _with_progress(sim.run(), sim.total_gradients, trainer.progress), meta=setup.schedule_meta
+    )
     return replace(setup, schedule=schedule, sim_stats=sim.stats.as_dict(), trace=sim.trace)
 
 
@@ -360,12 +446,22 @@ class SimulatedSetup:
     memory_budget_mb: float | None
 
 
-def build_simulated(protocol: str | Mapping[str, Any] = "hardsync", *, learners: int, n: int | None = None,
-                    staleness_bound: int | None = None, hardware: str | Mapping[str, Any] = "laptop",
-                    topology: str | Mapping[str, Any] = "rudra_base", lr_policy: str | Mapping[str, Any] = "constant",
-                    compression: str | Mapping[str, Any] | None = "none", seed: int = 0,
-                    updates_per_step: int | None = None, log_every_n_updates: int = 10, batching: str = "auto",
-                    memory_budget_mb: float | None = None) -> SimulatedSetup:
+def build_simulated(
+    protocol: str | Mapping[str, Any] = "hardsync",
+    *,
+    learners: int,
+    n: int | None = None,
+    staleness_bound: int | None = None,
+    hardware: str | Mapping[str, Any] = "laptop",
+    topology: str | Mapping[str, Any] = "rudra_base",
+    lr_policy: str | Mapping[str, Any] = "constant",
+    compression: str | Mapping[str, Any] | None = "none",
+    seed: int = 0,
+    updates_per_step: int | None = None,
+    log_every_n_updates: int = 10,
+    batching: str = "auto",
+    memory_budget_mb: float | None = None,
+) -> SimulatedSetup:
     """The checked :class:`SimulatedSetup` of ``ParameterServerStrategy.simulated``'s arguments: the groups mean
     what the CLI's mean (:func:`psbench.validate.compose_groups`), so a bad value raises the CLI's
     :class:`ConfigError` line when the strategy is made.
@@ -389,22 +485,58 @@ def build_simulated(protocol: str | Mapping[str, Any] = "hardsync", *, learners:
 
     proto: dict[str, Any] = {"name": protocol} if isinstance(protocol, str) else dict(protocol)
     proto.update({k: v for k, v in (("n", n), ("staleness_bound", staleness_bound)) if v is not None})
-    cfg = compose_groups({"protocol": proto, "lr_policy": lr_policy, "compression": compression,
-                          "hardware": hardware, "topology": topology}, {"learners": learners, "seed": seed})
+    cfg = compose_groups(
+        {
+            "protocol": proto,
+            "lr_policy": lr_policy,
+            "compression": compression,
+            "hardware": hardware,
+            "topology": topology,
+        },
+        {"learners": learners, "seed": seed},
+    )
     name = cfg["protocol"]["name"]
-    require(name not in LOCAL_PROTOCOLS, "protocol.name", name,
-            "hardsync, softsync, async or ssp with a LightningModule (the local-step protocols "
-            f"{', '.join(LOCAL_PROTOCOLS)} run psbench's own loss for H steps: use the psbench command)")
-    require(not cfg["hardware"].get("calibrate"), "hardware.calibrate", True,
-            "false with a LightningModule (calibration times psbench's own models; give hardware.compute instead)")
+    require(
+        name not in LOCAL_PROTOCOLS,
+        "protocol.name",
+        name,
+        "hardsync, softsync, async or ssp with a LightningModule (the local-step protocols "
+        f"{', '.join(LOCAL_PROTOCOLS)} run psbench's own loss for H steps: use the psbench command)",
+    )
+    require(
+        not cfg["hardware"].get("calibrate"),
+        "hardware.calibrate",
+        True,
+        "false with a LightningModule (calibration times psbench's own models; give hardware.compute instead)",
+    )
     keys = TRAINER.options["default"]
-    knobs = {"updates_per_step": updates_per_step, "log_every_n_updates": log_every_n_updates,
-             "memory_budget_mb": memory_budget_mb, "batching": batching}
-    check_keys("", knobs, {**{k: keys[k] for k in ("updates_per_step", "log_every_n_updates", "memory_budget_mb")},
-                           "batching": one_of("auto", "loop")}, "ParameterServerStrategy.simulated")
-    return SimulatedSetup(build_protocol(cfg), build_topology(cfg), build_lr_policy(cfg), build_cost(cfg, 0),
-                          compression_options(cfg), int(seed), updates_per_step, int(log_every_n_updates), batching,
-                          memory_budget_mb)
+    knobs = {
+        "updates_per_step": updates_per_step,
+        "log_every_n_updates": log_every_n_updates,
+        "memory_budget_mb": memory_budget_mb,
+        "batching": batching,
+    }
+    check_keys(
+        "",
+        knobs,
+        {
+            **{k: keys[k] for k in ("updates_per_step", "log_every_n_updates", "memory_budget_mb")},
+            "batching": one_of("auto", "loop"),
+        },
+        "ParameterServerStrategy.simulated",
+    )
+    return SimulatedSetup(
+        build_protocol(cfg),
+        build_topology(cfg),
+        build_lr_policy(cfg),
+        build_cost(cfg, 0),
+        compression_options(cfg),
+        int(seed),
+        updates_per_step,
+        int(log_every_n_updates),
+        batching,
+        memory_budget_mb,
+    )
 
 
 def _with_progress(updates: Iterator[Update], total: int, mode: str, after_s: float = 2.0) -> Iterator[Update]:
@@ -420,12 +552,18 @@ def _with_progress(updates: Iterator[Update], total: int, mode: str, after_s: fl
             if now - t0 >= after_s and now - last >= (0.5 if mode == "rich" and sys.stderr.isatty() else 5.0):
                 last = now
                 eta = (now - t0) * (total - done) / max(1, done)
-                print(f"psbench: simulating the schedule: {done:,} of {total:,} gradients "
-                      f"({100 * done / total:.0f} %), {now - t0:.0f} s, ~{eta:.0f} s left", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"psbench: simulating the schedule: {done:,} of {total:,} gradients "
+                    f"({100 * done / total:.0f} %), {now - t0:.0f} s, ~{eta:.0f} s left",
+                    file=sys.stderr,
+                    flush=True,
+                )
     if mode != "none" and time.perf_counter() - t0 >= after_s:
-        print(f"psbench: simulated the schedule: {done:,} gradients in {time.perf_counter() - t0:.0f} s",
-              file=sys.stderr, flush=True)
+        print(
+            f"psbench: simulated the schedule: {done:,} gradients in {time.perf_counter() - t0:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _plain(node: Any) -> Any:
@@ -433,4 +571,3 @@ def _plain(node: Any) -> Any:
     if isinstance(node, DictConfig):
         return OmegaConf.to_container(node, resolve=True)
     return node
-

@@ -54,8 +54,9 @@ def _resume(v: Any) -> bool:
 
 #: the keys at the top of ``conf/config.yaml`` (the λ, μ of the papers)
 TOP: dict[str, Key] = {
-    "learners": integer(1, MAX_LEARNERS, words=f">= 1 and <= {MAX_LEARNERS} (the simulator's bound; engine=dist: "
-                        "engine.max_learners)"),                            # λ
+    "learners": integer(
+        1, MAX_LEARNERS, words=f">= 1 and <= {MAX_LEARNERS} (the simulator's bound; engine=dist: engine.max_learners)"
+    ),  # λ
     "batch_size": integer(1, MAX_COUNT, words=">= 1 and at most the training set's N (checked once N is known)"),  # μ
     "epochs": number(0, lo_open=True),
     "seed": integer(0, SEED_MAX, words=f"in [0, 2**32-1 = {SEED_MAX}] (numpy's seed range)"),
@@ -63,13 +64,31 @@ TOP: dict[str, Key] = {
     "tags": mapping(what="a mapping of free-form MLflow tags, e.g. +tags.note=baseline"),
     "resume": Key(_resume, "null, auto, or an existing run directory to resume").optional(),
 }
-PATHS = Group({"default": {"root_dir": text(what="a directory"), "data_dir": text(what="a directory"),
-                           "output_dir": text(what="a writable directory")}}, named=False)
+PATHS = Group(
+    {
+        "default": {
+            "root_dir": text(what="a directory"),
+            "data_dir": text(what="a directory"),
+            "output_dir": text(what="a writable directory"),
+        }
+    },
+    named=False,
+)
 #: every config group, in the order of ``conf/config.yaml``'s defaults list
 GROUPS: dict[str, Group] = {
-    "model": MODEL, "dataset": DATASET, "protocol": PROTOCOL, "lr_policy": LR_POLICY, "optimizer": OPTIMIZER,
-    "compression": COMPRESSION, "topology": TOPOLOGY, "hardware": HARDWARE, "engine": ENGINE,
-    "trainer": TRAINER, "logger": LOGGER, "paths": PATHS, "resources": RESOURCES,
+    "model": MODEL,
+    "dataset": DATASET,
+    "protocol": PROTOCOL,
+    "lr_policy": LR_POLICY,
+    "optimizer": OPTIMIZER,
+    "compression": COMPRESSION,
+    "topology": TOPOLOGY,
+    "hardware": HARDWARE,
+    "engine": ENGINE,
+    "trainer": TRAINER,
+    "logger": LOGGER,
+    "paths": PATHS,
+    "resources": RESOURCES,
 }
 
 
@@ -122,9 +141,13 @@ def unknown_override(path: str, value: Any) -> ConfigError:
     if not rest or group not in GROUPS:
         return unknown_key(path, value, top_level_keys(), "the top level")
     if rest == "_target_" and GROUPS[group].target is not None:  # a user's callable is a node of its own
-        return ConfigError(path, value, f"a {group} of your own as an option of the {group} group: a yaml whose node "
-                           f"holds _target_ and its arguments, e.g. ./conf/{group}/mine.yaml, chosen with "
-                           f"--config-dir ./conf {group}=mine")
+        return ConfigError(
+            path,
+            value,
+            f"a {group} of your own as an option of the {group} group: a yaml whose node "
+            f"holds _target_ and its arguments, e.g. ./conf/{group}/mine.yaml, chosen with "
+            f"--config-dir ./conf {group}=mine",
+        )
     spec, *parents, last = [GROUPS[group], *rest.split(".")]
     users, known, optional = [], {}, True
     for option, keys in spec.options.items():
@@ -143,8 +166,12 @@ def unknown_override(path: str, value: Any) -> ConfigError:
     if users and spec.named and optional and len(users) == len(spec.options):
         return ConfigError(path, value, add)
     if users and spec.named:
-        return ConfigError(path, value, f"only with {group}=" + "|".join(users) + " (choose the option first: "
-                           f"{group}={users[0]} {'+' if optional else ''}{path}={value})")
+        return ConfigError(
+            path,
+            value,
+            f"only with {group}=" + "|".join(users) + " (choose the option first: "
+            f"{group}={users[0]} {'+' if optional else ''}{path}={value})",
+        )
     return unknown_key(path, value, known, f"the {where} group" if not parents else where)
 
 

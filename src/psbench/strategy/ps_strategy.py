@@ -60,11 +60,21 @@ class ParameterServerStrategy(SingleDeviceStrategy):
 
         return SimulatedStrategy(build_simulated(protocol, **options))
 
-    def __init__(self, schedule: Schedule, batching: str = "auto", vmap_threshold: int = 4,
-                 log_every_n_updates: int = 10, local: LocalLearners | None = None, compression=None,
-                 num_train: int | None = None, memory_budget_bytes: int | None = None,
-                 ahead: int | None = None, gradient_clip_val: float | None = None,
-                 device: torch.device | str = "cpu", eval_every: int | None = None) -> None:
+    def __init__(
+        self,
+        schedule: Schedule,
+        batching: str = "auto",
+        vmap_threshold: int = 4,
+        log_every_n_updates: int = 10,
+        local: LocalLearners | None = None,
+        compression=None,
+        num_train: int | None = None,
+        memory_budget_bytes: int | None = None,
+        ahead: int | None = None,
+        gradient_clip_val: float | None = None,
+        device: torch.device | str = "cpu",
+        eval_every: int | None = None,
+    ) -> None:
         super().__init__(device=torch.device(device))
         self.schedule = schedule
         self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
@@ -87,6 +97,13 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self._last_update: int | None = None  # the last update a Trainer step applied
 
     @property
+    def _module(self) -> Any:
+        """The LightningModule being fit (psbench's ClassifierModule: ``net``, per-sample ``loss``), once connected."""
+        module = self.lightning_module
+        assert module is not None, "the Trainer connects the module before any hook runs"
+        return module
+
+    @property
     def epoch(self) -> float:
         """Epochs consumed by the updates applied so far (samples / N); logged as ``epoch``."""
         return self.samples_done / self.num_train if self.num_train else 0.0
@@ -99,21 +116,21 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     def on_train_start(self) -> None:
         super().on_train_start()
         if self.eval_every:  # evaluations counted in updates, whatever the updates per Trainer step
-            self.lightning_module.trainer.fit_loop.epoch_loop._should_check_val_fx = self._evaluate_now
+            self._module.trainer.fit_loop.epoch_loop._should_check_val_fx = self._evaluate_now
 
     def _evaluate_now(self, data_fetcher=None) -> bool:
         """Evaluate after this Trainer step? After updates eval_every−1, 2·eval_every−1, …, and after a stop
         (Lightning's rule for ``should_stop``)."""
-        trainer = self.lightning_module.trainer
+        trainer = self._module.trainer
         if trainer.should_stop and trainer.fit_loop._can_stop_early:
             return True
-        return self._last_update is not None and (self._last_update + 1) % self.eval_every == 0
+        every, last = self.eval_every, self._last_update
+        return every is not None and last is not None and (last + 1) % every == 0
 
     def validation_step(self, *args, **kwargs):
         out = super().validation_step(*args, **kwargs)
         if self.num_train:  # the evaluation's ``epoch`` too, not Lightning's 0
-            self.lightning_module.log("epoch", self.epoch, on_step=False, on_epoch=True, reduce_fx="max",
-                                      batch_size=1)
+            self._module.log("epoch", self.epoch, on_step=False, on_epoch=True, reduce_fx="max", batch_size=1)
         return out
 
     def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
@@ -132,11 +149,18 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     def ps_state(self) -> dict:
         """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`)."""
         la = self.lookahead.state_dict() if self.lookahead is not None else self._lookahead_state
-        return {"snapshots": la["snapshots"] if la else {}, "lookahead": la, "updates_done": self.updates_done,
-                "samples_done": self.samples_done, "bytes_pushed": self.bytes_pushed, "last_loss": self.last_loss,
-                "recent": list(self._recent), "diverged_at": self.diverged_at,
-                "compression": self.compression.state_dict() if self.compression is not None else None,
-                "local": self.local.state_dict() if self.local is not None else None}
+        return {
+            "snapshots": la["snapshots"] if la else {},
+            "lookahead": la,
+            "updates_done": self.updates_done,
+            "samples_done": self.samples_done,
+            "bytes_pushed": self.bytes_pushed,
+            "last_loss": self.last_loss,
+            "recent": list(self._recent),
+            "diverged_at": self.diverged_at,
+            "compression": self.compression.state_dict() if self.compression is not None else None,
+            "local": self.local.state_dict() if self.local is not None else None,
+        }
 
     def load_ps_state(self, s: dict) -> None:
         # a checkpoint from before look-ahead execution holds only the snapshots: resume update by update
@@ -158,14 +182,22 @@ class ParameterServerStrategy(SingleDeviceStrategy):
 
     def _ahead(self) -> Lookahead:
         if self.lookahead is None:
-            module = self.lightning_module
+            module = self._module
             data = module.trainer.train_dataloader.dataset
             data = getattr(data, "updates", data)  # UpdateChunks: several updates per Trainer step
             while isinstance(data, torch.utils.data.Subset):  # a resumed run's updates start…U−1
                 data = data.dataset
-            self.lookahead = Lookahead(self.schedule, data, module.net, module.loss, self.batching,
-                                       self.vmap_threshold, per_learner=self.compression is not None,
-                                       budget_bytes=self.memory_budget_bytes, ahead=self.ahead)
+            self.lookahead = Lookahead(
+                self.schedule,
+                data,
+                module.net,
+                module.loss,
+                self.batching,
+                self.vmap_threshold,
+                per_learner=self.compression is not None,
+                budget_bytes=self.memory_budget_bytes,
+                ahead=self.ahead,
+            )
             st = self._lookahead_state
             if st is not None and "computed" in st:
                 self.lookahead.load_state_dict(st)
@@ -173,10 +205,10 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 self.lookahead.resume_update_by_update(st["update"], st["snapshots"])
         return self.lookahead
 
-    def training_step(self, batch: UpdateBatch | UpdateChunk, batch_idx: int = 0, *args, **kwargs):  # type: ignore[override]
+    def training_step(self, batch: UpdateBatch | UpdateChunk, batch_idx: int = 0, *args, **kwargs):
         """Apply one PS update, or each update of a chunk in order (see the module docstring)."""
         if isinstance(batch, UpdateChunk):
-            trainer = self.lightning_module.trainer
+            trainer = self._module.trainer
             for j, update in enumerate(batch.updates):
                 if j:  # an update boundary inside the Trainer step: checkpoints, signals
                     for cb in trainer.callbacks:
@@ -187,10 +219,9 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 if trainer.should_stop:  # diverged
                     break
             if trainer.progress_bar_callback is not None:
-                self.lightning_module.log(self.progress_metric, self.last_loss, prog_bar=True, logger=False,
-                                          batch_size=1)
+                self._module.log(self.progress_metric, self.last_loss, prog_bar=True, logger=False, batch_size=1)
             return None
-        module = self.lightning_module
+        module = self._module
         module.trainer.fit_loop.epoch_loop._batches_that_stepped = batch.index  # the step evaluations log at
         self._last_update = batch.index
         params = self._weights(module)
@@ -208,10 +239,16 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 grads, loss = ahead.update_gradient(live, params)
         self.last_loss = float(loss)
         trainer = module.trainer
-        if not apply_update(list(params.values()), [grads[k] for k in params], self.last_loss, trainer.optimizers[0],
-                            lr_scale=batch.lr_scale, clip=self.gradient_clip_val,
-                            schedulers=self._update_schedulers(trainer, batch.index),
-                            step=module.optimizers().step):  # Lightning's wrapper: counts the step (global_step)
+        if not apply_update(
+            list(params.values()),
+            [grads[k] for k in params],
+            self.last_loss,
+            trainer.optimizers[0],
+            lr_scale=batch.lr_scale,
+            clip=self.gradient_clip_val,
+            schedulers=self._update_schedulers(trainer, batch.index),
+            step=module.optimizers().step,
+        ):  # Lightning's wrapper: counts the step (global_step)
             self.diverged_at = batch.index
             self._log({"diverged": 1.0}, batch.index)
             trainer.should_stop = True
@@ -240,10 +277,12 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     def _log(self, metrics: dict, step: int) -> None:
         """``metrics`` of update ``step``, to every logger at that step (numbers in torch's default dtype, as
         ``LightningModule.log`` would store them: an evaluation's ``epoch`` equals its update's)."""
-        loggers = self.lightning_module.trainer.loggers
+        loggers = self._module.trainer.loggers
         if loggers:
-            values = {k: float(v if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=torch.get_default_dtype()))
-                      for k, v in metrics.items()}
+            values = {
+                k: float(v if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=torch.get_default_dtype()))
+                for k, v in metrics.items()
+            }
             for lg in loggers:
                 lg.log_metrics(values, step=step)
 
@@ -311,13 +350,23 @@ class SimulatedStrategy(ParameterServerStrategy):
         if plan.compression is not None:
             from psbench.compression.pipeline import LearnerCompression
 
-            self.compression = LearnerCompression(plan.compression, {k: p.shape for k, p in self._params.items()},
-                                                  plan.seed)
-            cost = replace(cost, push_bytes=self.compression.push_bytes(), pull_delta=self.compression.localize,
-                           pull_bytes=self.compression.pull_bytes(self.protocol.gradients_per_update))
+            self.compression = LearnerCompression(
+                plan.compression, {k: p.shape for k, p in self._params.items()}, plan.seed
+            )
+            cost = replace(
+                cost,
+                push_bytes=self.compression.push_bytes(),
+                pull_delta=self.compression.localize,
+                pull_bytes=self.compression.pull_bytes(self.protocol.gradients_per_update),
+            )
         sim = Simulator(self.protocol, cost, plan.topology, mu, gradients, plan.seed)
-        meta = {"protocol": self.protocol.label, "learners": self.protocol.learners, "batch_size": mu,
-                "topology": plan.topology.name, "seed": plan.seed}  # a CLI run's (RunSetup.schedule_meta)
+        meta = {
+            "protocol": self.protocol.label,
+            "learners": self.protocol.learners,
+            "batch_size": mu,
+            "topology": plan.topology.name,
+            "seed": plan.seed,
+        }  # a CLI run's (RunSetup.schedule_meta)
         self.schedule = schedule = Schedule.collect(sim.run(), meta=meta)
         self.sim_stats = sim.stats.as_dict()
         user_hook = module._on_before_batch_transfer
@@ -326,17 +375,32 @@ class SimulatedStrategy(ParameterServerStrategy):
             return batch if isinstance(batch, UpdateChunk) else user_hook(batch, dataloader_idx)
 
         module._on_before_batch_transfer = before_transfer  # type: ignore[method-assign]
-        updates = UserUpdates(schedule, ds, collate, mu, plan.policy, self.protocol.learners, plan.seed,
-                              next(iter(self._params.values())).dtype, self.root_device,
-                              simulated.transfer(self, trainer, before_transfer))
+        updates = UserUpdates(
+            schedule,
+            ds,
+            collate,
+            mu,
+            plan.policy,
+            self.protocol.learners,
+            plan.seed,
+            next(iter(self._params.values())).dtype,
+            self.root_device,
+            simulated.transfer(self, trainer, before_transfer),
+        )
         simulated.check_loss(module, updates.batch([0]))
-        self.loader = simulated.epoch_loader(schedule, updates, mu, self.num_train, trainer.fit_loop.max_epochs,
-                                             plan.updates_per_step)
+        self.loader = simulated.epoch_loader(
+            schedule, updates, mu, self.num_train, trainer.fit_loop.max_epochs, plan.updates_per_step
+        )
         by_row = self.compression is not None or self.batching == "loop"
-        self.lookahead = UserLookahead(schedule, updates, module, list(self._params), self.batching,
-                                       per_learner=self.compression is not None,
-                                       budget_bytes=simulated.memory_budget(schedule, p_bytes, by_row,
-                                                                            plan.memory_budget_mb))
+        self.lookahead = UserLookahead(
+            schedule,
+            updates,
+            module,
+            list(self._params),
+            self.batching,
+            per_learner=self.compression is not None,
+            budget_bytes=simulated.memory_budget(schedule, p_bytes, by_row, plan.memory_budget_mb),
+        )
 
     def teardown(self) -> None:
         """The module and Trainer as the user made them: automatic optimization (``trainer.global_step`` still
@@ -348,7 +412,8 @@ class SimulatedStrategy(ParameterServerStrategy):
             if trainer is not None:
                 loop = trainer.fit_loop.epoch_loop
                 loop.automatic_optimization.optim_progress.optimizer.step.load_state_dict(
-                    loop.manual_optimization.optim_step_progress.state_dict())
+                    loop.manual_optimization.optim_step_progress.state_dict()
+                )
                 trainer.gradient_clip_val = self._clip_was
             module.automatic_optimization = True
         super().teardown()
@@ -405,8 +470,15 @@ class SimulatedStrategy(ParameterServerStrategy):
         from psbench.strategy.simulated import summary
 
         a, b = self._fit_s
-        return summary(self, self.schedule, self.sim_stats, self.batch_size, self.num_train,
-                       (self.plan.compression or {}).get("name", "none"), b - a if b > a else None)
+        return summary(
+            self,
+            self.schedule,
+            self.sim_stats,
+            self.batch_size,
+            self.num_train,
+            (self.plan.compression or {}).get("name", "none"),
+            b - a if b > a else None,
+        )
 
     @property
     def check(self) -> dict | None:

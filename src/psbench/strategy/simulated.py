@@ -61,15 +61,27 @@ from psbench.summary import RunSummary
 # -- the Trainer, the module --------------------------------------------------------------------------------
 def check_module(model) -> float | None:
     """Refuse what cannot be a learner or a PS step; the Trainer's ``gradient_clip_val`` (the PS's, per update)."""
-    require(model.automatic_optimization, "automatic_optimization", False,
-            "True (the strategy applies every PS update itself; a training_step that steps its own optimizers "
-            "cannot be a learner)")
+    require(
+        model.automatic_optimization,
+        "automatic_optimization",
+        False,
+        "True (the strategy applies every PS update itself; a training_step that steps its own optimizers "
+        "cannot be a learner)",
+    )
     trainer = model.trainer
-    require(trainer.accumulate_grad_batches == 1, "accumulate_grad_batches", trainer.accumulate_grad_batches,
-            "1 (a PS update already sums the c gradients of its learners)")
+    require(
+        trainer.accumulate_grad_batches == 1,
+        "accumulate_grad_batches",
+        trainer.accumulate_grad_batches,
+        "1 (a PS update already sums the c gradients of its learners)",
+    )
     clip = trainer.gradient_clip_val
-    require(not clip or trainer.gradient_clip_algorithm in (None, "norm"), "gradient_clip_algorithm",
-            trainer.gradient_clip_algorithm, "norm (each PS update's aggregate is clipped to its global norm)")
+    require(
+        not clip or trainer.gradient_clip_algorithm in (None, "norm"),
+        "gradient_clip_algorithm",
+        trainer.gradient_clip_algorithm,
+        "norm (each PS update's aggregate is clipped to its global norm)",
+    )
     return float(clip) if clip else None
 
 
@@ -80,20 +92,36 @@ def check_trainer(trainer) -> None:
     require(isinstance(limit, float) and limit == 1.0, "limit_train_batches", limit, f"1.0 {why}")
     require(not trainer.overfit_batches, "overfit_batches", trainer.overfit_batches, f"0 {why}")
     require(not trainer.fast_dev_run, "fast_dev_run", trainer.fast_dev_run, f"False {why}")
-    require(trainer.ckpt_path is None, "ckpt_path", trainer.ckpt_path,
-            "None (a Lightning checkpoint holds the weights, not the PS's snapshots and schedule position)")
-    require(str(trainer.precision) in ("32-true", "32"), "precision", trainer.precision,
-            "32-true (the learners' gradients are computed in float32)")
+    require(
+        trainer.ckpt_path is None,
+        "ckpt_path",
+        trainer.ckpt_path,
+        "None (a Lightning checkpoint holds the weights, not the PS's snapshots and schedule position)",
+    )
+    require(
+        str(trainer.precision) in ("32-true", "32"),
+        "precision",
+        trainer.precision,
+        "32-true (the learners' gradients are computed in float32)",
+    )
 
 
 def schedulers(trainer) -> tuple[list, list]:
     """(``interval="step"`` lr scheduler configs, the others) of the module's one optimizer."""
-    require(len(trainer.optimizers) == 1, "configure_optimizers", f"{len(trainer.optimizers)} optimizers",
-            "one optimizer, the PS's")
+    require(
+        len(trainer.optimizers) == 1,
+        "configure_optimizers",
+        f"{len(trainer.optimizers)} optimizers",
+        "one optimizer, the PS's",
+    )
     configs = trainer.lr_scheduler_configs
     for c in configs:
-        require(not (c.reduce_on_plateau and c.interval == "step"), "lr_scheduler.interval", c.interval,
-                "epoch for ReduceLROnPlateau (it reads a metric of the evaluation)")
+        require(
+            not (c.reduce_on_plateau and c.interval == "step"),
+            "lr_scheduler.interval",
+            c.interval,
+            "epoch for ReduceLROnPlateau (it reads a metric of the evaluation)",
+        )
     return [c for c in configs if c.interval == "step"], [c for c in configs if c.interval != "step"]
 
 
@@ -107,8 +135,12 @@ def step_epoch_schedulers(configs: list, epoch: int, metrics: Mapping[str, Any])
             c.scheduler.step()
             continue
         value = metrics.get(c.monitor)
-        require(value is not None or not c.strict, "lr_scheduler.monitor", c.monitor,
-                f"a metric the module logs (logged: {', '.join(metrics) or 'none'})")
+        require(
+            value is not None or not c.strict,
+            "lr_scheduler.monitor",
+            c.monitor,
+            f"a metric the module logs (logged: {', '.join(metrics) or 'none'})",
+        )
         if value is not None:
             c.scheduler.step(value)
 
@@ -117,8 +149,12 @@ def device(accelerator, compression: Mapping | None) -> torch.device:
     """The Trainer's accelerator as a device: cpu, or the current cuda device (without a codec)."""
     from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator
 
-    require(isinstance(accelerator, CPUAccelerator | CUDAAccelerator), "accelerator", type(accelerator).__name__,
-            "cpu or cuda")
+    require(
+        isinstance(accelerator, CPUAccelerator | CUDAAccelerator),
+        "accelerator",
+        type(accelerator).__name__,
+        "cpu or cuda",
+    )
     if isinstance(accelerator, CPUAccelerator):
         return torch.device("cpu")
     require(compression is None, "accelerator", "cuda", "cpu with a codec (codecs run on the CPU)")
@@ -131,22 +167,41 @@ def train_loader(trainer, protocol: Protocol) -> tuple[Any, int, Callable]:
     from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
     dl = trainer.fit_loop._data_source.dataloader()
-    require(isinstance(dl, DataLoader), "train_dataloader", type(dl).__name__,
-            "one torch.utils.data.DataLoader (the learners' samples are its dataset's items)")
+    require(
+        isinstance(dl, DataLoader),
+        "train_dataloader",
+        type(dl).__name__,
+        "one torch.utils.data.DataLoader (the learners' samples are its dataset's items)",
+    )
     ds, mu = dl.dataset, dl.batch_size
-    require(not isinstance(ds, IterableDataset) and hasattr(ds, "__len__") and hasattr(ds, "__getitem__"),
-            "train_dataloader.dataset", type(ds).__name__,
-            "a map-style dataset (len() and [i]: the sample stream addresses samples by index)")
-    require(isinstance(mu, int) and mu >= 1, "train_dataloader.batch_size", mu,
-            "an integer >= 1: μ, each learner's mini-batch (a batch_sampler does not say μ)")
+    require(
+        not isinstance(ds, IterableDataset) and hasattr(ds, "__len__") and hasattr(ds, "__getitem__"),
+        "train_dataloader.dataset",
+        type(ds).__name__,
+        "a map-style dataset (len() and [i]: the sample stream addresses samples by index)",
+    )
+    require(
+        isinstance(mu, int) and mu >= 1,
+        "train_dataloader.batch_size",
+        mu,
+        "an integer >= 1: μ, each learner's mini-batch (a batch_sampler does not say μ)",
+    )
     n, s = len(ds), dl.sampler
     plain = type(s) is SequentialSampler or (type(s) is RandomSampler and not s.replacement and s.num_samples == n)
-    require(plain, "train_dataloader.sampler", type(s).__name__,
-            "shuffle=True or False (psbench's sample stream orders every sample once per epoch; to train on part "
-            "of a dataset, wrap it in torch.utils.data.Subset)")
+    require(
+        plain,
+        "train_dataloader.sampler",
+        type(s).__name__,
+        "shuffle=True or False (psbench's sample stream orders every sample once per epoch; to train on part "
+        "of a dataset, wrap it in torch.utils.data.Subset)",
+    )
     c = protocol.gradients_per_update
-    require(c * mu <= n, "train_dataloader.batch_size", mu,
-            f"at most N/c = {n // c} (N = {n} samples; one PS update of c = {c} mini-batches within an epoch)")
+    require(
+        c * mu <= n,
+        "train_dataloader.batch_size",
+        mu,
+        f"at most N/c = {n // c} (N = {n} samples; one PS update of c = {c} mini-batches within an epoch)",
+    )
     return ds, mu, dl.collate_fn
 
 
@@ -159,14 +214,23 @@ def run_gradients(trainer, num_train: int, mu: int, protocol: Protocol) -> int:
     bounds = {"max_epochs": epochs * num_train // mu} if epochs is not None and epochs >= 0 else {}
     if steps is not None and steps >= 0:
         bounds["max_steps"] = steps * c
-    require(bounds != {}, "max_epochs", epochs,
-            "a finite run: max_epochs >= 1 or max_steps >= 1 (psbench simulates the schedule before training)")
+    require(
+        bounds != {},
+        "max_epochs",
+        epochs,
+        "a finite run: max_epochs >= 1 or max_steps >= 1 (psbench simulates the schedule before training)",
+    )
     key = min(bounds, key=bounds.__getitem__)
     g, value = bounds[key], epochs if key == "max_epochs" else steps
     require(g >= c, key, value, f"a run of at least one PS update (c = {c} mini-batches of μ = {mu})")
     most = max_gradients()
-    require(g <= most, key, value, f"a run of at most {most:,} gradients (the schedule must fit in half this "
-            f"machine's memory); this one has {g:,}")
+    require(
+        g <= most,
+        key,
+        value,
+        f"a run of at most {most:,} gradients (the schedule must fit in half this "
+        f"machine's memory); this one has {g:,}",
+    )
     return g
 
 
@@ -217,8 +281,9 @@ class EpochLoader:
         return iter(()) if self.epoch >= self.epochs else (self.chunks[j] for j in range(first, first + self.steps))
 
 
-def epoch_loader(schedule: Schedule, updates, mu: int, num_train: int, max_epochs: int | None,
-                 per_step: int | None) -> EpochLoader:
+def epoch_loader(
+    schedule: Schedule, updates, mu: int, num_train: int, max_epochs: int | None, per_step: int | None
+) -> EpochLoader:
     """The :class:`EpochLoader` of a schedule: as many epochs as ``max_epochs`` (or as the updates reach)."""
     from psbench.strategy.chunks import auto_updates_per_step
 
@@ -268,25 +333,47 @@ def memory_budget(schedule: Schedule, param_bytes: int, by_row: bool, mb: float 
     budget = int(float(mb if mb is not None else DEFAULT_MEMORY_BUDGET_MB) * 2**20)
     if mb is None:
         return max(budget, need)
-    require(need <= budget, "memory_budget_mb", mb,
-            f"at least {need / 2**20:.1f} MiB for this schedule: it holds up to {SnapshotStore.peak_count(schedule)} "
-            f"weight snapshots of {param_bytes / 2**20:.2f} MiB at once")
+    require(
+        need <= budget,
+        "memory_budget_mb",
+        mb,
+        f"at least {need / 2**20:.1f} MiB for this schedule: it holds up to {SnapshotStore.peak_count(schedule)} "
+        f"weight snapshots of {param_bytes / 2**20:.2f} MiB at once",
+    )
     return budget
 
 
 # -- what ran -------------------------------------------------------------------------------------------------
-def summary(strategy, schedule: Schedule, sim_stats: Mapping[str, Any], mu: int, num_train: int,
-            compression: str, fit_s: float | None) -> RunSummary:
+def summary(
+    strategy,
+    schedule: Schedule,
+    sim_stats: Mapping[str, Any],
+    mu: int,
+    num_train: int,
+    compression: str,
+    fit_s: float | None,
+) -> RunSummary:
     """The run as the CLI's :class:`~psbench.summary.RunSummary` fields that apply: the schedule's staleness,
     updates, samples, simulated time and bytes as the simulator counted them, and what the fit did."""
     samples = schedule.num_gradients * mu
     done = strategy.updates_done
     trained = int(schedule.offsets[done]) * mu
     return RunSummary(
-        status="diverged" if strategy.diverged else "finished", diverged=strategy.diverged,
-        diverged_at_update=strategy.diverged_at, train_loss=strategy.recent_loss, engine="sim",
-        protocol=strategy.protocol.label, compression=compression, **sim_stats, samples=samples,
-        epochs_done=samples / num_train, schedule_sha256=schedule.sha256(), updates_done=done,
-        samples_trained=trained, fit_time_s=fit_s, samples_per_s=trained / fit_s if fit_s else None,
+        status="diverged" if strategy.diverged else "finished",
+        diverged=strategy.diverged,
+        diverged_at_update=strategy.diverged_at,
+        train_loss=strategy.recent_loss,
+        engine="sim",
+        protocol=strategy.protocol.label,
+        compression=compression,
+        **sim_stats,
+        samples=samples,
+        epochs_done=samples / num_train,
+        schedule_sha256=schedule.sha256(),
+        updates_done=done,
+        samples_trained=trained,
+        fit_time_s=fit_s,
+        samples_per_s=trained / fit_s if fit_s else None,
         bytes_pushed_measured=strategy.bytes_pushed if strategy.compression is not None else None,
-        peak_snapshot_bytes=strategy.peak_snapshot_bytes)
+        peak_snapshot_bytes=strategy.peak_snapshot_bytes,
+    )

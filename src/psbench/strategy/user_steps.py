@@ -42,16 +42,21 @@ from psbench.strategy.lookahead import Lookahead
 #: ‖a − b‖ ≤ CHECK_RTOL·‖b‖ + CHECK_RTOL·1e-3·‖b_all‖: float32 sums in another order differ by ~1e-6 of the norm;
 #: a summed loss differs by a factor k, BatchNorm or dropout by ~1e-1
 CHECK_RTOL = 1e-4
-LOSS_ALLOWED = ("a loss: a scalar floating tensor that depends on the weights, or a dict with 'loss' "
-                "(the mean loss of the batch, which the PS differentiates)")
+LOSS_ALLOWED = (
+    "a loss: a scalar floating tensor that depends on the weights, or a dict with 'loss' "
+    "(the mean loss of the batch, which the PS differentiates)"
+)
 
 
 def step_loss(out: Any) -> torch.Tensor:
     """The loss a ``training_step`` returned (a tensor, or a mapping's ``"loss"``); else :class:`ConfigError`."""
     loss = out.get("loss") if isinstance(out, Mapping) else out
     if not (isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.is_floating_point() and loss.requires_grad):
-        found = f"{type(out).__name__}" if not isinstance(loss, torch.Tensor) else \
-            f"a tensor of shape {tuple(loss.shape)}, dtype {loss.dtype}, requires_grad={loss.requires_grad}"
+        found = (
+            f"{type(out).__name__}"
+            if not isinstance(loss, torch.Tensor)
+            else f"a tensor of shape {tuple(loss.shape)}, dtype {loss.dtype}, requires_grad={loss.requires_grad}"
+        )
         raise ConfigError("training_step", f"returned {found}", LOSS_ALLOWED)
     return loss.reshape(())
 
@@ -72,8 +77,9 @@ def _channels_last(x: torch.Tensor) -> torch.Tensor:
 
 def _agree(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> bool:
     scale = float(torch.stack([(v.double() ** 2).sum() for v in b.values()]).sum().sqrt())
-    return all(float((a[k] - b[k]).double().norm()) <= CHECK_RTOL * (float(b[k].double().norm()) + 1e-3 * scale)
-               for k in b)
+    return all(
+        float((a[k] - b[k]).double().norm()) <= CHECK_RTOL * (float(b[k].double().norm()) + 1e-3 * scale) for k in b
+    )
 
 
 class _TrainingStep(torch.nn.Module):
@@ -92,11 +98,30 @@ class UserUpdates(UpdateBatches):
     :class:`~psbench.strategy.batches.UpdateBatches`, without samples); :meth:`batch` collates the samples of
     schedule rows. ``x`` is an (N, 0) tensor: the weights' dtype and device, no data."""
 
-    def __init__(self, schedule: Schedule, dataset, collate: Callable, batch_size: int, policy: LRPolicy,
-                 learners: int, seed: int, dtype: torch.dtype, device: torch.device,
-                 transfer: Callable[[Any], Any] = lambda b: b) -> None:
-        super().__init__(schedule, torch.empty((len(dataset), 0), dtype=dtype, device=device), torch.empty(0),
-                         batch_size, policy, batch_size, learners, seed, with_samples=False)
+    def __init__(
+        self,
+        schedule: Schedule,
+        dataset,
+        collate: Callable,
+        batch_size: int,
+        policy: LRPolicy,
+        learners: int,
+        seed: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        transfer: Callable[[Any], Any] = lambda b: b,
+    ) -> None:
+        super().__init__(
+            schedule,
+            torch.empty((len(dataset), 0), dtype=dtype, device=device),
+            torch.empty(0),
+            batch_size,
+            policy,
+            batch_size,
+            learners,
+            seed,
+            with_samples=False,
+        )
         self.dataset, self.collate, self.transfer = dataset, collate, transfer
         self._getitems = getattr(dataset, "__getitems__", None)
 
@@ -117,10 +142,28 @@ class UserLookahead(Lookahead):
     (None: not checked yet).
     """
 
-    def __init__(self, schedule: Schedule, data: UserUpdates, module, names: list[str], batching: str = "auto",
-                 per_learner: bool = False, budget_bytes: int | None = None, ahead: int | None = None) -> None:
-        super().__init__(schedule, data, module, None, "grouped",  # type: ignore[arg-type]  # no loss: training_step's
-                         per_learner=per_learner, budget_bytes=budget_bytes, ahead=ahead, max_samples=None)
+    def __init__(
+        self,
+        schedule: Schedule,
+        data: UserUpdates,
+        module,
+        names: list[str],
+        batching: str = "auto",
+        per_learner: bool = False,
+        budget_bytes: int | None = None,
+        ahead: int | None = None,
+    ) -> None:
+        super().__init__(
+            schedule,
+            data,
+            module,
+            None,  # type: ignore[arg-type]  # no loss: training_step's
+            "grouped",
+            per_learner=per_learner,
+            budget_bytes=budget_bytes,
+            ahead=ahead,
+            max_samples=None,
+        )
         self.data: UserUpdates = data
         self.module, self.step = module, _TrainingStep(module)
         self.keys = [f"m.{k}" for k in names]  # the wrapper's names of the trainable parameters
@@ -130,27 +173,33 @@ class UserLookahead(Lookahead):
         self.check: dict[str, Any] = {"concat": None, "channels_last": self.layout}
 
     # -- one call of the user's training_step ---------------------------------------------------------
-    def _call(self, rows, u: int, params: Mapping[str, torch.Tensor], scale: torch.Tensor, layout: bool
-              ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
+    def _call(
+        self, rows, u: int, params: Mapping[str, torch.Tensor], scale: torch.Tensor, layout: bool
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
         """(scale·∇L of the rows' samples concatenated at ``params``, L·samples, samples)."""
         batch = self.data.batch(rows, _channels_last if layout else None)
         leaves = [v.detach().requires_grad_() for v in params.values()]
         trainer = getattr(self.module, "_trainer", None)
         if trainer is not None and trainer._results is not None:  # self.log infers its batch size from this batch
             trainer._results.batch, trainer._results.batch_size = batch, None
-        loss = step_loss(functional_call(self.step, dict(zip(self.keys, leaves, strict=True)), (batch, u),
-                                         tie_weights=self.tied))
+        loss = step_loss(
+            functional_call(self.step, dict(zip(self.keys, leaves, strict=True)), (batch, u), tie_weights=self.tied)
+        )
         grads = torch.autograd.grad(loss * scale, leaves, allow_unused=True)
         n = len(rows) * self.data.spg
-        out = {k: (torch.zeros_like(p) if g is None else g.contiguous())  # NHWC-strided weight gradients made flat
-               for k, p, g in zip(params, leaves, grads, strict=True)}
+        out = {
+            k: (torch.zeros_like(p) if g is None else g.contiguous())  # NHWC-strided weight gradients made flat
+            for k, p, g in zip(params, leaves, grads, strict=True)
+        }
         return out, loss.detach() * n, n
 
     @staticmethod
     def _snapshot_layout(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The weights as a channels_last :class:`~psbench.ps.snapshots.SnapshotStore` copies them."""
-        return {k: v.detach().clone(memory_format=torch.channels_last) if v.dim() == 4 else v.detach()
-                for k, v in params.items()}
+        return {
+            k: v.detach().clone(memory_format=torch.channels_last) if v.dim() == 4 else v.detach()
+            for k, v in params.items()
+        }
 
     def _check_layout(self, row: int, u: int, params, scale) -> tuple[dict, torch.Tensor, int]:
         """Decide channels_last on the first row (module docstring); its gradient, computed NCHW."""
@@ -158,8 +207,9 @@ class UserLookahead(Lookahead):
         try:  # the samples in channels_last, on the live weights (NCHW) and on a snapshot's (channels_last)
             with muted(self.module):
                 others = [self._call([row], u, p, scale, True) for p in (params, self._snapshot_layout(params))]
-            self.layout = all(_agree(g, ref[0]) and bool(torch.isclose(s, ref[1], rtol=CHECK_RTOL))
-                              for g, s, _ in others)
+            self.layout = all(
+                _agree(g, ref[0]) and bool(torch.isclose(s, ref[1], rtol=CHECK_RTOL)) for g, s, _ in others
+            )
         except RuntimeError:
             self.layout = False
         self.check["channels_last"] = self.layout
@@ -184,8 +234,9 @@ class UserLookahead(Lookahead):
         total: tuple[dict, torch.Tensor, int] | None = None
         for j, r in enumerate(rows):
             g, s, n = self._call([r], u, params, w[j], bool(self.layout))
-            total = (g, s, n) if total is None else \
-                ({k: total[0][k] + v for k, v in g.items()}, total[1] + s, total[2] + n)
+            total = (
+                (g, s, n) if total is None else ({k: total[0][k] + v for k, v in g.items()}, total[1] + s, total[2] + n)
+            )
         assert total is not None
         return total
 
@@ -200,8 +251,12 @@ class UserLookahead(Lookahead):
             rows = rows[1:]
         if self.by_row:  # codecs: each learner's own gradient
             for r in rows.tolist():
-                self._add(r, *self._call([r], int(self.upd[r]), at(int(self.ts[r])), self._weights_of([r])[0],
-                                         bool(self.layout)))
+                self._add(
+                    r,
+                    *self._call(
+                        [r], int(self.upd[r]), at(int(self.ts[r])), self._weights_of([r])[0], bool(self.layout)
+                    ),
+                )
                 self._track(self.p_bytes)
             return
         upd, ts = self.upd[rows], self.ts[rows]
