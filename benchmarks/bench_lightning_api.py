@@ -1,5 +1,5 @@
 """The generic path (a user's LightningModule through ``ParameterServerStrategy.simulated``) against the built-in
-path (psbench's ClassifierModule on a prebuilt schedule), in one run (issue 27 item 4).
+path (psbench's ClassifierModule on a prebuilt schedule), in one run.
 
     python benchmarks/bench_lightning_api.py [--epochs 1] [--threads 0] [--repeats 5] [--cases hardsync,async]
                                              [--malloc pinned|default]

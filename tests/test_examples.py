@@ -1,4 +1,4 @@
-"""The examples of ``examples/`` run as the README says, from a clean clone (issue 27, item 6), at a tiny budget.
+"""The examples of ``examples/`` run as the README says, from a clean clone, at a tiny budget.
 
 A temporary git repository holds the project's ``.gitignore`` and ``examples/``; the installed ``psbench`` command
 runs in it with ``PSBENCH_ROOT`` and ``PYTHONPATH`` unset, so the user's modules (``resnet20.py``, ``shapes.py``,

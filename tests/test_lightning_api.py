@@ -1,4 +1,4 @@
-"""``ParameterServerStrategy.simulated`` in a user's own Lightning script (issue 27 item 4).
+"""``ParameterServerStrategy.simulated`` in a user's own Lightning script.
 
 A user's LightningModule (its own ``training_step``, ``configure_optimizers``, ``self.log``) and data, trained by
 Lightning with the strategy: Rudra Eq 7 (hardsync λ×μ ≡ plain Lightning at μλ), async λ = 1 ≡ plain SGD, the

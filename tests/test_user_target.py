@@ -1,4 +1,4 @@
-"""A user's own model, data and loss through the CLI and the Python API (issue 27, items 1-3 and 5).
+"""A user's own model, data and loss through the CLI and the Python API.
 
 A project of the user's — ``byo_user.py`` beside its ``conf/`` folder, imported because psbench puts the folder
 above ``--config-dir`` on ``sys.path`` (the commands run from another directory) — gives ``_target_`` models, data
@@ -263,7 +263,7 @@ BAD = {
         ["a loss for integer class labels"],
     ),
 }
-#: what the command is run for (each one subprocess): the kinds of issue 27 item 5; the Python API takes every case
+#: what the command is run for (each one subprocess): one per kind of bad input; the Python API takes every case
 CLI = (
     "model_not_importable",
     "model_not_a_module",

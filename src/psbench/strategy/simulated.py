@@ -1,4 +1,4 @@
-"""What ``ParameterServerStrategy.simulated`` reads from the user's Trainer, module and data (issue 27 item 4)::
+"""What ``ParameterServerStrategy.simulated`` reads from the user's Trainer, module and data::
 
     from psbench import ParameterServerStrategy
     strategy = ParameterServerStrategy.simulated(protocol="softsync", n=4, learners=8, hardware="laptop", seed=0)

@@ -1,4 +1,4 @@
-"""Gradients through the user's own ``training_step``: the look-ahead for any LightningModule (issue 27 item 4).
+"""Gradients through the user's own ``training_step``: the look-ahead for any LightningModule.
 
 :class:`UserLookahead` is :class:`~psbench.strategy.lookahead.Lookahead` (which rows to compute when, snapshots,
 the memory budget, the per-update sums) with one difference: learner l's gradient is ∇ of what the module's
