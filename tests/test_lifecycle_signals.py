@@ -26,16 +26,24 @@ SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]  # SIGHUP: a closed ter
 
 
 def _sigint_as_in_a_terminal() -> None:
-    """SIGINT at its default in the child, as a terminal starts a command: a test run from a background job
-    (``cmd &`` in a script) inherits SIGINT ignored, and psbench, like any Unix program, leaves an ignored signal
-    ignored (``lifecycle.install``), so the Ctrl-C these tests send would never arrive."""
+    """SIGINT and SIGHUP at their defaults in the child, as a terminal starts a command: a test run from a
+    background job (``cmd &`` in a script) inherits SIGINT ignored, one run under ``nohup`` SIGHUP ignored, and
+    psbench, like any Unix program, leaves an ignored signal ignored (``lifecycle.install``; see
+    :func:`test_under_nohup_a_hangup_is_ignored_and_the_run_finishes`), so the signals these tests send would never
+    arrive."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def _as_under_nohup() -> None:
+    """The child as ``nohup psbench …`` starts it: SIGHUP ignored."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
 
 class Psbench:
     """A running ``psbench`` whose stdout/stderr go to files under ``root``."""
 
-    def __init__(self, root: Path, *args: str) -> None:
+    def __init__(self, root: Path, *args: str, preexec=_sigint_as_in_a_terminal) -> None:
         env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
         env["PSBENCH_ROOT"] = str(root)
         self.root, self.out, self.err = root, root / "stdout.txt", root / "stderr.txt"
@@ -48,7 +56,7 @@ class Psbench:
                 stderr=e,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_sigint_as_in_a_terminal,
+                preexec_fn=preexec,
             )
 
     def text(self) -> str:
@@ -189,6 +197,20 @@ def test_a_signal_before_training_ends_the_run_killed(psbench_root, sig):
     assert s["updates_done"] == s["samples"] == 0 and s["test_error"] is None
     assert s["failure_reason"] == f"killed by {sig.name} before training"
     assert "update " not in p.out.read_text()  # no training step ran
+
+
+def test_under_nohup_a_hangup_is_ignored_and_the_run_finishes(psbench_root):
+    """``nohup psbench …`` asks to survive a closed terminal: psbench leaves the inherited SIG_IGN in place, so the
+    SIGHUP that ends an interactive run (exit 129, KILLED) changes nothing here — the run finishes, FINISHED."""
+    run_dir = psbench_root / "run"
+    p = Psbench(psbench_root, "trainer.progress=plain", f"hydra.run.dir={run_dir}", preexec=_as_under_nohup)
+    p.wait_for(lambda: bool(_runs(psbench_root)))
+    os.kill(p.proc.pid, signal.SIGHUP)
+    assert p.proc.wait(timeout=300) == 0, p.text()[-3000:]
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["status"] == "finished" and s["updates_done"] > 0
+    ((_, status, _),) = _runs(psbench_root)
+    assert status == "FINISHED"
 
 
 @pytest.mark.parametrize("delay", [0.5, 1.5])
