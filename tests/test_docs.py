@@ -117,9 +117,10 @@ def all_commands() -> list[tuple[str, str, dict[str, str]]]:
 
 
 def test_the_command_finder_finds_the_commands_of_every_page():
-    """The parser itself: the README's five examples and its install command, a multi-line command, exports."""
+    """The parser itself: the README's install command, its five examples and its five own-model commands, a
+    multi-line command, exports."""
     readme = [c for where, c, _ in commands_of(README)]
-    assert len(readme) == 6 and readme[0].endswith("psbench")
+    assert len(readme) == 11 and readme[0].endswith("psbench")
     assert "psbench -m hparams_search=rudra_pareto" in readme
     cluster = commands_of(DOCS / "how-to" / "cluster.md")
     [(_, line, env)] = [c for c in cluster if "rudra_pareto" in c[1]]
