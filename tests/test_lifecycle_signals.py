@@ -199,6 +199,26 @@ def test_a_signal_before_training_ends_the_run_killed(psbench_root, sig):
     assert "update " not in p.out.read_text()  # no training step ran
 
 
+def test_a_run_whose_process_was_sigkilled_is_ended_killed_by_the_next_job_in_its_dir(psbench_root):
+    """SIGKILL (or the OOM killer, or a lost session) leaves no record: the run stays RUNNING. The next job in the
+    same run dir finds it (tag ``run_dir``, this host, a pid that no longer runs) and ends it KILLED with the
+    reason, before its own run starts; its own run then finishes."""
+    run_dir = psbench_root / "run"
+    p = Psbench(psbench_root, "batch_size=1", "epochs=60", "trainer.progress=plain", f"hydra.run.dir={run_dir}")
+    p.wait_for(lambda: bool(_runs(psbench_root)))
+    os.killpg(p.proc.pid, signal.SIGKILL)
+    p.proc.wait(timeout=60)
+    ((lost, status, tags),) = _runs(psbench_root)
+    assert status == "RUNNING" and tags["psbench.pid"] == str(p.proc.pid)
+    again = Psbench(psbench_root, "trainer.progress=plain", f"hydra.run.dir={run_dir}")
+    assert again.proc.wait(timeout=300) == 0, again.text()[-3000:]
+    (first, second) = _runs(psbench_root)
+    assert first[0] == lost and first[1] == "KILLED"
+    assert first[2]["failure_reason"].startswith(f"its process ({tags['psbench.host']}, pid {p.proc.pid}) ended")
+    assert second[1] == "FINISHED"
+    assert f"MLflow run {lost} of an earlier job in {run_dir} ended KILLED" in again.text()
+
+
 def test_under_nohup_a_hangup_is_ignored_and_the_run_finishes(psbench_root):
     """``nohup psbench …`` asks to survive a closed terminal: psbench leaves the inherited SIG_IGN in place, so the
     SIGHUP that ends an interactive run (exit 129, KILLED) changes nothing here — the run finishes, FINISHED."""

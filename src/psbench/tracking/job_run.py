@@ -54,6 +54,7 @@ class JobRun:
         self.t = tracking
         if resume is not None and resume.get("mlflow_run_id"):  # the same run, RUNNING again
             self.run_id = resume["mlflow_run_id"]
+            tracking.set_tags(self.uri, self.run_id, tracking.process_tags())
             self.last_steps = tracking.reopen_run(self.uri, self.run_id, int(resume["update"]))
             log.info("MLflow run %s resumed before update %s in %s", self.run_id, resume["update"], self.uri)
             return
@@ -62,6 +63,9 @@ class JobRun:
         )
         tags = tracking.run_tags(resolved, _hydra_choices())
         tags["run_dir"] = str(run_dir)
+        tags.update(tracking.process_tags())
+        for lost in tracking.end_lost_runs(self.uri, exp_id, str(run_dir)):
+            log.info("MLflow run %s of an earlier job in %s ended KILLED: its process is gone", lost, run_dir)
         tags["mlflow.source.name"] = "psbench"
         if provenance.get("git_commit"):
             tags["mlflow.source.git.commit"] = provenance["git_commit"]

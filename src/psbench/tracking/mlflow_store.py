@@ -389,6 +389,66 @@ def end_run(tracking_uri: str, run_id: str, status: str, reason: str | None = No
     client(tracking_uri).set_terminated(run_id, status)
 
 
+#: the tags by which a later job in the same run dir tells that a run's process is gone: its host and its pid
+HOST_TAG, PID_TAG = "psbench.host", "psbench.pid"
+
+
+def process_tags() -> dict[str, str]:
+    """This process's :data:`HOST_TAG` and :data:`PID_TAG`."""
+    import socket
+
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def _alive(pid: int) -> bool:
+    """Is ``pid`` a running psbench (or Python) process here? A pid reused by another program counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.exists():  # no /proc (macOS): the pid exists
+        return True
+    with contextlib.suppress(OSError):
+        text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return "psbench" in text or "python" in text
+    return False
+
+
+def end_lost_runs(tracking_uri: str, experiment_id: str, run_dir: str) -> list[str]:
+    """End KILLED the runs of ``run_dir`` left RUNNING by a process that is gone; return their ids.
+
+    A SIGKILL, the kernel's OOM killer or a lost session end a process without a record, so its MLflow run stays
+    RUNNING; the next job in the same dir (a re-run, an Optuna retry without a checkpoint) ends it, with tag
+    ``failure_reason``. Only runs started on this host by a pid that no longer runs psbench are touched: a run of
+    another machine, or one still going, is left as it is.
+    """
+    import socket
+
+    host = socket.gethostname()
+    quoted = run_dir.replace("'", "\\'")
+    c = client(tracking_uri)
+    lost = []
+    for run in c.search_runs(
+        [experiment_id], filter_string=f"tags.run_dir = '{quoted}' and attributes.status = 'RUNNING'", max_results=100
+    ):
+        tags = run.data.tags
+        pid = tags.get(PID_TAG, "")
+        if tags.get(HOST_TAG) != host or not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        end_run(
+            tracking_uri,
+            run.info.run_id,
+            KILLED,
+            f"its process ({host}, pid {pid}) ended without a record (SIGKILL, out of memory or a lost session); "
+            "a later job in the same dir ended it",
+        )
+        lost.append(run.info.run_id)
+    return lost
+
+
 def reopen_run(tracking_uri: str, run_id: str, update: int) -> dict[str, int]:
     """Set a run back to RUNNING to resume it before ``update``; return the last step logged per metric.
 
