@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from psbench import launchers
+
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]  # SIGHUP: a closed terminal, a dropped ssh session
 
@@ -167,6 +169,26 @@ def _left_processes(root: Path) -> list[str]:
     return found
 
 
+def _training(root: Path) -> int:
+    """How many job runs in root/mlflow.db have logged a training loss."""
+    with sqlite3.connect(root / "mlflow.db", timeout=30) as db:
+        return db.execute("select count(distinct run_uuid) from metrics where key = 'train_loss'").fetchone()[0]
+
+
+def _in_session(sid: int) -> list[str]:
+    """Command lines of live processes of session ``sid`` (psbench started with ``start_new_session``)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat[3]) == sid and stat[0] != "Z":
+            found.append(cmd)
+    return found
+
+
 def _assert_killed(root: Path, run_dir: Path, sig: int, rc: int, err: str) -> dict:
     """Exit 128 + sig, one ``psbench: killed by`` line, summary killed, MLflow KILLED, nothing left; the summary."""
     name = signal.Signals(sig).name
@@ -297,6 +319,89 @@ def test_a_signal_stops_a_multirun(psbench_root):
     rc, err = p.kill(signal.SIGTERM)
     _assert_killed(psbench_root, sweep / "0", signal.SIGTERM, rc, err)
     assert not (sweep / "1").exists()
+
+
+@pytest.mark.skipif(not launchers.installed("joblib"), reason="hydra-joblib-launcher (the cluster extra) missing")
+@pytest.mark.parametrize("group", [True, False], ids=["group", "sweep_process_only"])
+def test_a_signal_stops_a_joblib_sweep_and_every_job_in_flight_ends_killed(psbench_root, group):
+    """hydra/launcher=joblib: the jobs run in loky worker processes. Ctrl-C (the whole group) or a SIGTERM to the sweep
+    process alone (``kill <pid>``, ``docker stop``; the sweep forwards it): each job in flight ends KILLED at an update
+    boundary with its summary.json, the sweep waits for their records, ends its parent run KILLED and exits 143 —
+    no run left RUNNING, no worker left behind."""
+    sweep = psbench_root / "sweep"
+    p = Psbench(
+        psbench_root,
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "seed=0,1",
+        "epochs=3000",
+        "trainer.progress=plain",
+        f"hydra.sweep.dir={sweep}",
+    )
+    p.wait_for(lambda: _training(psbench_root) == 2)
+    rc, err = p.kill(signal.SIGTERM, group=group)
+    assert rc == EXIT[signal.SIGTERM], err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    runs = _runs(psbench_root)
+    assert len(runs) == 2 and {status for _, status, _ in runs} == {"KILLED"}, runs
+    for n in (0, 1):
+        s = json.loads((sweep / str(n) / "summary.json").read_text())
+        assert s["status"] == "killed" and s["signal"] == "SIGTERM" and s["updates_done"] > 0
+        assert s["failure_reason"].startswith("killed by SIGTERM after ")
+        line = f"psbench: {s['failure_reason']}; summary in {sweep / str(n) / 'summary.json'}"
+        assert err.count(line) == 1, err[-3000:]
+    with sqlite3.connect(psbench_root / "mlflow.db", timeout=30) as db:
+        statuses = dict(db.execute("select run_uuid, status from runs"))
+    assert len(statuses) == 3 and set(statuses.values()) == {"KILLED"}  # the parent too
+    deadline = time.monotonic() + 30  # the loky workers, and its resource tracker once it sees the sweep gone
+    while _in_session(p.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _in_session(p.proc.pid)
+
+
+@pytest.mark.skipif(not launchers.installed("joblib"), reason="hydra-joblib-launcher (the cluster extra) missing")
+def test_a_signal_to_an_optuna_study_under_joblib_keeps_the_trial_that_finished(psbench_root):
+    """A batch of two trials in joblib's workers: the one that finished before the signal is COMPLETE with its
+    result, the one in flight is KILLED (its run, its summary.json) and FAIL ``interrupted`` (rerun on resume)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    p = Psbench(
+        psbench_root,
+        "-m",
+        "hydra/sweeper=psbench_optuna",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "hydra.sweep.dir=s",
+        "hydra.sweeper.study_name=pair",
+        "hydra.sweeper.sampler.name=grid",
+        "hydra.sweeper.n_trials=null",
+        "hydra.sweeper.n_jobs=2",
+        "hydra.sweeper.cases={short: {epochs: 1}, long: {epochs: 3000}}",
+        "trainer.progress=plain",
+    )
+    sweep = psbench_root / "s"
+
+    def short_done() -> bool:
+        return (
+            any(json.loads(f.read_text()).get("status") == "finished" for f in sweep.glob("*/summary.json"))
+            and _training(psbench_root) == 2
+        )
+
+    p.wait_for(short_done)
+    rc, err = p.kill(signal.SIGTERM)
+    assert rc == EXIT[signal.SIGTERM], err[-3000:]
+    trials = {
+        t.params["case"]: t
+        for t in optuna.load_study(study_name="pair", storage=f"sqlite:///{sweep}/optuna.db").get_trials()
+    }
+    assert trials["short"].state == TrialState.COMPLETE and trials["short"].value is not None
+    assert trials["long"].state == TrialState.FAIL and trials["long"].user_attrs["interrupted"]
+    statuses = {tags["case"]: status for _, status, tags in _runs(psbench_root)}
+    assert statuses == {"short": "FINISHED", "long": "KILLED"}
+    s = json.loads((sweep / str(trials["long"].number) / "summary.json").read_text())
+    assert s["status"] == "killed" and s["signal"] == "SIGTERM"
 
 
 def test_a_signal_stops_an_optuna_search_and_its_trial_runs_again_on_resume(psbench_root):

@@ -46,6 +46,20 @@ __all__ = ["CONF_DIR", "default_data_dir", "execute", "main", "shared_datasets"]
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
+    from psbench.tracking import sweep
+
+    if not sweep.in_worker():
+        return _job(cfg)
+    try:
+        with lifecycle.worker_job():
+            return _job(cfg)
+    except lifecycle.Killed as k:  # its record is written; the launcher's other jobs go on
+        if sweep.in_basic_sweep():
+            return None  # the grid's ledger reads summary.json (killed); the sweep's own signal ends the sweep
+        raise lifecycle.JobKilled(lifecycle.describe(k), k.signum) from None
+
+
+def _job(cfg: DictConfig) -> float | None:
     try:
         return execute(cfg)
     except (ConfigError, DataError, OmegaConfBaseException) as err:

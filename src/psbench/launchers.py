@@ -5,7 +5,8 @@ launcher whose plugin is not installed with one line naming the extra, before an
 would only list the launchers it has). :func:`register_configs` (run by Hydra's plugin scan, from
 ``hydra_plugins.psbench_launchers``) stores each installed plugin's config under its own name with the
 ``resources`` preset of the scale (``conf/resources/``) in its resource keys and, for submitit, the
-launcher of :mod:`hydra_plugins.psbench_launchers.requeue` (a requeued job resumes from its checkpoint).
+launcher of :mod:`hydra_plugins.psbench_launchers.requeue` (a requeued job resumes from its checkpoint); for
+joblib, that of :mod:`hydra_plugins.psbench_launchers.joblib_launcher` (a signal ends each job in flight KILLED).
 """
 
 from __future__ import annotations
@@ -97,6 +98,14 @@ def register_configs() -> None:
     from omegaconf import OmegaConf
 
     cs = ConfigStore.instance()
+    try:
+        from hydra_plugins.hydra_joblib_launcher.config import JobLibLauncherConf
+    except ImportError:
+        pass
+    else:  # a signal ends each job in flight KILLED with its record (hydra_plugins.psbench_launchers.joblib_launcher)
+        target = "hydra_plugins.psbench_launchers.joblib_launcher.JoblibLauncher"
+        node = OmegaConf.merge(OmegaConf.structured(JobLibLauncherConf), {"_target_": target})
+        cs.store(group="hydra/launcher", name="joblib", node=node, provider="psbench")
     try:
         from hydra_plugins.hydra_submitit_launcher.config import LocalQueueConf, SlurmQueueConf
     except ImportError:

@@ -17,15 +17,23 @@ finalizer or a weakref callback (garbage collection runs them at arbitrary point
 Python; :func:`install` hooks ``sys.unraisablehook`` so that such a signal stays pending and the
 next safe point raises it (long loops outside the fit, e.g. the simulation, go through
 :func:`checked`).
+
+A sweep whose jobs run in a launcher's worker processes (``hydra/launcher=joblib``): the sweep process waits in a
+:func:`forwarding` section, which passes each signal on to its workers; a worker holds signals between jobs
+(:func:`hold_in_worker`, its initializer) and each job runs in :func:`worker_job`, which ends it KILLED like a single
+run and hands the sweep a :class:`JobKilled` as the job's result. Two copies of one signal within
+:data:`COPY_S` (the process group's and the one the sweep forwarded) count once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -41,6 +49,7 @@ class Killed(BaseException):
         self.signum = signum
         self.reason = reason or f"killed by {signal.Signals(signum).name}"
         self.progress: dict[str, Any] = {}
+        self.job_returns: Any = None  # a sweep's: what each job of the batch in flight ended with (joblib launcher)
         self.reported = False  # the CLI printed its line and ended the MLflow run
         super().__init__(self.reason)
 
@@ -53,10 +62,27 @@ class Killed(BaseException):
         return 128 + self.signum
 
 
+class JobKilled(Exception):
+    """A job in a launcher's worker ended KILLED (its record is written): the job's result for the sweep, an
+    ``Exception`` so that Hydra returns it as a failed ``JobReturn`` and the launcher's other jobs go on."""
+
+    def __init__(self, reason: str, signum: int) -> None:
+        super().__init__(reason, signum)
+        self.reason, self.signum = reason, signum
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+#: two copies of one signal within this many seconds are one signal (a process group's, and the sweep's forward)
+COPY_S = 0.25
+
 _received: list[int] = []
+_last = 0.0
 _depth = 0
 _raised = False
 _held = False
+_forwarding = False
 _installed: set[int] = set()
 
 
@@ -68,7 +94,14 @@ def killed(signum: int, reason: str | None = None) -> Killed:
 
 
 def _handler(signum: int, frame: object) -> None:
+    global _last
+    now = time.monotonic()
+    if _received and _received[-1] == signum and now - _last < COPY_S:
+        return  # a copy of the signal just received
+    _last = now
     _received.append(signum)
+    if _forwarding:
+        _forward(signum)
     if len(_received) >= 3:  # the user insists: the default action, now
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
@@ -159,11 +192,53 @@ def deferred() -> Iterator[None]:
         check()
 
 
+def _forward(signum: int) -> None:
+    for child in multiprocessing.active_children():
+        if child.pid:
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signum)
+
+
+@contextlib.contextmanager
+def forwarding() -> Iterator[None]:
+    """The sweep process while its jobs run in worker processes (its ``multiprocessing`` children): a signal is
+    passed on to them and held here; leaving the section raises it, once every job has ended and left its record."""
+    global _forwarding
+    was, _forwarding = _forwarding, True
+    try:
+        with deferred():
+            yield
+    finally:
+        _forwarding = was
+
+
+def hold_in_worker() -> None:
+    """A launcher's worker process starts (joblib's initializer): a signal between jobs is only recorded, and the
+    next job (:func:`worker_job`) ends KILLED before training; an idle worker is never ended by one."""
+    install(hold=True)
+
+
+@contextlib.contextmanager
+def worker_job() -> Iterator[None]:
+    """One job in a launcher's worker: signals act as in a single run, and a signal this worker received before (between
+    jobs, or in an earlier job) ends this job too, at its first safe point (before training); afterwards the worker
+    holds signals again."""
+    global _depth, _held, _raised
+    install()
+    _raised = False
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread() and not _held:
+            _held = True
+            _depth += 1
+
+
 def reset() -> None:
     """Forget received signals (a fresh start, e.g. in tests that run jobs in-process)."""
-    global _raised, _depth, _held
+    global _raised, _depth, _held, _forwarding
     _received.clear()
-    _raised, _depth, _held = False, 0, False
+    _raised, _depth, _held, _forwarding = False, 0, False, False
 
 
 def summary(k: Killed) -> RunSummary:

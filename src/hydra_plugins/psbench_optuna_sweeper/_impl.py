@@ -717,8 +717,14 @@ class OptunaSweeperImpl:
         sigint = signal.getsignal(signal.SIGINT)  # SIG_IGN already in a background job of a script
         try:
             results = self.launcher.launch([ov for _, ov in batch], initial_job_idx=batch[0][0].number)
-        except (KeyboardInterrupt, Killed):  # Killed: SIGINT/SIGTERM under psbench.cli (psbench.lifecycle)
-            self._interrupted(study, batch)
+        except (KeyboardInterrupt, Killed) as k:  # Killed: SIGINT/SIGTERM under psbench.cli (psbench.lifecycle)
+            ended = getattr(k, "job_returns", None)  # a launcher that let each job end (joblib) says how
+            for (trial, ov), ret in zip(batch, ended or [None] * len(batch), strict=True):
+                if ret is not None and ret.status == JobStatus.COMPLETED:
+                    with contextlib.suppress(StudyStop):  # the signal ends the study anyway
+                        self._tell(study, trial, ret, None)
+                else:
+                    self._interrupted(study, [(trial, ov)])
             raise
         except SystemExit as exc:  # psbench.cli reports bad input and exits 2 from inside the job
             if sigint is not signal.SIG_IGN and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:

@@ -213,7 +213,13 @@ def record_job(config: DictConfig, job_return: Any) -> None:
         "overrides": [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []],
     }
     if job_return.status == JobStatus.FAILED:
-        entry.update(status="failed", reason=error_line(job_return._return_value))
+        from psbench.lifecycle import JobKilled
+
+        err = job_return._return_value
+        if isinstance(err, JobKilled):  # a worker's job ended by a signal (its summary.json says so too)
+            entry.update(status="killed", reason=err.reason)
+        else:
+            entry.update(status="failed", reason=error_line(err))
     else:
         out = OmegaConf.select(config, "hydra.runtime.output_dir")
         try:
