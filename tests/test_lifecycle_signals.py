@@ -139,6 +139,41 @@ def test_a_signal_waits_for_the_boundary_inside_deferred_and_is_raised_once(hand
     assert fresh.value.exit_code == 130 and fresh.value.signal_name == "SIGINT"
 
 
+def test_a_worker_holds_a_signal_between_jobs_and_its_next_job_ends_killed(handlers):
+    """A launcher's worker (joblib's initializer): a signal while idle is recorded, not raised (an idle worker that
+    died would make loky kill every worker); the next job raises it at its first safe point, and so does every
+    later job of that worker; copies of one signal within COPY_S count once."""
+    lifecycle = handlers
+    lifecycle.hold_in_worker()
+    os.kill(os.getpid(), signal.SIGTERM)  # idle: held
+    os.kill(os.getpid(), signal.SIGTERM)  # the sweep's forwarded copy: the same signal
+    time.sleep(0.1)
+    for _ in range(2):
+        with pytest.raises(lifecycle.Killed) as k:
+            with lifecycle.worker_job():
+                lifecycle.release()  # what psbench.job.execute does first
+        assert k.value.signal_name == "SIGTERM"
+    assert lifecycle._received == [signal.SIGTERM]
+
+
+def test_a_job_run_in_the_sweep_process_leaves_signals_as_they_were(handlers):
+    """joblib with n_jobs=1 runs the jobs in the sweep's own process: after them a signal is raised when the
+    forwarding section ends, and at once after it — nothing stays held."""
+    lifecycle = handlers
+    with pytest.raises(lifecycle.Killed):
+        with lifecycle.forwarding():
+            with lifecycle.worker_job():
+                lifecycle.release()
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+    lifecycle.reset()
+    with lifecycle.forwarding(), lifecycle.worker_job():
+        pass
+    with pytest.raises(lifecycle.Killed):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+
+
 def _runs(root: Path) -> list[tuple[str, str, dict[str, str]]]:
     """(run id, status, tags) of every job's run in root/mlflow.db (a sweep's parent run left out), via sqlite."""
     with sqlite3.connect(root / "mlflow.db", timeout=30) as db:

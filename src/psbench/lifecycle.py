@@ -83,6 +83,7 @@ _depth = 0
 _raised = False
 _held = False
 _forwarding = False
+_worker = False  # a launcher's worker process (hold_in_worker ran here)
 _installed: set[int] = set()
 
 
@@ -215,6 +216,8 @@ def forwarding() -> Iterator[None]:
 def hold_in_worker() -> None:
     """A launcher's worker process starts (joblib's initializer): a signal between jobs is only recorded, and the
     next job (:func:`worker_job`) ends KILLED before training; an idle worker is never ended by one."""
+    global _worker
+    _worker = True
     install(hold=True)
 
 
@@ -222,23 +225,24 @@ def hold_in_worker() -> None:
 def worker_job() -> Iterator[None]:
     """One job in a launcher's worker: signals act as in a single run, and a signal this worker received before (between
     jobs, or in an earlier job) ends this job too, at its first safe point (before training); afterwards the worker
-    holds signals again."""
+    holds signals again (a job run in the sweep's own process, e.g. joblib with ``n_jobs=1``, leaves them as they
+    were)."""
     global _depth, _held, _raised
     install()
     _raised = False
     try:
         yield
     finally:
-        if threading.current_thread() is threading.main_thread() and not _held:
+        if _worker and not _held:
             _held = True
             _depth += 1
 
 
 def reset() -> None:
     """Forget received signals (a fresh start, e.g. in tests that run jobs in-process)."""
-    global _raised, _depth, _held, _forwarding
+    global _raised, _depth, _held, _forwarding, _worker
     _received.clear()
-    _raised, _depth, _held, _forwarding = False, 0, False, False
+    _raised, _depth, _held, _forwarding, _worker = False, 0, False, False, False
 
 
 def summary(k: Killed) -> RunSummary:
