@@ -5,9 +5,9 @@ from __future__ import annotations
 import warnings
 
 import pytest
-import pytorch_lightning as pl
 import torch
 
+from fit_updates import fit_updates
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.compression.pipeline import LearnerCompression
 from psbench.lr import LRPolicy
@@ -29,22 +29,8 @@ def run(dm, proto: Protocol, options: dict | None, mu=8, gradients=64, batching=
         else LearnerCompression(options, {k: v.shape for k, v in net.named_parameters()}, seed=0)
     )
     strategy = ParameterServerStrategy(sched, batching, compression=comp)
-    trainer = pl.Trainer(
-        strategy=strategy,
-        accelerator="cpu",
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        deterministic=True,
-    )
     data = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0)
-    trainer.fit(
-        ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}),
-        train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None),
-    )
+    fit_updates(strategy, ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}), data)
     return net, strategy, sched
 
 

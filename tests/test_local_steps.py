@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
 
+from fit_updates import fit_updates
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.data import build_datamodule
 from psbench.errors import ConfigError
@@ -67,18 +67,7 @@ def run(dm, proto: Protocol, mu: int, gradients: int, optimizer: dict, batching:
         module = ClassifierModule(net, optimizer)
         data = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy(), mu, proto.learners, 0)
     strategy = ParameterServerStrategy(sched, batching, local=local)
-    trainer = pl.Trainer(
-        strategy=strategy,
-        accelerator="cpu",
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        deterministic=True,
-    )
-    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None))
+    fit_updates(strategy, module, data)
     assert strategy.updates_done == sched.num_updates
     return net, sched, local
 

@@ -10,9 +10,9 @@ import warnings
 
 import numpy as np
 import pytest
-import pytorch_lightning as pl
 import torch
 
+from fit_updates import fit_updates
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.lr import LRPolicy
 from psbench.models import build_model
@@ -36,22 +36,8 @@ def fit(dm, proto: Protocol, gradients: int, mu: int = 4, batching: str = "auto"
     torch.manual_seed(0)
     net = build_model(model, dm.input_shape, dm.num_classes)
     strategy = ParameterServerStrategy(sched, batching, **kw)
-    trainer = pl.Trainer(
-        strategy=strategy,
-        accelerator="cpu",
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        deterministic=True,
-    )
     data = UpdateBatches(sched, dm.x_train, dm.y_train, mu, LRPolicy("per_gradient"), mu, proto.learners, 0)
-    trainer.fit(
-        ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}),
-        train_dataloaders=torch.utils.data.DataLoader(data, batch_size=None),
-    )
+    fit_updates(strategy, ClassifierModule(net, {"name": "sgd", "lr": 0.05, "momentum": 0.9}), data)
     assert strategy.updates_done == sched.num_updates
     return torch.cat([p.detach().reshape(-1) for p in net.parameters()]), strategy, sched
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import warnings
 
 import pytest
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from fit_updates import fit_updates
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.errors import ConfigError
 from psbench.lr import LRPolicy
@@ -275,19 +275,7 @@ def test_cifarnet_trains_through_the_parameter_server_strategy() -> None:
 
     before = [p.detach().clone() for p in net.parameters()]
     strategy = ParameterServerStrategy(sched, "vmap")
-    trainer = pl.Trainer(
-        strategy=strategy,
-        accelerator="cpu",
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        deterministic=True,
-    )
-    module = ClassifierModule(net, {"name": "sgd", "lr": 0.01, "momentum": 0.9})
-    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
+    fit_updates(strategy, ClassifierModule(net, {"name": "sgd", "lr": 0.01, "momentum": 0.9}), batches)
     assert strategy.updates_done == sched.num_updates and not strategy.diverged
     assert all(torch.isfinite(p).all() for p in net.parameters())
     assert max(float((p.detach() - b).abs().max()) for p, b in zip(net.parameters(), before, strict=True)) > 1e-6
