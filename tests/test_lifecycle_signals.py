@@ -139,39 +139,58 @@ def test_a_signal_waits_for_the_boundary_inside_deferred_and_is_raised_once(hand
     assert fresh.value.exit_code == 130 and fresh.value.signal_name == "SIGINT"
 
 
-def test_a_worker_holds_a_signal_between_jobs_and_its_next_job_ends_killed(handlers):
-    """A launcher's worker (joblib's initializer): a signal while idle is recorded, not raised (an idle worker that
-    died would make loky kill every worker); the next job raises it at its first safe point, and so does every
-    later job of that worker; copies of one signal within COPY_S count once."""
+def test_a_worker_holds_a_signal_between_jobs_and_only_its_next_job_ends_killed(handlers, tmp_path):
+    """A joblib worker (``hold_in_worker``, its initializer): a signal while idle is recorded, not raised (an idle
+    worker that died would make loky kill every worker), and copies of it within COPY_S count once; the next job
+    raises it at its first safe point; the job after runs (the worker was signalled alone); once the sweep itself
+    was signalled (its signal file), every job the worker takes ends at once."""
     lifecycle = handlers
-    lifecycle.hold_in_worker()
+    lifecycle.hold_in_worker(str(tmp_path))
+    assert lifecycle.in_worker() and (tmp_path / f"ready.{os.getpid()}").exists()
     os.kill(os.getpid(), signal.SIGTERM)  # idle: held
     os.kill(os.getpid(), signal.SIGTERM)  # the sweep's forwarded copy: the same signal
     time.sleep(0.1)
-    for _ in range(2):
-        with pytest.raises(lifecycle.Killed) as k:
-            with lifecycle.worker_job():
-                lifecycle.release()  # what psbench.job.execute does first
-        assert k.value.signal_name == "SIGTERM"
     assert lifecycle._received == [signal.SIGTERM]
 
+    def job() -> str:
+        with lifecycle.worker_job():
+            lifecycle.release()  # what psbench.job.execute does first
+            lifecycle.check()  # an update boundary
+        return "ran"
 
-def test_a_job_run_in_the_sweep_process_leaves_signals_as_they_were(handlers):
-    """joblib with n_jobs=1 runs the jobs in the sweep's own process: after them a signal is raised when the
-    forwarding section ends, and at once after it — nothing stays held."""
+    with pytest.raises(lifecycle.Killed) as k:
+        job()
+    assert k.value.signal_name == "SIGTERM"
+    assert job() == "ran"
+    (tmp_path / lifecycle.SIGNAL_FILE).write_text(str(int(signal.SIGINT)))
+    for _ in range(2):
+        with pytest.raises(lifecycle.Killed) as k:
+            job()
+        assert k.value.signal_name == "SIGINT"
+
+
+def test_the_sweep_forwards_a_signal_only_to_workers_that_are_ready_and_raises_it_at_the_end(handlers, tmp_path):
+    """``forwarding``: the signal is left in the signal file for workers still starting (whose default action would
+    end them, and loky would then kill the others), sent to the ready ones, and raised when the section ends."""
+    import multiprocessing
+
     lifecycle = handlers
-    with pytest.raises(lifecycle.Killed):
-        with lifecycle.forwarding():
-            with lifecycle.worker_job():
-                lifecycle.release()
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(0.1)
-    lifecycle.reset()
-    with lifecycle.forwarding(), lifecycle.worker_job():
-        pass
-    with pytest.raises(lifecycle.Killed):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(1)
+    child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,))
+    child.start()
+    try:
+        with pytest.raises(lifecycle.Killed) as k:
+            with lifecycle.forwarding(tmp_path):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.5)
+                assert child.is_alive()  # not ready: not signalled, the file says it
+                assert (tmp_path / lifecycle.SIGNAL_FILE).read_text() == str(int(signal.SIGTERM))
+                (tmp_path / f"ready.{child.pid}").touch()
+                os.kill(os.getpid(), signal.SIGTERM)  # a second signal (not a copy: 0.5 s later): now passed on
+                child.join(30)
+        assert k.value.signal_name == "SIGTERM"
+        assert child.exitcode == -signal.SIGTERM
+    finally:
+        child.kill()
 
 
 def _runs(root: Path) -> list[tuple[str, str, dict[str, str]]]:
@@ -361,15 +380,16 @@ def test_a_signal_stops_a_multirun(psbench_root):
 def test_a_signal_stops_a_joblib_sweep_and_every_job_in_flight_ends_killed(psbench_root, group):
     """hydra/launcher=joblib: the jobs run in loky worker processes. Ctrl-C (the whole group) or a SIGTERM to the sweep
     process alone (``kill <pid>``, ``docker stop``; the sweep forwards it): each job in flight ends KILLED at an update
-    boundary with its summary.json, the sweep waits for their records, ends its parent run KILLED and exits 143 —
-    no run left RUNNING, no worker left behind."""
+    boundary with its summary.json, the job a worker takes after the signal ends before training (no MLflow run), the
+    sweep waits for their records, ends its parent run KILLED and exits 143 — no run left RUNNING, no worker left
+    behind."""
     sweep = psbench_root / "sweep"
     p = Psbench(
         psbench_root,
         "-m",
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
-        "seed=0,1",
+        "seed=0,1,2",
         "epochs=3000",
         "trainer.progress=plain",
         f"hydra.sweep.dir={sweep}",
@@ -386,6 +406,8 @@ def test_a_signal_stops_a_joblib_sweep_and_every_job_in_flight_ends_killed(psben
         assert s["failure_reason"].startswith("killed by SIGTERM after ")
         line = f"psbench: {s['failure_reason']}; summary in {sweep / str(n) / 'summary.json'}"
         assert err.count(line) == 1, err[-3000:]
+    late = json.loads((sweep / "2" / "summary.json").read_text())
+    assert late["status"] == "killed" and late["failure_reason"] == "killed by SIGTERM before training"
     with sqlite3.connect(psbench_root / "mlflow.db", timeout=30) as db:
         statuses = dict(db.execute("select run_uuid, status from runs"))
     assert len(statuses) == 3 and set(statuses.values()) == {"KILLED"}  # the parent too

@@ -46,12 +46,12 @@ __all__ = ["CONF_DIR", "default_data_dir", "execute", "main", "shared_datasets"]
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
+    if not lifecycle.in_worker():  # one run, a job in the sweep's own process, submitit's, Ray's
+        return _job(cfg)
     from psbench.tracking import sweep
 
-    if not sweep.in_worker():
-        return _job(cfg)
     try:
-        with lifecycle.worker_job():
+        with lifecycle.worker_job():  # a joblib worker's (hydra_plugins.psbench_launchers.joblib_launcher)
             return _job(cfg)
     except lifecycle.Killed as k:  # its record is written; the launcher's other jobs go on
         if sweep.in_basic_sweep():

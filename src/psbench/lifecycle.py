@@ -19,10 +19,11 @@ next safe point raises it (long loops outside the fit, e.g. the simulation, go t
 :func:`checked`).
 
 A sweep whose jobs run in a launcher's worker processes (``hydra/launcher=joblib``): the sweep process waits in a
-:func:`forwarding` section, which passes each signal on to its workers; a worker holds signals between jobs
-(:func:`hold_in_worker`, its initializer) and each job runs in :func:`worker_job`, which ends it KILLED like a single
-run and hands the sweep a :class:`JobKilled` as the job's result. Two copies of one signal within
-:data:`COPY_S` (the process group's and the one the sweep forwarded) count once.
+:func:`forwarding` section, which passes each signal on to its workers (and leaves it in a file for those still
+starting); a worker holds signals between jobs (:func:`hold_in_worker`, its initializer) and each job runs in
+:func:`worker_job`, which ends it KILLED like a single run and hands the sweep a :class:`JobKilled` as the job's
+result. Two copies of one signal within :data:`COPY_S` (the process group's and the one the sweep forwarded) count
+once.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from psbench.summary import RunSummary
@@ -82,8 +84,10 @@ _last = 0.0
 _depth = 0
 _raised = False
 _held = False
-_forwarding = False
-_worker = False  # a launcher's worker process (hold_in_worker ran here)
+_forwarding: Path | None = None  # the sweep's signal directory while its jobs run in workers
+_worker: Path | None = None  # in a launcher's worker process: the sweep's signal directory
+#: in :func:`forwarding`'s directory: the sweep's signal, for workers not ready when it came
+SIGNAL_FILE = "signal"
 _installed: set[int] = set()
 
 
@@ -101,7 +105,7 @@ def _handler(signum: int, frame: object) -> None:
         return  # a copy of the signal just received
     _last = now
     _received.append(signum)
-    if _forwarding:
+    if _forwarding is not None:
         _forward(signum)
     if len(_received) >= 3:  # the user insists: the default action, now
         signal.signal(signum, signal.SIG_DFL)
@@ -194,18 +198,24 @@ def deferred() -> Iterator[None]:
 
 
 def _forward(signum: int) -> None:
+    """The sweep's signal, for its workers: written to the signal file (a worker that is still starting, or not
+    started yet, reads it once its handler is in place) and sent to each worker that is ready (its handler is)."""
+    assert _forwarding is not None
+    with contextlib.suppress(OSError):
+        (_forwarding / SIGNAL_FILE).write_text(str(signum))
     for child in multiprocessing.active_children():
-        if child.pid:
+        if child.pid and (_forwarding / f"ready.{child.pid}").exists():
             with contextlib.suppress(OSError):
                 os.kill(child.pid, signum)
 
 
 @contextlib.contextmanager
-def forwarding() -> Iterator[None]:
-    """The sweep process while its jobs run in worker processes (its ``multiprocessing`` children): a signal is
-    passed on to them and held here; leaving the section raises it, once every job has ended and left its record."""
+def forwarding(signals: Path) -> Iterator[None]:
+    """The sweep process while its jobs run in worker processes (its ``multiprocessing`` children, started with
+    :func:`hold_in_worker` and ``signals``, a directory): a signal is held here and passed on to them; leaving the
+    section raises it, once every job has ended and left its record."""
     global _forwarding
-    was, _forwarding = _forwarding, True
+    was, _forwarding = _forwarding, signals
     try:
         with deferred():
             yield
@@ -213,27 +223,48 @@ def forwarding() -> Iterator[None]:
         _forwarding = was
 
 
-def hold_in_worker() -> None:
-    """A launcher's worker process starts (joblib's initializer): a signal between jobs is only recorded, and the
-    next job (:func:`worker_job`) ends KILLED before training; an idle worker is never ended by one."""
+def hold_in_worker(signals: str) -> None:
+    """A launcher's worker process starts (joblib's initializer; ``signals``: the sweep's :func:`forwarding`
+    directory): a signal between jobs is only recorded — an idle worker is never ended by one, which would make loky
+    kill every worker — and the next job (:func:`worker_job`) ends KILLED before training."""
     global _worker
-    _worker = True
+    _worker = Path(signals)
     install(hold=True)
+    with contextlib.suppress(OSError):
+        (_worker / f"ready.{os.getpid()}").touch()  # from now on the sweep sends its signals here
+    _read_sweep_signal()
+
+
+def _read_sweep_signal() -> None:
+    """In a worker: the sweep's signal, if it got one (held: recorded, not raised)."""
+    assert _worker is not None
+    try:
+        signum = int((_worker / SIGNAL_FILE).read_text())
+    except (OSError, ValueError):
+        return
+    if signum not in _received:
+        _received.append(signum)
+
+
+def in_worker() -> bool:
+    """Whether this process is a launcher's worker started by :func:`hold_in_worker` (joblib's loky workers)."""
+    return _worker is not None
 
 
 @contextlib.contextmanager
 def worker_job() -> Iterator[None]:
-    """One job in a launcher's worker: signals act as in a single run, and a signal this worker received before (between
-    jobs, or in an earlier job) ends this job too, at its first safe point (before training); afterwards the worker
-    holds signals again (a job run in the sweep's own process, e.g. joblib with ``n_jobs=1``, leaves them as they
-    were)."""
+    """One job in a worker (:func:`in_worker`): signals act as in a single run; one the worker got while idle, or
+    the sweep's, ends the job at its first safe point (before training). Afterwards the worker holds signals again
+    and forgets its own (a worker signalled alone does not end its later jobs)."""
     global _depth, _held, _raised
-    install()
+    _read_sweep_signal()
     _raised = False
     try:
         yield
     finally:
-        if _worker and not _held:
+        _received.clear()
+        _raised = False
+        if not _held:
             _held = True
             _depth += 1
 
@@ -242,7 +273,7 @@ def reset() -> None:
     """Forget received signals (a fresh start, e.g. in tests that run jobs in-process)."""
     global _raised, _depth, _held, _forwarding, _worker
     _received.clear()
-    _raised, _depth, _held, _forwarding, _worker = False, 0, False, False, False
+    _raised, _depth, _held, _forwarding, _worker = False, 0, False, None, None
 
 
 def summary(k: Killed) -> RunSummary:

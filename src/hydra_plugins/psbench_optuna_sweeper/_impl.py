@@ -71,7 +71,7 @@ from hydra_plugins.psbench_optuna_sweeper._search_space import (
     evaluate,
     parse,
 )
-from psbench.lifecycle import Killed
+from psbench.lifecycle import JobKilled, Killed
 
 log = logging.getLogger(__name__)
 
@@ -720,11 +720,11 @@ class OptunaSweeperImpl:
         except (KeyboardInterrupt, Killed) as k:  # Killed: SIGINT/SIGTERM under psbench.cli (psbench.lifecycle)
             ended = getattr(k, "job_returns", None)  # a launcher that let each job end (joblib) says how
             for (trial, ov), ret in zip(batch, ended or [None] * len(batch), strict=True):
-                if ret is not None and ret.status == JobStatus.COMPLETED:
+                if ret is None or isinstance(ret._return_value, JobKilled):
+                    self._interrupted(study, [(trial, ov)])
+                else:  # it ended before the signal: finished, or failed for its own reason
                     with contextlib.suppress(StudyStop):  # the signal ends the study anyway
                         self._tell(study, trial, ret, None)
-                else:
-                    self._interrupted(study, [(trial, ov)])
             raise
         except SystemExit as exc:  # psbench.cli reports bad input and exits 2 from inside the job
             if sigint is not signal.SIG_IGN and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
