@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -38,6 +39,7 @@ from psbench.conf import CONF_DIR
 from psbench.errors import ConfigError, DataError, RunFailure
 from psbench.job import execute
 from psbench.paths import default_data_dir, register_resolvers, shared_datasets
+from psbench.summary import RunSummary
 
 register_resolvers()
 
@@ -54,9 +56,21 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         with lifecycle.worker_job():  # a joblib worker's (hydra_plugins.psbench_launchers.joblib_launcher)
             return _job(cfg)
     except lifecycle.Killed as k:  # its record is written; the launcher's other jobs go on
+        done = _finished(HydraConfig.get().runtime.output_dir)
+        if done is not None:  # the signal came as the job ended: it finished, and says so
+            return None if done.test_error is None else float(done.test_error)
         if sweep.in_basic_sweep():
             return None  # the grid's ledger reads summary.json (killed); the sweep's own signal ends the sweep
         raise lifecycle.JobKilled(lifecycle.describe(k), k.signum) from None
+
+
+def _finished(run_dir: str) -> RunSummary | None:
+    """The job's ``summary.json`` if it says the job finished (or diverged), else None."""
+    try:
+        done = RunSummary.read(Path(run_dir) / "summary.json")
+    except (OSError, ValueError, TypeError):
+        return None
+    return done if done.status in ("finished", "diverged") else None
 
 
 def _job(cfg: DictConfig) -> float | None:
