@@ -353,3 +353,31 @@ def test_an_unfinished_cost_study_is_pending_and_holds_back_the_reference(psbenc
     assert "| pending (12 of 20 cost runs) |" in md
     assert "**No comparison yet:** the JPEG cost in the tolerance is pending (12 of 20 cost runs)." in md
     assert "Within the tolerance" not in md
+
+
+def test_the_terngrad_table1_page_shows_whether_the_gap_closes_epoch_by_epoch(psbench_root, tmp_path):
+    """The per-epoch TernGrad − fp32 table: each run's last evaluation in each epoch, the mean over the seeds; at
+    N = 16 the second evaluation of epoch 3 (the final one) is the one that counts."""
+    s = ReportStore(psbench_root)
+    tags = {"paper": "terngrad", "table": "1", "scale": "full", "dataset": "cifar10_jpeg", "data_note": JPEG_NOTE}
+    # (case, updates per epoch, steps evaluated, errors at them for seed 0; seed k adds k × 0.002)
+    plan = {
+        "fp32_n2": (390, [389, 779, 1169], [0.50, 0.44, 0.40]),
+        "terngrad_n2": (390, [389, 779, 1169], [0.53, 0.47, 0.43]),
+        "fp32_n16": (24, [21, 45, 69, 72], [0.66, 0.60, 0.57, 0.56]),
+        "terngrad_n16": (24, [21, 45, 69, 72], [0.665, 0.61, 0.60, 0.575]),
+    }
+    for case, (per_epoch, steps, errs) in plan.items():
+        for seed in SEEDS:
+            e = [x + 0.002 * seed for x in errs]
+            s.run(
+                {**tags, "case": case},
+                {"test_error": e[-1], "ps_updates": 3 * per_epoch, "epochs_done": 3.0},
+                seed=seed,
+                histories={"test_error": list(zip(steps, e, strict=True))},
+            )
+    md = _page(psbench_root, tmp_path / "t", terngrad.terngrad_table1)
+    assert "TernGrad − fp32 test error after each epoch, pp" in md
+    assert "| workers | epoch 1 | epoch 2 | epoch 3 |" in md
+    assert "| 2 | +3.00 | +3.00 | +3.00 |" in md
+    assert "| 16 | +0.50 | +1.00 | +1.50 |" in md

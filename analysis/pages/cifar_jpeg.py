@@ -182,7 +182,7 @@ def cost_section(ctx: Context) -> str:
     return "".join(md)
 
 
-def _curve(ctx: Context, run: Run) -> list[tuple[float, float]]:
+def curve(ctx: Context, run: Run) -> list[tuple[float, float]]:
     """(epoch, test error) of ``run`` as it was evaluated; a run not finished has no totals yet, so its epochs come
     from its latest ``epoch`` metric and the update it was logged at."""
     pts = history(ctx.tracking_uri, run, "test_error")
@@ -310,7 +310,7 @@ def reference_section(ctx: Context, paper: float, who: str, path: Path, approx: 
 def _plot(
     ctx: Context, run: Run, said: str, paper: float, tol: float | None, path: Path, *, finished: bool, want: str
 ) -> Path | None:
-    pts = _curve(ctx, run)
+    pts = curve(ctx, run)
     if not pts:
         return None
     with figure(path, 1, 1, figsize=(6, 3)) as ax:

@@ -10,6 +10,7 @@ analytic (:mod:`psbench.compression.perf_model`, Eq 15–18): the page evaluates
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from analysis.learning import gap_lower, lower, no_worse
 from analysis.page import NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
 from analysis.pages import cifar_jpeg
 from analysis.pages import terngrad_paper as paper
+from analysis.pages.cifar_jpeg import curve
 from analysis.render import data_note, figure, fmt, md_table, mean_std, scale_data
 from analysis.runs import Run, scales_of, select
 from analysis.verdicts import Claim, all_of, at_scale, not_measured, pending, simulated
@@ -278,7 +280,7 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
                         _notes(cs),
                     ]
                 )
-        md += [f"\n## Ours, scale = {scale}{scale_data(rs)}\n\n", md_table(header, rows)]
+        md += [f"\n## Ours, scale = {scale}{scale_data(rs)}\n\n", md_table(header, rows), _gap_by_epoch(ctx, cells)]
         err = {k: run_errors(f"{GRADIENTS[k[0]]} N={k[1]}", v) for k, v in cells.items()}
         # full runs every case but noclip_n16 (sweeps/terngrad_table1.py's constraint)
         claims += at_scale(
@@ -288,6 +290,44 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
     if extra:  # measured on the cifar10_full network, not CifarNet: shown, said so
         md.append(extra + _NOT_CIFARNET)
     return Shown(coverage(runs, preset_cases("terngrad/table1")), claims, [*runs, *read], cmd), "".join(md)
+
+
+#: at most this many epochs in the gap-by-epoch table (evenly spaced, the last always)
+GAP_COLUMNS = 10
+
+
+def _gap_by_epoch(ctx: Context, cells: Mapping[tuple[str, int], Sequence[Run]]) -> str:
+    """TernGrad − fp32 test error after each epoch, per N, the means over the seeds: whether the gap closes over
+    the budget measured (a claim about the accuracy training converges to, §4.1). "" without both at some N."""
+    rows, epochs = [], 0
+    for n in sorted({n for _, n in cells}):
+        if not (cells.get(("fp32", n)) and cells.get(("terngrad", n))):
+            continue
+        ends = [_epoch_ends([curve(ctx, r) for r in cells[(g, n)]]) for g in ("fp32", "terngrad")]
+        gaps = {e: 100 * (ends[1][e] - ends[0][e]) for e in ends[0].keys() & ends[1].keys()}
+        if gaps:
+            rows.append((n, gaps))
+            epochs = max(epochs, max(gaps))
+    if not rows:
+        return ""
+    step = max(1, -(-epochs // GAP_COLUMNS))
+    cols = sorted({*range(step, epochs + 1, step), epochs})
+    table = md_table(
+        ["workers", *(f"epoch {e}" for e in cols)],
+        [[str(n), *(f"{gaps[e]:+.2f}" if e in gaps else "—" for e in cols)] for n, gaps in rows],
+    )
+    return (
+        "\nTernGrad − fp32 test error after each epoch, pp (the means over the seeds; an epoch some seed has not "
+        "evaluated is left out): whether the gap closes over the epochs measured.\n\n" + table
+    )
+
+
+def _epoch_ends(curves: Sequence[Sequence[tuple[float, float]]]) -> dict[int, float]:
+    """The mean over ``curves`` of each one's last test error in epoch k (k − 1 < epoch ≤ k), for the epochs every
+    curve has."""
+    per = [{math.ceil(e - 1e-9): v for e, v in sorted(c)} for c in curves]
+    common = set.intersection(*(set(p) for p in per)) if per else set()
+    return {k: sum(p[k] for p in per) / len(per) for k in common if k >= 1}
 
 
 _NOT_CIFARNET = (
