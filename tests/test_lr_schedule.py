@@ -6,9 +6,9 @@ import math
 import warnings
 
 import pytest
-import pytorch_lightning as pl
 import torch
 
+from fit_updates import fit_updates
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.errors import ConfigError
 from psbench.lr import LRPolicy
@@ -73,20 +73,8 @@ def test_strategy_applies_the_poly_lr_at_every_update(digits):
         torch.manual_seed(0)
         net = build_model("mlp", digits.input_shape, digits.num_classes)
         module = ClassifierModule(net, optimizer, updates_per_epoch=1.0)  # poly_epochs = updates
-        trainer = pl.Trainer(
-            strategy=ParameterServerStrategy(sched),
-            accelerator="cpu",
-            max_epochs=1,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            limit_val_batches=0,
-            deterministic=True,
-        )
         batches = UpdateBatches(sched, digits.x_train, digits.y_train, mu, LRPolicy(), mu, 1, 0)
-        data = torch.utils.data.DataLoader(batches, batch_size=None)
-        trainer.fit(module, train_dataloaders=data)
+        fit_updates(ParameterServerStrategy(sched), module, batches)
         return net
 
     ps = through_strategy({"name": "sgd", "lr": lr, "momentum": 0.0, "poly_power": 0.5, "poly_epochs": steps})

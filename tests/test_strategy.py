@@ -9,9 +9,9 @@ from __future__ import annotations
 import warnings
 
 import pytest
-import pytorch_lightning as pl
 import torch
 
+from fit_updates import fit_updates
 from psbench.cluster import ComputeModel, CostModel, Topology
 from psbench.lr import LRPolicy
 from psbench.models import build_model
@@ -48,20 +48,8 @@ def run(
     net = build_model(model, dm.input_shape, dm.num_classes)
     module = ClassifierModule(net, optimizer or {"name": "sgd", "lr": 0.05, "momentum": 0.9})
     strategy = ParameterServerStrategy(sched, batching)
-    trainer = pl.Trainer(
-        strategy=strategy,
-        accelerator="cpu",
-        max_epochs=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        deterministic=True,
-    )
     batches = UpdateBatches(sched, dm.x_train, dm.y_train, mu, policy or LRPolicy(), mu, learners, seed)
-    data = torch.utils.data.DataLoader(batches, batch_size=None)
-    trainer.fit(module, train_dataloaders=data)
+    fit_updates(strategy, module, batches)
     assert strategy.updates_done == sched.num_updates
     return net
 
