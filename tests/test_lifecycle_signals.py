@@ -146,7 +146,7 @@ def test_a_worker_holds_a_signal_between_jobs_and_only_its_next_job_ends_killed(
     was signalled (its signal file), every job the worker takes ends at once."""
     lifecycle = handlers
     lifecycle.hold_in_worker(str(tmp_path))
-    assert lifecycle.in_worker() and (tmp_path / f"ready.{os.getpid()}").exists()
+    assert lifecycle.started_as_worker() and (tmp_path / f"ready.{os.getpid()}").exists()
     os.kill(os.getpid(), signal.SIGTERM)  # idle: held
     os.kill(os.getpid(), signal.SIGTERM)  # the sweep's forwarded copy: the same signal
     time.sleep(0.1)

@@ -272,7 +272,7 @@ def resume_state(resume: str | None, run_dir: Path, resolved: Mapping[str, Any])
     from omegaconf import OmegaConf
 
     from psbench.errors import ConfigError
-    from psbench.summary import RunSummary
+    from psbench.summary import COMPLETED, RunSummary
 
     if resume is None:
         return "fresh", None
@@ -299,7 +299,7 @@ def resume_state(resume: str | None, run_dir: Path, resolved: Mapping[str, Any])
     if summary.is_file() and config.is_file():
         done = RunSummary.read(summary)
         saved = OmegaConf.to_container(OmegaConf.load(config), resolve=True)
-        if done.status in ("finished", "diverged"):
+        if done.status in COMPLETED:
             why = mismatch(saved)  # type: ignore[arg-type]
             if why is None:
                 return "done", done

@@ -39,7 +39,7 @@ from psbench.conf import CONF_DIR
 from psbench.errors import ConfigError, DataError, RunFailure
 from psbench.job import execute
 from psbench.paths import default_data_dir, register_resolvers, shared_datasets
-from psbench.summary import RunSummary
+from psbench.summary import COMPLETED, RunSummary
 
 register_resolvers()
 
@@ -48,7 +48,7 @@ __all__ = ["CONF_DIR", "default_data_dir", "execute", "main", "shared_datasets"]
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
-    if not lifecycle.in_worker():  # one run, a job in the sweep's own process, submitit's, Ray's
+    if not lifecycle.started_as_worker():  # one run, a job in the sweep's own process, submitit's, Ray's
         return _job(cfg)
     from psbench.tracking import sweep
 
@@ -70,7 +70,7 @@ def _finished(run_dir: str) -> RunSummary | None:
         done = RunSummary.read(Path(run_dir) / "summary.json")
     except (OSError, ValueError, TypeError):
         return None
-    return done if done.status in ("finished", "diverged") else None
+    return done if done.status in COMPLETED else None
 
 
 def _job(cfg: DictConfig) -> float | None:

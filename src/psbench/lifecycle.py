@@ -246,16 +246,16 @@ def _read_sweep_signal() -> None:
         _received.append(signum)
 
 
-def in_worker() -> bool:
+def started_as_worker() -> bool:
     """Whether this process is a launcher's worker started by :func:`hold_in_worker` (joblib's loky workers)."""
     return _worker is not None
 
 
 @contextlib.contextmanager
 def worker_job() -> Iterator[None]:
-    """One job in a worker (:func:`in_worker`): signals act as in a single run; one the worker got while idle, or
-    the sweep's, ends the job at its first safe point (before training). Afterwards the worker holds signals again
-    and forgets its own (a worker signalled alone does not end its later jobs)."""
+    """One job in a worker (:func:`started_as_worker`): signals act as in a single run; one the worker got while
+    idle, or the sweep's, ends the job at its first safe point (before training). Afterwards the worker holds
+    signals again and forgets its own (a worker signalled alone does not end its later jobs)."""
     global _depth, _held, _raised
     _read_sweep_signal()
     _raised = False

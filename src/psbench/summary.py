@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 STATUSES = ("finished", "diverged", "killed", "failed")
+#: the statuses of a run that trained to its end (a diverged run finishes too, tagged)
+COMPLETED = ("finished", "diverged")
 
 
 @dataclass(slots=True)

@@ -72,6 +72,7 @@ from hydra_plugins.psbench_optuna_sweeper._search_space import (
     parse,
 )
 from psbench.lifecycle import JobKilled, Killed
+from psbench.summary import COMPLETED
 
 log = logging.getLogger(__name__)
 
@@ -208,16 +209,6 @@ def make_storage(url: str | None) -> optuna.storages.BaseStorage | None:
         except (IntegrityError, ProgrammingError):
             time.sleep(0.5 * (attempt + 1))
     return optuna.storages.RDBStorage(url)  # the fifth try: its error is the one to report
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _quoted(path: str) -> str:
@@ -436,10 +427,14 @@ class OptunaSweeperImpl:
 
     def _recover(self, study: optuna.Study) -> None:
         """Trials left RUNNING by a dead sweep process: FAIL ``interrupted`` (:meth:`_requeue` reruns them)."""
+        from psbench.tracking.mlflow_store import process_alive
+
         host = socket.gethostname()
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             pid = t.user_attrs.get("pid")  # None: killed between ask and its first attribute
-            if pid is not None and (t.user_attrs.get("host") != host or (pid != os.getpid() and _pid_alive(int(pid)))):
+            if pid is not None and (
+                t.user_attrs.get("host") != host or (pid != os.getpid() and process_alive(int(pid)))
+            ):
                 continue  # another live worker (or another machine) owns it
             log.warning("trial %d was interrupted (sweep pid %s is gone): running it again", t.number, pid)
             optuna.trial.Trial(study, t._trial_id).set_user_attr("interrupted", True)
@@ -761,7 +756,7 @@ class OptunaSweeperImpl:
             status = json.loads((job_dir / "summary.json").read_text()).get("status")
         except (OSError, ValueError):
             return None
-        if status not in ("finished", "diverged"):
+        if status not in COMPLETED:
             return None
         return JobReturn(
             hydra_cfg=OmegaConf.create({"hydra": {"runtime": {"output_dir": str(job_dir)}}}), status=JobStatus.COMPLETED

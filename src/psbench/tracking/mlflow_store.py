@@ -400,7 +400,7 @@ def process_tags() -> dict[str, str]:
     return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Is ``pid`` a running psbench (or Python) process here? A pid reused by another program counts as gone."""
     try:
         os.kill(pid, 0)
@@ -436,7 +436,7 @@ def end_lost_runs(tracking_uri: str, experiment_id: str, run_dir: str) -> list[s
     ):
         tags = run.data.tags
         pid = tags.get(PID_TAG, "")
-        if tags.get(HOST_TAG) != host or not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        if tags.get(HOST_TAG) != host or not pid.isdigit() or int(pid) == os.getpid() or process_alive(int(pid)):
             continue
         end_run(
             tracking_uri,
