@@ -9,7 +9,8 @@ The simulation-only entry points (:data:`SIMULATION_ONLY`: schedules, no trainin
 papers' clusters in steady state, which smaller scales do not reach.
 ``scale=full`` (all 60,000 CIFAR-10 images as JPEG q75, :data:`sweeps._runner.CIFAR_SCALES`) runs the CIFAR entry
 points that have it, the simulation-only ones at ``paper``, and ``cifar_jpeg_cost`` (what the JPEG re-encoding
-costs, measured on the subset at its one scale, ``ci``), first.
+costs, measured on the subset at its one scale, ``ci``), first, and ``terngrad_adam_pace`` (why TernGrad trails fp32
+in Table 1 at ``full``) after the CIFAR entry points.
 ``--dry-run`` prints the commands only.
 """
 
@@ -51,6 +52,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
             "ssp_fig3_5",
         )
     },
+    "terngrad_adam_pace": ("full",),  # why TernGrad trails fp32 in Table 1 at full (after terngrad_table1)
     "agn_table1": ("ci", "paper"),
     "agn_fig7": ("ci", "paper"),
 }
