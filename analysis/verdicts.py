@@ -63,6 +63,8 @@ class Claim(NamedTuple):
     seeds: str = ""
     #: the scale it was decided at ("" : the page's largest measured scale)
     scale: str = ""
+    #: why a claim that does not hold does not, as measured ("" : not found); shown after its numbers
+    why: str = ""
 
 
 def unmet(premise: Claim) -> str:
@@ -187,13 +189,18 @@ NOT_YET_WHY = (
 
 
 def _unexplained(scale: str, c: Claim) -> Claim:
-    """``c`` with :data:`NOT_YET_WHY` when it does not hold at ``full``: a reader sees that no reason was found."""
-    return c._replace(numbers=c.numbers + NOT_YET_WHY) if scale == "full" and c.verdict == FAILS else c
+    """``c`` with its ``why`` after its numbers when it does not hold, or at ``full`` without one :data:`NOT_YET_WHY`:
+    a reader sees the reason measured, or that none was found."""
+    if c.verdict != FAILS:
+        return c
+    if c.why:
+        return c._replace(numbers=f"{c.numbers}; why: {c.why}")
+    return c._replace(numbers=c.numbers + NOT_YET_WHY) if scale == "full" else c
 
 
 def at_scale(scale: str, claims: Iterable[Claim]) -> list[Claim]:
     """``claims`` decided at ``scale``, which prefixes their text (``[ci] …``); at ``full`` one that does not hold
-    says that its reason is not yet found."""
+    says its reason, or that it is not yet found."""
     return [_unexplained(scale, c)._replace(text=f"[{scale}] {c.text}", scale=scale) for c in claims]
 
 
