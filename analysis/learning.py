@@ -181,10 +181,11 @@ def no_worse(
         d, noise = a.mean - ref.mean, two_se(a, ref)
         vs.append(HOLDS if d + noise <= tol else FAILS if d - noise > tol else NOT_RESOLVABLE)
         out.append(f"{a.label} − {ref.label} {a.diff(d)} ± {a.diff(noise)}")
-        open_ += [(a, ref)] if vs[-1] == NOT_RESOLVABLE else []
+        open_ += [(d - tol, a, ref)] if vs[-1] == NOT_RESOLVABLE else []
     v = FAILS if FAILS in vs else NOT_RESOLVABLE if NOT_RESOLVABLE in vs else HOLDS
+    open_.sort(key=lambda o: -o[0])  # the pair nearest to failing says why it is open
     reason = (
-        "".join(why_unresolved(p, tol) for p in open_[:1])
+        "".join(why_unresolved([a, ref], tol, excess) for excess, a, ref in open_[:1])
         or f"; not resolvable with this test set: the claim's {flat[0].diff(tol)} is inside 2 SE"
         if v == NOT_RESOLVABLE
         else ""

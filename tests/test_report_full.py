@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from analysis.evidence import errors, run_errors  # noqa: E402
-from analysis.learning import equal, lower  # noqa: E402
+from analysis.learning import equal, lower, no_worse  # noqa: E402
 from analysis.page import FULL_SEEDS, Context  # noqa: E402
 from analysis.pages import cifar_jpeg, rudra_figs, terngrad, zhang  # noqa: E402
 from analysis.pages import rudra_paper as RP  # noqa: E402
@@ -114,6 +114,22 @@ def test_a_claim_on_the_whole_test_set_says_why_it_is_not_resolvable():
     # a difference below the test set's noise at this budget
     c = lower("", grp("a", [0.400, 0.400, 0.400]), grp("b", [0.405, 0.405, 0.405]))
     assert "at this budget the difference is inside the noise of cifar10_jpeg's whole test set (10,000" in c.numbers
+    # "at most 1 pp worse" cannot hold on 10,000 images at 50 % error, but 5 pp worse with a wide seed spread can
+    # still fail: the reason says more seeds decide it, naming the pair nearest to failing
+    c = no_worse(
+        "",
+        [
+            (grp("near", [0.50, 0.55, 0.60]), grp("base", [0.50, 0.55, 0.60])),
+            (grp("far", [0.55, 0.60, 0.65]), grp("base", [0.50, 0.55, 0.60])),
+        ],
+        0.01,
+    )
+    assert c.verdict == NOT_RESOLVABLE
+    assert (
+        "it cannot hold on cifar10_jpeg's whole test set (10,000 images, the paper's own) (its 2 SE alone exceeds "
+        "the claim's 1.00 pp), but it can fail: the difference is 4.00 pp beyond 1.00 pp, and the seeds' spread "
+        "(n = 3) is most of the noise: more seeds would decide whether it fails"
+    ) in c.numbers
     # on the 1,017-image subset it is the lack of test images, as before
     c = equal("", [grp("a", [0.5] * 3, "cifar10_subset"), grp("b", [0.505] * 3, "cifar10_subset")], 0.01)
     assert "not resolvable with this test set: 2 SE" in c.numbers and "whole test set" not in c.numbers
