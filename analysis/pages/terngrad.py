@@ -332,11 +332,11 @@ def _gap_by_epoch(ctx: Context, cells: Mapping[tuple[str, int], Sequence[Run]]) 
 def _pace_by_epoch(ctx: Context, cells: Mapping[tuple[str, int], Sequence[Run]], pace: Sequence[Run]) -> str:
     """fp32, fp32 at TernGrad's Adam step (the ``pace`` runs) and TernGrad at N = 2: test error after each epoch, the
     means over the seeds. "" without pace runs."""
+    if not pace:
+        return ""
     groups = [(f"fp32, LR {_lr(cells.get(('fp32', 2)))}", cells.get(("fp32", 2)) or [])]
     groups += [(f"fp32, LR {_lr(pace)} (TernGrad's Adam step, ours)", pace)]
     groups += [(f"TernGrad, LR {_lr(cells.get(('terngrad', 2)))}", cells.get(("terngrad", 2)) or [])]
-    if not pace:
-        return ""
     ends = [(label, _epoch_ends([curve(ctx, r) for r in rs]), len(rs)) for label, rs in groups if rs]
     epochs = sorted(set().union(*(e for _, e, _ in ends)))
     table = md_table(
