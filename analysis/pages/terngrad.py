@@ -283,11 +283,12 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
                         _notes(cs),
                     ]
                 )
-        md += [f"\n## Ours, scale = {scale}{scale_data(rs)}\n\n", md_table(header, rows), _gap_by_epoch(ctx, cells)]
+        ends = {k: _epoch_ends([curve(ctx, r) for r in v]) for k, v in cells.items() if k[0] != "noclip"}
+        md += [f"\n## Ours, scale = {scale}{scale_data(rs)}\n\n", md_table(header, rows), _gap_by_epoch(ends)]
         err = {k: run_errors(f"{GRADIENTS[k[0]]} N={k[1]}", v) for k, v in cells.items()}
         pace = select(ctx.runs, experiment=PACE, scale=scale)
-        md.append(_pace_by_epoch(ctx, cells, pace))
-        why = _pace_why(cells, pace)
+        md.append(_pace_by_epoch(ctx, ends, cells, pace))
+        why = _pace_why(err.get(("fp32", 2)), err.get(("terngrad", 2)), _one_lr(cells.get(("fp32", 2))), pace)
         # full runs every case but noclip_n16 (sweeps/terngrad_table1.py's constraint)
         claims += at_scale(
             scale, pending(_table1_claims(err, why), *planned(scale, len(preset_cases("terngrad/table1")) - 1, rs))
@@ -303,15 +304,16 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
 GAP_COLUMNS = 10
 
 
-def _gap_by_epoch(ctx: Context, cells: Mapping[tuple[str, int], Sequence[Run]]) -> str:
-    """TernGrad − fp32 test error after each epoch, per N, the means over the seeds: whether the gap closes over
-    the budget measured (a claim about the accuracy training converges to, §4.1). "" without both at some N."""
+def _gap_by_epoch(ends: Mapping[tuple[str, int], Mapping[int, float]]) -> str:
+    """TernGrad − fp32 test error after each epoch, per N, from ``ends`` ((gradients, N) -> :func:`_epoch_ends`):
+    whether the gap closes over the budget measured (a claim about the accuracy training converges to, §4.1). ""
+    without both at some N."""
     rows, epochs = [], 0
-    for n in sorted({n for _, n in cells}):
-        if not (cells.get(("fp32", n)) and cells.get(("terngrad", n))):
+    for n in sorted({n for _, n in ends}):
+        if ("fp32", n) not in ends or ("terngrad", n) not in ends:
             continue
-        ends = [_epoch_ends([curve(ctx, r) for r in cells[(g, n)]]) for g in ("fp32", "terngrad")]
-        gaps = {e: 100 * (ends[1][e] - ends[0][e]) for e in ends[0].keys() & ends[1].keys()}
+        f, t = ends[("fp32", n)], ends[("terngrad", n)]
+        gaps = {e: 100 * (t[e] - f[e]) for e in f.keys() & t.keys()}
         if gaps:
             rows.append((n, gaps))
             epochs = max(epochs, max(gaps))
@@ -329,19 +331,30 @@ def _gap_by_epoch(ctx: Context, cells: Mapping[tuple[str, int], Sequence[Run]]) 
     )
 
 
-def _pace_by_epoch(ctx: Context, cells: Mapping[tuple[str, int], Sequence[Run]], pace: Sequence[Run]) -> str:
+def _pace_by_epoch(
+    ctx: Context,
+    ends: Mapping[tuple[str, int], Mapping[int, float]],
+    cells: Mapping[tuple[str, int], Sequence[Run]],
+    pace: Sequence[Run],
+) -> str:
     """fp32, fp32 at TernGrad's Adam step (the ``pace`` runs) and TernGrad at N = 2: test error after each epoch, the
-    means over the seeds. "" without pace runs."""
+    means over the seeds (``ends`` as in :func:`_gap_by_epoch`). "" without pace runs."""
     if not pace:
         return ""
-    groups = [(f"fp32, LR {_lr(cells.get(('fp32', 2)))}", cells.get(("fp32", 2)) or [])]
-    groups += [(f"fp32, LR {_lr(pace)} (TernGrad's Adam step, ours)", pace)]
-    groups += [(f"TernGrad, LR {_lr(cells.get(('terngrad', 2)))}", cells.get(("terngrad", 2)) or [])]
-    ends = [(label, _epoch_ends([curve(ctx, r) for r in rs]), len(rs)) for label, rs in groups if rs]
-    epochs = sorted(set().union(*(e for _, e, _ in ends)))
+    rows = [
+        (f"fp32, LR {_lr(cells.get(('fp32', 2)))}", ends.get(("fp32", 2)), len(cells.get(("fp32", 2), []))),
+        (f"fp32, LR {_lr(pace)} (TernGrad's Adam step, ours)", _epoch_ends([curve(ctx, r) for r in pace]), len(pace)),
+        (
+            f"TernGrad, LR {_lr(cells.get(('terngrad', 2)))}",
+            ends.get(("terngrad", 2)),
+            len(cells.get(("terngrad", 2), [])),
+        ),
+    ]
+    shown = [(label, e, n) for label, e, n in rows if n and e is not None]
+    epochs = sorted(set().union(*(e for _, e, _ in shown)))
     table = md_table(
         ["gradients (N = 2)", "seeds", *(f"epoch {e}" for e in epochs)],
-        [[label, str(n), *(f"{100 * e[k]:.2f}" if k in e else "—" for k in epochs)] for label, e, n in ends],
+        [[label, str(n), *(f"{100 * e[k]:.2f}" if k in e else "—" for k in epochs)] for label, e, n in shown],
     )
     return (
         "\nWhy TernGrad trails fp32 here: Adam steps by m/√v, and TernGrad's noise raises v while leaving m unchanged "
@@ -357,24 +370,30 @@ def _lr(runs: Sequence[Run] | None) -> str:
     return ", ".join(sorted(map(str, lrs))) or "?"
 
 
-def _pace_why(cells: Mapping[tuple[str, int], Sequence[Run]], pace_runs: Sequence[Run]) -> str:
+def _one_lr(runs: Sequence[Run] | None) -> float | None:
+    """The Adam LR all of ``runs`` share, None when they differ or none says."""
+    lrs = {r.params.get("optimizer.lr") for r in runs or []} - {None}
+    return float(lrs.pop()) if len(lrs) == 1 else None
+
+
+def _pace_why(fp32: Errors | None, tern: Errors | None, base_lr: float | None, pace_runs: Sequence[Run]) -> str:
     """The measured reason TernGrad trails fp32 at N = 2, when fp32 at TernGrad's Adam step (``pace_runs``, all
-    :data:`FULL_SEEDS` seeds) ends where TernGrad does (within 2 SE) and behind fp32 (beyond 2 SE); "" otherwise."""
-    fp32, tern = (run_errors(g, cells.get((g, 2), [])) for g in ("fp32", "terngrad"))
+    :data:`FULL_SEEDS` seeds) ends where TernGrad does (within 2 SE) and behind fp32 (beyond 2 SE); "" otherwise.
+    ``base_lr``: the LR of the fp32 runs, for the step ratio the pace runs' LR stands for."""
     pace = run_errors("fp32 at TernGrad's step", pace_runs) if len(pace_runs) >= FULL_SEEDS else None
     if not (fp32 and tern and pace):
         return ""
     to_tern, to_fp32 = pace.mean - tern.mean, pace.mean - fp32.mean
     if abs(to_tern) > two_se(pace, tern) or to_fp32 <= two_se(pace, fp32):
         return ""
-    lr, base = _lr(pace_runs), _lr(cells[("fp32", 2)])
-    ratio = f" = {float(lr) / float(base):.2f} × {base}" if "," not in lr + base and "?" not in lr + base else ""
+    lr = _one_lr(pace_runs)
+    ratio = f" = {lr / base_lr:.2f} × {base_lr:g}" if lr is not None and base_lr else ""
     return (
         f"the budget: TernGrad's ternary noise shortens Adam's steps, and fp32 at the step TernGrad leaves (LR "
-        f"{lr}{ratio}, the measured ratio) ends at {100 * pace.mean:.2f} % (n = {pace.n}), {100 * to_tern:+.2f} pp "
-        f"from TernGrad (2 SE {100 * two_se(pace, tern):.2f} pp) and {100 * to_fp32:+.2f} pp from fp32 (2 SE "
-        f"{100 * two_se(pace, fp32):.2f} pp): at this budget TernGrad trails fp32 by its pace under Adam. Whether the "
-        "gap closes within the paper's 768 epochs, what it claims, is not measured here"
+        f"{_lr(pace_runs)}{ratio}, the measured ratio) ends at {100 * pace.mean:.2f} % (n = {pace.n}), "
+        f"{100 * to_tern:+.2f} pp from TernGrad (2 SE {100 * two_se(pace, tern):.2f} pp) and {100 * to_fp32:+.2f} pp "
+        f"from fp32 (2 SE {100 * two_se(pace, fp32):.2f} pp): at this budget TernGrad trails fp32 by its pace under "
+        "Adam. Whether the gap closes within the paper's 768 epochs, what it claims, is not measured here"
     )
 
 
