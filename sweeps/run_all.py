@@ -10,7 +10,8 @@ papers' clusters in steady state, which smaller scales do not reach.
 ``scale=full`` (all 60,000 CIFAR-10 images as JPEG q75, :data:`sweeps._runner.CIFAR_SCALES`) runs the CIFAR entry
 points that have it, the simulation-only ones at ``paper``, and ``cifar_jpeg_cost`` (what the JPEG re-encoding
 costs, measured on the subset at its one scale, ``ci``), first, and ``terngrad_adam_pace`` (why TernGrad trails fp32
-in Table 1 at ``full``) after the CIFAR entry points.
+in Table 1 at ``full``) and ``rudra_table2_no_staleness`` (Table 2's μλ ≈ 128 rows without their staleness) after
+the CIFAR entry points.
 ``--dry-run`` prints the commands only.
 """
 
@@ -53,6 +54,7 @@ ENTRY_POINTS: dict[str, tuple[str, ...]] = {
         )
     },
     "terngrad_adam_pace": ("full",),  # why TernGrad trails fp32 in Table 1 at full (after terngrad_table1)
+    "rudra_table2_no_staleness": ("full",),  # why Table 2's μλ ≈ 128 rows spread at full: the rows without σ
     "agn_table1": ("ci", "paper"),
     "agn_fig7": ("ci", "paper"),
 }

@@ -1,0 +1,28 @@
+"""Why Rudra Table 2's μλ ≈ 128 rows spread at ``full``: each row's PS updates on one learner, without staleness
+(batch c·μ at the row's mean LR), beside Table 2's runs.
+
+Preset ``src/psbench/conf/experiment/reference/rudra_table2_no_staleness.yaml``. The Rudra Table 2 page sets each
+row's error beside its twin's: the difference is what staleness costs that row at this budget.
+
+* ``full`` (its one scale): Table 2's ``full`` budget and data (all of CIFAR-10 as JPEG q75, 2 epochs, no ÷10
+  steps), seeds 0, 1, 2: 18 runs.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sweeps._runner import SEEDS, main
+
+SCALES = {
+    "full": [
+        SEEDS,
+        "dataset=cifar10_jpeg",
+        "epochs=2",
+        "optimizer.milestones=[]",
+        "++tags.data_note=cifar10_jpeg_q75_2_epochs",
+    ]
+}
+
+if __name__ == "__main__":
+    sys.exit(main("rudra_table2_no_staleness", "reference/rudra_table2_no_staleness", SCALES))
