@@ -78,6 +78,8 @@ LAMBDAS = (1, 2, 4, 10, 18, 30)
 MUS = (4, 8, 16, 32, 64, 128)
 
 BASELINE = {"sigma": 0, "mu": 128, "lambda": 1, "test_error": 17.9, "time_s": 22392}
+#: §4.2: the baseline's learning rate α0 (÷10 after epochs 120 and 130); Eq 6 divides it by ⟨σ⟩ for n-softsync
+ALPHA0 = 0.001
 
 # Table 4 (§5.5): ImageNet, AlexNet-style network (~72 M parameters, 289 MB), 30 epochs.
 # (configuration, architecture, μ, λ, protocol, top-1 %, top-5 %, minutes/epoch)
