@@ -5,7 +5,7 @@ Preset ``src/psbench/conf/experiment/reference/rudra_table2_no_staleness.yaml``.
 row's error beside its twin's: the difference is what staleness costs that row at this budget.
 
 * ``full`` (its one scale): Table 2's ``full`` budget and data (all of CIFAR-10 as JPEG q75, 2 epochs, no ÷10
-  steps), seeds 0, 1, 2: 18 runs.
+  steps), seeds 0, 1, 2: 18 runs, 16 min here two at a time (2026-11-27).
 """
 
 import sys

@@ -525,6 +525,15 @@ def test_table2_rows_that_agree_without_staleness_spread_by_sigma():
     assert "| (1,4,30) | 120 | 1e-4 | 0.11 | 59.70 | 53.00 | +6.70 ± " in section
 
 
+def test_table2_rows_that_spread_without_staleness_and_by_what_it_costs_spread_by_both():
+    twins = {**dict.fromkeys(T2_ROWS, 0.530), "s2_mu64_lam2": 0.460}
+    _, why = rudra._no_staleness(*_measured_and_twins(twins))
+    assert why.startswith(
+        "both the rows' updates and σ: without staleness (each row's updates on one learner) the rows"
+    )
+    assert "spread 7.00 pp" in why and "+3.40 ((30,4,30)) to +8.50 pp ((2,64,2)), differs by 5.10 pp" in why
+
+
 def test_table2_twins_without_all_their_seeds_explain_nothing_yet():
     section, why = rudra._no_staleness(*_measured_and_twins(dict.fromkeys(T2_ROWS, 0.530), twin_seeds=(0, 1)))
     assert why == ""

@@ -31,7 +31,11 @@ def test_commands_per_scale_and_filter(capsys):
     assert [n for n, _ in run_all.commands("ci", ["terngrad"])] == ["terngrad_fig3", "terngrad_table1", "terngrad_fig5"]
     full = run_all.commands("full")  # the JPEG cost first, the CIFAR entry points at full, schedules at paper
     assert full[0] == ("cifar_jpeg_cost", full[0][1]) and full[0][1][-1] == "scale=ci"
-    assert {n for n, a in full if a[-1] == "scale=full"} == {*run_all.CIFAR, "terngrad_adam_pace", "rudra_table2_no_staleness"}
+    assert {n for n, a in full if a[-1] == "scale=full"} == {
+        *run_all.CIFAR,
+        "terngrad_adam_pace",
+        "rudra_table2_no_staleness",
+    }
     assert {n for n, a in full if a[-1] == "scale=paper"} == set(run_all.SIMULATION_ONLY)
     assert "cifar_jpeg_cost" not in dict(run_all.commands("ci")) | dict(run_all.commands("paper"))
     assert run_all.main(["scale=huge"]) == 2
