@@ -451,12 +451,13 @@ def test_a_pace_run_that_does_not_end_where_terngrad_does_explains_nothing(psben
 #: Table 2's μλ ≈ 128 rows at full as measured (2026-11-27), spread 5.2 pp
 T2_ROWS = {"s1_mu4_lam30": 0.597, "s30_mu4_lam30": 0.564, "s18_mu8_lam18": 0.592, "s10_mu16_lam10": 0.578,
            "s4_mu32_lam4": 0.571, "s2_mu64_lam2": 0.545}  # fmt: skip
+T2_NOTE = "cifar10_jpeg_q75; cifar10_jpeg_q75_2_epochs"
 
 
 def _table2_full(s: ReportStore, twins: dict[str, float]) -> None:
     """Table 2's 23 rows at full (3 seeds each, ±0.2 pp apart; μλ ≈ 128 as :data:`T2_ROWS`, the others 60–70 %) and
     the μλ ≈ 128 rows without staleness (``sweeps/rudra_table2_no_staleness.py``) ending at ``twins``."""
-    tags = {"scale": "full", "dataset": "cifar10_jpeg", "data_note": "cifar10_jpeg_q75; cifar10_jpeg_q75_2_epochs"}
+    tags = {"scale": "full", "dataset": "cifar10_jpeg", "data_note": T2_NOTE}
     for g, rows in RP.TABLE2.items():
         for sig, mu, lam, *_ in rows:
             case = RP.case_label(sig, mu, lam)
@@ -513,7 +514,7 @@ def _measured_and_twins(twins: dict[str, float], twin_seeds: tuple[int, ...] = S
         measured[(128, sig, mu, lam)] = (None, None, row)
         params = {"batch_size": str(mu * lam if sig == 1 else mu), "optimizer.lr": "1e-4"}
         for seed in twin_seeds:
-            tags = {"case": case, "dataset": "cifar10_jpeg"}
+            tags = {"case": case, "dataset": "cifar10_jpeg", "data_note": T2_NOTE}
             runs.append(Run(f"{case}{seed}", tags, params, {"test_error": twins[case] + 0.002 * (seed - 1)}, 0))
     return measured, runs
 
@@ -537,6 +538,7 @@ def test_table2_rows_that_spread_without_staleness_and_by_what_it_costs_spread_b
 def test_table2_twins_without_all_their_seeds_explain_nothing_yet():
     section, why = rudra._no_staleness(*_measured_and_twins(dict.fromkeys(T2_ROWS, 0.530), twin_seeds=(0, 1)))
     assert why == ""
-    assert "| (2,64,2) | 64 | 1e-4 | 0.20 | 54.50 | 52.90 | +1.60 ± " in section and section.count("| 2 |\n") == 6
+    assert "| (2,64,2) | 64 | 1e-4 | 0.20 | 54.50 | 52.90 | +1.60 ± " in section
+    assert section.count(f"| 2 | {SAID} ({T2_NOTE}) |\n") == 6  # two seeds so far; the data beside every number
     # and no twins at all: no section
     assert rudra._no_staleness(_measured_and_twins({}, twin_seeds=())[0], []) == ("", "")

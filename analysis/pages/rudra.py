@@ -216,6 +216,7 @@ def _no_staleness(measured: Mapping[tuple, tuple], twins: list[Run]) -> tuple[st
                 f"{100 * twin.mean:.2f}" if twin else "—",
                 cost,
                 str(twin.n if twin else 0),
+                data_note(tw[0]) if tw else "",
             ]
         )
         if row and twin and twin.n >= FULL_SEEDS and per_sample is not None:
@@ -227,7 +228,7 @@ def _no_staleness(measured: Mapping[tuple, tuple], twins: list[Run]) -> tuple[st
         "update at the row's mean LR over its updates (α0/⟨σ⟩ per update, ⟨σ⟩ that update's mean staleness, Eq 6), "
         "the same seeds. Eq 6 with ⟨σ⟩ = n would give every row the baseline's LR per sample, α0/128. Test error %, "
         "the means over the seeds; the difference is what staleness costs the row (± 2 SE).\n\n"
-        + md_table([*header, "staleness costs, pp", "seeds"], rows)
+        + md_table([*header, "staleness costs, pp", "seeds", "data"], rows)
     )
     return section, _spread_why(pairs) if len(pairs) == len(rows) else ""
 
