@@ -224,6 +224,11 @@ def pending(claims: Iterable[Claim], done: int, planned: int) -> list[Claim]:
     ]
 
 
+def does_not_hold(c: Claim) -> bool:
+    """Whether the rule decided that ``c`` does not hold: a page asks, and never names a verdict itself."""
+    return c.verdict == FAILS
+
+
 def verdict_of(claim_verdict: str) -> str:
     """The verdict a claim's verdict text counts as (``pending (3 of 21 runs)`` is :data:`PENDING`)."""
     return PENDING if claim_verdict.startswith(PENDING + " (") else claim_verdict

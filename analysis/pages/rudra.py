@@ -14,7 +14,7 @@ from analysis.pages import cifar_jpeg, cluster_model
 from analysis.pages import rudra_paper as P
 from analysis.render import cell, data_note, figure, fmt, md_table, mean_std, scale_data
 from analysis.runs import Run, attach_summaries, scales_of, select
-from analysis.verdicts import FAILS, Claim, at_scales, not_measured, pending, simulated
+from analysis.verdicts import Claim, at_scales, does_not_hold, not_measured, pending, simulated
 
 ORDER = 0
 
@@ -253,7 +253,7 @@ def _spread_why(pairs: list[tuple[str, Errors, Errors, float]]) -> str:
     (c_lo_l, c_lo_r, c_lo_t, _), (c_hi_l, c_hi_r, c_hi_t, _) = costs[0], costs[-1]
     c_lo, c_hi = c_lo_r.mean - c_lo_t.mean, c_hi_r.mean - c_hi_t.mean
     c_noise = two_se(c_lo_r, c_lo_t, c_hi_r, c_hi_t)
-    by_updates, by_sigma = twins.verdict == FAILS, c_hi - c_lo - c_noise > SPREAD_TOL
+    by_updates, by_sigma = does_not_hold(twins), c_hi - c_lo - c_noise > SPREAD_TOL
     pp = lo_t.diff
     without = (
         f"without staleness (each row's updates on one learner) the rows spread {pp(hi_t.mean - lo_t.mean)} (2 SE "
