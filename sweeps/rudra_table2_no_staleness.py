@@ -12,17 +12,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sweeps._runner import SEEDS, main
+from sweeps._runner import main
+from sweeps.rudra_table2 import SCALES as TABLE2
 
-SCALES = {
-    "full": [
-        SEEDS,
-        "dataset=cifar10_jpeg",
-        "epochs=2",
-        "optimizer.milestones=[]",
-        "++tags.data_note=cifar10_jpeg_q75_2_epochs",
-    ]
-}
+#: Table 2's own full budget, data and seeds: a row and its twin differ only in the staleness
+SCALES = {"full": TABLE2["full"]}
 
 if __name__ == "__main__":
     sys.exit(main("rudra_table2_no_staleness", "reference/rudra_table2_no_staleness", SCALES))

@@ -469,19 +469,20 @@ def _table2_full(s: ReportStore, twins: dict[str, float]) -> None:
                     seed=seed,
                     params={"epochs": 2},
                 )
-    for case, e in twins.items():
-        mu, lam = (int(x) for x in re.findall(r"\d+", case)[1:])
+    for sig, mu, lam, *_ in RP.TABLE2[128]:
+        case = RP.case_label(sig, mu, lam)
         for seed in SEEDS:
             s.run(
                 {**tags, "experiment": rudra.NO_STALENESS, "case": case},
-                {"test_error": e + 0.002 * (seed - 1)},
+                {"test_error": twins[case] + 0.002 * (seed - 1)},
                 seed=seed,
-                params={
-                    "epochs": 2,
-                    "batch_size": str(mu * lam if case.startswith("s1_") else mu),
-                    "optimizer.lr": "1e-4",
-                },
+                params={"epochs": 2, **_twin_params(sig, mu, lam)},
             )
+
+
+def _twin_params(sig: int, mu: int, lam: int) -> dict[str, str]:
+    """A twin's params: one learner with the c = ⌊λ/n⌋ gradients of μ samples of the row's update (n = σ here)."""
+    return {"batch_size": str(mu * (lam // sig)), "optimizer.lr": "1e-4"}
 
 
 def _spread_claim(md: str) -> str:
@@ -512,10 +513,10 @@ def _measured_and_twins(twins: dict[str, float], twin_seeds: tuple[int, ...] = S
         case = RP.case_label(sig, mu, lam)
         row = errors(case, [T2_ROWS[case] + 0.002 * (seed - 1) for seed in SEEDS], "cifar10_jpeg")
         measured[(128, sig, mu, lam)] = (None, None, row)
-        params = {"batch_size": str(mu * lam if sig == 1 else mu), "optimizer.lr": "1e-4"}
+        tags = {"case": case, "dataset": "cifar10_jpeg", "data_note": T2_NOTE}
         for seed in twin_seeds:
-            tags = {"case": case, "dataset": "cifar10_jpeg", "data_note": T2_NOTE}
-            runs.append(Run(f"{case}{seed}", tags, params, {"test_error": twins[case] + 0.002 * (seed - 1)}, 0))
+            err = {"test_error": twins[case] + 0.002 * (seed - 1)}
+            runs.append(Run(f"{case}{seed}", tags, _twin_params(sig, mu, lam), err, 0))
     return measured, runs
 
 
