@@ -541,5 +541,8 @@ def test_table2_twins_without_all_their_seeds_explain_nothing_yet():
     assert why == ""
     assert "| (2,64,2) | 64 | 1e-4 | 0.20 | 54.50 | 52.90 | +1.60 ± " in section
     assert section.count(f"| 2 | {SAID} ({T2_NOTE}) |\n") == 6  # two seeds so far; the data beside every number
+    # a twin at chance explains nothing, though its "cost" differs most
+    twins = {**dict.fromkeys(T2_ROWS, 0.530), "s30_mu4_lam30": 0.899}
+    assert rudra._no_staleness(*_measured_and_twins(twins))[1] == ""
     # and no twins at all: no section
     assert rudra._no_staleness(_measured_and_twins({}, twin_seeds=())[0], []) == ("", "")

@@ -244,8 +244,9 @@ def _lr_per_sample(runs: list[Run]) -> float | None:
 def _spread_why(pairs: list[tuple[str, Errors, Errors, float]]) -> str:
     """Why the rows of ``pairs`` ((label, row, its twin without staleness, the twin's LR per sample)) spread, as
     measured: their updates (the twins spread too, beyond :data:`SPREAD_TOL`), σ (what staleness costs differs between
-    rows beyond it), or both; "" when neither is resolved."""
-    if len(pairs) < 2:
+    rows beyond it), or both; "" when neither is resolved, or some twin has not learned (a reason is never read off
+    a run at chance)."""
+    if len(pairs) < 2 or not all(t.learned for _, _, t, _ in pairs):
         return ""
     twins = equal("", [t for _, _, t, _ in pairs], SPREAD_TOL)
     (lo_l, _, lo_t, lo_x), (hi_l, _, hi_t, hi_x) = sorted(pairs, key=lambda p: p[2].mean)[:: len(pairs) - 1]
