@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: the seeds of a scale whose page decides learning claims (analysis.verdicts: ≥ 3 seeds per configuration)
 SEEDS = "hydra.sweeper.params.seed='choice(0,1,2)'"
 #: scales whose jobs run in parallel on this machine by default (``paper`` is a cluster's: one local job at a time)
-LOCAL_PARALLEL = ("ci", "small", "full")
+LOCAL_PARALLEL = ("ci", "small", "full", "paper_jpeg")
 SERIAL = "--serial"
 #: trials handed to the launcher at once, per core: joblib gives the next trial of a batch to whichever core is
 #: free, so jobs of unequal length share the cores; with one trial per core each batch waits for its slowest

@@ -18,6 +18,8 @@
   samples, 6× ci's 20 subset epochs, at which α0/30 had only just learned (81.4 %); on 10,000 test images a
   curve's 2 SE is ~1 pp plus the seeds' spread, so the 4-softsync α0 vs α0/4 gap (3 pp at ci, inside 2 SE
   there) is resolvable if it persists.
+* ``paper_jpeg``: the paper's budget (140 epochs, ÷10 after 120 and 130) on all of CIFAR-10 as JPEG q75, seed 0,
+  30-softsync with α0 and with α0/⟨σ⟩ (the paper: α0 stays at 90 %, α0/30 converges).
 * ``paper``: full CIFAR-10 (``dataset=cifar10``), 140 epochs, §4.2 hyperparameters (α0 = 0.001):
   a cluster or GPU job.
 """
@@ -49,6 +51,12 @@ SCALES = {
         "epochs=12",
         "optimizer.milestones=[]",
         "++tags.data_note=cifar10_jpeg_q75_12_epochs",
+    ],
+    "paper_jpeg": [
+        "dataset=cifar10_jpeg",
+        "hydra.sweeper.params.seed='choice(0)'",
+        "hydra.sweeper.constraints=[\"case in ['s30_alpha0','s30_alpha0_over_sigma']\"]",
+        "++tags.data_note=cifar10_jpeg_q75_140_epochs",
     ],
     "paper": ["dataset=cifar10", SEEDS],
 }

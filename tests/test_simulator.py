@@ -297,6 +297,16 @@ def test_lr_policies_per_gradient_scales():
     assert LRPolicy("exponential", decay=0.5).scales(sig, 4, 30) == [1.0, 0.5, 0.25, 0.0625]
 
 
+@pytest.mark.parametrize(("protocol", "n", "want"), [("softsync", 4, 0.25), ("async", 2, 0.5), ("hardsync", 0, 1.0)])
+def test_nominal_staleness_is_eq_6_as_written_whatever_the_measured_staleness(protocol, n, want):
+    """Rudra Eq 6 as printed, α0/n: the update's own σ does not enter (2-softsync here measures ⟨σ⟩ ≈ 1, not 2)."""
+    policy = LRPolicy("nominal_staleness").for_protocol(protocol, n)
+    assert policy.scales([0, 1, 2], 4, 30) == policy.scales([7], 4, 30)[:1] * 3 == [want] * 3
+    assert LRPolicy("mean_staleness").for_protocol(protocol, n) == LRPolicy("mean_staleness")  # others need no n
+    with pytest.raises(ConfigError, match="lr_policy='nominal_staleness' is invalid"):
+        LRPolicy("nominal_staleness").for_protocol("ssp", 30)
+
+
 def test_compute_model_interpolates_calibration_points():
     m = ComputeModel(points=((1, 0.010), (4, 0.016), (16, 0.040)))
     assert m.seconds(4) == pytest.approx(0.016)

@@ -35,6 +35,7 @@ def test_commands_per_scale_and_filter(capsys):
         *run_all.CIFAR,
         "terngrad_adam_pace",
         "rudra_table2_no_staleness",
+        "rudra_table2_nominal",
     }
     assert {n for n, a in full if a[-1] == "scale=paper"} == set(run_all.SIMULATION_ONLY)
     assert "cifar_jpeg_cost" not in dict(run_all.commands("ci")) | dict(run_all.commands("paper"))

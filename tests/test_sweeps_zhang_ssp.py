@@ -16,7 +16,8 @@ sys.path.insert(0, str(REPO))
 from analysis.pages import ssp_paper, zhang_paper  # noqa: E402
 from analysis.pages.zhang import fig2_case  # noqa: E402
 from sweeps import ssp_fig2_4, ssp_fig3_5, zhang_fig1, zhang_fig2, zhang_fig3  # noqa: E402
-from sweeps._runner import CIFAR_SCALES, SCALES, command  # noqa: E402
+from sweeps._runner import SCALES, command  # noqa: E402
+from sweeps.run_all import WITH_PAPER_JPEG  # noqa: E402
 
 ENTRY = {
     "zhang/fig1": zhang_fig1,
@@ -34,7 +35,7 @@ def _cases(preset: str) -> dict:
 @pytest.mark.parametrize("preset", sorted(ENTRY))
 def test_entry_points_have_their_scales_a_fixed_study_and_compose_at_each(preset, compose_preset, jpeg_data_dir):
     mod = ENTRY[preset]
-    assert tuple(mod.SCALES) == (CIFAR_SCALES if preset == "zhang/fig3" else SCALES)
+    assert tuple(mod.SCALES) == (WITH_PAPER_JPEG if preset == "zhang/fig3" else SCALES)
     name = Path(mod.__file__).stem
     for scale in mod.SCALES:
         cmd = command(name, preset, mod.SCALES[scale], scale)

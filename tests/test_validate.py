@@ -160,6 +160,7 @@ def test_hardware_files_equal_the_cost_model_profiles(profile):
         (["trainer.save_weights=maybe"], "trainer.save_weights"),
         (["resume=''"], "resume"),
         (["engine=dist", "resume=auto"], "resume"),
+        (["protocol=ssp", "lr_policy=nominal_staleness"], "lr_policy"),  # α0/n needs the protocol's n
     ],
 )
 def test_bad_value_names_its_key(compose_cfg, overrides, key):

@@ -260,7 +260,9 @@ def build_run_loss(resolved: Mapping[str, Any], dm, net: torch.nn.Module):
 
 
 def build_lr_policy(cfg: DictConfig | Mapping[str, Any]) -> LRPolicy:
-    return LRPolicy(**_plain(cfg["lr_policy"]))
+    """``lr_policy``, bound to the run's protocol (α0/n reads its splitting parameter n)."""
+    protocol = build_protocol(cfg)
+    return LRPolicy(**_plain(cfg["lr_policy"])).for_protocol(protocol.name, protocol.splitting)
 
 
 def total_gradients(cfg: DictConfig | Mapping[str, Any], num_train: int, protocol: Protocol) -> int:

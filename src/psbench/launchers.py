@@ -36,7 +36,7 @@ _PER_JOB = {
     "mem_gb": integer(1),  # memory per job, GB (SLURM mem_gb)
     "timeout_min": integer(1),  # wall-clock limit per job, minutes (SLURM timeout_min; then requeued)
 }
-RESOURCES = Group({scale: _PER_JOB for scale in ("ci", "small", "full", "paper")})
+RESOURCES = Group({scale: _PER_JOB for scale in ("ci", "small", "full", "paper_jpeg", "paper")})
 
 _OPTION = re.compile(r"^hydra/launcher=(\w+)$")
 

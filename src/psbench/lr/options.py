@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from psbench.lr.policies import LR_POLICIES
+from collections.abc import Mapping
+from typing import Any
+
+from psbench.errors import require
+from psbench.lr.policies import LR_POLICIES, NOMINAL_PROTOCOLS
 from psbench.schema import FLOAT32_MAX, MAX_COUNT, Group, Key, Keys, integer, is_num, number
 
 
@@ -17,8 +21,21 @@ def _divisor() -> Key:
 _KEYS: dict[str, Keys] = {
     "sqrt_scaling": {"reference_batch": integer(1, MAX_COUNT)},  # B of α0·√(μλ/B)
     "mean_staleness": {"min_staleness": _divisor()},  # floor of ⟨σ⟩
+    "nominal_staleness": {"min_staleness": _divisor()},  # floor of n
     "per_gradient": {"zero_staleness": _divisor()},  # the τ used when τ = 0
     "exponential": {"decay": number(0, 1, lo_open=True, float32=True)},
 }
 
-LR_POLICY = Group({name: _KEYS.get(name, {}) for name in LR_POLICIES})
+
+def _check(cfg: Mapping[str, Any]) -> None:
+    """α0/n needs the protocol's n (``nominal_staleness``: hardsync, n-softsync, async)."""
+    name, protocol = cfg["lr_policy"]["name"], cfg["protocol"]["name"]
+    require(
+        name != "nominal_staleness" or protocol in NOMINAL_PROTOCOLS,
+        "lr_policy",
+        name,
+        f"a protocol with a splitting parameter n ({'|'.join(NOMINAL_PROTOCOLS)}), not protocol={protocol}",
+    )
+
+
+LR_POLICY = Group({name: _KEYS.get(name, {}) for name in LR_POLICIES}, check=_check)

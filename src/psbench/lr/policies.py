@@ -8,8 +8,11 @@ so aggregation is one formula for all protocols (Zhang Eq 2 with α(τ) = α0·w
 
 * ``constant`` — w = 1 (Rudra Eqs 3–5 with α = α0).
 * ``sqrt_scaling`` — w = √(μλ/B) for hardsync (Rudra §3.2 / §5.2; B = reference batch).
-* ``mean_staleness`` — w = 1/⟨σ⟩ of the update (Rudra Eq 6: α0/⟨σ⟩ = α0/n), with ⟨σ⟩
-  floored at ``min_staleness`` so hardsync (⟨σ⟩ = 0) keeps α0.
+* ``mean_staleness`` — w = 1/⟨σ⟩ of the update, ⟨σ⟩ measured (Rudra Eq 2) on the update's own gradients
+  (Rudra Eq 6 read as α0/⟨σ⟩), with ⟨σ⟩ floored at ``min_staleness`` so hardsync (⟨σ⟩ = 0) keeps α0.
+* ``nominal_staleness`` — w = 1/n, n the protocol's splitting parameter (Rudra Eq 6 as written, α0/n: §5.1
+  finds ⟨σ⟩ = n "for our implementation"; λ-softsync has n = λ, §5.3), floored at ``min_staleness`` so
+  hardsync (n = 0) keeps α0. Where the measured ⟨σ⟩ is not n (λ − 1 for λ-softsync at small λ), the two differ.
 * ``per_gradient`` — w_l = 1/τ_l (Zhang Eq 3); τ = 0 has no value in the paper, so it
   is replaced by ``zero_staleness`` (default 1: a fresh gradient gets α0).
 * ``dynsgd`` — w_l = 1/(σ_l + 1) (DynSGD, as in Hermans et al.).
@@ -19,11 +22,21 @@ so aggregation is one formula for all protocols (Zhang Eq 2 with α(τ) = α0·w
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from psbench.errors import require
 
-LR_POLICIES = ("constant", "sqrt_scaling", "mean_staleness", "per_gradient", "dynsgd", "exponential")
+LR_POLICIES = (
+    "constant",
+    "sqrt_scaling",
+    "mean_staleness",
+    "nominal_staleness",
+    "per_gradient",
+    "dynsgd",
+    "exponential",
+)
+#: the policies whose α0/n needs the protocol's n: hardsync (n = 0), n-softsync, async (n = λ)
+NOMINAL_PROTOCOLS = ("hardsync", "softsync", "async")
 
 
 @dataclass(frozen=True)
@@ -33,6 +46,9 @@ class LRPolicy:
     min_staleness: float = 1.0
     zero_staleness: float = 1.0
     decay: float = 0.5
+    #: the protocol's splitting parameter n (``Protocol.splitting``) for ``nominal_staleness``: not a config key,
+    #: the run's protocol sets it (:meth:`for_protocol`)
+    n: int = 0
 
     def __post_init__(self) -> None:
         require(self.name in LR_POLICIES, "lr_policy.name", self.name, f"one of {list(LR_POLICIES)}")
@@ -40,6 +56,18 @@ class LRPolicy:
         require(self.min_staleness > 0, "lr_policy.min_staleness", self.min_staleness, "> 0")
         require(self.zero_staleness > 0, "lr_policy.zero_staleness", self.zero_staleness, "> 0")
         require(0 < self.decay <= 1, "lr_policy.decay", self.decay, "in (0, 1]")
+
+    def for_protocol(self, protocol: str, splitting: int) -> LRPolicy:
+        """This policy for a run of ``protocol`` whose splitting parameter is ``splitting`` (α0/n needs n)."""
+        if self.name != "nominal_staleness":
+            return self
+        require(
+            protocol in NOMINAL_PROTOCOLS,
+            "lr_policy",
+            self.name,
+            f"a protocol with a splitting parameter n ({'|'.join(NOMINAL_PROTOCOLS)}), not {protocol}",
+        )
+        return replace(self, n=splitting)
 
     def scales(self, staleness: list[int], mu: int, learners: int) -> list[float]:
         """Per-gradient weights w_l for one update whose gradients have staleness σ_l."""
@@ -51,6 +79,8 @@ class LRPolicy:
         if n == "mean_staleness":
             mean = sum(staleness) / len(staleness)
             return [1.0 / max(mean, self.min_staleness)] * len(staleness)
+        if n == "nominal_staleness":
+            return [1.0 / max(self.n, self.min_staleness)] * len(staleness)
         if n == "per_gradient":
             return [1.0 / (s if s > 0 else self.zero_staleness) for s in staleness]
         if n == "dynsgd":
