@@ -99,20 +99,13 @@ def _progress_callbacks(mode: str):
 
 def device(setup: RunSetup) -> torch.device:
     """``trainer.accelerator`` (null: cpu; auto: cuda, else mps, else cpu) as a torch device that exists here."""
-    name = str(setup.trainer.accelerator or "cpu")
-    have = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
-    if name == "auto":
-        name = next(d for d in ("cuda", "mps", "cpu") if have[d])
-    here = ", ".join(["auto", *(d for d in ("cpu", "cuda", "mps") if have[d])])
-    require(have[name], "trainer.accelerator", name, f"one of {here} (no {name} device on this machine)")
-    local = uses_local_steps(setup.protocol.name)
-    require(
-        name == "cpu" or not (local or setup.codecs is not None),
-        "trainer.accelerator",
-        name,
-        "cpu with a local-step protocol or a codec (they run on the CPU)",
+    from psbench.strategy.device import run_device
+
+    cpu_only = uses_local_steps(setup.protocol.name) or setup.codecs is not None
+    return run_device(
+        setup.trainer.accelerator,
+        cpu_only="with a local-step protocol or a codec (they run on the CPU)" if cpu_only else None,
     )
-    return torch.device(name)
 
 
 def memory_budget(setup: RunSetup) -> int | None:

@@ -55,6 +55,7 @@ import torch
 from psbench.errors import require
 from psbench.ps import Protocol, Schedule
 from psbench.strategy.chunks import UpdateChunks
+from psbench.strategy.device import run_device
 from psbench.summary import RunSummary
 
 
@@ -146,19 +147,14 @@ def step_epoch_schedulers(configs: list, epoch: int, metrics: Mapping[str, Any])
 
 
 def device(accelerator, compression: Mapping | None) -> torch.device:
-    """The Trainer's accelerator as a device: cpu, or the current cuda device (without a codec)."""
-    from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator
+    """The Trainer's accelerator as a device (:func:`psbench.strategy.device.run_device`): cpu, cuda or mps (the
+    CPU with a codec)."""
+    from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, MPSAccelerator
 
-    require(
-        isinstance(accelerator, CPUAccelerator | CUDAAccelerator),
-        "accelerator",
-        type(accelerator).__name__,
-        "cpu or cuda",
-    )
-    if isinstance(accelerator, CPUAccelerator):
-        return torch.device("cpu")
-    require(compression is None, "accelerator", "cuda", "cpu with a codec (codecs run on the CPU)")
-    return torch.device("cuda", torch.cuda.current_device())
+    names = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda", MPSAccelerator: "mps"}
+    name = next((n for cls, n in names.items() if isinstance(accelerator, cls)), None)
+    require(name is not None, "accelerator", type(accelerator).__name__, "cpu, cuda or mps")
+    return run_device(name, "accelerator", "with a codec (codecs run on the CPU)" if compression is not None else None)
 
 
 # -- the data and the run's length ----------------------------------------------------------------------------

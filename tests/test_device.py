@@ -1,0 +1,63 @@
+"""The device a run asks Lightning for is one its accelerators take — checked on the CPU, through Lightning's own
+``CUDAAccelerator.setup_device`` and torch's own ``torch.cuda.set_device`` argument check (only the driver call
+underneath, ``torch._C._cuda_setDevice``, is replaced: it records the index instead of selecting a GPU)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator
+
+from psbench.errors import ConfigError
+from psbench.strategy import executor, simulated
+
+
+@pytest.fixture
+def one_gpu(monkeypatch):
+    """A machine that says it has one CUDA device, and the devices torch.cuda.set_device was asked to select."""
+    selected: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch._C, "_cuda_setDevice", selected.append, raising=False)
+    # Lightning asks the device's capability for its TF32 hint: a CPU build has none to give
+    monkeypatch.setattr("lightning_fabric.accelerators.cuda._is_ampere_or_later", lambda device=None: False)
+    return selected
+
+
+def _cli_setup(accelerator, protocol="softsync", codecs=None):
+    return SimpleNamespace(
+        trainer=SimpleNamespace(accelerator=accelerator), protocol=SimpleNamespace(name=protocol), codecs=codecs
+    )
+
+
+@pytest.mark.parametrize("name", ["cuda", "auto"])
+def test_the_cli_device_is_one_lightnings_cuda_accelerator_sets(one_gpu, name):
+    dev = executor.device(_cli_setup(name))
+    CUDAAccelerator().setup_device(dev)  # raised ValueError ("Expected a torch.device with a specified index")
+    assert one_gpu == [0] and dev == torch.device("cuda", 0)
+
+
+def test_the_lightning_api_device_is_one_lightnings_cuda_accelerator_sets(one_gpu):
+    dev = simulated.device(CUDAAccelerator(), None)
+    CUDAAccelerator().setup_device(dev)
+    assert one_gpu == [0] and dev.index == 0
+
+
+def test_both_doors_name_the_same_device_and_refuse_a_codec_off_the_cpu(one_gpu):
+    assert executor.device(_cli_setup("cuda")) == simulated.device(CUDAAccelerator(), None)
+    assert executor.device(_cli_setup(None)) == simulated.device(CPUAccelerator(), None) == torch.device("cpu")
+    with pytest.raises(ConfigError, match=r"^trainer.accelerator='cuda' is invalid: allowed cpu with a local-step"):
+        executor.device(_cli_setup("cuda", protocol="agn"))
+    with pytest.raises(ConfigError, match=r"^accelerator='cuda' is invalid: allowed cpu with a codec"):
+        simulated.device(CUDAAccelerator(), {"name": "terngrad"})
+
+
+def test_a_device_this_machine_lacks_is_one_line_naming_what_it_has(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match=r"allowed one of auto, cpu \(no cuda device on this machine\)$"):
+        executor.device(_cli_setup("cuda"))
+    assert executor.device(_cli_setup("auto")) == torch.device("cpu")
