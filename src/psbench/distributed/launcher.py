@@ -1,7 +1,7 @@
 """``engine=dist`` end to end: check, start λ learner processes, rendezvous, run the PS, clean up.
 
 :func:`train_dist` is what :func:`psbench.train.train` calls for ``engine=dist`` with the run's
-:class:`~psbench.assemble.RunSetup` (a replay's schedule is simulated or loaded there); it returns the
+:class:`~psbench.run_setup.RunSetup` (a replay's schedule is simulated or loaded there); it returns the
 same :class:`~psbench.summary.RunSummary` as the simulator path, with the engine's own counts
 (:func:`run_summary`). The calling process is rank 0, the PS — the only one that talks to
 MLflow — and, with ``engine.launch=spawn`` (default), starts the learners itself as
@@ -56,7 +56,7 @@ from psbench.errors import ConfigError, RunFailure
 from psbench.summary import RunSummary
 
 if TYPE_CHECKING:
-    from psbench.assemble import RunSetup
+    from psbench.run_setup import RunSetup
 
 
 # ---------------------------------------------------------------------------------- processes
@@ -179,6 +179,7 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     from psbench.distributed.transport import GlooTransport
     from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
     from psbench.optimizer.build import configure, param_groups
+    from psbench.ps import plan
     from psbench.ps.local import is_elastic, uses_local_steps
     from psbench.ps.schedule import updates_per_epoch
     from psbench.ps.staleness import plot_staleness
@@ -190,14 +191,15 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
     seed, dm, net, protocol, policy = setup.seed, setup.data, setup.net, setup.protocol, setup.policy
     lam, mu, spg = protocol.learners, setup.batch_size, setup.samples_per_gradient
     mode = opts.mode
-    meta = setup.schedule_meta
+    meta = plan.schedule_meta(protocol, mu, setup.topology, seed)
     artifacts: list[str] = []
     replay = setup.schedule if mode == "replay" else None
     sim_time_s = None  # simulated time: a replayed schedule's; a free run has measured time only (run_time_s)
     if replay is not None:
         sim_time_s = simulated_time(replay)
         artifacts.append(str(replay.save(run_dir / "schedule.npz")))
-        timeline = setup.plot_timeline(run_dir / "timeline.png")  # a simulated replay's trace (not a file's)
+        sim = plan.SimulatedRun(replay, setup.sim_stats or {}, setup.trace)  # a simulated replay's trace (not a file's)
+        timeline = plan.plot_timeline(sim, protocol, mu, setup.hardware, setup.topology, run_dir / "timeline.png")
         if timeline is not None:
             artifacts.append(timeline)
         G = replay.num_gradients

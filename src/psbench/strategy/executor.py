@@ -27,12 +27,13 @@ from psbench.errors import ConfigError, require
 from psbench.models.evaluate import evaluate, quick_evaluate, save_final_weights, weights_sha256
 from psbench.ps import Schedule
 from psbench.ps.local import uses_local_steps
+from psbench.ps.plan import SimulatedRun, plot_timeline
 from psbench.ps.schedule import updates_per_epoch
 from psbench.ps.staleness import plot_staleness
 from psbench.summary import RunSummary
 
 if TYPE_CHECKING:
-    from psbench.assemble import RunSetup
+    from psbench.run_setup import RunSetup
 
 
 def train_sim(setup: RunSetup, run_dir: Path, logger=None, plan=None) -> RunSummary:
@@ -48,7 +49,8 @@ def train_sim(setup: RunSetup, run_dir: Path, logger=None, plan=None) -> RunSumm
         str(schedule.save(run_dir / "schedule.npz")),
         str(plot_staleness(stats["staleness_hist"], protocol.label, run_dir / "staleness_hist.png")),
     ]
-    timeline = setup.plot_timeline(run_dir / "timeline.png")
+    sim = SimulatedRun(schedule, stats, setup.trace)
+    timeline = plot_timeline(sim, protocol, setup.batch_size, setup.hardware, setup.topology, run_dir / "timeline.png")
     if timeline is not None:
         artifacts.append(timeline)
     samples = schedule.num_gradients * setup.samples_per_gradient

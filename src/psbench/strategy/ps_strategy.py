@@ -55,10 +55,10 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """The strategy for the user's own Lightning script: ``Trainer(strategy=ParameterServerStrategy.simulated(
         protocol="softsync", n=4, learners=8, hardware="laptop", seed=0))`` trains any LightningModule on the
         schedule simulated from the Trainer's data and length (:class:`SimulatedStrategy`; the arguments are
-        :func:`psbench.assemble.build_simulated`'s, checked here)."""
-        from psbench.assemble import build_simulated
+        :func:`psbench.api.simulated_setup`'s, checked here)."""
+        from psbench.api import simulated_setup
 
-        return SimulatedStrategy(build_simulated(protocol, **options))
+        return SimulatedStrategy(simulated_setup(protocol, **options))
 
     def __init__(
         self,
@@ -295,7 +295,7 @@ class SimulatedStrategy(ParameterServerStrategy):
 
     progress_metric = "ps/loss"
 
-    def __init__(self, setup) -> None:  # a psbench.assemble.SimulatedSetup
+    def __init__(self, setup) -> None:  # a psbench.run_setup.SimulatedSetup
         super().__init__(None, setup.batching, log_every_n_updates=setup.log_every_n_updates)  # type: ignore[arg-type]
         self.plan, self.protocol = setup, setup.protocol
         self.sim_stats: dict | None = None
@@ -335,6 +335,7 @@ class SimulatedStrategy(ParameterServerStrategy):
         from dataclasses import replace
 
         from psbench.ps import Simulator
+        from psbench.ps.plan import schedule_meta
         from psbench.strategy import simulated
         from psbench.strategy.user_steps import UserLookahead, UserUpdates
 
@@ -360,13 +361,7 @@ class SimulatedStrategy(ParameterServerStrategy):
                 pull_bytes=self.compression.pull_bytes(self.protocol.gradients_per_update),
             )
         sim = Simulator(self.protocol, cost, plan.topology, mu, gradients, plan.seed)
-        meta = {
-            "protocol": self.protocol.label,
-            "learners": self.protocol.learners,
-            "batch_size": mu,
-            "topology": plan.topology.name,
-            "seed": plan.seed,
-        }  # a CLI run's (RunSetup.schedule_meta)
+        meta = schedule_meta(self.protocol, mu, plan.topology, plan.seed)
         self.schedule = schedule = Schedule.collect(sim.run(), meta=meta)
         self.sim_stats = sim.stats.as_dict()
         user_hook = module._on_before_batch_transfer
