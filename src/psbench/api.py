@@ -31,6 +31,8 @@ def simulated_setup(
     log_every_n_updates: int = 10,
     batching: str = "auto",
     memory_budget_mb: float | None = None,
+    progress: str = "auto",
+    timeline_updates: int | None = None,
 ) -> SimulatedSetup:
     """The checked :class:`~psbench.run_setup.SimulatedSetup` of ``ParameterServerStrategy.simulated``'s arguments:
     the groups mean what the CLI's mean (:func:`psbench.validate.compose_groups`), so a bad value raises the CLI's
@@ -47,11 +49,14 @@ def simulated_setup(
         batching: ``auto`` (learners that read one snapshot in one call, channels_last convs on the CPU, each checked
             on the first gradients it applies to) | ``loop`` (one ``training_step`` call per learner).
         memory_budget_mb: bound on snapshots and gradients computed ahead (None: as ``trainer.memory_budget_mb``).
+        progress: the simulation's progress lines on stderr once it runs for seconds (``none``: none), as
+            ``trainer.progress``.
+        timeline_updates: the updates ``timeline.png`` draws (None: a few pushes of every learner; 0: none), as
+            ``trainer.timeline_updates``.
     """
-    from psbench.cluster.options import build_cost, build_topology
+    from psbench.cluster.options import build_cost, build_topology, hardware_name
     from psbench.compression.options import compression_options
     from psbench.lr.options import build_lr_policy
-    from psbench.ps.local import LOCAL_PROTOCOLS
     from psbench.ps.options import build_protocol
     from psbench.validate import compose_groups
 
@@ -59,6 +64,49 @@ def simulated_setup(
     proto.update({k: v for k, v in (("n", n), ("staleness_bound", staleness_bound)) if v is not None})
     groups = {"protocol": proto, "lr_policy": lr_policy, "compression": compression, "hardware": hardware}
     cfg = compose_groups({**groups, "topology": topology}, {"learners": learners, "seed": seed})
+    _check_groups(cfg)
+    knobs = {
+        "updates_per_step": updates_per_step,
+        "log_every_n_updates": log_every_n_updates,
+        "memory_budget_mb": memory_budget_mb,
+        "progress": progress,
+        "timeline_updates": timeline_updates,
+    }
+    _check_knobs(knobs, batching)
+    built = build_protocol(cfg)
+    return SimulatedSetup(
+        built,
+        build_topology(cfg),
+        build_lr_policy(cfg, built),
+        build_cost(cfg, 0),
+        compression_options(cfg),
+        int(seed),
+        updates_per_step,
+        int(log_every_n_updates),
+        batching,
+        memory_budget_mb,
+        hardware_name(cfg),
+        progress,
+        timeline_updates,
+    )
+
+
+def _check_knobs(knobs: dict[str, Any], batching: str) -> None:
+    """The strategy's own knobs, as the ``trainer`` group declares its keys of the same names (``batching``: auto or
+    loop)."""
+    from psbench.schema import check_keys, one_of
+    from psbench.strategy.options import TRAINER
+
+    declared = {k: TRAINER.options["default"][k] for k in knobs}
+    allowed = {**declared, "batching": one_of("auto", "loop")}
+    check_keys("", {**knobs, "batching": batching}, allowed, "ParameterServerStrategy.simulated")
+
+
+def _check_groups(cfg: dict[str, Any]) -> None:
+    """What a LightningModule cannot run: a local-step protocol (psbench's own loss for H steps), calibration (it
+    times psbench's own models)."""
+    from psbench.ps.local import LOCAL_PROTOCOLS
+
     name = cfg["protocol"]["name"]
     require(
         name not in LOCAL_PROTOCOLS,
@@ -73,33 +121,3 @@ def simulated_setup(
         True,
         "false with a LightningModule (calibration times psbench's own models; give hardware.compute instead)",
     )
-    _check_knobs(updates_per_step, log_every_n_updates, memory_budget_mb, batching)
-    built = build_protocol(cfg)
-    return SimulatedSetup(
-        built,
-        build_topology(cfg),
-        build_lr_policy(cfg, built),
-        build_cost(cfg, 0),
-        compression_options(cfg),
-        int(seed),
-        updates_per_step,
-        int(log_every_n_updates),
-        batching,
-        memory_budget_mb,
-    )
-
-
-def _check_knobs(updates_per_step, log_every_n_updates, memory_budget_mb, batching) -> None:
-    """The strategy's own knobs, as the ``trainer`` group declares them (``batching``: auto or loop)."""
-    from psbench.schema import check_keys, one_of
-    from psbench.strategy.options import TRAINER
-
-    keys = TRAINER.options["default"]
-    knobs = {
-        "updates_per_step": updates_per_step,
-        "log_every_n_updates": log_every_n_updates,
-        "memory_budget_mb": memory_budget_mb,
-        "batching": batching,
-    }
-    declared = {k: keys[k] for k in ("updates_per_step", "log_every_n_updates", "memory_budget_mb")}
-    check_keys("", knobs, {**declared, "batching": one_of("auto", "loop")}, "ParameterServerStrategy.simulated")

@@ -277,8 +277,15 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
         schedule_only=bool(resolved["schedule_only"]),
         hardware=hardware_name(resolved),
     )
+    return _with_schedule(setup)
+
+
+def _with_schedule(setup: RunSetup) -> RunSetup:
+    """``setup`` with its schedule: simulated (:func:`psbench.ps.plan.simulate`), the replayed file
+    (``engine.schedule``, for as many learners) or none (a dist free run: the real processes make it)."""
+    dist, protocol, trainer = setup.dist, setup.protocol, setup.trainer
     if dist is not None and dist.mode == "free_run":
-        return setup  # the real processes make the schedule
+        return setup
     if dist is not None and dist.schedule is not None:
         schedule = Schedule.load(dist.schedule)
         got = schedule.meta.get("learners")
@@ -291,11 +298,11 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
         return replace(setup, schedule=schedule)
     sim = plan.simulate(
         protocol,
-        cost,
-        topology,
+        setup.cost,
+        setup.topology,
         setup.batch_size,
-        gradients,
-        seed,
+        setup.gradients,
+        setup.seed,
         progress=trainer.progress,
         timeline_updates=trainer.timeline_updates,
     )

@@ -131,3 +131,6 @@ class SimulatedSetup:
     log_every_n_updates: int
     batching: str  # auto (checked batching) | loop (one training_step call per learner)
     memory_budget_mb: float | None
+    hardware: str = ""  # the hardware profile's name (timeline.png's title)
+    progress: str = "auto"  # the simulation's progress lines (trainer.progress's words; none: none)
+    timeline_updates: int | None = None  # updates timeline.png draws (None: auto; 0: none)

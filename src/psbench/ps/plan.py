@@ -32,8 +32,10 @@ from psbench.summary import RunSummary
 
 #: a simulation shows progress once it has run this long (seconds) ...
 PROGRESS_AFTER_S = 2.0
-#: ... then a line every this many seconds (``rich`` on a terminal: every half second)
+#: ... then a line every this many seconds (``rich`` on a terminal: every half second), looked at every
+#: this many gradients
 PROGRESS_EVERY_S = 5.0
+PROGRESS_GRADIENTS = 1024
 
 
 def gradient_count(
@@ -123,7 +125,7 @@ def with_progress(updates: Iterator[Update], total: int, mode: str) -> Iterator[
     for u in lifecycle.checked(updates):
         done += len(u.contributions)
         yield u
-        if mode != "none" and done % 1024 < len(u.contributions):
+        if mode != "none" and done % PROGRESS_GRADIENTS < len(u.contributions):
             now = time.perf_counter()
             every = 0.5 if mode == "rich" and sys.stderr.isatty() else PROGRESS_EVERY_S
             if now - t0 >= PROGRESS_AFTER_S and now - last >= every:
@@ -158,15 +160,14 @@ def plot_timeline(
     return str(plot(run.trace, run.stats["staleness_hist"], title, path))
 
 
-def summary(
-    run: SimulatedRun, samples_per_gradient: int, num_train: int, protocol: Protocol, compression: str, **fields: Any
-) -> RunSummary:
-    """The :class:`~psbench.summary.RunSummary` of a simulated run: the simulator's counts (staleness, updates,
-    simulated time, bytes), the samples of its schedule, its hash; ``fields``: what the run did besides."""
+def summary(run: SimulatedRun, samples_per_gradient: int, num_train: int, compression: str, **fields) -> RunSummary:
+    """The :class:`~psbench.summary.RunSummary` of a simulated run: its protocol (the schedule's label), the
+    simulator's counts (staleness, updates, simulated time, bytes), the samples of its schedule, its hash;
+    ``compression`` the codec's name (``none``); ``fields``: what the run did besides."""
     samples = run.schedule.num_gradients * samples_per_gradient
     return RunSummary(
         engine="sim",
-        protocol=protocol.label,
+        protocol=str(run.schedule.meta["protocol"]),
         compression=compression,
         **run.stats,
         samples=samples,

@@ -166,11 +166,17 @@ class UserLookahead(Lookahead):
         )
         self.data: UserUpdates = data
         self.module, self.step = module, _TrainingStep(module)
+        named = dict(module.named_parameters())
+        self.params = {k: named[k] for k in names}  # the weights the PS updates: the module's trainable parameters
         self.keys = [f"m.{k}" for k in names]  # the wrapper's names of the trainable parameters
         convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
         self.layout: bool | None = None if batching == "auto" and convs and data.x.device.type == "cpu" else False
         self.concat: bool | None = None if batching == "auto" else False
         self.check: dict[str, Any] = {"concat": None, "channels_last": self.layout}
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The weights whose gradients this source computes: the module's trainable parameters, by name."""
+        return self.params
 
     # -- one call of the user's training_step ---------------------------------------------------------
     def _call(
