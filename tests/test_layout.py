@@ -121,7 +121,7 @@ def test_the_reader_sees_module_function_level_and_lazy_imports():
     assert "psbench.ps.schedule" in GRAPH["psbench.strategy.executor"]  # module level
     assert "psbench.distributed.launcher" in GRAPH["psbench.train"]  # inside run()
     assert "psbench.optimizer.build" in GRAPH["psbench.optimizer"]  # lazy(__name__, {...})
-    assert "psbench.ps.local" in GRAPH["psbench.ps.protocols"]
+    assert "psbench.ps.protocols" in GRAPH["psbench.ps.local"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 

@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from psbench.ps.protocols import OPTIONAL, PROTOCOLS, Protocol
-from psbench.schema import Group
+from psbench.schema import Group, get
 
 
 def _check(cfg: Mapping[str, Any]) -> None:
+    """The protocol's rule, with what it runs with: λ and the optimizer's α0."""
     rule = PROTOCOLS[cfg["protocol"]["name"]].rule
     if rule is not None:
-        rule(cfg)
+        rule(cfg["protocol"], {"learners": cfg["learners"], "optimizer.lr": get(cfg, "optimizer.lr")})
 
 
 PROTOCOL = Group({name: dict(d.keys) for name, d in PROTOCOLS.items()}, check=_check)

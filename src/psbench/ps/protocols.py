@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from psbench.errors import require
-from psbench.schema import MAX_COUNT, Key, get, integer, is_num, number
+from psbench.schema import MAX_COUNT, Key, integer, is_num, number
 
 #: the fields of :class:`Protocol` a protocol's keys may set, with their value when a protocol does not declare them
 OPTIONAL = {"n": None, "staleness_bound": None, "local_steps": 1, "rho": None}
@@ -50,17 +50,17 @@ class Declared:
     barrier: bool = False
     splitting: Callable[[Protocol], int] | None = None
     local: bool = False
-    rule: Callable[[Mapping[str, Any]], None] | None = None
+    rule: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
 
 
-def _n_within_learners(cfg: Mapping[str, Any]) -> None:
-    learners, n = cfg["learners"], cfg["protocol"]["n"]
+def _n_within_learners(values: Mapping[str, Any], context: Mapping[str, Any]) -> None:
+    learners, n = context["learners"], values["n"]
     require(n <= learners, "protocol.n", n, f"an integer with 1 <= n <= learners (λ={learners})")
 
 
-def _elastic_step(cfg: Mapping[str, Any]) -> None:
+def _elastic_step(values: Mapping[str, Any], context: Mapping[str, Any]) -> None:
     """Elastic moves ρη(θ_l − θ̃) with ρη in (0, 1]: at most all the way to the center."""
-    rho, lr = cfg["protocol"]["rho"], get(cfg, "optimizer.lr")
+    rho, lr = values["rho"], context.get("optimizer.lr")
     require(
         not is_num(lr) or rho * lr <= 1,
         "protocol.rho",
@@ -152,7 +152,7 @@ class Protocol:
                 )
         rule = PROTOCOLS[self.name].rule
         if rule is not None:
-            rule({"learners": self.learners, "protocol": {f.name: getattr(self, f.name) for f in fields(self)}})
+            rule({f.name: getattr(self, f.name) for f in fields(self)}, {"learners": self.learners})
 
     @property
     def declared(self) -> Declared:
