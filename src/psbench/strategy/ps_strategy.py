@@ -46,6 +46,7 @@ from typing import Any
 import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
+from psbench import lightning_seams as seams
 from psbench.ps import Schedule
 from psbench.ps import plan as run_plan
 from psbench.ps.apply import apply_update
@@ -175,6 +176,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     def setup(self, trainer) -> None:
         """Check the Trainer; the lr schedulers' rule; with ``plan``, the schedule and the gradient source."""
         simulated.check_trainer(trainer)
+        seams.check(trainer)
         super().setup(trainer)
         self._schedulers = simulated.schedulers(trainer)
         simulated.skip_chunks_in_batch_hook(self._module)
@@ -202,7 +204,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         super().on_train_start()
         self._fit_s[0] = time.perf_counter()
         if self.eval_every:  # evaluations counted in updates, whatever the updates per Trainer step
-            self._module.trainer.fit_loop.epoch_loop._should_check_val_fx = self._evaluate_now
+            seams.evaluate_when(self._module.trainer, self._evaluate_now)
 
     def on_train_end(self) -> None:
         self._fit_s[1] = time.perf_counter()
@@ -212,7 +214,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """Evaluate after this Trainer step? After updates eval_every−1, 2·eval_every−1, …, and after a stop
         (Lightning's rule for ``should_stop``)."""
         trainer = self._module.trainer
-        if trainer.should_stop and trainer.fit_loop._can_stop_early:
+        if trainer.should_stop and seams.can_stop_early(trainer):
             return True
         every, last = self.eval_every, self._last_update
         return every is not None and last is not None and (last + 1) % every == 0
@@ -364,7 +366,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 self._module.log(self.prefix + "loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
             return None
         module = self._module
-        module.trainer.fit_loop.epoch_loop._batches_that_stepped = batch.index  # the step evaluations log at
+        seams.log_at(module.trainer, batch.index)  # the step evaluations log at
         self._last_update = batch.index
         if self.local is not None:  # the commits of H local steps per learner, in gradient units
             params = dict(module.net.named_parameters())

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from psbench import lightning_seams as seams
 from psbench.errors import require
 from psbench.ps import Protocol, Schedule, plan
 from psbench.run_setup import SimulatedSetup
@@ -166,7 +167,7 @@ def train_loader(trainer, protocol: Protocol) -> tuple[Any, int, Callable]:
     """(map-style dataset, μ, collate_fn) of the Trainer's train DataLoader."""
     from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
-    dl = trainer.fit_loop._data_source.dataloader()
+    dl = seams.train_dataloader(trainer)
     require(
         isinstance(dl, DataLoader),
         "train_dataloader",
@@ -209,7 +210,7 @@ def run_gradients(trainer, num_train: int, mu: int, protocol: Protocol) -> int:
     """G of the run (the module docstring): :func:`psbench.ps.plan.gradient_count` of ``max_epochs`` and
     ``max_steps``, the CLI's rule."""
     c = protocol.gradients_per_update
-    epochs, steps = trainer.fit_loop.max_epochs, trainer.max_steps
+    epochs, steps = trainer.max_epochs, trainer.max_steps
     limits = {"max_epochs": (epochs, epochs * num_train / mu)} if epochs is not None and epochs >= 0 else {}
     if steps is not None and steps >= 0:
         limits["max_steps"] = (steps, steps * c)
@@ -315,24 +316,23 @@ def check_loss(module, batch) -> None:
 def skip_chunks_in_batch_hook(module) -> None:
     """Lightning hands the module's ``on_before_batch_transfer`` hooks every batch, a Trainer step's chunk of PS
     updates too: the chunk passes them by (each learner's mini-batch goes through them in :func:`transfer`)."""
-    hook = module._on_before_batch_transfer
 
-    def before_transfer(batch, dataloader_idx: int = 0):
-        return batch if isinstance(batch, UpdateChunk) else hook(batch, dataloader_idx)
+    def wrap(hook: Callable) -> Callable:
+        def before_transfer(batch, dataloader_idx: int = 0):
+            return batch if isinstance(batch, UpdateChunk) else hook(batch, dataloader_idx)
 
-    module._on_before_batch_transfer = before_transfer
+        return before_transfer
+
+    seams.wrap_batch_hook(module, wrap)
 
 
 def restore(module, clip: float | None) -> None:
     """The module and its Trainer as the user made them (:meth:`ParameterServerStrategy.teardown`): Lightning's batch
     hook, automatic optimization (``global_step`` still counting the PS updates), ``gradient_clip_val``."""
-    module.__dict__.pop("_on_before_batch_transfer", None)
-    trainer = module._trainer
+    seams.unwrap_batch_hook(module)
+    trainer = seams.attached_trainer(module)
     if trainer is not None:
-        loop = trainer.fit_loop.epoch_loop
-        loop.automatic_optimization.optim_progress.optimizer.step.load_state_dict(
-            loop.manual_optimization.optim_step_progress.state_dict()
-        )
+        seams.count_manual_steps_as_automatic(trainer)
         if clip is not None:
             trainer.gradient_clip_val = clip
     module.automatic_optimization = True
@@ -391,10 +391,10 @@ def plan_run(setup: SimulatedSetup, strategy, trainer) -> Planned:
         setup.seed,
         next(iter(params.values())).dtype,
         strategy.root_device,
-        transfer(strategy, trainer, module._on_before_batch_transfer),
+        transfer(strategy, trainer, seams.batch_hook(module)),
     )
     check_loss(module, updates.batch([0]))
-    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.fit_loop.max_epochs, setup.updates_per_step)
+    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, setup.updates_per_step)
     p_bytes = sum(p.numel() * p.element_size() for p in params.values())
     by_row = codecs is not None or setup.batching == "loop"
     lookahead = UserLookahead(

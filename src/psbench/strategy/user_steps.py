@@ -32,6 +32,7 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 from torch.func import functional_call
 
+from psbench import lightning_seams as seams
 from psbench.errors import ConfigError
 from psbench.lr import LRPolicy
 from psbench.ps import Schedule
@@ -185,9 +186,9 @@ class UserLookahead(Lookahead):
         """(scale·∇L of the rows' samples concatenated at ``params``, L·samples, samples)."""
         batch = self.data.batch(rows, _channels_last if layout else None)
         leaves = [v.detach().requires_grad_() for v in params.values()]
-        trainer = getattr(self.module, "_trainer", None)
-        if trainer is not None and trainer._results is not None:  # self.log infers its batch size from this batch
-            trainer._results.batch, trainer._results.batch_size = batch, None
+        trainer = seams.attached_trainer(self.module)
+        if trainer is not None:  # self.log infers its batch size from this batch
+            seams.log_batch(trainer, batch)
         loss = step_loss(
             functional_call(self.step, dict(zip(self.keys, leaves, strict=True)), (batch, u), tie_weights=self.tied)
         )
