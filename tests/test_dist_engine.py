@@ -195,9 +195,6 @@ def _summary(ps, schedule, **kw):
         bytes_pushed=0,
         bytes_pulled=0,
         push_payload_bytes=None,
-        test_error=0.5,
-        test_loss=1.0,
-        weights_sha256="ab" * 32,
         **kw,
     )
 
@@ -635,3 +632,42 @@ def test_gradient_wire_decodes_to_what_the_learners_codec_decodes(options):
             ]
         )
         assert torch.equal(receiver.decode(buf), want)
+
+
+# ----------------------------------------------------------------------------- the learners' spec
+def test_the_learner_spec_is_typed_and_checked_at_the_ps_before_any_process_starts(compose_cfg, tmp_path, monkeypatch):
+    """The spec the PS writes reads back as the learners read it (a local-step protocol's window typed); a misspelt
+    key is refused by that reader, naming it; and a value no learner could run with fails the run at the PS, one line,
+    before any learner process starts."""
+    import dataclasses
+
+    from psbench.assemble import build_run
+    from psbench.distributed import launcher
+    from psbench.distributed.spec import LearnerSpec
+    from psbench.errors import RunFailure
+
+    setup = build_run(
+        compose_cfg(*TINY, "engine=dist", "learners=2", "protocol=agn", "protocol.local_steps=2", "logger=none")
+    )
+    data = tmp_path / "learner_data.pt"
+    data.write_bytes(b"")
+    spec = launcher.learner_spec(setup, setup.dist, 29500, data)
+    spec.check()
+    path = spec.save(tmp_path / "dist_spec.json")
+    assert LearnerSpec.load(path) == spec and spec.window is not None and spec.window.local_steps == 2
+    assert spec.samples_per_gradient == 2 * spec.window.batch_size and spec.world_size == 3
+
+    text = json.loads(path.read_text())
+    text["thread"] = text.pop("threads")
+    path.write_text(json.dumps(text))
+    with pytest.raises(ValueError, match=r"missing \['threads'\], unknown \['thread'\]"):
+        LearnerSpec.load(path)
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    bad = dataclasses.replace(spec, samples_per_gradient=spec.samples_per_gradient + 1)
+    monkeypatch.setattr(launcher, "learner_spec", lambda *args: bad)
+    with pytest.raises(RunFailure, match=r"not one they can run: window: H·μ = 2·32 ≠ samples_per_gradient=65$") as e:
+        launcher.train_dist(setup, run_dir)
+    assert "\n" not in str(e.value)
+    assert not (run_dir / "dist_pids.json").exists() and not list(run_dir.glob("learner_*"))  # nothing started

@@ -4,7 +4,9 @@ Every module under ``src/psbench`` is read with :mod:`ast` — module-level impo
 functions (they run later, but a circle through them is still a circle), and the modules a package
 names for :func:`psbench.lazy.lazy` — and an edge goes to the most specific module imported
 (``from psbench.ps import local`` → ``psbench.ps.local``; ``from psbench.ps import Schedule`` →
-``psbench.ps``). Imports under ``if TYPE_CHECKING:`` never run and are not edges.
+``psbench.ps``). Imports under ``if TYPE_CHECKING:`` never run and are not edges of :data:`GRAPH` (a circle through
+them is harmless), but a type named is still a dependency: :data:`TYPED` holds them too, and the lines between
+packages and floors are drawn on it.
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ def _type_checking_only(node: ast.If) -> bool:
     )
 
 
-def imports(module: str) -> set[str]:
-    """The psbench modules ``module`` imports, at any level of its code."""
+def imports(module: str, typing: bool = False) -> set[str]:
+    """The psbench modules ``module`` imports, at any level of its code (``typing``: under ``TYPE_CHECKING`` too)."""
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _type_checking_only(node):
+        if isinstance(node, ast.If) and _type_checking_only(node) and not typing:
             for child in node.orelse:
                 visit(child)
             return
@@ -77,6 +79,7 @@ def imports(module: str) -> set[str]:
 
 
 GRAPH = {m: imports(m) for m in MODULES}
+TYPED = {m: imports(m, typing=True) for m in MODULES}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -118,7 +121,7 @@ def test_the_reader_sees_module_function_level_and_lazy_imports():
     assert "psbench.ps.schedule" in GRAPH["psbench.strategy.executor"]  # module level
     assert "psbench.distributed.launcher" in GRAPH["psbench.train"]  # inside run()
     assert "psbench.optimizer.build" in GRAPH["psbench.optimizer"]  # lazy(__name__, {...})
-    assert "psbench.ps.local" in GRAPH["psbench.ps.protocols"]
+    assert "psbench.ps.protocols" in GRAPH["psbench.ps.local"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -141,13 +144,66 @@ FORBIDDEN = [  # (importer, imported): the dist engine and the simulator's execu
     ("psbench.cluster", "psbench.ps"),  # the cost model is below the simulator that runs it
     ("psbench.cluster", "psbench.calibration"),
     ("psbench.ps", "psbench.calibration"),
+    ("psbench.strategy", "psbench.assemble"),  # the engines take a RunSetup (psbench.run_setup), not its builder
+    ("psbench.distributed", "psbench.assemble"),
+    ("psbench.strategy", "psbench.validate"),
+    ("psbench.distributed", "psbench.validate"),
+    ("psbench.run_setup", "psbench.strategy"),  # the run's types are below the engines
+    ("psbench.run_setup", "psbench.distributed"),
 ]
 
 
 @pytest.mark.parametrize(("importer", "imported"), FORBIDDEN, ids=[f"{a}->{b}" for a, b in FORBIDDEN])
 def test_no_import_across_the_line(importer, imported):
-    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _inside(m, importer) for t in ts if _inside(t, imported))
+    bad = sorted(f"{m} -> {t}" for m, ts in TYPED.items() if _inside(m, importer) for t in ts if _inside(t, imported))
     assert bad == []
+
+
+def room(module: str) -> str:
+    """The room a module is in: its top-level package or module (``psbench.strategy``, ``psbench.assemble``); a
+    package's ``options.py`` is a room of its own — the group's torch-free declaration that
+    :mod:`psbench.validate` reads before anything is built, below the package's code."""
+    parts = module.split(".")
+    return module if parts[-1] == "options" else ".".join(parts[:2])
+
+
+def rooms(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The arrows between rooms of different packages (a package and its own declaration may use each other;
+    ``psbench`` itself, the lazy front door, is left out: it names what is above it)."""
+    out: dict[str, set[str]] = {}
+    for m, ts in graph.items():
+        for t in ts:
+            if room(m).split(".")[:2] != room(t).split(".")[:2] and "psbench" not in (m, t):
+                out.setdefault(room(m), set()).add(room(t))
+    return out
+
+
+def floors(graph: dict[str, set[str]]) -> dict[str, int]:
+    """Each room's floor: 0 for a room that imports none, else one above the highest room it imports."""
+    out: dict[str, int] = {}
+
+    def floor(r: str) -> int:
+        if r not in out:
+            out[r] = -1  # on the way: a circle would recurse here
+            out[r] = 1 + max((floor(t) for t in graph.get(r, ())), default=-1)
+        return out[r]
+
+    for r in {*graph, *(t for ts in graph.values() for t in ts)}:
+        floor(r)
+    return out
+
+
+def test_no_arrow_back_up_between_rooms():
+    """Between rooms no circle, types included: every arrow goes down a floor, so the engines' rooms are below the
+    assembly and the API's factory above the run's types (the run's types, ``psbench.run_setup``, and the
+    declarations are below both engines)."""
+    graph = rooms(TYPED)
+    assert _cycles(graph) == []
+    f = floors(graph)
+    assert all(f[a] > f[b] for a, ts in graph.items() for b in ts)
+    for engine in ("psbench.strategy", "psbench.distributed"):
+        assert f["psbench.run_setup"] < f[engine] < f["psbench.assemble"] < f["psbench.train"]
+    assert f["psbench.run_setup"] < f["psbench.api"]
 
 
 #: the engines and every package they run: they take a psbench.assemble.RunSetup, never the composed config

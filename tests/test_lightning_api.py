@@ -8,7 +8,9 @@ staleness histogram equals the CLI's schedule, the batching check, a regression 
 from __future__ import annotations
 
 import json
+import re
 import warnings
+from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
@@ -508,3 +510,92 @@ def test_import_psbench_is_torch_free_until_the_strategy_is_used():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "psbench.strategy.ps_strategy True"
+
+
+# ----------------------------------------------------------------------------- one plan, two doors
+def test_both_doors_plan_the_run_through_the_same_functions(digits, compose_cfg, tmp_path, monkeypatch, capsys):
+    """The psbench command (``build_run`` → ``train_sim``, ``schedule_only``) and ``ParameterServerStrategy.simulated``
+    for the same (protocol, λ, μ, hardware, seed, epochs) on the same model size and N: each plans its run by one
+    call of each function of :mod:`psbench.ps.plan`, with equal arguments, and gets the same schedule hash, staleness
+    histogram, simulated time and progress lines."""
+    from psbench.assemble import build_run
+    from psbench.models import build_model
+    from psbench.ps import plan
+    from psbench.strategy.executor import train_sim
+
+    monkeypatch.setattr(plan, "PROGRESS_AFTER_S", 0.0)  # a line every 64 gradients, however fast the simulation
+    monkeypatch.setattr(plan, "PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr(plan, "PROGRESS_GRADIENTS", 64)
+    calls: list[tuple[str, tuple, dict]] = []
+
+    def spying(name: str):
+        real = getattr(plan, name)
+
+        def spy(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            return real(*args, **kwargs)
+
+        return spy
+
+    for name in ("gradient_count", "codec_cost", "simulate", "summary"):
+        monkeypatch.setattr(plan, name, spying(name))
+
+    def progress(err: str) -> list[str]:
+        lines = [s for s in err.splitlines() if s.startswith("psbench: simulat")]
+        return [re.sub(r"\d+ s\b", "_ s", s) for s in lines]  # the seconds differ, the counts may not
+
+    shared = {"learners": 4, "batch_size": 8, "epochs": 2, "hardware": "p775", "seed": 5}
+    cfg = compose_cfg(
+        *(f"{k}={v}" for k, v in shared.items()),
+        *("protocol=softsync", "protocol.n=2", "model=mlp", "model.hidden=[16]", "dataset=digits"),
+        *("schedule_only=true", "trainer.progress=plain", "logger=none"),
+    )
+    capsys.readouterr()
+    cli = train_sim(build_run(cfg), tmp_path)
+    cli_lines, cli_calls = progress(capsys.readouterr().err), calls[:]
+    calls.clear()
+    torch.manual_seed(0)
+    module = Classifier(build_model("mlp", digits.input_shape, digits.num_classes, hidden=[16]))
+    strategy = ParameterServerStrategy.simulated(
+        {"name": "softsync", "n": 2}, learners=4, hardware="p775", seed=5, progress="plain"
+    )
+    fit(module, torch.utils.data.DataLoader(train_set(digits), batch_size=8, shuffle=True), strategy, max_epochs=2)
+    api, api_lines = strategy.summary, progress(capsys.readouterr().err)
+
+    assert (
+        sorted(c[0] for c in cli_calls)
+        == sorted(c[0] for c in calls)
+        == sorted(["gradient_count", "codec_cost", "simulate", "summary"])
+    )
+    (cli_sim,), (api_sim,) = ([c for c in cs if c[0] == "simulate"] for cs in (cli_calls, calls))
+    assert cli_sim[1] == api_sim[1] and cli_sim[2] == api_sim[2]  # protocol, cost model, topology, μ, G, seed, …
+    assert cli_sim[1][4] == 2 * 1437 // 8  # G = ⌊epochs·N/μ⌋
+    for key in ("schedule_sha256", "staleness_hist", "sim_time_s", "ps_updates", "bytes_pushed", "samples"):
+        assert getattr(api, key) == getattr(cli, key), key
+    assert len(cli.staleness_hist) > 1  # not vacuous: stale gradients
+    assert cli_lines == api_lines and len(cli_lines) >= 5  # ⌊359/64⌋ lines and the last one
+    assert cli_lines[-1] == "psbench: simulated the schedule: 358 gradients in _ s"
+
+
+def test_the_api_draws_the_timeline_beside_the_trainers_logs(digits, tmp_path):
+    """timeline.png (the trace of the first updates beside the staleness histogram) in the Trainer's log dir, named in
+    the summary's artifacts, as the psbench command draws it in its run dir; none without a logger or checkpoints."""
+    from pytorch_lightning.loggers import CSVLogger
+
+    for logger in (CSVLogger(tmp_path), False):
+        strategy = ParameterServerStrategy.simulated({"name": "softsync", "n": 2}, learners=4, seed=1)
+        t = pl.Trainer(
+            strategy=strategy,
+            max_steps=10,
+            logger=logger,
+            enable_progress_bar=False,
+            enable_checkpointing=False,
+            enable_model_summary=False,
+            default_root_dir=tmp_path / "root",
+        )
+        t.fit(Classifier(), torch.utils.data.DataLoader(train_set(digits), batch_size=8, shuffle=True))
+        if logger:
+            (path,) = strategy.summary.artifacts
+            assert path == str(Path(t.log_dir) / "timeline.png") and Path(path).read_bytes()[:4] == b"\x89PNG"
+        else:
+            assert strategy.summary.artifacts == [] and not (tmp_path / "root").exists()

@@ -63,9 +63,9 @@ def test_run_name_is_the_protocol_and_what_differs_from_the_defaults():
         "batch_size": 32,
         "seed": 0,
     }
-    assert tracking.run_name(_cfg(), defaults) == "softsync4-λ30-μ4-cifar_cnn-cifar10_subset"
+    assert tracking.run_name(_cfg(), defaults) == "4-softsync-λ30-μ4-cifar_cnn-cifar10_subset"
     assert tracking.run_name(_cfg(protocol={"name": "ssp", "staleness_bound": 2}, seed=3, learners=4), defaults) == (
-        "ssp_s2-μ4-cifar_cnn-cifar10_subset-seed3"
+        "ssp-s2-μ4-cifar_cnn-cifar10_subset-seed3"
     )
     assert tracking.run_name(_cfg(logger={"name": "mlflow", "run_name": "mine"}), defaults) == "mine"
 
@@ -76,8 +76,9 @@ RUN_NAMES = {  # overrides -> name: runs differing only in codec, dataset, engin
     ("compression=topk",): "hardsync-topk",
     ("dataset=cifar10_subset",): "hardsync-cifar10_subset",
     ("engine=dist",): "hardsync-dist",
-    ("protocol=agn",): "agn_H10",
-    ("protocol=agn", "protocol.local_steps=3"): "agn_H3",
+    ("protocol=agn",): "agn-H10",
+    ("protocol=agn", "protocol.local_steps=3"): "agn-H3",
+    ("protocol=aeasgd", "protocol.rho=2.5"): "aeasgd-H10-ρ2.5",
     ("topology=rudra_adv",): "hardsync-rudra_adv",
     ("topology=rudra_adv_star",): "hardsync-rudra_adv_star",
     (
@@ -88,7 +89,7 @@ RUN_NAMES = {  # overrides -> name: runs differing only in codec, dataset, engin
         "dataset=cifar10_subset",
         "compression=terngrad",
         "engine=dist",
-    ): "softsync4-λ30-μ4-cifar10_subset-terngrad-dist",
+    ): "4-softsync-λ30-μ4-cifar10_subset-terngrad-dist",
 }
 
 

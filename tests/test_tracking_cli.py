@@ -176,4 +176,4 @@ def test_joblib_jobs_find_their_parent_and_the_count(run_psbench, mlflow_runs, p
     parent = _parent(mlflow_runs, psbench_root)
     jobs = mlflow_runs(psbench_root)
     assert len(jobs) == 3 and {r["tags"]["mlflow.parentRunId"] for r in jobs} == {parent["run_id"]}
-    assert sorted(r["name"] for r in jobs) == ["softsync1", "softsync1-λ2", "softsync4"]
+    assert sorted(r["name"] for r in jobs) == ["1-softsync", "1-softsync-λ2", "4-softsync"]

@@ -1,119 +1,41 @@
-"""Run assembly: a composed config becomes one typed :class:`RunSetup`, and the config goes no further.
+"""Run assembly: a composed config becomes one typed :class:`~psbench.run_setup.RunSetup`, and the config goes no
+further.
 
 :func:`build_run` builds everything a run needs — data, model, protocol, topology, lr policy, codecs, cost
-model, the simulated schedule, the optimizer settings and the typed trainer/engine options — and makes every
-check that needs them (data files, the schedule's size; the engine's memory budget and device are checked by
-:func:`psbench.train.prepare`). :func:`build_simulated` builds the same pieces for
-``ParameterServerStrategy.simulated``, whose model and data are the user's. Both engines take the
-:class:`RunSetup` (:func:`psbench.strategy.executor.train_sim`, :func:`psbench.distributed.launcher.train_dist`), so a
-config means the same run in either; they, and the packages they run, never read the composed config. The CLI
-builds the setup before it creates the MLflow run: input that a check refuses leaves no run behind.
+model, the simulated schedule (:mod:`psbench.ps.plan`, as ``ParameterServerStrategy.simulated`` plans it), the
+optimizer settings and the typed trainer/engine options — and makes every check that needs them (data files, the
+schedule's size; the engine's memory budget and device are checked by :func:`psbench.train.prepare`). Both engines
+take the :class:`~psbench.run_setup.RunSetup` (:func:`psbench.strategy.executor.train_sim`,
+:func:`psbench.distributed.launcher.train_dist`), so a config means the same run in either; they, and the packages
+they run, never read the composed config (nor import this module). The CLI builds the setup before it creates the
+MLflow run: input that a check refuses leaves no run behind.
 """
 
 from __future__ import annotations
 
-import sys
-import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from psbench import lifecycle
-from psbench.cluster import CostModel, Topology
+from psbench.cluster import CostModel
+from psbench.cluster.options import build_cost as hardware_cost
+from psbench.cluster.options import build_topology, hardware_name
+from psbench.compression.options import compression_options
 from psbench.data import output_size, task_of
-from psbench.distributed.options import DistOptions
 from psbench.errors import ConfigError, require
 from psbench.lr import LRPolicy
-from psbench.ps import Protocol, Schedule, Simulator, Update
+from psbench.lr.options import build_lr_policy as lr_policy_of
+from psbench.ps import Protocol, Schedule, plan
 from psbench.ps.options import build_protocol as protocol_of
-from psbench.ps.schedule import max_gradients
-from psbench.strategy.options import TrainerOptions
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """Everything one run needs, built from a config by :func:`build_run`.
-
-    ``config`` is the resolved config as plain data (for tracking and checkpoints only). ``data`` is a set-up
-    data module (``x_train``, ``y_train``, ``x_test``, ``y_test``, ``num_train``, ``input_shape``,
-    ``num_classes``, ``task``, ``output_size``); ``model`` the model's config node as plain data (how a dist learner
-    builds the same ``net``, :func:`psbench.models.net.build_net`); ``loss`` the per-sample loss
-    (:class:`psbench.models.loss.SampleLoss`, ``model.loss``). ``schedule`` is the simulated schedule (engine sim,
-    and a dist replay of this config), the replayed file (``engine.schedule``) or None (a dist free run);
-    ``sim_stats`` its simulation's statistics and ``trace`` its record of the first ``trainer.timeline_updates``
-    updates (:mod:`psbench.ps.timeline`).
-    """
-
-    config: Mapping[str, Any]
-    seed: int
-    data: Any
-    net: torch.nn.Module
-    model: Mapping[str, Any]
-    loss: Any  # psbench.models.loss.SampleLoss
-    protocol: Protocol
-    topology: Topology
-    policy: LRPolicy
-    batch_size: int  # μ
-    gradients: int  # G: gradients (or local-step commits) of the run
-    cost: CostModel
-    compression: Mapping[str, Any] | None  # the codec's options (None: fp32 gradients)
-    codecs: Any  # per-learner codecs (psbench.compression.pipeline.LearnerCompression), or None
-    optimizer: Mapping[str, Any]  # the PS's
-    learner_optimizer: Mapping[str, Any]  # the learners' (local-step protocols)
-    schedule: Schedule | None
-    sim_stats: Mapping[str, Any] | None
-    trace: Any  # the simulator's trace of the first updates (psbench.ps.trace.Trace), for timeline.png; or None
-    trainer: TrainerOptions
-    engine: str  # sim | dist
-    dist: DistOptions | None
-    schedule_only: bool
-
-    @property
-    def samples_per_gradient(self) -> int:
-        """μ·H: the samples one gradient (or one commit of H local steps) reads."""
-        return self.batch_size * self.protocol.local_steps
-
-    def plot_timeline(self, path) -> str | None:
-        """``timeline.png`` of the traced updates (:func:`psbench.ps.timeline.plot_timeline`), titled with the
-        protocol, λ, μ, hardware and topology; None when nothing was traced."""
-        if self.trace is None or self.sim_stats is None:
-            return None
-        from psbench.ps.timeline import plot_timeline, timeline_title
-
-        h = self.config["hardware"]
-        hw = str(h["name"]) + (" (calibrated)" if h.get("calibrate") else "")
-        title = timeline_title(self.protocol, self.batch_size, hw, self.topology.name)
-        return str(plot_timeline(self.trace, self.sim_stats["staleness_hist"], title, path))
-
-    @property
-    def schedule_meta(self) -> dict[str, Any]:
-        return {
-            "protocol": self.protocol.label,
-            "learners": self.protocol.learners,
-            "batch_size": self.batch_size,
-            "topology": self.topology.name,
-            "seed": self.seed,
-        }
+from psbench.run_setup import DistOptions, RunSetup, TrainerOptions
 
 
 # --------------------------------------------------------------------------- the pieces, from a config
 def build_protocol(cfg: DictConfig | Mapping[str, Any]) -> Protocol:
     return protocol_of(_plain(cfg))
-
-
-def build_topology(cfg: DictConfig | Mapping[str, Any]) -> Topology:
-    t = cfg["topology"]
-    nodes = t.get("nodes")
-    return Topology(
-        t["name"],
-        int(t["learners_per_node"]),
-        int(t["broadcast_fanout"]),
-        bool(t["leaf_gather"]),
-        None if nodes is None else int(nodes),
-    )
 
 
 def build_cost(
@@ -125,30 +47,11 @@ def build_cost(
     loss=None,
     target_shape: tuple | None = None,
 ) -> CostModel:
-    h = cfg["hardware"]
-    overrides = {
-        k: h.get(k)
-        for k in (
-            "bandwidth_Bps",
-            "intra_node_bandwidth_Bps",
-            "latency_s",
-            "ps_service_s",
-            "ps_apply_Bps",
-            "jitter_cv",
-            "ps_jitter_cv",
-            "heavy_tail",
-            "contention",
-            "ps_shards",
-            "ps_colocated",
-            "node_share",
-        )
-    }
-    compute = h.get("compute") or {}
-    overrides.update(overhead_s=compute.get("overhead_s"), per_sample_s=compute.get("per_sample_s"))
-    strag = h.get("stragglers") or {}
-    overrides.update(straggler_fraction=strag.get("fraction"), straggler_slowdown=strag.get("slowdown"))
-    cost = CostModel.from_profile(h["name"], message_bytes, **overrides)
-    if h.get("calibrate") and net is not None:
+    """The ``hardware`` group's cost model (:func:`psbench.cluster.options.build_cost`), its compute times measured
+    on this machine for ``net`` where ``hardware.calibrate`` says so (:mod:`psbench.calibration.model_time`)."""
+    cfg = _plain(cfg)
+    cost = hardware_cost(cfg, message_bytes)
+    if cfg["hardware"].get("calibrate") and net is not None:
         from psbench.calibration.model_time import calibrate
 
         mu = int(cfg["batch_size"])
@@ -261,36 +164,17 @@ def build_run_loss(resolved: Mapping[str, Any], dm, net: torch.nn.Module):
 
 def build_lr_policy(cfg: DictConfig | Mapping[str, Any]) -> LRPolicy:
     """``lr_policy``, bound to the run's protocol (α0/n reads its splitting parameter n)."""
-    protocol = build_protocol(cfg)
-    return LRPolicy(**_plain(cfg["lr_policy"])).for_protocol(protocol.name, protocol.splitting)
+    return lr_policy_of(_plain(cfg), build_protocol(cfg))
 
 
 def total_gradients(cfg: DictConfig | Mapping[str, Any], num_train: int, protocol: Protocol) -> int:
-    """G = ⌊epochs·N / (μ·H)⌋ (capped by ``trainer.max_updates``): at least one update, at most what a schedule
-    can hold in this machine's memory (:func:`psbench.ps.schedule.max_gradients`)."""
-    mu, epochs = int(cfg["batch_size"]), float(cfg["epochs"])
-    spg = mu * protocol.local_steps
-    wanted = epochs * num_train / spg
+    """G = ⌊epochs·N / (μ·H)⌋, capped by ``trainer.max_updates`` (:func:`psbench.ps.plan.gradient_count`)."""
+    spg = int(cfg["batch_size"]) * protocol.local_steps
+    limits = {"epochs": (cfg["epochs"], float(cfg["epochs"]) * num_train / spg)}
     max_updates = cfg["trainer"].get("max_updates")
     if max_updates is not None:
-        wanted = min(wanted, float(max_updates) * protocol.gradients_per_update)
-    most = max_gradients()
-    if not wanted <= most:
-        raise ConfigError(
-            "epochs",
-            cfg["epochs"],
-            f"at most {most * spg / num_train:.4g} epochs for this run: its "
-            f"schedule would hold {wanted:.3g} gradients of μ·H = {spg} samples (N = {num_train}), "
-            f"and at most {most:,} fit in this machine's memory",
-        )
-    g = int(wanted)
-    require(
-        g >= protocol.gradients_per_update,
-        "epochs",
-        cfg["epochs"],
-        f"enough epochs for one update of c = {protocol.gradients_per_update} gradients of μ = {mu}",
-    )
-    return g
+        limits["trainer.max_updates"] = (max_updates, float(max_updates) * protocol.gradients_per_update)
+    return plan.gradient_count(protocol, num_train, spg, limits)
 
 
 def optimizers(cfg: DictConfig | Mapping[str, Any], protocol: Protocol) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -306,7 +190,8 @@ def optimizers(cfg: DictConfig | Mapping[str, Any], protocol: Protocol) -> tuple
 def build_run_cost(
     cfg: DictConfig | Mapping[str, Any], net: torch.nn.Module, dm, protocol: Protocol, compression=None, loss=None
 ) -> CostModel:
-    """The run's cost model: the hardware profile for this model, with the codec's exact push/pull payloads."""
+    """The run's cost model: the hardware profile for this model, with the codec's exact push/pull payloads
+    (:func:`psbench.ps.plan.codec_cost`)."""
     from psbench.models import model_bytes
 
     regression = task_of(dm) == "regression"
@@ -319,28 +204,12 @@ def build_run_cost(
         loss=loss,
         target_shape=tuple(dm.y_train.shape[1:]) if regression else None,
     )
-    if compression is None:
-        return cost
-    # codec payloads are data-independent: they set the transfer times
-    return replace(
-        cost,
-        push_bytes=compression.push_bytes(),
-        pull_bytes=compression.pull_bytes(protocol.gradients_per_update),
-        pull_delta=compression.localize,
-    )
-
-
-def compression_options(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any] | None:
-    """The ``compression`` group as plain data, or None for ``none`` (fp32 gradients)."""
-    c = cfg.get("compression")
-    if c is None or (c.get("name") or "none") == "none":
-        return None
-    return _plain(c)
+    return plan.codec_cost(cost, compression, protocol)
 
 
 def build_compression(cfg: DictConfig | Mapping[str, Any], net: torch.nn.Module):
     """Per-learner codecs for ``cfg.compression`` (:mod:`psbench.compression`), or None for ``none``."""
-    options = compression_options(cfg)
+    options = compression_options(_plain(cfg))
     if options is None:
         return None
     from psbench.compression.pipeline import LearnerCompression
@@ -406,9 +275,17 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
         engine=engine,
         dist=dist,
         schedule_only=bool(resolved["schedule_only"]),
+        hardware=hardware_name(resolved),
     )
+    return _with_schedule(setup)
+
+
+def _with_schedule(setup: RunSetup) -> RunSetup:
+    """``setup`` with its schedule: simulated (:func:`psbench.ps.plan.simulate`), the replayed file
+    (``engine.schedule``, for as many learners) or none (a dist free run: the real processes make it)."""
+    dist, protocol, trainer = setup.dist, setup.protocol, setup.trainer
     if dist is not None and dist.mode == "free_run":
-        return setup  # the real processes make the schedule
+        return setup
     if dist is not None and dist.schedule is not None:
         schedule = Schedule.load(dist.schedule)
         got = schedule.meta.get("learners")
@@ -419,153 +296,17 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
             f"a schedule for learners={protocol.learners} (it has {got})",
         )
         return replace(setup, schedule=schedule)
-    from psbench.ps.timeline import default_updates
-
-    k = default_updates(protocol) if trainer.timeline_updates is None else trainer.timeline_updates
-    sim = Simulator(protocol, cost, topology, setup.batch_size, gradients, seed, trace_updates=k)
-    schedule = Schedule.collect(
-        _with_progress(sim.run(), sim.total_gradients, trainer.progress), meta=setup.schedule_meta
+    sim = plan.simulate(
+        protocol,
+        setup.cost,
+        setup.topology,
+        setup.batch_size,
+        setup.gradients,
+        setup.seed,
+        progress=trainer.progress,
+        timeline_updates=trainer.timeline_updates,
     )
-    return replace(setup, schedule=schedule, sim_stats=sim.stats.as_dict(), trace=sim.trace)
-
-
-@dataclass(frozen=True)
-class SimulatedSetup:
-    """What ``ParameterServerStrategy.simulated`` runs (:class:`~psbench.strategy.ps_strategy.SimulatedStrategy`):
-    the pieces of a :class:`RunSetup` that the groups alone say, built by the same builders. The rest (N, μ, G,
-    the message size, the schedule) comes from the user's Trainer, module and data at ``setup``
-    (:mod:`psbench.strategy.simulated`); ``cost`` has ``message_bytes`` 0 until then."""
-
-    protocol: Protocol
-    topology: Topology
-    policy: LRPolicy
-    cost: CostModel
-    compression: Mapping[str, Any] | None  # the codec's options (None: fp32 gradients)
-    seed: int
-    updates_per_step: int | None
-    log_every_n_updates: int
-    batching: str  # auto (checked batching) | loop (one training_step call per learner)
-    memory_budget_mb: float | None
-
-
-def build_simulated(
-    protocol: str | Mapping[str, Any] = "hardsync",
-    *,
-    learners: int,
-    n: int | None = None,
-    staleness_bound: int | None = None,
-    hardware: str | Mapping[str, Any] = "laptop",
-    topology: str | Mapping[str, Any] = "rudra_base",
-    lr_policy: str | Mapping[str, Any] = "constant",
-    compression: str | Mapping[str, Any] | None = "none",
-    seed: int = 0,
-    updates_per_step: int | None = None,
-    log_every_n_updates: int = 10,
-    batching: str = "auto",
-    memory_budget_mb: float | None = None,
-) -> SimulatedSetup:
-    """The checked :class:`SimulatedSetup` of ``ParameterServerStrategy.simulated``'s arguments: the groups mean
-    what the CLI's mean (:func:`psbench.validate.compose_groups`), so a bad value raises the CLI's
-    :class:`ConfigError` line when the strategy is made.
-
-    Args:
-        protocol: ``hardsync`` | ``softsync`` | ``async`` | ``ssp``, or a mapping of the ``protocol`` group.
-        learners: λ. n: softsync's splitting parameter; staleness_bound: SSP's s.
-        hardware, topology, lr_policy, compression: an option of the group, or a mapping of its keys
-            (``{"name": "laptop", "bandwidth_Bps": 1e8}``).
-        seed: the simulator's jitter streams and the sample stream.
-        updates_per_step: PS updates per Trainer step (None: the updates of ~128 samples, at most 64).
-        log_every_n_updates: psbench's ``ps/*`` metrics every this many updates.
-        batching: ``auto`` (learners that read one snapshot in one call, channels_last convs on the CPU, each checked
-            on the first gradients it applies to) | ``loop`` (one ``training_step`` call per learner).
-        memory_budget_mb: bound on snapshots and gradients computed ahead (None: as ``trainer.memory_budget_mb``).
-    """
-    from psbench.ps.local import LOCAL_PROTOCOLS
-    from psbench.schema import check_keys, one_of
-    from psbench.strategy.options import TRAINER
-    from psbench.validate import compose_groups
-
-    proto: dict[str, Any] = {"name": protocol} if isinstance(protocol, str) else dict(protocol)
-    proto.update({k: v for k, v in (("n", n), ("staleness_bound", staleness_bound)) if v is not None})
-    cfg = compose_groups(
-        {
-            "protocol": proto,
-            "lr_policy": lr_policy,
-            "compression": compression,
-            "hardware": hardware,
-            "topology": topology,
-        },
-        {"learners": learners, "seed": seed},
-    )
-    name = cfg["protocol"]["name"]
-    require(
-        name not in LOCAL_PROTOCOLS,
-        "protocol.name",
-        name,
-        "hardsync, softsync, async or ssp with a LightningModule (the local-step protocols "
-        f"{', '.join(LOCAL_PROTOCOLS)} run psbench's own loss for H steps: use the psbench command)",
-    )
-    require(
-        not cfg["hardware"].get("calibrate"),
-        "hardware.calibrate",
-        True,
-        "false with a LightningModule (calibration times psbench's own models; give hardware.compute instead)",
-    )
-    keys = TRAINER.options["default"]
-    knobs = {
-        "updates_per_step": updates_per_step,
-        "log_every_n_updates": log_every_n_updates,
-        "memory_budget_mb": memory_budget_mb,
-        "batching": batching,
-    }
-    check_keys(
-        "",
-        knobs,
-        {
-            **{k: keys[k] for k in ("updates_per_step", "log_every_n_updates", "memory_budget_mb")},
-            "batching": one_of("auto", "loop"),
-        },
-        "ParameterServerStrategy.simulated",
-    )
-    return SimulatedSetup(
-        build_protocol(cfg),
-        build_topology(cfg),
-        build_lr_policy(cfg),
-        build_cost(cfg, 0),
-        compression_options(cfg),
-        int(seed),
-        updates_per_step,
-        int(log_every_n_updates),
-        batching,
-        memory_budget_mb,
-    )
-
-
-def _with_progress(updates: Iterator[Update], total: int, mode: str, after_s: float = 2.0) -> Iterator[Update]:
-    """The simulation's updates, with a safe point for signals every 256 and, once it has run ``after_s``, a
-    progress line every few seconds on stderr (``trainer.progress``: none shows nothing)."""
-    t0 = last = time.perf_counter()
-    done = 0
-    for u in lifecycle.checked(updates):
-        done += len(u.contributions)
-        yield u
-        if mode != "none" and done % 1024 < len(u.contributions):
-            now = time.perf_counter()
-            if now - t0 >= after_s and now - last >= (0.5 if mode == "rich" and sys.stderr.isatty() else 5.0):
-                last = now
-                eta = (now - t0) * (total - done) / max(1, done)
-                print(
-                    f"psbench: simulating the schedule: {done:,} of {total:,} gradients "
-                    f"({100 * done / total:.0f} %), {now - t0:.0f} s, ~{eta:.0f} s left",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    if mode != "none" and time.perf_counter() - t0 >= after_s:
-        print(
-            f"psbench: simulated the schedule: {done:,} gradients in {time.perf_counter() - t0:.0f} s",
-            file=sys.stderr,
-            flush=True,
-        )
+    return replace(setup, schedule=sim.schedule, sim_stats=sim.stats, trace=sim.trace)
 
 
 def _plain(node: Any) -> Any:

@@ -36,6 +36,7 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
+from psbench import lightning_seams as seams
 from psbench.tracking.run_info import leaves
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -204,18 +205,7 @@ class Checkpointer(pl.Callback):
         for cfg, sd in zip(trainer.lr_scheduler_configs, s["schedulers"], strict=True):
             cfg.scheduler.load_state_dict(sd)
         cast(Any, trainer.strategy).load_ps_state(s["strategy"])  # psbench's ParameterServerStrategy
-        k = int(s["update"])
-        loop = trainer.fit_loop.epoch_loop
-        for p in (
-            loop.batch_progress.total,
-            loop.automatic_optimization.optim_progress.optimizer.step.total,
-            loop.manual_optimization.optim_step_progress.total,
-        ):  # global_step, whichever optimization
-            p.ready = p.completed = k
-            for name in ("started", "processed"):  # the trackers that count them
-                if hasattr(p, name):
-                    setattr(p, name, k)
-        loop._batches_that_stepped = k  # the logging step and the lr scheduler's step count
+        seams.resume_step_counters(trainer, int(s["update"]))  # global_step, the logging step, the lr schedules'
         self._rng = s["rng"]
 
     def on_train_batch_start(

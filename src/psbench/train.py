@@ -1,4 +1,4 @@
-"""Run one job from a composed config: build its :class:`~psbench.assemble.RunSetup`, and the engine it names
+"""Run one job from a composed config: build its :class:`~psbench.run_setup.RunSetup`, and the engine it names
 executes it.
 
 :func:`train` is the Python API of one run (``psbench`` itself, ``cli.py``, builds the setup with :func:`prepare`
@@ -15,7 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from psbench.assemble import RunSetup, build_run
+from psbench.assemble import build_run
+from psbench.run_setup import RunSetup
 from psbench.summary import RunSummary
 
 

@@ -8,8 +8,11 @@ and sharing factors of 10**6 and 10**3, rates of 1 B/s to 10**15 B/s.
 
 from __future__ import annotations
 
-from psbench.cluster.cost import PROFILES
-from psbench.cluster.topology import TOPOLOGIES
+from collections.abc import Mapping
+from typing import Any
+
+from psbench.cluster.cost import PROFILES, CostModel
+from psbench.cluster.topology import TOPOLOGIES, Topology
 from psbench.schema import MAX_LEARNERS, Group, Keys, boolean, integer, number
 
 _NODES = integer(1, MAX_LEARNERS)
@@ -48,3 +51,51 @@ _HARDWARE: Keys = {
 }
 #: one option per cost-model profile; every key may be overridden
 HARDWARE = Group({name: _HARDWARE for name in PROFILES})
+
+
+def build_topology(cfg: Mapping[str, Any]) -> Topology:
+    """The :class:`~psbench.cluster.topology.Topology` of a resolved config's ``topology`` group."""
+    t = cfg["topology"]
+    nodes = t.get("nodes")
+    return Topology(
+        t["name"],
+        int(t["learners_per_node"]),
+        int(t["broadcast_fanout"]),
+        bool(t["leaf_gather"]),
+        None if nodes is None else int(nodes),
+    )
+
+
+#: the ``hardware`` keys that override a profile's cost-model parameter of the same name
+_OVERRIDES = (
+    "bandwidth_Bps",
+    "intra_node_bandwidth_Bps",
+    "latency_s",
+    "ps_service_s",
+    "ps_apply_Bps",
+    "jitter_cv",
+    "ps_jitter_cv",
+    "heavy_tail",
+    "contention",
+    "ps_shards",
+    "ps_colocated",
+    "node_share",
+)
+
+
+def build_cost(cfg: Mapping[str, Any], message_bytes: int) -> CostModel:
+    """The cost model of a resolved config's ``hardware`` group for messages of ``message_bytes`` (the profile with
+    the group's overrides; ``hardware.calibrate`` is :func:`psbench.assemble.build_cost`'s)."""
+    h = cfg["hardware"]
+    overrides = {k: h.get(k) for k in _OVERRIDES}
+    compute = h.get("compute") or {}
+    overrides.update(overhead_s=compute.get("overhead_s"), per_sample_s=compute.get("per_sample_s"))
+    strag = h.get("stragglers") or {}
+    overrides.update(straggler_fraction=strag.get("fraction"), straggler_slowdown=strag.get("slowdown"))
+    return CostModel.from_profile(h["name"], message_bytes, **overrides)
+
+
+def hardware_name(cfg: Mapping[str, Any]) -> str:
+    """The hardware profile as a run's timeline names it (``p775``, ``laptop (calibrated)``)."""
+    h = cfg["hardware"]
+    return str(h["name"]) + (" (calibrated)" if h.get("calibrate") else "")

@@ -53,3 +53,11 @@ def _check(cfg: Mapping[str, Any]) -> None:
 
 
 COMPRESSION = Group({name: _keys(name) for name in COMPRESSIONS}, check=_check)
+
+
+def compression_options(cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The resolved ``compression`` group as plain data, or None for ``none`` (fp32 gradients)."""
+    c = cfg.get("compression")
+    if c is None or (c.get("name") or "none") == "none":
+        return None
+    return dict(c)

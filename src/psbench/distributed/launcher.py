@@ -1,7 +1,7 @@
 """``engine=dist`` end to end: check, start λ learner processes, rendezvous, run the PS, clean up.
 
 :func:`train_dist` is what :func:`psbench.train.train` calls for ``engine=dist`` with the run's
-:class:`~psbench.assemble.RunSetup` (a replay's schedule is simulated or loaded there); it returns the
+:class:`~psbench.run_setup.RunSetup` (a replay's schedule is simulated or loaded there); it returns the
 same :class:`~psbench.summary.RunSummary` as the simulator path, with the engine's own counts
 (:func:`run_summary`). The calling process is rank 0, the PS — the only one that talks to
 MLflow — and, with ``engine.launch=spawn`` (default), starts the learners itself as
@@ -35,7 +35,6 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import math
 import os
 import signal
 import subprocess
@@ -51,12 +50,13 @@ import torch
 
 from psbench import lifecycle
 from psbench.distributed import messages as m
+from psbench.distributed.spec import LearnerSpec, Window
 from psbench.distributed.transport import LearnerFailure
 from psbench.errors import ConfigError, RunFailure
 from psbench.summary import RunSummary
 
 if TYPE_CHECKING:
-    from psbench.assemble import RunSetup
+    from psbench.run_setup import RunSetup
 
 
 # ---------------------------------------------------------------------------------- processes
@@ -170,134 +170,146 @@ def _destroy_group(timeout_s: float = 5.0) -> None:
 
 # ---------------------------------------------------------------------------------- the job
 def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
-    """Run ``setup`` with real processes; return its :class:`~psbench.summary.RunSummary` (:func:`run_summary`)."""
-    import torch.distributed as dist
+    """Run ``setup`` with real processes; return its :class:`~psbench.summary.RunSummary` (:func:`run_summary`).
 
+    Along its seams: the gradient budget (a replayed schedule's, or G's: :func:`_budget`), the learners' spec checked
+    and written before any process starts (:func:`learner_spec`), the learners started and the PS run
+    (:func:`_serve`), the engine's records (:func:`_records`) and the run's end both engines share
+    (:func:`psbench.models.evaluate.finish`)."""
     from psbench.compression.wire import GradientWire
-    from psbench.data import output_size, task_of
-    from psbench.distributed.ps_server import ParameterServer
-    from psbench.distributed.transport import GlooTransport
-    from psbench.models.evaluate import evaluate, save_final_weights, weights_sha256
+    from psbench.models.evaluate import evaluate, finish
     from psbench.optimizer.build import configure, param_groups
-    from psbench.ps.local import is_elastic, uses_local_steps
     from psbench.ps.schedule import updates_per_epoch
-    from psbench.ps.staleness import plot_staleness
 
     t_start = time.perf_counter()
     run_dir = Path(run_dir)
-    opts = setup.dist
+    opts, net, dm = setup.dist, setup.net, setup.data
     assert opts is not None, "engine=dist runs with the dist engine's options (psbench.assemble.build_run)"
-    seed, dm, net, protocol, policy = setup.seed, setup.data, setup.net, setup.protocol, setup.policy
-    lam, mu, spg = protocol.learners, setup.batch_size, setup.samples_per_gradient
-    mode = opts.mode
-    meta = setup.schedule_meta
     artifacts: list[str] = []
-    replay = setup.schedule if mode == "replay" else None
-    sim_time_s = None  # simulated time: a replayed schedule's; a free run has measured time only (run_time_s)
-    if replay is not None:
-        sim_time_s = simulated_time(replay)
-        artifacts.append(str(replay.save(run_dir / "schedule.npz")))
-        timeline = setup.plot_timeline(run_dir / "timeline.png")  # a simulated replay's trace (not a file's)
-        if timeline is not None:
-            artifacts.append(timeline)
-        G = replay.num_gradients
-        updates = replay.num_updates
-    else:
-        G = setup.gradients - setup.gradients % protocol.gradients_per_update
-        updates = G // protocol.gradients_per_update
-    opt_cfg, learner_cfg = setup.optimizer, setup.learner_optimizer
-    window = None  # a local-step protocol's window: H steps of learner_cfg in the learner, then a commit
-    if uses_local_steps(protocol.name):  # learners run learner_cfg for H local steps; the PS adds their commits
-        window = {
-            "local_steps": protocol.local_steps,
-            "batch_size": mu,
-            "elastic": is_elastic(protocol.name),
-            "rho": protocol.rho,
-            "optimizer": dict(learner_cfg),
-        }
-    comp_opts = None if setup.compression is None else dict(setup.compression)
-    wire = None if comp_opts is None else GradientWire(comp_opts, {k: p.shape for k, p in net.named_parameters()}, seed)
-    opt, sched = configure(param_groups(net), opt_cfg, updates_per_epoch(updates, G, spg, dm.num_train))
+    replay, G, updates, sim_time_s = _budget(setup, run_dir, artifacts)
+    comp = None if setup.compression is None else dict(setup.compression)
+    shapes = {k: p.shape for k, p in net.named_parameters()}
+    wire = None if comp is None else GradientWire(comp, shapes, setup.seed)
+    per_epoch = updates_per_epoch(updates, G, setup.samples_per_gradient, dm.num_train)
+    opt, sched = configure(param_groups(net), setup.optimizer, per_epoch)
+    ps, transport, join_s = _serve(setup, run_dir, opts, (opt, sched), replay, G, updates, wire, logger)
+    numel = sum(p.numel() for p in net.parameters())
+    log, timing = _records(setup, ps, run_dir, artifacts)
+    summary = run_summary(
+        ps,
+        replay or log,
+        mode=opts.mode,
+        num_train=dm.num_train,
+        model_bytes=numel * 4,
+        join_time_s=join_s,
+        bytes_pushed=transport.bytes_received + ps.stats.pushes_received * m.HEADER * 8,
+        bytes_pulled=transport.bytes_sent,
+        push_payload_bytes=None if wire is None else wire.push_bytes,
+        sim_time_s=sim_time_s,
+        calibration=_calibration(setup, ps, log, timing, numel),
+        artifacts=artifacts,
+    )
+    summary = finish(
+        summary,
+        net,
+        lambda: evaluate(net, dm.x_test, dm.y_test, loss=setup.loss),
+        run_dir,
+        setup.trainer.save_weights,
+        logger,
+        ps.stats.updates,
+        ("run_time_s",),
+    )
+    return replace(summary, wall_time_s=time.perf_counter() - t_start)
 
-    addr, timeout_s, connect_s = opts.master_addr, float(opts.timeout_s), float(opts.connect_timeout_s)
-    world = lam + 1
-    store = _store(addr, int(opts.port), world, connect_s)
-    data_file = run_dir / "learner_data.pt"
-    spec_file = run_dir / "dist_spec.json"
-    procs = Learners()
-    ps = None
+
+def _budget(setup: RunSetup, run_dir: Path, artifacts: list[str]) -> tuple[Any, int, int, float | None]:
+    """(the replayed schedule or None, G, PS updates, its simulated time): a replay runs its schedule (saved, and its
+    simulated trace drawn, into the run dir), a free run G rounded down to whole updates of c."""
+    from psbench.ps import plan
+
+    protocol = setup.protocol
+    replay = setup.schedule if setup.dist is not None and setup.dist.mode == "replay" else None
+    if replay is None:  # a free run has measured time only (run_time_s)
+        G = setup.gradients - setup.gradients % protocol.gradients_per_update
+        return None, G, G // protocol.gradients_per_update, None
+    artifacts.append(str(replay.save(run_dir / "schedule.npz")))
+    sim = plan.SimulatedRun(replay, setup.sim_stats or {}, setup.trace)  # a simulated replay's trace (not a file's)
+    timeline = plan.plot_timeline(
+        sim, protocol, setup.batch_size, setup.hardware, setup.topology, run_dir / "timeline.png"
+    )
+    artifacts += [timeline] if timeline is not None else []
+    return replay, replay.num_gradients, replay.num_updates, simulated_time(replay)
+
+
+def learner_spec(setup: RunSetup, opts, port: int, data_file: Path) -> LearnerSpec:
+    """The learners' spec (:class:`~psbench.distributed.spec.LearnerSpec`) of ``setup``: a local-step protocol's
+    window of H steps of the learners' optimizer, the codec, the model as the run built it."""
+    from psbench.data import output_size, task_of
+    from psbench.ps.local import is_elastic, uses_local_steps
+
+    protocol, dm = setup.protocol, setup.data
+    window = None
+    if uses_local_steps(protocol.name):  # learners run the learner optimizer for H local steps; the PS adds commits
+        window = Window(
+            protocol.local_steps,
+            setup.batch_size,
+            is_elastic(protocol.name),
+            protocol.rho,
+            dict(setup.learner_optimizer),
+        )
+    return LearnerSpec(
+        addr=opts.master_addr,
+        port=port,
+        world_size=protocol.learners + 1,
+        timeout_s=max(float(opts.timeout_s), 3600.0),
+        connect_timeout_s=float(opts.connect_timeout_s),
+        model=dict(setup.model),  # learners build it as the run did
+        input_shape=list(dm.input_shape),
+        output_size=output_size(dm),
+        task=task_of(dm),
+        python_path=[p for p in sys.path if p],  # a user's _target_ modules import there as here
+        data_file=str(data_file),
+        seed=setup.seed,
+        samples_per_gradient=setup.samples_per_gradient,
+        threads=int(opts.learner_threads),
+        delay_s={str(k): float(v) for k, v in dict(opts.learner_delay_s or {}).items()},
+        rank_offset=1,
+        window=window,
+        compression=None if setup.compression is None else dict(setup.compression),
+    )
+
+
+def _serve(setup: RunSetup, run_dir: Path, opts, optimizer, replay, G: int, updates: int, wire, logger):
+    """Write the learners' data and spec (checked first), start them (``spawn``) or wait for them (``external``),
+    form the process group and run the PS; (the PS, its transport, seconds until every learner joined). Whatever ends
+    it, no learner process and no copy of the data outlive it; a signal ends it KILLED with what was done."""
+    from psbench.distributed.transport import GlooTransport
+
+    lam, dm, net = setup.protocol.learners, setup.data, setup.net
+    addr, connect_s = opts.master_addr, float(opts.connect_timeout_s)
+    store = _store(addr, int(opts.port), lam + 1, connect_s)
+    data_file, spec_file = run_dir / "learner_data.pt", run_dir / "dist_spec.json"
+    procs, ps = Learners(), None
     try:
         torch.save({"x": dm.x_train.contiguous(), "y": dm.y_train.contiguous()}, data_file)
-        spec = {
-            "addr": addr,
-            "port": store.port,
-            "world_size": world,
-            "timeout_s": max(timeout_s, 3600.0),
-            "connect_timeout_s": connect_s,
-            "model": dict(setup.model),  # learners build it as the run did
-            "input_shape": list(dm.input_shape),
-            "output_size": output_size(dm),
-            "task": task_of(dm),
-            "python_path": [p for p in sys.path if p],  # a user's _target_ modules import there as here
-            "data_file": str(data_file),
-            "seed": seed,
-            "samples_per_gradient": spg,
-            "threads": int(opts.learner_threads),
-            "delay_s": {str(k): float(v) for k, v in dict(opts.learner_delay_s or {}).items()},
-            "rank_offset": 1,
-            "window": window,
-            "compression": comp_opts,
-        }
-        spec_file.write_text(json.dumps(spec, indent=1))
+        spec = learner_spec(setup, opts, store.port, data_file)
+        spec.check()
+        spec.save(spec_file)
         if opts.launch == "spawn":
-            procs.spawn(spec_file, lam, run_dir, spec["threads"])
+            procs.spawn(spec_file, lam, run_dir, spec.threads)
         print(
             f"psbench: engine=dist: PS rank 0 at {addr}:{store.port}, waiting up to {connect_s:g} s "
             f"(engine.connect_timeout_s) for {lam} learners (spec {spec_file})",
             file=sys.stderr,
             flush=True,
         )
-        t_join = time.perf_counter()
         try:
-            _rendezvous(store, lam, procs, connect_s)
-            try:
-                dist.init_process_group(
-                    "gloo",
-                    store=store,
-                    rank=0,
-                    world_size=world,
-                    timeout=datetime.timedelta(seconds=max(timeout_s, 3600.0)),
-                )
-            except RuntimeError as e:
-                why = " ".join(str(e).split())[:200]
-                raise RunFailure(f"engine=dist: the process group did not form: {why}") from None
-            join_s = time.perf_counter() - t_join
-            logging.getLogger("psbench").info(
-                "engine=dist: %d learners joined in %.1f s; %s run starts", lam, join_s, mode
-            )
+            join_s = _join(store, lam, procs, connect_s, spec.timeout_s, opts.mode)
             numel = sum(p.numel() for p in net.parameters())
             transport = GlooTransport(lam, numel, procs.alive, push_bytes=None if wire is None else wire.push_bytes)
-            ps = ParameterServer(
-                net,
-                opt,
-                sched,
-                protocol,
-                policy,
-                mu,
-                spg,
-                G,
-                transport,
-                replay=replay,
-                timeout_s=timeout_s,
-                tolerate_failures=opts.tolerate_failures,
-                gradient_clip_val=setup.trainer.gradient_clip_val,
-                logger=logger,
-                log_every=setup.trainer.log_every_n_updates,
-                wire=wire,
-                num_train=dm.num_train,
-            )
+            ps = _parameter_server(setup, opts, optimizer, replay, G, transport, wire, logger)
             with lifecycle.deferred():  # the PS loop checks for a signal between messages (update boundaries)
-                stats = ps.run()
+                ps.run()
         except LearnerFailure:
             lifecycle.check()  # the PS's own signal came with the learners' (Ctrl-C, a job scheduler's kill)
             killed = procs.killed_by()
@@ -317,7 +329,7 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
 
             k.progress.update(
                 updates_done=ps.stats.updates_stepped,
-                samples=ps.stats.pushes_applied * spg,
+                samples=ps.stats.pushes_applied * setup.samples_per_gradient,
                 run_time_s=time.time() - ps.t0,
                 **quick_evaluate(net, dm.x_test, dm.y_test, loss=setup.loss),
             )
@@ -328,44 +340,86 @@ def train_dist(setup: RunSetup, run_dir: Path, logger=None) -> RunSummary:
             _destroy_group()
             data_file.unlink(missing_ok=True)
             del store
+    return ps, transport, join_s
 
-    log = ps.event_log({**meta, "engine": "dist", "mode": mode})
+
+def _join(store, lam: int, procs: Learners, connect_s: float, timeout_s: float, mode: str) -> float:
+    """Wait for the λ learners (:func:`_rendezvous`) and form the gloo process group; the seconds it took."""
+    import torch.distributed as dist
+
+    t_join = time.perf_counter()
+    _rendezvous(store, lam, procs, connect_s)
+    try:
+        dist.init_process_group(
+            "gloo", store=store, rank=0, world_size=lam + 1, timeout=datetime.timedelta(seconds=timeout_s)
+        )
+    except RuntimeError as e:
+        why = " ".join(str(e).split())[:200]
+        raise RunFailure(f"engine=dist: the process group did not form: {why}") from None
+    join_s = time.perf_counter() - t_join
+    logging.getLogger("psbench").info("engine=dist: %d learners joined in %.1f s; %s run starts", lam, join_s, mode)
+    return join_s
+
+
+def _parameter_server(setup: RunSetup, opts, optimizer, replay, G: int, transport, wire, logger):
+    """The PS (rank 0) of ``setup``: its protocol, lr policy, optimizer and lr schedule, the replayed schedule or G."""
+    from psbench.distributed.ps_server import ParameterServer
+
+    opt, sched = optimizer
+    return ParameterServer(
+        setup.net,
+        opt,
+        sched,
+        setup.protocol,
+        setup.policy,
+        setup.batch_size,
+        setup.samples_per_gradient,
+        G,
+        transport,
+        replay=replay,
+        timeout_s=float(opts.timeout_s),
+        tolerate_failures=opts.tolerate_failures,
+        gradient_clip_val=setup.trainer.gradient_clip_val,
+        logger=logger,
+        log_every=setup.trainer.log_every_n_updates,
+        wire=wire,
+        num_train=setup.data.num_train,
+    )
+
+
+def _records(setup: RunSetup, ps, run_dir: Path, artifacts: list[str]) -> tuple[Any, dict[str, Any]]:
+    """The engine's own records in the run dir: the PS's event log (a free run's schedule), its timing and the
+    measured staleness histogram; (the event log, the timing)."""
+    from psbench.ps.staleness import plot_staleness
+
+    mode, protocol = ("replay" if ps.replay is not None else "free_run"), setup.protocol
+    meta = {**_meta(setup), "engine": "dist", "mode": mode}
+    log = ps.event_log(meta)
     artifacts.append(str(log.save(run_dir / ("dist_log.npz" if mode == "replay" else "schedule.npz"))))
     timing: dict[str, Any] = ps.timing(log)
     np.savez(run_dir / "dist_timing.npz", **timing)
     artifacts.append(str(run_dir / "dist_timing.npz"))
-    calibration = None
-    if mode == "free_run" and stats.pushes_applied and not stats.failed_learners:
-        from psbench.calibration.free_run import compare
+    hist = ps.stats.staleness.as_dict()
+    artifacts.append(str(plot_staleness(hist, f"{protocol.label} (measured)", run_dir / "staleness_hist.png")))
+    return log, timing
 
-        calibration = compare(log, timing, protocol, mu, dm.num_train, numel * 4, stats.run_time_s, seed)
-    artifacts.append(
-        str(plot_staleness(stats.staleness.as_dict(), f"{protocol.label} (measured)", run_dir / "staleness_hist.png"))
+
+def _meta(setup: RunSetup) -> dict[str, Any]:
+    from psbench.ps import plan
+
+    return plan.schedule_meta(setup.protocol, setup.batch_size, setup.topology, setup.seed)
+
+
+def _calibration(setup: RunSetup, ps, log, timing, numel: int) -> dict[str, Any] | None:
+    """A free run's cost model fitted to its measured log and compared (:mod:`psbench.calibration.free_run`)."""
+    stats = ps.stats
+    if ps.replay is not None or not stats.pushes_applied or stats.failed_learners:
+        return None
+    from psbench.calibration.free_run import compare
+
+    return compare(
+        log, timing, setup.protocol, setup.batch_size, setup.data.num_train, numel * 4, stats.run_time_s, setup.seed
     )
-    test_error, test_loss = evaluate(net, dm.x_test, dm.y_test, loss=setup.loss)
-    save_final_weights(setup.trainer.save_weights, net, run_dir, artifacts)
-    summary = run_summary(
-        ps,
-        replay or log,
-        mode=mode,
-        num_train=dm.num_train,
-        model_bytes=numel * 4,
-        join_time_s=join_s,
-        bytes_pushed=transport.bytes_received + stats.pushes_received * m.HEADER * 8,
-        bytes_pulled=transport.bytes_sent,
-        push_payload_bytes=None if wire is None else wire.push_bytes,
-        test_error=test_error,
-        test_loss=test_loss,
-        weights_sha256=weights_sha256(net),
-        sim_time_s=sim_time_s,
-        calibration=calibration,
-        artifacts=artifacts,
-    )
-    if logger is not None:
-        # the series' final points; the run's totals are its summary/… metrics (cli)
-        final = {"test_error": test_error, "test_loss": test_loss, "run_time_s": stats.run_time_s}
-        logger.log_metrics({k: v for k, v in final.items() if v is not None}, step=max(0, stats.updates))
-    return replace(summary, wall_time_s=time.perf_counter() - t_start)
 
 
 def run_summary(
@@ -379,14 +433,12 @@ def run_summary(
     bytes_pushed: int,
     bytes_pulled: int,
     push_payload_bytes: int | None,
-    test_error: float | None,
-    test_loss: float | None,
-    weights_sha256: str | None,
     sim_time_s: float | None = None,
     calibration: dict[str, Any] | None = None,
     artifacts: list[str] | None = None,
 ) -> RunSummary:
-    """The :class:`~psbench.summary.RunSummary` of a finished :class:`ParameterServer` run.
+    """The :class:`~psbench.summary.RunSummary` of a finished :class:`ParameterServer` run (its test error, loss and
+    weights are :func:`psbench.models.evaluate.finish`'s).
 
     ``schedule``: the replayed schedule, or the free run's measured event log (its hash is
     ``schedule_sha256``). ``sim_time_s``: the simulated time of a replayed schedule (``None`` in a free
@@ -395,14 +447,12 @@ def run_summary(
     """
     stats, lam, spg = ps.stats, ps.lam, ps.spg
     run_s = stats.run_time_s
-    diverged = ps.diverged_at is not None or test_loss is None or not math.isfinite(test_loss)
+    diverged = ps.diverged_at is not None
     samples = stats.pushes_applied * spg
     return RunSummary(
         status="diverged" if diverged else "finished",
         diverged=diverged,
         diverged_at_update=ps.diverged_at,
-        test_error=test_error,
-        test_loss=test_loss,
         train_loss=ps.recent_loss,
         engine="dist",
         mode=mode,
@@ -440,7 +490,6 @@ def run_summary(
         calibration=calibration,
         calib_ks_staleness=None if calibration is None else calibration["ks_staleness"],
         calib_epoch_time_rel_error=None if calibration is None else calibration["epoch_time_rel_error"],
-        weights_sha256=weights_sha256,
         artifacts=list(artifacts or []),
     )
 

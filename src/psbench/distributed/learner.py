@@ -6,19 +6,18 @@ weights (:func:`psbench.ps.local_window.local_window`, the simulator's code with
 push carries the commit (Σ_h d_h, or the elastic −ρ(θ_l − θ̃)); the PS scales and applies it.
 
 Started by :mod:`psbench.distributed.launcher` as ``python -m psbench.distributed.learner SPEC RANK`` (or by
-torchrun, with ``RANK`` from the environment — see the README). ``SPEC`` is the JSON written by
-the PS: rendezvous address, the model's config node (built as the run built it,
-:func:`psbench.models.net.build_net`, a user's ``_target_`` imported from the PS's ``sys.path``) and its
-loss, training-data file, sample-stream seed, samples per gradient, threads and artificial delays.
-Imports only torch and the model code (no Lightning), so λ learners start fast. The learner never decides
-anything: the PS tells it which weights (timestamp), which samples and which scale to use, or to stop.
+torchrun, with ``RANK`` from the environment — see the README). ``SPEC`` is the JSON written by the PS
+(:class:`~psbench.distributed.spec.LearnerSpec`, read back there before any learner starts): rendezvous address, the
+model's config node (built as the run built it, :func:`psbench.models.net.build_net`, a user's ``_target_`` imported
+from the PS's ``sys.path``) and its loss, training-data file, sample-stream seed, samples per gradient, threads and
+artificial delays. Imports only torch and the model code (no Lightning), so λ learners start fast. The learner never
+decides anything: the PS tells it which weights (timestamp), which samples and which scale to use, or to stop.
 """
 
 from __future__ import annotations
 
 import ctypes
 import datetime
-import json
 import os
 import signal
 import sys
@@ -30,6 +29,7 @@ import torch.nn.functional as F
 
 from psbench.compression.wire import GradientWire
 from psbench.distributed import messages as m
+from psbench.distributed.spec import LearnerSpec, Window
 from psbench.ps.aggregate import learner_gradient
 from psbench.ps.local_window import LearnerOptimizer, elastic_commit, local_window
 from psbench.ps.samples import SampleStream
@@ -51,10 +51,10 @@ def die_with_parent() -> None:
 class LocalLearner:
     """The learner's own model θ_l, optimizer buffers and step count across windows (k = 1 stacks)."""
 
-    def __init__(self, net: torch.nn.Module, window: dict, loss=per_sample_loss) -> None:
-        self.net, self.H, self.mu, self.loss = net, int(window["local_steps"]), int(window["batch_size"]), loss
-        self.elastic, self.rho = bool(window["elastic"]), float(window.get("rho") or 0.0)
-        self.opt = LearnerOptimizer(window["optimizer"])
+    def __init__(self, net: torch.nn.Module, window: Window, loss=per_sample_loss) -> None:
+        self.net, self.H, self.mu, self.loss = net, window.local_steps, window.batch_size, loss
+        self.elastic, self.rho = window.elastic, float(window.rho or 0.0)
+        self.opt = LearnerOptimizer(dict(window.optimizer))
         self.theta: dict[str, torch.Tensor] = {}
         self.state: dict[str, dict[str, torch.Tensor]] = {}
         self.steps = torch.zeros(1, dtype=torch.int64)
@@ -83,49 +83,45 @@ class LocalLearner:
         return torch.cat([v.reshape(-1) for v in out.values()]), per.expand(self.H * self.mu)
 
 
-def run(spec: dict, rank: int) -> int:
+def run(spec: LearnerSpec, rank: int) -> int:
     """The learner loop; returns the number of gradients pushed."""
     from psbench.models.loss import build_loss
     from psbench.models.net import build_net
 
-    torch.set_num_threads(int(spec["threads"]))
-    sys.path[:0] = [p for p in spec.get("python_path", []) if p not in sys.path]
+    torch.set_num_threads(spec.threads)
+    sys.path[:0] = [p for p in spec.python_path if p not in sys.path]
     l = rank - 1
-    delay = float(spec.get("delay_s", {}).get(str(l), 0.0))
-    data = torch.load(spec["data_file"], mmap=True)
+    delay = float(spec.delay_s.get(str(l), 0.0))
+    data = torch.load(spec.data_file, mmap=True)
     x, y = data["x"], data["y"]
-    stream = SampleStream(len(x), int(spec["seed"]))
-    spg = int(spec["samples_per_gradient"])
-    torch.manual_seed(int(spec["seed"]))
-    net = build_net(spec["model"], spec["input_shape"], int(spec["output_size"]))
-    loss = build_loss(spec["model"].get("loss"), spec["task"])
+    stream = SampleStream(len(x), spec.seed)
+    spg = spec.samples_per_gradient
+    torch.manual_seed(spec.seed)
+    net = build_net(spec.model, spec.input_shape, spec.output_size)
+    loss = build_loss(spec.model.get("loss"), spec.task)
     names = [k for k, _ in net.named_parameters()]
     shapes = [p.shape for _, p in net.named_parameters()]
     sizes = [p.numel() for _, p in net.named_parameters()]
     flat = torch.zeros(sum(sizes))
     params = dict(zip(names, (t.view(s) for t, s in zip(flat.split(sizes), shapes, strict=True)), strict=True))
 
-    timeout = datetime.timedelta(seconds=float(spec["timeout_s"]))
+    timeout = datetime.timedelta(seconds=spec.timeout_s)
     try:
         store = dist.TCPStore(
-            spec["addr"],
-            int(spec["port"]),
-            int(spec["world_size"]),
-            False,
-            timeout=datetime.timedelta(seconds=float(spec["connect_timeout_s"])),
+            spec.addr, spec.port, spec.world_size, False, timeout=datetime.timedelta(seconds=spec.connect_timeout_s)
         )
     except RuntimeError:  # one line, not the c10d traceback
         raise SystemExit(
-            f"psbench learner rank {rank}: error: no PS at {spec['addr']}:{spec['port']} within "
-            f"{float(spec['connect_timeout_s']):g} s (engine.connect_timeout_s)"
+            f"psbench learner rank {rank}: error: no PS at {spec.addr}:{spec.port} within "
+            f"{spec.connect_timeout_s:g} s (engine.connect_timeout_s)"
         ) from None
     store.set(m.READY_KEY.format(rank=rank), str(os.getpid()))
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=int(spec["world_size"]), timeout=timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=spec.world_size, timeout=timeout)
     dist.send(m.encode(m.HELLO), 0)
-    local = LocalLearner(net, spec["window"], loss) if spec.get("window") else None
+    local = LocalLearner(net, spec.window, loss) if spec.window is not None else None
     wire = (
-        GradientWire(spec["compression"], dict(zip(names, shapes, strict=True)), int(spec["seed"]))
-        if spec.get("compression")
+        GradientWire(dict(spec.compression), dict(zip(names, shapes, strict=True)), spec.seed)
+        if spec.compression
         else None
     )
     header = m.empty_header()
@@ -168,9 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     if os.environ.get("PSBENCH_SPAWNED") == "1":  # Ctrl-C or a closed terminal reaches the group: the PS stops us
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    with open(argv[0]) as fh:
-        spec = json.load(fh)
-    rank = int(argv[1]) if len(argv) > 1 else int(os.environ["RANK"]) + int(spec.get("rank_offset", 0))
+    spec = LearnerSpec.load(argv[0])
+    rank = int(argv[1]) if len(argv) > 1 else int(os.environ["RANK"]) + spec.rank_offset
     run(spec, rank)
 
 

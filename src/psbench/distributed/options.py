@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from typing import Any
 
 from psbench.errors import ConfigError, require
@@ -128,25 +127,3 @@ ENGINE = Group(
     },
     check=lambda cfg: check_dist(cfg) if cfg["engine"]["name"] == "dist" else None,
 )
-
-
-@dataclass(frozen=True)
-class DistOptions:
-    """``engine=dist``'s keys, typed; their defaults are ``conf/engine/dist.yaml``'s (every key is there)."""
-
-    mode: str
-    schedule: str | None
-    backend: str
-    launch: str
-    master_addr: str
-    port: int
-    max_learners: int
-    connect_timeout_s: float
-    timeout_s: float
-    tolerate_failures: bool
-    learner_threads: int
-    learner_delay_s: Mapping[int, float] | None
-
-    @classmethod
-    def from_config(cls, node: Mapping[str, Any]) -> DistOptions:
-        return cls(**{f.name: node[f.name] for f in fields(cls)})

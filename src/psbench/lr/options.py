@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from psbench.errors import require
-from psbench.lr.policies import LR_POLICIES, NOMINAL_PROTOCOLS
+from psbench.lr.policies import LR_POLICIES, NOMINAL_PROTOCOLS, LRPolicy
 from psbench.schema import FLOAT32_MAX, MAX_COUNT, Group, Key, Keys, integer, is_num, number
 
 
@@ -39,3 +39,8 @@ def _check(cfg: Mapping[str, Any]) -> None:
 
 
 LR_POLICY = Group({name: _KEYS.get(name, {}) for name in LR_POLICIES}, check=_check)
+
+
+def build_lr_policy(cfg: Mapping[str, Any], protocol) -> LRPolicy:
+    """``lr_policy`` of a resolved config, bound to the run's protocol (α0/n reads its splitting parameter n)."""
+    return LRPolicy(**cfg["lr_policy"]).for_protocol(protocol.name, protocol.splitting)

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, replace
 
 from psbench.errors import require
+from psbench.ps.protocols import PROTOCOLS
 
 LR_POLICIES = (
     "constant",
@@ -35,8 +36,8 @@ LR_POLICIES = (
     "dynsgd",
     "exponential",
 )
-#: the policies whose α0/n needs the protocol's n: hardsync (n = 0), n-softsync, async (n = λ)
-NOMINAL_PROTOCOLS = ("hardsync", "softsync", "async")
+#: the protocols α0/n applies to: those that declare a splitting parameter n (hardsync n = 0, n-softsync, async n = λ)
+NOMINAL_PROTOCOLS = tuple(name for name, d in PROTOCOLS.items() if d.splitting is not None)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,18 @@
-"""What a run's weights are worth and what they are: test error/loss, their hash, the saved ``state_dict``."""
+"""What a run's weights are worth and what they are: test error/loss, their hash, the saved ``state_dict``; the end
+of a run both engines share (:func:`finish`)."""
 
 from __future__ import annotations
 
 import hashlib
 import math
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
+
+from psbench.summary import RunSummary
 
 
 def weights_sha256(net: torch.nn.Module) -> str:
@@ -62,3 +67,37 @@ def quick_evaluate(
         return {"test_error": None, "test_loss": None}
     err, total = evaluate(net, x, y, loss=loss)
     return {"test_error": err, "test_loss": total if math.isfinite(total) else None}
+
+
+def finish(
+    summary: RunSummary,
+    net: torch.nn.Module,
+    evaluation: Callable[[], tuple[float | None, float]],
+    run_dir: Path,
+    save: bool,
+    logger=None,
+    step: int = 0,
+    metrics: tuple[str, ...] = (),
+) -> RunSummary:
+    """The end of a run, one for both engines: the PS weights, on the CPU, evaluated (``evaluation``: the engine's
+    :func:`evaluate` call, or the same two numbers already computed), saved (``trainer.save_weights``) and hashed
+    (:func:`weights_sha256`); ``summary`` with them — diverged where the test loss is not finite — and its final
+    points (test error, loss and ``metrics`` of the summary's) logged at ``step``."""
+    net.cpu()
+    test_error, test_loss = evaluation()
+    diverged = summary.diverged or not math.isfinite(test_loss)
+    artifacts = list(summary.artifacts)
+    save_final_weights(save, net, run_dir, artifacts)
+    out = replace(
+        summary,
+        status="diverged" if diverged else "finished",
+        diverged=diverged,
+        test_error=test_error,
+        test_loss=test_loss,
+        weights_sha256=weights_sha256(net),
+        artifacts=artifacts,
+    )
+    if logger is not None:  # the series' final points; the run's totals are its summary/… metrics (cli)
+        final = {"test_error": test_error, "test_loss": test_loss, **{k: getattr(out, k) for k in metrics}}
+        logger.log_metrics({k: v for k, v in final.items() if v is not None}, step=max(0, step))
+    return out

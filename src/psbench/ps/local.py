@@ -26,8 +26,11 @@ schedule a commit takes a gradient's place (one row, μ·H samples).
 
 from __future__ import annotations
 
-LOCAL_PROTOCOLS = ("downpour", "agn", "aeasgd", "dynsgd")
-ELASTIC = ("aeasgd",)
+from psbench.ps.protocols import PROTOCOLS
+
+#: the protocols declared ``local`` (:data:`psbench.ps.protocols.PROTOCOLS`); the elastic ones take ``rho``
+LOCAL_PROTOCOLS = tuple(name for name, d in PROTOCOLS.items() if d.local)
+ELASTIC = tuple(name for name in LOCAL_PROTOCOLS if "rho" in PROTOCOLS[name].keys)
 
 
 def commit_scale(name: str, local_steps: int, staleness: int) -> float:

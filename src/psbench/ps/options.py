@@ -1,60 +1,35 @@
-"""The ``protocol`` config group: one option per protocol, with the keys each one reads."""
+"""The ``protocol`` config group, derived from the protocols' declarations (:data:`psbench.ps.protocols.PROTOCOLS`):
+one option per protocol with its keys, and each protocol's rule across keys."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from psbench.errors import require
-from psbench.ps.local import LOCAL_PROTOCOLS, is_elastic
-from psbench.ps.protocols import PROTOCOLS, Protocol
-from psbench.schema import MAX_COUNT, Group, Keys, get, integer, is_num, number
-
-_LOCAL_STEPS = integer(1, MAX_COUNT, what="an integer number of local steps H")
-
-
-def _keys(name: str) -> Keys:
-    if name == "softsync":
-        return {"n": integer(1, words="with 1 <= n <= learners")}
-    if name == "ssp":
-        return {
-            "staleness_bound": integer(
-                0, MAX_COUNT, words=f"in [0, {MAX_COUNT}] (clocks; a bound past the run's updates is async)"
-            )
-        }
-    if is_elastic(name):  # AEASGD: ρ is the elastic force
-        return {"local_steps": _LOCAL_STEPS, "rho": number(0, lo_open=True, float32=True)}
-    if name in LOCAL_PROTOCOLS:
-        return {"local_steps": _LOCAL_STEPS}
-    return {}
+from psbench.ps.protocols import OPTIONAL, PROTOCOLS, Protocol
+from psbench.schema import Group, get
 
 
 def _check(cfg: Mapping[str, Any]) -> None:
-    learners, p = cfg["learners"], cfg["protocol"]
-    if p["name"] == "softsync":
-        require(p["n"] <= learners, "protocol.n", p["n"], f"an integer with 1 <= n <= learners (λ={learners})")
-    if is_elastic(p["name"]):  # elastic moves ρη(θ_l − θ̃) with ρη in (0, 1]: at most all the way to the center
-        lr = get(cfg, "optimizer.lr")
-        require(
-            not is_num(lr) or p["rho"] * lr <= 1,
-            "protocol.rho",
-            p["rho"],
-            f"a number > 0 with rho * optimizer.lr <= 1 (optimizer.lr={lr})",
-        )
+    """The protocol's rule, with what it runs with: λ and the optimizer's α0."""
+    rule = PROTOCOLS[cfg["protocol"]["name"]].rule
+    if rule is not None:
+        rule(cfg["protocol"], {"learners": cfg["learners"], "optimizer.lr": get(cfg, "optimizer.lr")})
 
 
-PROTOCOL = Group({name: _keys(name) for name in PROTOCOLS}, check=_check)
+PROTOCOL = Group({name: dict(d.keys) for name, d in PROTOCOLS.items()}, check=_check)
+#: how a key's value becomes a :class:`Protocol` field (YAML may say 5 for ρ = 5.0)
+_CAST = {"local_steps": int, "rho": float}
+
+
+def _same(v: Any) -> Any:
+    return v
 
 
 def build_protocol(cfg: Mapping[str, Any]) -> Protocol:
     """The :class:`Protocol` of a config (its ``learners`` and ``protocol`` group)."""
     p = cfg["protocol"]
-    rho = p.get("rho")
-    return Protocol(
-        p["name"],
-        int(cfg["learners"]),
-        n=p.get("n"),
-        staleness_bound=p.get("staleness_bound"),
-        local_steps=int(p.get("local_steps") or 1),
-        rho=None if rho is None else float(rho),
-    )
+    values: dict[str, Any] = {
+        k: (_CAST.get(k, _same)(p[k]) if p[k] is not None else unset) for k, unset in OPTIONAL.items() if k in p
+    }
+    return Protocol(p["name"], int(cfg["learners"]), **values)

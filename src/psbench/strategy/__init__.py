@@ -18,7 +18,6 @@ __getattr__ = lazy(
         "build_optimizer": "psbench.optimizer.build",
         "ParameterServerStrategy": "psbench.strategy.ps_strategy",
         "SnapshotStore": "psbench.ps.snapshots",
-        "SimulatedStrategy": "psbench.strategy.ps_strategy",
     },
 )
 
@@ -28,7 +27,6 @@ __all__ = [
     "Lookahead",
     "ParameterServerStrategy",
     "SampleStream",
-    "SimulatedStrategy",
     "SnapshotGroup",
     "SnapshotStore",
     "UpdateBatch",

@@ -57,6 +57,28 @@ def minimum_bytes(schedule: Schedule, param_bytes: int, by_row: bool = False) ->
     return (SnapshotStore.peak_count(schedule) + (c_max if by_row else 1) + 2) * param_bytes
 
 
+def memory_budget(schedule: Schedule, param_bytes: int, by_row: bool, mb: float | None, key: str) -> int:
+    """The look-ahead's budget in bytes, for both doors (``trainer.memory_budget_mb``, ``memory_budget_mb``):
+    ``mb`` MiB, or (None) :data:`~psbench.strategy.options.DEFAULT_MEMORY_BUDGET_MB` grown to what update-by-update
+    execution needs (:func:`minimum_bytes`), so the default never refuses; a configured budget below that need is
+    refused up front, a :class:`~psbench.errors.ConfigError` naming ``key``."""
+    from psbench.errors import require
+    from psbench.strategy.options import DEFAULT_MEMORY_BUDGET_MB
+
+    need = minimum_bytes(schedule, param_bytes, by_row)
+    budget = int(float(mb if mb is not None else DEFAULT_MEMORY_BUDGET_MB) * 2**20)
+    if mb is None:
+        return max(budget, need)
+    require(
+        need <= budget,
+        key,
+        mb,
+        f"at least {need / 2**20:.1f} MiB for this schedule: it holds up to {SnapshotStore.peak_count(schedule)} "
+        f"weight snapshots of {param_bytes / 2**20:.2f} MiB at once (σ_max = {int(schedule.staleness.max(initial=0))})",
+    )
+    return budget
+
+
 class Lookahead:
     """Per-update gradients of a schedule, computed ahead in batches (see the module docstring).
 
@@ -123,6 +145,10 @@ class Lookahead:
         if max_samples == "auto":
             max_samples = CPU_CONV_SAMPLES if convs and not self.vmap_pays else None
         self.max_samples = None if max_samples is None else max(1, int(max_samples))
+
+    def weights(self) -> Params:
+        """The weights whose gradients this source computes, by name: ``net``'s parameters (the live θ_i)."""
+        return dict(self.net.named_parameters())
 
     # -- sizes ---------------------------------------------------------------------------------
     def minimum_bytes(self, param_bytes: int) -> int:

@@ -1,9 +1,8 @@
-"""The ``trainer`` config group: the simulator's training loop, and its typed form (:class:`TrainerOptions`)."""
+"""The ``trainer`` config group: the simulator's training loop (typed: :class:`psbench.run_setup.TrainerOptions`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from typing import Any
 
 from psbench.errors import require
@@ -61,28 +60,3 @@ TRAINER = Group(
     check=_check,
     named=False,
 )
-
-
-@dataclass(frozen=True)
-class TrainerOptions:
-    """The ``trainer`` group, typed; its defaults are ``conf/trainer/default.yaml``'s (every key is there)."""
-
-    max_updates: int | None
-    eval_every_epochs: int
-    log_every_n_updates: int
-    progress: str
-    num_threads: int | None
-    deterministic: bool
-    checkpoint_every: int
-    stop_after_updates: int | None
-    save_weights: bool
-    timeline_updates: int | None
-    batching: str
-    gradient_clip_val: float | None
-    accelerator: str | None
-    updates_per_step: int | None
-    memory_budget_mb: float | None
-
-    @classmethod
-    def from_config(cls, node: Mapping[str, Any]) -> TrainerOptions:
-        return cls(**{f.name: node[f.name] for f in fields(cls)})

@@ -24,6 +24,16 @@ that learner's codec state (error-feedback memory, RNG), and only then weighted 
 
 A non-finite update (the papers expect this for stale gradients at an unmodulated α0) skips
 the step, sets ``diverged`` and stops the fit cleanly.
+
+Two doors, one strategy. The psbench command hands in the schedule it simulated (``schedule``, with its statistics
+``sim``) and psbench's :class:`~psbench.strategy.module.ClassifierModule`, whose gradients the built-in look-ahead
+computes from per-sample losses (:class:`~psbench.strategy.lookahead.Lookahead`). A user's script passes
+``plan`` (:meth:`ParameterServerStrategy.simulated`): the schedule is planned at ``setup`` from the Trainer, the
+module and the data by the same functions (:mod:`psbench.ps.plan`, :mod:`psbench.strategy.simulated`), and each
+learner's gradient is the module's own ``training_step`` (:class:`~psbench.strategy.user_steps.UserLookahead`).
+The gradient source is the look-ahead object (:meth:`Lookahead.weights` names the weights it differentiates); every
+other rule — the module and Trainer checks, the lr schedulers' rule, the update step, divergence, metrics and the
+:attr:`summary` — is the same code for both.
 """
 
 from __future__ import annotations
@@ -36,33 +46,54 @@ from typing import Any
 import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
-from psbench.errors import require
+from psbench import lightning_seams as seams
 from psbench.ps import Schedule
+from psbench.ps import plan as run_plan
 from psbench.ps.apply import apply_update
+from psbench.run_setup import SimulatedSetup
+from psbench.strategy import simulated
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.chunks import UpdateChunk
 from psbench.strategy.local_steps import LocalLearners
 from psbench.strategy.lookahead import Lookahead
+from psbench.summary import RunSummary
 
 
 class ParameterServerStrategy(SingleDeviceStrategy):
+    """Executes a PS schedule in a Lightning Trainer (the module docstring).
+
+    Args:
+        schedule: the schedule to execute (the psbench command's); None: planned at ``setup`` from ``plan``.
+        batching: how the look-ahead computes gradients (``auto`` | ``grouped`` | ``vmap`` | ``loop``).
+        log_every_n_updates: psbench's metrics every this many updates (``ps/…`` with ``plan``).
+        local: the learners of a local-step protocol (their commits replace the look-ahead's gradients).
+        compression: per-learner codecs (:class:`~psbench.compression.pipeline.LearnerCompression`), or None.
+        num_train: N, for the ``epoch`` metric and the summary.
+        memory_budget_bytes: bound on snapshots and gradients computed ahead (:func:`~psbench.strategy.lookahead.
+            memory_budget`). ahead: at most this many updates ahead (None: all that can be).
+        gradient_clip_val: each PS update's aggregate clipped to this norm (or the Trainer's ``gradient_clip_val``).
+        device: the device to train on (None: the Trainer's accelerator, :func:`~psbench.strategy.simulated.device`).
+        eval_every: evaluate after every this many updates (None: Lightning's ``val_check_interval``).
+        sim: the simulated run ``schedule`` is of (statistics and trace: :attr:`summary`).
+        samples_per_gradient: μ·H (:attr:`summary`'s samples).
+        plan: :meth:`simulated`'s setup: the schedule, the codecs and the gradient source are planned at ``setup``.
+    """
+
     strategy_name = "parameter_server"
-    #: the progress bar's per-Trainer-step loss (the mean loss of the step's last update)
-    progress_metric = "loss"
 
     @classmethod
-    def simulated(cls, protocol="hardsync", **options) -> SimulatedStrategy:
+    def simulated(cls, protocol="hardsync", **options) -> ParameterServerStrategy:
         """The strategy for the user's own Lightning script: ``Trainer(strategy=ParameterServerStrategy.simulated(
         protocol="softsync", n=4, learners=8, hardware="laptop", seed=0))`` trains any LightningModule on the
-        schedule simulated from the Trainer's data and length (:class:`SimulatedStrategy`; the arguments are
-        :func:`psbench.assemble.build_simulated`'s, checked here)."""
-        from psbench.assemble import build_simulated
+        schedule simulated from the Trainer's data and length (:mod:`psbench.strategy.simulated` says what is read;
+        the arguments are :func:`psbench.api.simulated_setup`'s, checked here)."""
+        from psbench.api import simulated_setup
 
-        return SimulatedStrategy(build_simulated(protocol, **options))
+        return cls(plan=simulated_setup(protocol, **options))
 
     def __init__(
         self,
-        schedule: Schedule,
+        schedule: Schedule | None = None,
         batching: str = "auto",
         vmap_threshold: int = 4,
         log_every_n_updates: int = 10,
@@ -72,15 +103,24 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         memory_budget_bytes: int | None = None,
         ahead: int | None = None,
         gradient_clip_val: float | None = None,
-        device: torch.device | str = "cpu",
+        device: torch.device | str | None = "cpu",
         eval_every: int | None = None,
+        *,
+        sim: run_plan.SimulatedRun | None = None,
+        samples_per_gradient: int | None = None,
+        plan: SimulatedSetup | None = None,
     ) -> None:
-        super().__init__(device=torch.device(device))
-        self.schedule = schedule
+        if plan is not None:  # the user's door: planned at setup, on the Trainer's accelerator, ps/… metrics
+            batching, log_every_n_updates, device = plan.batching, plan.log_every_n_updates, None
+        super().__init__(device=torch.device(device or "cpu"))
+        self.plan, self.sim = plan, sim
+        self.schedule = sim.schedule if sim is not None else schedule
+        self.prefix = "ps/" if plan is not None else ""  # psbench's metrics among the user's own
+        self._device_given = device is not None
         self.local = local  # local-step protocols (downpour/agn/aeasgd/dynsgd): learner models + commits
         self.compression = compression  # per-learner codecs (psbench.compression.pipeline), or None
         self.bytes_pushed = 0
-        self.lookahead: Lookahead | None = None  # built at the first update (it reads the Trainer's data)
+        self.lookahead: Lookahead | None = None  # the gradient source: built at setup (plan) or the first update
         self._lookahead_state: dict | None = None
         self.memory_budget_bytes, self.ahead = memory_budget_bytes, ahead
         self.gradient_clip_val = gradient_clip_val  # clip_grad_norm_ per update (Trainer(gradient_clip_val)'s)
@@ -93,12 +133,19 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self.samples_done = 0
         self.sim_time_s = 0.0  # simulated time of the last update applied
         self.num_train = num_train  # N: ``epoch`` = samples the PS has consumed / N
+        self.samples_per_gradient = samples_per_gradient
         self.eval_every = eval_every  # evaluate after every eval_every-th update (None: Lightning's val_check_interval)
         self._last_update: int | None = None  # the last update a Trainer step applied
+        self.loader: Any = None  # the Trainer's train data when planned (psbench.strategy.simulated.EpochLoader)
+        self.artifacts: list[str] = []  # files the plan wrote (timeline.png)
+        self._schedulers: tuple[list, list] = ([], [])  # the lr schedulers stepped per update, per epoch
+        self._epoch = 0
+        self._clip_was: float | None = None
+        self._fit_s = [0.0, 0.0]
 
     @property
     def _module(self) -> Any:
-        """The LightningModule being fit (psbench's ClassifierModule: ``net``, per-sample ``loss``), once connected."""
+        """The LightningModule being fit, once connected."""
         module = self.lightning_module
         assert module is not None, "the Trainer connects the module before any hook runs"
         return module
@@ -108,21 +155,66 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """Epochs consumed by the updates applied so far (samples / N); logged as ``epoch``."""
         return self.samples_done / self.num_train if self.num_train else 0.0
 
+    # -- the Trainer and the module (both doors) -------------------------------------------------------------
+    def setup_environment(self) -> None:
+        if not self._device_given:  # the one device rule, on the Trainer's accelerator
+            codecs = self.plan.compression if self.plan is not None else self.compression
+            self._root_device = simulated.device(self.accelerator, codecs)
+        super().setup_environment()
+
     def connect(self, model) -> None:
-        """The strategy applies every PS update itself (:meth:`_step`): manual optimization."""
+        """Check the module (:func:`~psbench.strategy.simulated.check_module`); the PS clips each update by the
+        Trainer's ``gradient_clip_val`` (restored at :meth:`teardown`) and applies every update itself: manual
+        optimization."""
+        clip = simulated.check_module(model)
+        if clip is not None:
+            self.gradient_clip_val = clip
+            self._clip_was, model.trainer.gradient_clip_val = model.trainer.gradient_clip_val, None
         super().connect(model)
         model.automatic_optimization = False
 
+    def setup(self, trainer) -> None:
+        """Check the Trainer; the lr schedulers' rule; with ``plan``, the schedule and the gradient source."""
+        simulated.check_trainer(trainer)
+        seams.check(trainer)
+        super().setup(trainer)
+        self._schedulers = simulated.schedulers(trainer)
+        simulated.skip_chunks_in_batch_hook(self._module)
+        if self.plan is not None:
+            planned = simulated.plan_run(self.plan, self, trainer)
+            self.sim, self.schedule, self.loader = planned.sim, planned.sim.schedule, planned.loader
+            self.lookahead, self.compression, self.artifacts = planned.lookahead, planned.compression, planned.artifacts
+            self.num_train, self.samples_per_gradient = planned.num_train, planned.batch_size
+
+    def teardown(self) -> None:
+        """The module and Trainer as the user made them: automatic optimization (``trainer.global_step`` still
+        counts the PS updates), the Trainer's ``gradient_clip_val``, Lightning's batch hook."""
+        module = self.lightning_module
+        if module is not None:
+            simulated.restore(module, self._clip_was)
+        super().teardown()
+
+    def process_dataloader(self, dataloader):
+        from pytorch_lightning.trainer.states import RunningStage
+
+        training = self.lightning_module.trainer.state.stage == RunningStage.TRAINING
+        return self.loader if training and self.loader is not None else dataloader
+
     def on_train_start(self) -> None:
         super().on_train_start()
+        self._fit_s[0] = time.perf_counter()
         if self.eval_every:  # evaluations counted in updates, whatever the updates per Trainer step
-            self._module.trainer.fit_loop.epoch_loop._should_check_val_fx = self._evaluate_now
+            seams.evaluate_when(self._module.trainer, self._evaluate_now)
+
+    def on_train_end(self) -> None:
+        self._fit_s[1] = time.perf_counter()
+        super().on_train_end()
 
     def _evaluate_now(self, data_fetcher=None) -> bool:
         """Evaluate after this Trainer step? After updates eval_every−1, 2·eval_every−1, …, and after a stop
         (Lightning's rule for ``should_stop``)."""
         trainer = self._module.trainer
-        if trainer.should_stop and trainer.fit_loop._can_stop_early:
+        if trainer.should_stop and seams.can_stop_early(trainer):
             return True
         every, last = self.eval_every, self._last_update
         return every is not None and last is not None and (last + 1) % every == 0
@@ -134,9 +226,12 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         return out
 
     def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
-        """Update batches need no move (the look-ahead reads samples from data on the device); evaluation's do."""
-        return batch if isinstance(batch, UpdateBatch) else super().batch_to_device(batch, device, dataloader_idx)
+        """Updates need no move (the gradient source reads the samples on the device); evaluation's batches do."""
+        if isinstance(batch, UpdateBatch | UpdateChunk):
+            return batch
+        return super().batch_to_device(batch, device, dataloader_idx)
 
+    # -- what ran ------------------------------------------------------------------------------------------------
     @property
     def recent_loss(self) -> float | None:
         """Mean training loss of the last (up to) 100 updates."""
@@ -145,6 +240,48 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     @property
     def diverged(self) -> bool:
         return self.diverged_at is not None
+
+    @property
+    def fit_time_s(self) -> float | None:
+        """Seconds from the training loop's start to its end (None before it ended)."""
+        a, b = self._fit_s
+        return b - a if b > a else None
+
+    @property
+    def summary(self) -> RunSummary | None:
+        """The run's :class:`~psbench.summary.RunSummary` (:func:`psbench.ps.plan.summary`): the schedule's staleness,
+        updates, samples, simulated time and bytes as the simulator counted them, and what the fit did; None before
+        the schedule is known with its statistics."""
+        if self.sim is None or self.num_train is None or self.samples_per_gradient is None:
+            return None
+        spg, done, fit_s = self.samples_per_gradient, self.updates_done, self.fit_time_s
+        trained = int(self.sim.schedule.offsets[done]) * spg
+        codecs = self.compression
+        return run_plan.summary(
+            self.sim,
+            spg,
+            self.num_train,
+            "none" if codecs is None else codecs.name,
+            status="diverged" if self.diverged else "finished",
+            diverged=self.diverged,
+            diverged_at_update=self.diverged_at,
+            train_loss=self.recent_loss,
+            updates_done=done,
+            samples_trained=trained,
+            fit_time_s=fit_s,
+            samples_per_s=trained / fit_s if fit_s else None,
+            bytes_pushed_measured=self.bytes_pushed if codecs is not None else None,
+            peak_snapshot_bytes=self.peak_snapshot_bytes,
+            artifacts=list(self.artifacts),
+        )
+
+    @property
+    def check(self) -> dict | None:
+        """How a ``training_step``'s gradients were computed: the concatenation and channels_last checks' outcomes
+        (:class:`~psbench.strategy.user_steps.UserLookahead`); None before the first update, or for the built-in
+        look-ahead."""
+        found = getattr(self.lookahead, "check", None)
+        return None if found is None else dict(found)
 
     def ps_state(self) -> dict:
         """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`)."""
@@ -180,13 +317,17 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """Most bytes of weight snapshots and gradients computed ahead held at once (0: none were needed)."""
         return self.lookahead.peak_bytes if self.lookahead is not None else 0
 
+    # -- training ------------------------------------------------------------------------------------------------
     def _ahead(self) -> Lookahead:
+        """The gradient source: the planned one, else the built-in per-sample-loss look-ahead over the update
+        batches the Trainer's data holds (built at the first update; a checkpoint's state resumed)."""
         if self.lookahead is None:
             module = self._module
             data = module.trainer.train_dataloader.dataset
             data = getattr(data, "updates", data)  # UpdateChunks: several updates per Trainer step
             while isinstance(data, torch.utils.data.Subset):  # a resumed run's updates start…U−1
                 data = data.dataset
+            assert self.schedule is not None
             self.lookahead = Lookahead(
                 self.schedule,
                 data,
@@ -209,6 +350,9 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         """Apply one PS update, or each update of a chunk in order (see the module docstring)."""
         if isinstance(batch, UpdateChunk):
             trainer = self._module.trainer
+            while self._epoch < trainer.current_epoch:  # a new epoch: step the per-epoch lr schedulers first
+                self._epoch += 1
+                simulated.step_epoch_schedulers(self._schedulers[1], self._epoch, trainer.callback_metrics)
             for j, update in enumerate(batch.updates):
                 if j:  # an update boundary inside the Trainer step: checkpoints, signals
                     for cb in trainer.callbacks:
@@ -219,24 +363,24 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 if trainer.should_stop:  # diverged
                     break
             if trainer.progress_bar_callback is not None:
-                self._module.log(self.progress_metric, self.last_loss, prog_bar=True, logger=False, batch_size=1)
+                self._module.log(self.prefix + "loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
             return None
         module = self._module
-        module.trainer.fit_loop.epoch_loop._batches_that_stepped = batch.index  # the step evaluations log at
+        seams.log_at(module.trainer, batch.index)  # the step evaluations log at
         self._last_update = batch.index
-        params = self._weights(module)
-        live = batch.index
         if self.local is not None:  # the commits of H local steps per learner, in gradient units
+            params = dict(module.net.named_parameters())
             lr = module.trainer.optimizers[0].param_groups[0]["lr"]
             grads, loss = self.local.update_direction(module.net, module.loss, batch, params, lr)
         else:
             ahead = self._ahead()
+            params = ahead.weights()
             if self.compression is not None:
-                learners, weights, each, loss = ahead.learner_gradients(live, params)
+                learners, weights, each, loss = ahead.learner_gradients(batch.index, params)
                 grads, pushed = self.compression.aggregate(learners, weights, each)
                 self.bytes_pushed += pushed
             else:
-                grads, loss = ahead.update_gradient(live, params)
+                grads, loss = ahead.update_gradient(batch.index, params)
         self.last_loss = float(loss)
         trainer = module.trainer
         if not apply_update(
@@ -246,7 +390,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             trainer.optimizers[0],
             lr_scale=batch.lr_scale,
             clip=self.gradient_clip_val,
-            schedulers=self._update_schedulers(trainer, batch.index),
+            schedulers=[c.scheduler for c in self._schedulers[0] if (batch.index + 1) % c.frequency == 0],
             step=module.optimizers().step,
         ):  # Lightning's wrapper: counts the step (global_step)
             self.diverged_at = batch.index
@@ -266,222 +410,16 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             self._log(metrics, batch.index)
         return None
 
-    def _weights(self, module) -> dict[str, torch.Tensor]:
-        """The weights the PS updates, by name: the classifier module's ``net``'s parameters."""
-        return dict(module.net.named_parameters())
-
-    def _update_schedulers(self, trainer, update: int) -> list:
-        """The lr schedulers stepped after PS update ``update``: all of them (psbench's are per update)."""
-        return [c.scheduler for c in trainer.lr_scheduler_configs]
-
     def _log(self, metrics: dict, step: int) -> None:
-        """``metrics`` of update ``step``, to every logger at that step (numbers in torch's default dtype, as
-        ``LightningModule.log`` would store them: an evaluation's ``epoch`` equals its update's)."""
+        """``metrics`` of update ``step`` (prefixed ``ps/`` in a user's script), to every logger at that step (numbers
+        in torch's default dtype, as ``LightningModule.log`` would store them: an evaluation's ``epoch`` equals its
+        update's)."""
         loggers = self._module.trainer.loggers
         if loggers:
+            dtype = torch.get_default_dtype()
             values = {
-                k: float(v if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=torch.get_default_dtype()))
+                self.prefix + k: float(v if isinstance(v, torch.Tensor) else torch.tensor(v, dtype=dtype))
                 for k, v in metrics.items()
             }
             for lg in loggers:
                 lg.log_metrics(values, step=step)
-
-
-class SimulatedStrategy(ParameterServerStrategy):
-    """:meth:`ParameterServerStrategy.simulated`: any LightningModule, on the schedule simulated at ``setup`` from
-    the Trainer's data and length (:mod:`psbench.strategy.simulated` says what is read, and what is refused), each
-    learner's gradient its ``training_step`` (:mod:`psbench.strategy.user_steps`). ``summary``: the run's
-    :class:`~psbench.summary.RunSummary`; ``check``: how the gradients were batched."""
-
-    progress_metric = "ps/loss"
-
-    def __init__(self, setup) -> None:  # a psbench.assemble.SimulatedSetup
-        super().__init__(None, setup.batching, log_every_n_updates=setup.log_every_n_updates)  # type: ignore[arg-type]
-        self.plan, self.protocol = setup, setup.protocol
-        self.sim_stats: dict | None = None
-        self.batch_size = self.num_train = 0  # μ and N, from the train DataLoader
-        self.loader: Any = None  # the Trainer's train data: psbench.strategy.simulated.EpochLoader
-        self._params: dict[str, torch.Tensor] = {}
-        self._schedulers: tuple[list, list] = ([], [])  # (per update, per epoch)
-        self._epoch = 0
-        self._clip_was: float | None = None
-        self._fit_s = [0.0, 0.0]
-
-    # -- the Trainer and the module ----------------------------------------------------------------------
-    def setup_environment(self) -> None:
-        from psbench.strategy import simulated
-
-        self._root_device = simulated.device(self.accelerator, self.plan.compression)
-        super().setup_environment()
-
-    def connect(self, model) -> None:
-        from psbench.strategy.simulated import check_module
-
-        self.gradient_clip_val = check_module(model)
-        self._clip_was, model.trainer.gradient_clip_val = model.trainer.gradient_clip_val, None  # the PS clips
-        super().connect(model)
-
-    def setup(self, trainer) -> None:
-        from psbench.strategy import simulated
-
-        simulated.check_trainer(trainer)
-        super().setup(trainer)
-        self._schedulers = simulated.schedulers(trainer)
-        self._simulate(trainer)
-
-    def _simulate(self, trainer) -> None:
-        """Read N, μ and the run's length; simulate the schedule; build the learners' gradients and the Trainer's
-        data; check the module's loss on one mini-batch."""
-        from dataclasses import replace
-
-        from psbench.ps import Simulator
-        from psbench.strategy import simulated
-        from psbench.strategy.user_steps import UserLookahead, UserUpdates
-
-        module, plan = self.lightning_module, self.plan
-        assert module is not None
-        ds, mu, collate = simulated.train_loader(trainer, self.protocol)
-        self.batch_size, self.num_train = mu, len(ds)
-        self._params = {k: p for k, p in module.named_parameters() if p.requires_grad}
-        require(self._params != {}, "LightningModule", type(module).__name__, "a module with trainable parameters")
-        gradients = simulated.run_gradients(trainer, self.num_train, mu, self.protocol)
-        p_bytes = sum(p.numel() * p.element_size() for p in self._params.values())
-        cost = replace(plan.cost, message_bytes=4 * sum(p.numel() for p in self._params.values()))
-        if plan.compression is not None:
-            from psbench.compression.pipeline import LearnerCompression
-
-            self.compression = LearnerCompression(
-                plan.compression, {k: p.shape for k, p in self._params.items()}, plan.seed
-            )
-            cost = replace(
-                cost,
-                push_bytes=self.compression.push_bytes(),
-                pull_delta=self.compression.localize,
-                pull_bytes=self.compression.pull_bytes(self.protocol.gradients_per_update),
-            )
-        sim = Simulator(self.protocol, cost, plan.topology, mu, gradients, plan.seed)
-        meta = {
-            "protocol": self.protocol.label,
-            "learners": self.protocol.learners,
-            "batch_size": mu,
-            "topology": plan.topology.name,
-            "seed": plan.seed,
-        }  # a CLI run's (RunSetup.schedule_meta)
-        self.schedule = schedule = Schedule.collect(sim.run(), meta=meta)
-        self.sim_stats = sim.stats.as_dict()
-        user_hook = module._on_before_batch_transfer
-
-        def before_transfer(batch, dataloader_idx: int = 0):  # Lightning hands it the Trainer step's chunk too
-            return batch if isinstance(batch, UpdateChunk) else user_hook(batch, dataloader_idx)
-
-        module._on_before_batch_transfer = before_transfer  # type: ignore[method-assign]
-        updates = UserUpdates(
-            schedule,
-            ds,
-            collate,
-            mu,
-            plan.policy,
-            self.protocol.learners,
-            plan.seed,
-            next(iter(self._params.values())).dtype,
-            self.root_device,
-            simulated.transfer(self, trainer, before_transfer),
-        )
-        simulated.check_loss(module, updates.batch([0]))
-        self.loader = simulated.epoch_loader(
-            schedule, updates, mu, self.num_train, trainer.fit_loop.max_epochs, plan.updates_per_step
-        )
-        by_row = self.compression is not None or self.batching == "loop"
-        self.lookahead = UserLookahead(
-            schedule,
-            updates,
-            module,
-            list(self._params),
-            self.batching,
-            per_learner=self.compression is not None,
-            budget_bytes=simulated.memory_budget(schedule, p_bytes, by_row, plan.memory_budget_mb),
-        )
-
-    def teardown(self) -> None:
-        """The module and Trainer as the user made them: automatic optimization (``trainer.global_step`` still
-        counts the PS updates), the Trainer's ``gradient_clip_val``, Lightning's batch hook."""
-        module = self.lightning_module
-        if module is not None:
-            module.__dict__.pop("_on_before_batch_transfer", None)
-            trainer = module._trainer
-            if trainer is not None:
-                loop = trainer.fit_loop.epoch_loop
-                loop.automatic_optimization.optim_progress.optimizer.step.load_state_dict(
-                    loop.manual_optimization.optim_step_progress.state_dict()
-                )
-                trainer.gradient_clip_val = self._clip_was
-            module.automatic_optimization = True
-        super().teardown()
-
-    def process_dataloader(self, dataloader):
-        from pytorch_lightning.trainer.states import RunningStage
-
-        training = self.lightning_module.trainer.state.stage == RunningStage.TRAINING
-        return self.loader if training and self.loader is not None else dataloader
-
-    def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):
-        """A Trainer step's chunk stays as it is (its learners' mini-batches go through the hooks one by one)."""
-        return batch if isinstance(batch, UpdateChunk) else super().batch_to_device(batch, device, dataloader_idx)
-
-    # -- training ----------------------------------------------------------------------------------------
-    def _ahead(self) -> Lookahead:
-        return self.lookahead  # type: ignore[return-value]
-
-    def _weights(self, module) -> dict[str, torch.Tensor]:
-        return self._params
-
-    def _update_schedulers(self, trainer, update: int) -> list:
-        return [c.scheduler for c in self._schedulers[0] if (update + 1) % c.frequency == 0]
-
-    def on_train_start(self) -> None:
-        super().on_train_start()
-        self._fit_s[0] = time.perf_counter()
-
-    def on_train_end(self) -> None:
-        self._fit_s[1] = time.perf_counter()
-        super().on_train_end()
-
-    def training_step(self, batch, batch_idx: int = 0, *args, **kwargs):
-        if isinstance(batch, UpdateChunk):  # a new epoch: step the per-epoch lr schedulers first
-            assert self.lightning_module is not None
-            trainer = self.lightning_module.trainer
-            from psbench.strategy.simulated import step_epoch_schedulers
-
-            while self._epoch < trainer.current_epoch:
-                self._epoch += 1
-                step_epoch_schedulers(self._schedulers[1], self._epoch, trainer.callback_metrics)
-        return super().training_step(batch, batch_idx, *args, **kwargs)
-
-    def _log(self, metrics: dict, step: int) -> None:
-        super()._log({f"ps/{k}": v for k, v in metrics.items()}, step)
-
-    # -- what ran ----------------------------------------------------------------------------------------
-    @property
-    def summary(self):
-        """The run's :class:`~psbench.summary.RunSummary` (:func:`psbench.strategy.simulated.summary`); None before
-        ``trainer.fit`` has read the data."""
-        if self.schedule is None or self.sim_stats is None:
-            return None
-        from psbench.strategy.simulated import summary
-
-        a, b = self._fit_s
-        return summary(
-            self,
-            self.schedule,
-            self.sim_stats,
-            self.batch_size,
-            self.num_train,
-            (self.plan.compression or {}).get("name", "none"),
-            b - a if b > a else None,
-        )
-
-    @property
-    def check(self) -> dict | None:
-        """How the gradients were computed: the concatenation and channels_last checks' outcomes
-        (:class:`~psbench.strategy.user_steps.UserLookahead`); None before the first update."""
-        return None if self.lookahead is None else dict(self.lookahead.check)  # type: ignore[attr-defined]

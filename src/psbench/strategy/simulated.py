@@ -6,11 +6,11 @@
     trainer.fit(MyModule(), datamodule=MyData())   # μ = the train dataloader's batch size
     strategy.summary                               # a RunSummary: staleness, updates, sim_time_s, …
 
-:class:`~psbench.strategy.ps_strategy.SimulatedStrategy` takes any LightningModule whose ``training_step`` returns
-the loss of its batch (a tensor, or a dict with ``"loss"``) and whose ``configure_optimizers`` returns one optimizer,
-the PS's (with lr schedulers, if any: ``interval="step"`` ones are stepped after every PS update, ``"epoch"`` ones
-after every Lightning epoch, as Lightning's rule and ``frequency`` say). At ``setup`` — before the sanity check and
-any update — it reads:
+:class:`~psbench.strategy.ps_strategy.ParameterServerStrategy` with a ``plan`` takes any LightningModule whose
+``training_step`` returns the loss of its batch (a tensor, or a dict with ``"loss"``) and whose ``configure_optimizers``
+returns one optimizer, the PS's (with lr schedulers, if any: ``interval="step"`` ones are stepped after every PS update,
+``"epoch"`` ones after every Lightning epoch, as Lightning's rule and ``frequency`` say). At ``setup`` — before the
+sanity check and any update — it reads:
 
 * N and μ: the train DataLoader's map-style dataset and its ``batch_size`` (:func:`train_loader`). The loader's
   sampler does not choose the samples: psbench's global sample stream does (:mod:`psbench.ps.samples`, a
@@ -25,8 +25,11 @@ any update — it reads:
   runs as the same number of Trainer steps, each carrying consecutive updates (:func:`step_bounds`;
   ``updates_per_step``, null: the updates of ~128 samples, as in the CLI).
 
-Then it simulates the schedule of the protocol × λ learners on the hardware/topology (the cost model's message is
-the module's trainable parameters in fp32, or the codec's payloads) and executes it: each learner's gradient is the
+Then it plans the run as the psbench command does (:func:`plan_run`, through :mod:`psbench.ps.plan`): G, the codec's
+payloads in the cost model (else the module's trainable parameters in fp32), the simulation of the protocol × λ
+learners on the hardware/topology with its progress lines and the trace of its first updates — drawn into
+``timeline.png`` beside the Trainer's logs (``trainer.log_dir``, and an artifact of an MLflow logger) when the Trainer
+has a logger or checkpoints — and executes it: each learner's gradient is the
 module's ``training_step`` on its mini-batch at the weights it read
 (:class:`~psbench.strategy.user_steps.UserLookahead`), and the PS update goes through
 :func:`psbench.ps.apply.apply_update` with the module's optimizer — the step both engines use — with the lr
@@ -47,16 +50,18 @@ module's buffers (BatchNorm's running statistics are updated by every learner's 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 
+from psbench import lightning_seams as seams
 from psbench.errors import require
-from psbench.ps import Protocol, Schedule
-from psbench.strategy.chunks import UpdateChunks
+from psbench.ps import Protocol, Schedule, plan
+from psbench.run_setup import SimulatedSetup
+from psbench.strategy.chunks import UpdateChunk, UpdateChunks
 from psbench.strategy.device import run_device
-from psbench.summary import RunSummary
 
 
 # -- the Trainer, the module --------------------------------------------------------------------------------
@@ -162,7 +167,7 @@ def train_loader(trainer, protocol: Protocol) -> tuple[Any, int, Callable]:
     """(map-style dataset, μ, collate_fn) of the Trainer's train DataLoader."""
     from torch.utils.data import DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
-    dl = trainer.fit_loop._data_source.dataloader()
+    dl = seams.train_dataloader(trainer)
     require(
         isinstance(dl, DataLoader),
         "train_dataloader",
@@ -202,32 +207,20 @@ def train_loader(trainer, protocol: Protocol) -> tuple[Any, int, Callable]:
 
 
 def run_gradients(trainer, num_train: int, mu: int, protocol: Protocol) -> int:
-    """G of the run (the module docstring), within what a schedule may hold in this machine's memory."""
-    from psbench.ps.schedule import max_gradients
-
+    """G of the run (the module docstring): :func:`psbench.ps.plan.gradient_count` of ``max_epochs`` and
+    ``max_steps``, the CLI's rule."""
     c = protocol.gradients_per_update
-    epochs, steps = trainer.fit_loop.max_epochs, trainer.max_steps
-    bounds = {"max_epochs": epochs * num_train // mu} if epochs is not None and epochs >= 0 else {}
+    epochs, steps = trainer.max_epochs, trainer.max_steps
+    limits = {"max_epochs": (epochs, epochs * num_train / mu)} if epochs is not None and epochs >= 0 else {}
     if steps is not None and steps >= 0:
-        bounds["max_steps"] = steps * c
+        limits["max_steps"] = (steps, steps * c)
     require(
-        bounds != {},
+        limits != {},
         "max_epochs",
         epochs,
         "a finite run: max_epochs >= 1 or max_steps >= 1 (psbench simulates the schedule before training)",
     )
-    key = min(bounds, key=bounds.__getitem__)
-    g, value = bounds[key], epochs if key == "max_epochs" else steps
-    require(g >= c, key, value, f"a run of at least one PS update (c = {c} mini-batches of μ = {mu})")
-    most = max_gradients()
-    require(
-        g <= most,
-        key,
-        value,
-        f"a run of at most {most:,} gradients (the schedule must fit in half this "
-        f"machine's memory); this one has {g:,}",
-    )
-    return g
+    return plan.gradient_count(protocol, num_train, mu, limits)
 
 
 def epoch_bounds(schedule: Schedule, samples_per_gradient: int, num_train: int, epochs: int) -> list[int]:
@@ -319,57 +312,117 @@ def check_loss(module, batch) -> None:
             b.copy_(buffers[k])
 
 
-def memory_budget(schedule: Schedule, param_bytes: int, by_row: bool, mb: float | None) -> int:
-    """The look-ahead's budget in bytes (:func:`psbench.strategy.executor.memory_budget`'s rule)."""
-    from psbench.ps.snapshots import SnapshotStore
-    from psbench.strategy.lookahead import minimum_bytes
-    from psbench.strategy.options import DEFAULT_MEMORY_BUDGET_MB
+# -- the module's hooks --------------------------------------------------------------------------------------
+def skip_chunks_in_batch_hook(module) -> None:
+    """Lightning hands the module's ``on_before_batch_transfer`` hooks every batch, a Trainer step's chunk of PS
+    updates too: the chunk passes them by (each learner's mini-batch goes through them in :func:`transfer`)."""
 
-    need = minimum_bytes(schedule, param_bytes, by_row)
-    budget = int(float(mb if mb is not None else DEFAULT_MEMORY_BUDGET_MB) * 2**20)
-    if mb is None:
-        return max(budget, need)
-    require(
-        need <= budget,
-        "memory_budget_mb",
-        mb,
-        f"at least {need / 2**20:.1f} MiB for this schedule: it holds up to {SnapshotStore.peak_count(schedule)} "
-        f"weight snapshots of {param_bytes / 2**20:.2f} MiB at once",
+    def wrap(hook: Callable) -> Callable:
+        def before_transfer(batch, dataloader_idx: int = 0):
+            return batch if isinstance(batch, UpdateChunk) else hook(batch, dataloader_idx)
+
+        return before_transfer
+
+    seams.wrap_batch_hook(module, wrap)
+
+
+def restore(module, clip: float | None) -> None:
+    """The module and its Trainer as the user made them (:meth:`ParameterServerStrategy.teardown`): Lightning's batch
+    hook, automatic optimization (``global_step`` still counting the PS updates), ``gradient_clip_val``."""
+    seams.unwrap_batch_hook(module)
+    trainer = seams.attached_trainer(module)
+    if trainer is not None:
+        seams.count_manual_steps_as_automatic(trainer)
+        if clip is not None:
+            trainer.gradient_clip_val = clip
+    module.automatic_optimization = True
+
+
+# -- the plan of the run --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Planned:
+    """What :func:`plan_run` reads and builds: the simulated run, μ and N, the gradient source (each learner's
+    ``training_step``), the codecs, the Trainer's train data and the files written (``timeline.png``)."""
+
+    sim: plan.SimulatedRun
+    batch_size: int
+    num_train: int
+    lookahead: Any  # psbench.strategy.user_steps.UserLookahead
+    compression: Any  # psbench.compression.pipeline.LearnerCompression | None
+    loader: EpochLoader
+    artifacts: list[str]
+
+
+def plan_run(setup: SimulatedSetup, strategy, trainer) -> Planned:
+    """Read N, μ and the run's length; plan the run (:mod:`psbench.ps.plan`, the psbench command's functions); build
+    the learners' gradients and the Trainer's data; check the module's loss on one mini-batch."""
+    from psbench.strategy.lookahead import memory_budget
+    from psbench.strategy.user_steps import UserLookahead, UserUpdates
+
+    module, protocol = strategy.lightning_module, setup.protocol
+    ds, mu, collate = train_loader(trainer, protocol)
+    params = {k: p for k, p in module.named_parameters() if p.requires_grad}
+    require(params != {}, "LightningModule", type(module).__name__, "a module with trainable parameters")
+    gradients = run_gradients(trainer, len(ds), mu, protocol)
+    codecs = None
+    if setup.compression is not None:
+        from psbench.compression.pipeline import LearnerCompression
+
+        codecs = LearnerCompression(setup.compression, {k: p.shape for k, p in params.items()}, setup.seed)
+    cost = replace(setup.cost, message_bytes=4 * sum(p.numel() for p in params.values()))
+    sim = plan.simulate(
+        protocol,
+        plan.codec_cost(cost, codecs, protocol),
+        setup.topology,
+        mu,
+        gradients,
+        setup.seed,
+        progress=setup.progress,
+        timeline_updates=setup.timeline_updates,
     )
-    return budget
-
-
-# -- what ran -------------------------------------------------------------------------------------------------
-def summary(
-    strategy,
-    schedule: Schedule,
-    sim_stats: Mapping[str, Any],
-    mu: int,
-    num_train: int,
-    compression: str,
-    fit_s: float | None,
-) -> RunSummary:
-    """The run as the CLI's :class:`~psbench.summary.RunSummary` fields that apply: the schedule's staleness,
-    updates, samples, simulated time and bytes as the simulator counted them, and what the fit did."""
-    samples = schedule.num_gradients * mu
-    done = strategy.updates_done
-    trained = int(schedule.offsets[done]) * mu
-    return RunSummary(
-        status="diverged" if strategy.diverged else "finished",
-        diverged=strategy.diverged,
-        diverged_at_update=strategy.diverged_at,
-        train_loss=strategy.recent_loss,
-        engine="sim",
-        protocol=strategy.protocol.label,
-        compression=compression,
-        **sim_stats,
-        samples=samples,
-        epochs_done=samples / num_train,
-        schedule_sha256=schedule.sha256(),
-        updates_done=done,
-        samples_trained=trained,
-        fit_time_s=fit_s,
-        samples_per_s=trained / fit_s if fit_s else None,
-        bytes_pushed_measured=strategy.bytes_pushed if strategy.compression is not None else None,
-        peak_snapshot_bytes=strategy.peak_snapshot_bytes,
+    artifacts = _timeline(setup, sim, mu, trainer)
+    updates = UserUpdates(
+        sim.schedule,
+        ds,
+        collate,
+        mu,
+        setup.policy,
+        protocol.learners,
+        setup.seed,
+        next(iter(params.values())).dtype,
+        strategy.root_device,
+        transfer(strategy, trainer, seams.batch_hook(module)),
     )
+    check_loss(module, updates.batch([0]))
+    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, setup.updates_per_step)
+    p_bytes = sum(p.numel() * p.element_size() for p in params.values())
+    by_row = codecs is not None or setup.batching == "loop"
+    lookahead = UserLookahead(
+        sim.schedule,
+        updates,
+        module,
+        list(params),
+        setup.batching,
+        per_learner=codecs is not None,
+        budget_bytes=memory_budget(sim.schedule, p_bytes, by_row, setup.memory_budget_mb, "memory_budget_mb"),
+    )
+    return Planned(sim, mu, len(ds), lookahead, codecs, loader, artifacts)
+
+
+def _timeline(setup: SimulatedSetup, sim: plan.SimulatedRun, mu: int, trainer) -> list[str]:
+    """``timeline.png`` in ``trainer.log_dir`` where the Trainer writes files of its own (a logger or checkpoints),
+    logged as an artifact of its MLflow loggers; the files written."""
+    if sim.trace is None or not (trainer.loggers or trainer.checkpoint_callback):
+        return []
+    from pathlib import Path
+
+    folder = Path(trainer.log_dir or trainer.default_root_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = plan.plot_timeline(sim, setup.protocol, mu, setup.hardware, setup.topology, folder / "timeline.png")
+    assert path is not None
+    from pytorch_lightning.loggers import MLFlowLogger
+
+    for lg in trainer.loggers:
+        if isinstance(lg, MLFlowLogger):
+            lg.experiment.log_artifact(lg.run_id, path)
+    return [path]

@@ -32,6 +32,7 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection
 from torch.func import functional_call
 
+from psbench import lightning_seams as seams
 from psbench.errors import ConfigError
 from psbench.lr import LRPolicy
 from psbench.ps import Schedule
@@ -166,11 +167,17 @@ class UserLookahead(Lookahead):
         )
         self.data: UserUpdates = data
         self.module, self.step = module, _TrainingStep(module)
+        named = dict(module.named_parameters())
+        self.params = {k: named[k] for k in names}  # the weights the PS updates: the module's trainable parameters
         self.keys = [f"m.{k}" for k in names]  # the wrapper's names of the trainable parameters
         convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
         self.layout: bool | None = None if batching == "auto" and convs and data.x.device.type == "cpu" else False
         self.concat: bool | None = None if batching == "auto" else False
         self.check: dict[str, Any] = {"concat": None, "channels_last": self.layout}
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The weights whose gradients this source computes: the module's trainable parameters, by name."""
+        return self.params
 
     # -- one call of the user's training_step ---------------------------------------------------------
     def _call(
@@ -179,9 +186,9 @@ class UserLookahead(Lookahead):
         """(scale·∇L of the rows' samples concatenated at ``params``, L·samples, samples)."""
         batch = self.data.batch(rows, _channels_last if layout else None)
         leaves = [v.detach().requires_grad_() for v in params.values()]
-        trainer = getattr(self.module, "_trainer", None)
-        if trainer is not None and trainer._results is not None:  # self.log infers its batch size from this batch
-            trainer._results.batch, trainer._results.batch_size = batch, None
+        trainer = seams.attached_trainer(self.module)
+        if trainer is not None:  # self.log infers its batch size from this batch
+            seams.log_batch(trainer, batch)
         loss = step_loss(
             functional_call(self.step, dict(zip(self.keys, leaves, strict=True)), (batch, u), tie_weights=self.tied)
         )

@@ -66,14 +66,11 @@ def config_defaults(config_file: str | Path) -> dict[str, Any]:
 
 
 def protocol_label(proto: Mapping[str, Any]) -> str:
-    """``softsync4`` (n), ``ssp_s2`` (s), ``agn_H10`` (H), ``aeasgd_H10_ρ5.0``; else the protocol's name."""
-    label = str(proto["name"])
-    if proto.get("n") is not None:
-        label += str(proto["n"])
-    for key, symbol in (("staleness_bound", "s"), ("local_steps", "H"), ("rho", "ρ")):
-        if proto.get(key) is not None:
-            label += f"_{symbol}{proto[key]}"
-    return label
+    """The protocol's one label (:func:`psbench.ps.protocols.label`: ``4-softsync``, ``ssp-s2``, ``agn-H10``), as
+    summary.json and the schedule name it."""
+    from psbench.ps.protocols import label
+
+    return label(str(proto["name"]), proto)
 
 
 def _choice(node: Any) -> str | None:
@@ -90,7 +87,7 @@ def _choice(node: Any) -> str | None:
 def run_name(cfg: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
     """``logger.run_name`` if set, else the protocol and what differs from ``defaults``.
 
-    E.g. ``softsync4-λ30-μ4-cifar_cnn-cifar10_subset-terngrad-dist``: the protocol with its
+    E.g. ``4-softsync-λ30-μ4-cifar_cnn-cifar10_subset-terngrad-dist``: the protocol with its
     parameter (:func:`protocol_label`), then λ, μ and the option of each of
     :data:`NAMED_GROUPS` whose value differs from ``defaults`` (:func:`config_defaults`),
     then the seed if it differs. Deterministic: the same config always gets the same name.

@@ -1,0 +1,123 @@
+"""Lightning's private internals psbench touches, all here: one function per seam, nowhere else.
+
+A PS strategy does what Lightning has no public hook for — it decides when to evaluate in PS updates, reads the
+user's train DataLoader before the loop iterates it, logs at an update's own step, hands every learner's mini-batch
+to ``self.log``'s batch-size inference, and counts PS updates as ``global_step`` in both optimization modes. Each
+function below is the one place that names a private attribute, and ``tests/test_lightning_seams.py`` holds a
+behavioural test per seam that fails on a Lightning whose internals moved; :func:`check` says the same at run time,
+in one line naming the attribute and the version, before any update. Tested with pytorch-lightning 2.6
+(:data:`TESTED`); the dependency allows ``>=2.4,<3`` and relies on these checks rather than on a pin, so a newer
+Lightning either passes them or fails loudly at ``setup``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+#: the Lightning minor versions the seam tests ran on
+TESTED = ("2.6",)
+
+
+def check(trainer) -> None:
+    """Every seam exists on this Lightning (a ``RuntimeError`` naming the first missing one and the version)."""
+    loop, module = trainer.fit_loop, trainer.lightning_module
+    seams: dict[str, Callable[[], Any]] = {
+        "fit_loop._data_source.dataloader": lambda: loop._data_source.dataloader,
+        "fit_loop._can_stop_early": lambda: type(loop)._can_stop_early,
+        "fit_loop.epoch_loop._should_check_val_fx": lambda: loop.epoch_loop._should_check_val_fx,
+        "fit_loop.epoch_loop._batches_that_stepped": lambda: loop.epoch_loop._batches_that_stepped,
+        "Trainer._results": lambda: trainer._results,
+        "LightningModule._on_before_batch_transfer": lambda: module._on_before_batch_transfer,
+        "LightningModule._trainer": lambda: module._trainer,
+        "the optimization loops' step progress": lambda: step_counters(trainer),
+    }
+    for name, seam in seams.items():
+        try:
+            seam()
+        except AttributeError:
+            import pytorch_lightning as pl
+
+            raise RuntimeError(
+                f"psbench's ParameterServerStrategy needs Lightning's {name}, which pytorch-lightning "
+                f"{pl.__version__} does not have (tested with {', '.join(TESTED)}: "
+                f"pip install 'pytorch-lightning=={TESTED[-1]}.*')"
+            ) from None
+
+
+def train_dataloader(trainer) -> Any:
+    """The train DataLoader the user passed to ``fit`` (or their datamodule's), before the loop iterates it."""
+    return trainer.fit_loop._data_source.dataloader()
+
+
+def evaluate_when(trainer, should: Callable[..., bool]) -> None:
+    """Lightning asks ``should(data_fetcher)`` after every Trainer step whether to run the validation loop."""
+    trainer.fit_loop.epoch_loop._should_check_val_fx = should
+
+
+def can_stop_early(trainer) -> bool:
+    """Lightning's rule for a stop requested now (``min_steps``/``min_epochs`` reached): validation runs then."""
+    return bool(trainer.fit_loop._can_stop_early)
+
+
+def log_at(trainer, step: int) -> None:
+    """The step metrics logged from now on are logged at (and that Lightning's lr schedulers count)."""
+    trainer.fit_loop.epoch_loop._batches_that_stepped = step
+
+
+def log_batch(trainer, batch: Any) -> None:
+    """``self.log`` infers the batch size of an epoch-mean metric from ``batch`` (one learner's mini-batch)."""
+    results = trainer._results
+    if results is not None:
+        results.batch, results.batch_size = batch, None
+
+
+def wrap_batch_hook(module, wrap: Callable[[Callable], Callable]) -> Callable:
+    """Replace the module's ``_on_before_batch_transfer`` (which runs its and its datamodule's
+    ``on_before_batch_transfer`` on every batch, before ``batch_to_device``) by ``wrap(hook)``; the new one."""
+    module._on_before_batch_transfer = wrap(module._on_before_batch_transfer)
+    return module._on_before_batch_transfer
+
+
+def batch_hook(module) -> Callable:
+    """The module's ``_on_before_batch_transfer`` (wrapped or not): what a batch goes through before the move."""
+    return module._on_before_batch_transfer
+
+
+def unwrap_batch_hook(module) -> None:
+    """The module's own ``_on_before_batch_transfer`` again."""
+    module.__dict__.pop("_on_before_batch_transfer", None)
+
+
+def attached_trainer(module) -> Any:
+    """The Trainer the module is attached to, or None (``module.trainer`` raises when there is none)."""
+    return module._trainer
+
+
+def step_counters(trainer) -> tuple[Any, Any, Any]:
+    """(the batch progress, automatic optimization's optimizer-step progress, manual optimization's): the counters
+    ``global_step`` reads, whichever optimization the module uses."""
+    loop = trainer.fit_loop.epoch_loop
+    return (
+        loop.batch_progress,
+        loop.automatic_optimization.optim_progress.optimizer.step,
+        loop.manual_optimization.optim_step_progress,
+    )
+
+
+def count_manual_steps_as_automatic(trainer) -> None:
+    """After a fit in manual optimization, automatic optimization's step counter takes manual's, so ``global_step``
+    still counts the PS updates once the module is back in automatic optimization."""
+    _, automatic, manual = step_counters(trainer)
+    automatic.load_state_dict(manual.state_dict())
+
+
+def resume_step_counters(trainer, k: int) -> None:
+    """Every counter ``global_step`` and the logging step read, at ``k`` (a run resumed before update ``k``)."""
+    for progress in step_counters(trainer):
+        p = progress.total
+        p.ready = p.completed = k
+        for name in ("started", "processed"):  # the trackers that count them
+            if hasattr(p, name):
+                setattr(p, name, k)
+    log_at(trainer, k)

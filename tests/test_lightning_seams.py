@@ -1,0 +1,188 @@
+"""Lightning's private internals that psbench touches (:mod:`psbench.lightning_seams`), one behavioural test each.
+
+Each test drives a tiny plain-Lightning fit and checks that the seam does what the strategy relies on, so a Lightning
+upgrade that moves or changes one fails here by name — and :func:`~psbench.lightning_seams.check` refuses it at run
+time in one line.
+"""
+
+from __future__ import annotations
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.loggers.logger import Logger
+
+from psbench import lightning_seams as seams
+
+QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False)
+
+
+def loader(n: int = 8, batch: int = 2) -> torch.utils.data.DataLoader:
+    g = torch.Generator().manual_seed(0)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(n, 3, generator=g)), batch_size=batch)
+
+
+class Tiny(pl.LightningModule):
+    """One linear layer; ``step`` runs in ``training_step`` before the loss."""
+
+    def __init__(self, step=None, manual: bool = False) -> None:
+        super().__init__()
+        self.layer, self.step, self.validations = torch.nn.Linear(3, 1), step, 0
+        self.automatic_optimization = not manual
+
+    def training_step(self, batch, batch_idx):
+        if self.step is not None:
+            self.step(self, batch_idx)
+        loss = self.layer(batch[0]).pow(2).mean()
+        if not self.automatic_optimization:
+            opt = self.optimizers()
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        return None
+
+    def on_validation_epoch_end(self) -> None:
+        self.validations += 1
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class Steps(Logger):
+    """The steps metrics were logged at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logged: list[tuple[int, dict]] = []
+
+    @property
+    def name(self) -> str:
+        return "steps"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, params, *args, **kwargs) -> None:
+        pass
+
+    def log_metrics(self, metrics, step=None) -> None:
+        self.logged.append((step, dict(metrics)))
+
+
+def test_check_passes_here_and_names_a_missing_seam(monkeypatch):
+    found = []
+
+    class Check(pl.Callback):
+        def setup(self, trainer, pl_module, stage) -> None:
+            seams.check(trainer)
+            found.append(True)
+            monkeypatch.delattr(type(trainer.fit_loop), "_can_stop_early")
+            with pytest.raises(RuntimeError, match=r"fit_loop\._can_stop_early.*pytorch-lightning"):
+                seams.check(trainer)
+            monkeypatch.undo()
+
+    pl.Trainer(max_steps=1, logger=False, callbacks=[Check()], **QUIET).fit(Tiny(), loader())
+    assert found == [True]
+
+
+def test_train_dataloader_is_the_users_loader_at_setup():
+    data, seen = loader(), []
+
+    class AtSetup(pl.Callback):
+        def setup(self, trainer, pl_module, stage) -> None:
+            seen.append(seams.train_dataloader(trainer))
+
+    pl.Trainer(max_steps=1, logger=False, callbacks=[AtSetup()], **QUIET).fit(Tiny(), data)
+    assert seen == [data]
+
+
+def test_evaluate_when_decides_the_validation_runs():
+    """Validation after Trainer step 2 only (batch 1 of 4), though Lightning would validate at the epoch's end."""
+    module = Tiny()
+
+    class Start(pl.Callback):
+        def on_train_start(self, trainer, pl_module) -> None:
+            seams.evaluate_when(trainer, lambda data_fetcher=None: trainer.fit_loop.epoch_loop.batch_idx == 1)
+
+    t = pl.Trainer(max_epochs=1, logger=False, callbacks=[Start()], num_sanity_val_steps=0, **QUIET)
+    t.fit(module, loader(), loader())
+    assert module.validations == 1 and t.global_step == 4
+
+
+def test_can_stop_early_is_lightnings_rule_for_a_stop():
+    """A stop asked for before ``min_steps`` = 2 steps are done is not one Lightning honours: the fit goes on until it
+    is (after the second step), and ends there."""
+    answers = []
+
+    class Ask(pl.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            trainer.should_stop = True
+            answers.append(seams.can_stop_early(trainer))
+
+    t = pl.Trainer(max_steps=10, min_steps=2, min_epochs=0, logger=False, callbacks=[Ask()], **QUIET)
+    t.fit(Tiny(), loader(16))
+    assert answers == [False, True] and t.global_step == 2
+
+
+def test_log_at_sets_the_step_metrics_are_logged_at():
+    def step(module, batch_idx):
+        seams.log_at(module.trainer, 100 + batch_idx)
+        module.log("m", float(batch_idx))
+
+    logger = Steps()
+    pl.Trainer(max_steps=3, logger=logger, log_every_n_steps=1, **QUIET).fit(Tiny(step, manual=True), loader())
+    assert [s for s, m in logger.logged if "m" in m] == [100, 101, 102]
+
+
+def test_log_batch_gives_self_log_its_batch_size():
+    """An epoch-mean metric weighted by the batch log_batch names: (0·1 + 4·3)/4 = 3, not the plain mean 2."""
+
+    def step(module, batch_idx):
+        seams.log_batch(module.trainer, torch.zeros(1 if batch_idx == 0 else 3))
+        module.log("m", torch.tensor(0.0 if batch_idx == 0 else 4.0), on_step=False, on_epoch=True)
+
+    t = pl.Trainer(max_epochs=1, logger=False, **QUIET)
+    t.fit(Tiny(step), loader(4))
+    assert float(t.callback_metrics["m"]) == pytest.approx(3.0)
+
+
+def test_the_batch_hook_sees_every_batch_before_the_move_and_unwraps():
+    module, seen = Tiny(), []
+
+    def wrap(hook):
+        def before(batch, dataloader_idx=0):
+            seen.append(len(batch[0]))
+            return hook(batch, dataloader_idx)
+
+        return before
+
+    class Wrap(pl.Callback):
+        def setup(self, trainer, pl_module, stage) -> None:
+            seams.wrap_batch_hook(pl_module, wrap)
+            assert seams.batch_hook(pl_module).__name__ == "before"
+
+    pl.Trainer(max_steps=3, logger=False, callbacks=[Wrap()], **QUIET).fit(module, loader())
+    assert seen == [2, 2, 2]
+    seams.unwrap_batch_hook(module)
+    assert seams.batch_hook(module).__func__ is pl.LightningModule._on_before_batch_transfer
+    assert seams.attached_trainer(module) is not None and seams.attached_trainer(Tiny()) is None
+
+
+def test_step_counters_carry_global_step_across_optimization_modes():
+    """A manual-optimization fit of 3 steps: after the copy, global_step in automatic optimization is 3; resuming
+    sets every counter (and the logging step) to k."""
+    module = Tiny(manual=True)
+    t = pl.Trainer(max_steps=3, logger=False, **QUIET)
+    t.fit(module, loader())
+    assert t.global_step == 3
+    seams.count_manual_steps_as_automatic(t)
+    module.automatic_optimization = True
+    assert t.global_step == 3
+    seams.resume_step_counters(t, 7)
+    assert t.global_step == 7 and t.fit_loop.epoch_loop._batches_that_stepped == 7
+    module.automatic_optimization = False
+    assert t.global_step == 7
