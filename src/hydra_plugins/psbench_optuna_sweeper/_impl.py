@@ -499,6 +499,13 @@ class OptunaSweeperImpl:
         )
         fp = fingerprint(ident)
         sweep_dir = self._use_sweep_dir(fp)
+        with contextlib.suppress(ImportError):  # one psbench at a time in a sweep dir (two copies trained one dir)
+            from psbench.run_dir import hold
+
+            try:
+                hold("hydra.sweep.dir", sweep_dir)
+            except ValueError as err:  # psbench.errors.ConfigError
+                raise StudyStop(str(err)) from None
         study = self._study(ident, fp, space)
         with contextlib.suppress(ImportError):  # psbench's MLflow parent run, where the sweep's results live
             from psbench.tracking.sweep import open_parent

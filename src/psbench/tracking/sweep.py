@@ -220,6 +220,8 @@ def record_job(config: DictConfig, job_return: Any) -> None:
             entry.update(status="killed", reason=err.reason)
         else:
             entry.update(status="failed", reason=error_line(err))
+    elif str(OmegaConf.select(config, "hydra.runtime.output_dir")) in _refused:  # its dir is another run's
+        entry.update(status="failed", reason=_refused.pop(str(OmegaConf.select(config, "hydra.runtime.output_dir"))))
     else:
         out = OmegaConf.select(config, "hydra.runtime.output_dir")
         try:
@@ -304,6 +306,17 @@ def fail_job(reason: str) -> None:
         Path(HydraConfig.get().runtime.output_dir) / "summary.json",
         RunSummary(status="failed", failure_reason=reason, provenance=provenance()),
     )
+
+
+_refused: dict[str, str] = {}  # job dirs refused as another run's (record_refusal): their summary.json is not theirs
+
+
+def record_refusal(reason: str) -> None:
+    """A grid job refused because its dir holds another run (:class:`psbench.run_dir.RunDirTaken`): nothing is
+    written there; the ledger records the refusal (:func:`record_job`)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    _refused[str(HydraConfig.get().runtime.output_dir)] = reason
 
 
 @contextlib.contextmanager
