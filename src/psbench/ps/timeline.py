@@ -197,8 +197,14 @@ def plot_timeline(
     _legend(fig, trace)
     fig.tight_layout(rect=(0, 0.3 / height, 1, 1))  # the legend's band: 0.3 in
     path = Path(path)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    from psbench.files import write_atomic
+
+    try:  # whole or not at all: a full disk leaves no half picture (psbench.files)
+        write_atomic(
+            path, lambda fh: fig.savefig(fh, dpi=100, metadata={"Software": None}, format=path.suffix[1:] or "png")
+        )
+    finally:
+        plt.close(fig)
     return path
 
 
