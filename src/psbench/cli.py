@@ -55,7 +55,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from psbench.tracking import sweep
 
     try:
-        with lifecycle.worker_job():  # a joblib worker's (hydra_plugins.psbench_launchers.joblib_launcher)
+        hc = HydraConfig.get()  # a joblib worker's job (hydra_plugins.psbench_launchers.joblib_launcher)
+        with lifecycle.worker_job(hc.job.num, hc.runtime.output_dir, hc.sweep.dir):
             return _job(cfg)
     except lifecycle.Killed as k:  # its record is written; the launcher's other jobs go on
         done = _finished(HydraConfig.get().runtime.output_dir)
