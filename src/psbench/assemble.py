@@ -439,10 +439,18 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
 
     k = default_updates(protocol) if trainer.timeline_updates is None else trainer.timeline_updates
     sim = Simulator(protocol, cost, topology, setup.batch_size, gradients, seed, trace_updates=k)
+    simulated: list[float] = []  # when the simulation ended: collecting a long schedule's rows takes a while too
     schedule = Schedule.collect(
-        _with_progress(sim.run(), sim.total_gradients, trainer.progress), meta=setup.schedule_meta
+        _with_progress(sim.run(), sim.total_gradients, trainer.progress, ended=simulated), meta=setup.schedule_meta
     )
-    return replace(setup, schedule=schedule, sim_stats=sim.stats.as_dict(), trace=sim.trace)
+    stats = sim.stats.as_dict()
+    if simulated and trainer.progress != "none":  # the simulation said it was long: say what the rest took
+        print(
+            f"psbench: collected the schedule and its statistics in {time.perf_counter() - simulated[0]:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return replace(setup, schedule=schedule, sim_stats=stats, trace=sim.trace)
 
 
 @dataclass(frozen=True)
@@ -557,9 +565,12 @@ def build_simulated(
     )
 
 
-def _with_progress(updates: Iterator[Update], total: int, mode: str, after_s: float = 2.0) -> Iterator[Update]:
+def _with_progress(
+    updates: Iterator[Update], total: int, mode: str, after_s: float = 2.0, ended: list[float] | None = None
+) -> Iterator[Update]:
     """The simulation's updates, with a safe point for signals every 256 and, once it has run ``after_s``, a
-    progress line every few seconds on stderr (``trainer.progress``: none shows nothing)."""
+    progress line every few seconds on stderr (``trainer.progress``: none shows nothing); a simulation that ran
+    that long appends its end time to ``ended``."""
     t0 = last = time.perf_counter()
     done = 0
     for u in lifecycle.checked(updates):
@@ -578,10 +589,12 @@ def _with_progress(updates: Iterator[Update], total: int, mode: str, after_s: fl
                 )
     if mode != "none" and time.perf_counter() - t0 >= after_s:
         print(
-            f"psbench: simulated the schedule: {done:,} gradients in {time.perf_counter() - t0:.0f} s",
+            f"psbench: simulated the schedule: {done:,} gradients in {time.perf_counter() - t0:.0f} s; collecting it",
             file=sys.stderr,
             flush=True,
         )
+        if ended is not None:
+            ended.append(time.perf_counter())
 
 
 def _plain(node: Any) -> Any:

@@ -108,6 +108,7 @@ def execute(cfg: DictConfig) -> float | None:
         with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
             run = JobRun(resolved, run_dir, prov, plan.state)
         plan.meta["mlflow_run_id"] = run.run_id
+        _say_writing(setup, run_dir)
         try:
             summary = run_engine(setup, run_dir, run.lightning_logger(resolved), plan)
         except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with its checkpoint
@@ -185,6 +186,23 @@ def execute(cfg: DictConfig) -> float | None:
         summary_file,
     )
     return None if summary.test_error is None else float(summary.test_error)
+
+
+#: a schedule of this many gradients or more takes seconds to minutes to write (npz, plots): the CLI says so first
+LONG_SCHEDULE = 1_000_000
+
+
+def _say_writing(setup: Any, run_dir: Path) -> None:
+    """Before the engine writes a long schedule and its plots (``schedule_only`` of a huge epoch count used to run
+    for minutes without a word after the simulation's last line), one line saying so."""
+    schedule = getattr(setup, "schedule", None)
+    if schedule is None or setup.trainer.progress == "none" or schedule.num_gradients < LONG_SCHEDULE:
+        return
+    print(
+        f"psbench: writing the schedule ({schedule.num_gradients:,} gradients) and its plots to {run_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _crashed(err: BaseException) -> bool:
