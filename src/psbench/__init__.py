@@ -15,12 +15,15 @@ import sys as _sys
 
 def _launched_as_module(argv: list[str]) -> bool:
     """Whether ``argv`` (``sys.orig_argv``) starts the interpreter as ``python -m psbench…``."""
-    for i, a in enumerate(argv[1:], 1):
+    args = iter(argv[1:])
+    for a in args:
         if a == "-m":
-            return i + 1 < len(argv) and argv[i + 1].split(".")[0] == "psbench"
+            return next(args, "").split(".")[0] == "psbench"
         if a.startswith("-m"):
             return a[2:].split(".")[0] == "psbench"
-        if not a.startswith("-"):
+        if a in ("-X", "-W"):  # an option with a value
+            next(args, None)
+        elif a == "-c" or not a.startswith("-"):  # a command or a script
             return False
     return False
 

@@ -218,6 +218,13 @@ def check_trains(
                 per = loss(out, y)
             except Exception:  # check_fit ran the same calls without gradients and named what failed
                 return
+            if not out.requires_grad:
+                raise ConfigError(
+                    key,
+                    shown,
+                    "a model whose outputs depend on its trainable parameters (its forward returns a tensor without a "
+                    "gradient: .detach(), numpy or torch.no_grad() in it)",
+                )
             if not per.requires_grad:
                 raise ConfigError(
                     "model.loss",
