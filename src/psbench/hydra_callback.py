@@ -106,13 +106,15 @@ class OutputDirCheck(Callback):
         folder = Path(str(OmegaConf.select(config, key, throw_on_missing=True)))
         resume, overwrite = config.get("resume"), bool(config.get("overwrite"))
         err: ConfigError | None
-        try:
+        try:  # Hydra swallows what a callback raises: every refusal goes through console.report
             rd.hold(key, folder)
             if key == "hydra.sweep.dir":
                 err = rd.sweep_refusal(key, folder, resume, overwrite)
             else:
                 again = resume == "auto" and not overwrite and rd.held_run(folder) is not None
                 err = rd.reuse_refusal(key, folder, resume, overwrite, _resolved(config, folder) if again else None)
+        except ConfigError as exc:
+            err = exc
         except (OSError, OmegaConfBaseException) as exc:
             err = ConfigError(key, str(folder), f"a directory psbench can lock and read ({exc})")
         if err is not None:
