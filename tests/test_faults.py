@@ -161,8 +161,10 @@ def _outcome(proc: subprocess.CompletedProcess, run_dir: Path | None) -> tuple[i
     """(exit code, the one ``psbench:`` line on stderr or None, summary.json or None); no traceback anywhere."""
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out and "--- Logging error ---" not in out, out[-4000:]
-    lines = [  # not the notice of a bounded wait for the store another job is creating
-        ln for ln in proc.stderr.splitlines() if ln.startswith("psbench: ") and "; waiting up to " not in ln
+    lines = [  # not the notice of a bounded wait (the store another job creates, learners joining)
+        ln
+        for ln in proc.stderr.splitlines()
+        if ln.startswith("psbench: ") and ", waiting up to " not in ln and "; waiting up to " not in ln
     ]
     assert len(lines) <= 1, proc.stderr[-4000:]
     summary = None
@@ -218,6 +220,23 @@ def test_an_error_raised_only_in_training_is_one_line_naming_the_users_function(
     log = (run_dir / "psbench.log").read_text()
     assert "Traceback (most recent call last)" in log and 'raise RuntimeError("boom while training")' in log
     assert _statuses(project, run_dir) == ["FAILED"] and summary["mlflow_run_id"]
+
+
+@pytest.mark.slow  # real learner processes: the fault suite's longest case (pytest -m fault runs it)
+def test_a_dist_learner_whose_code_raises_is_named_with_its_log(project, run_psbench):
+    """The user's model raises in a learner process (engine=dist): one line naming the learner, its error and its
+    learner_N.log (it used to read as a lost connection), the run FAILED."""
+    run_dir = project / "run"
+    args = ["--config-dir", "conf", "model=boom", "engine=dist", "learners=2", "protocol=async"]
+    proc = run_psbench(*args, *FAST, f"hydra.run.dir={run_dir}", root=project)
+    rc, line, summary = _outcome(proc, run_dir)
+    assert rc == 1
+    _failed_with_the_line(line, summary)
+    assert line.startswith("psbench: error: learner rank ") and "exited with code 1: " in line, line
+    assert "RuntimeError: boom while training (its output: " in line and line.endswith(".log)"), line
+    log = Path(line.rpartition("(its output: ")[2].removesuffix(")"))
+    assert log.parent == run_dir and 'raise RuntimeError("boom while training")' in log.read_text()
+    assert _statuses(project, run_dir) == ["FAILED"]
 
 
 USER_REFUSED = {

@@ -92,8 +92,9 @@ def test_series_end_with_training_values_epoch_counts_epochs_and_provenance_is_r
 
 def test_a_sweep_has_one_parent_run_reused_when_its_dir_runs_again(run_psbench, mlflow_runs, psbench_root):
     args = ("-m", "seed=0,1", "hydra.sweep.dir=multirun/grid")
-    for rerun in (False, True):
-        proc = run_psbench(*args, root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "ok"})
+    for rerun in (False, True):  # the dir holds the first sweep's runs: training them again is overwrite=true
+        again = ("overwrite=true",) if rerun else ()
+        proc = run_psbench(*args, *again, root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "ok"})
         assert proc.returncode == 0, proc.stderr[-3000:]  # seed 1 diverges: not a failure
         parent = _parent(mlflow_runs, psbench_root)
         jobs = mlflow_runs(psbench_root)

@@ -131,7 +131,7 @@ def execute(cfg: DictConfig) -> float | None:
             mlflow_run_id=run.run_id,
             provenance=prov,
             data_note=note,
-            data_warning=getattr(setup.data, "unseen_labels", None),
+            data_warning=getattr(getattr(setup, "data", None), "unseen_labels", None),
         )
         artifacts = [*files, *(Path(p) for p in summary.artifacts)]
         with lifecycle.deferred():
