@@ -418,3 +418,14 @@ def test_a_long_simulation_says_what_follows_its_last_line(capsys, monkeypatch, 
     monkeypatch.setattr(job, "LONG_SCHEDULE", 100)
     job._say_writing(SimpleNamespace(schedule=schedule, trainer=SimpleNamespace(progress="auto")), tmp_path)
     assert capsys.readouterr().err == f"psbench: writing the schedule (400 gradients) and its plots to {tmp_path}\n"
+
+
+def test_a_zip_member_that_would_inflate_past_any_image_is_refused_before_reading(tmp_path, monkeypatch):
+    from data_files import write_image_folder, zip_folder
+    from psbench.data import image_folder
+
+    write_image_folder(tmp_path / "f", {"a": (2, 1), "b": (2, 1)})
+    path = zip_folder(tmp_path / "f", tmp_path / "f.zip")
+    monkeypatch.setattr(image_folder, "MAX_IMAGE_BYTES", 16)  # every member of this zip is larger
+    with pytest.raises(DataError, match=r"f.zip:train/a/0000.png declares .* bytes uncompressed, more than an image"):
+        image_folder.load_image_folder(path)

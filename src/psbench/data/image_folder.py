@@ -61,6 +61,8 @@ EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", 
 SPLITS = ("train", "test", "val")
 #: ``dataset.max_memory_mb``'s default (``conf/dataset/image_folder.yaml``): the decoded float32 size allowed
 DEFAULT_MAX_MEMORY_MB = 8192
+#: the largest image file read from a zip (its declared uncompressed size; a zip bomb declares gigabytes)
+MAX_IMAGE_BYTES = 512 * 2**20
 CACHE_VERSION = 2  # 2: every image mode decoded to the values it means (16-bit greyscale was clipped)
 
 
@@ -150,6 +152,11 @@ class Source:
             if self.zip is None:
                 return (self.path / name).read_bytes()
             info = self.zip.getinfo(self.prefix + name)
+            if info.file_size > MAX_IMAGE_BYTES:  # a member that inflates past any image: refused before reading it
+                raise DataError(
+                    f"{self.dataset}: {self.where(name)} declares {info.file_size:,} bytes uncompressed, more than "
+                    f"an image file psbench reads ({MAX_IMAGE_BYTES // 2**20} MiB)"
+                )
             if info.compress_type != zipfile.ZIP_STORED or self._map is None or info.flag_bits & 0x1:
                 return self.zip.read(info)
             at = info.header_offset
@@ -160,6 +167,8 @@ class Source:
             if len(data) != info.compress_size or zlib.crc32(data) != info.CRC:
                 raise zipfile.BadZipFile(f"bad CRC-32 for file {info.filename!r}")
             return data
+        except DataError:
+            raise
         except (
             zipfile.BadZipFile,
             OSError,
