@@ -305,20 +305,21 @@ def _npz(root: Path, **over) -> Path:
 
 
 def _lying_npz(root: Path) -> Path:
-    """An .npz whose x_train header declares 2·10⁹ rows of 4 floats (32 GB) over 640 bytes of data."""
-    path = _npz(root)
-    x = np.zeros((40, 4), np.float32)
-    header = np.lib.format.header_data_from_array_1_0(x)
-    header["shape"] = (2_000_000_000, 4)
+    """An .npz whose x_train and y_train headers declare 2·10⁹ rows (32 GB of floats) over 640 and 320 bytes of
+    data: consistent headers, so only the bytes behind them tell (numpy allocated what the header said)."""
     import io
     import zipfile
 
-    buf = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buf, header)
-    buf.write(x.tobytes())
+    path = _npz(root)
     with zipfile.ZipFile(path) as old:
         members = {n: old.read(n) for n in old.namelist()}
-    members["x_train.npy"] = buf.getvalue()
+    for name, a in (("x_train", np.zeros((40, 4), np.float32)), ("y_train", np.arange(40) % 3)):
+        header = np.lib.format.header_data_from_array_1_0(a)
+        header["shape"] = (2_000_000_000, *a.shape[1:])
+        buf = io.BytesIO()
+        np.lib.format.write_array_header_1_0(buf, header)
+        buf.write(a.tobytes())
+        members[f"{name}.npy"] = buf.getvalue()
     with zipfile.ZipFile(path, "w") as new:
         for n, data in members.items():
             new.writestr(n, data)
@@ -410,6 +411,10 @@ def test_a_16_bit_png_folder_trains_on_its_values_and_unseen_test_labels_are_sai
     rc, line, summary = _outcome(proc, run_dir)
     assert rc == 0 and line is None and summary["status"] == "finished", proc.stderr[-3000:]
     assert _statuses(psbench_root, run_dir) == ["FINISHED"]
+    (cache,) = psbench_root.rglob("image_folder-grey16-*.npz")  # what psbench decoded and trained on
+    with np.load(cache) as decoded:
+        pixels = decoded["x_train"]
+    assert pixels.shape == (12, 1, 8, 6) and (pixels == 255).mean() < 0.05 and 100 < pixels.mean() < 155
 
     path = _npz(psbench_root, y_test=np.arange(12) % 4)  # label 3 only in the test set
     run_dir = psbench_root / "unseen"
