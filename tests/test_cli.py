@@ -283,12 +283,25 @@ def test_a_data_error_during_training_fails_the_run_with_one_line(run_psbench, m
     assert summary["failure_reason"] == run["tags"]["failure_reason"]
 
 
-def test_crash_in_training_fails_the_run_and_propagates(run_psbench, mlflow_runs, psbench_root):
+def test_crash_in_training_fails_the_run_in_one_line_with_the_traceback_in_the_log(
+    run_psbench, mlflow_runs, psbench_root
+):
+    """An unhandled error while training: exit 1, one line (the error, the log that holds its traceback), the run
+    FAILED with that line; ``HYDRA_FULL_ERROR=1`` shows the traceback instead."""
     proc = run_psbench(root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "crash"})
-    assert proc.returncode not in (0, 2)
-    assert "Traceback" in proc.stderr and "stand-in trainer crashed" in proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (run_dir,) = job_dirs(psbench_root)
+    line = proc.stderr.strip().splitlines()[-1]
+    reason = f"RuntimeError: stand-in trainer crashed; traceback in {run_dir / 'psbench.log'}"
+    assert line == f"psbench: error: {reason}"
+    assert "Traceback (most recent call last)" in (run_dir / "psbench.log").read_text()
     (run,) = mlflow_runs(psbench_root)
-    assert run["status"] == "FAILED" and run["tags"]["failure_reason"] == "RuntimeError: stand-in trainer crashed"
+    assert run["status"] == "FAILED" and run["tags"]["failure_reason"] == reason
+    assert json.loads((run_dir / "summary.json").read_text())["failure_reason"] == reason
+    loud = run_psbench(
+        root=psbench_root, driver=STAND_IN_TRAIN, env={"PSBENCH_TEST_TRAIN": "crash", "HYDRA_FULL_ERROR": "1"}
+    )
+    assert loud.returncode == 1 and "Traceback" in loud.stderr and "stand-in trainer crashed" in loud.stderr
 
 
 def test_logger_none_writes_summary_without_mlflow(run_psbench, tmp_path):

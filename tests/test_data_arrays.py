@@ -139,7 +139,7 @@ BAD = {
     ),
     "negative": (
         lambda p: save(p, **arrays(y={"y_train": np.arange(12) % 3 - 1, "y_test": np.arange(5) % 3})),
-        "y_train has labels -1..1: class labels must be ≥ 0",
+        "y_train has labels -1..1: class labels must be in 0..2147483646",
     ),
     "one_class": (
         lambda p: save(p, **arrays(y={"y_train": np.zeros(12, int), "y_test": np.zeros(5, int)})),

@@ -195,8 +195,12 @@ def test_crashed_and_diverged_trials_are_recorded_and_the_study_continues(psbenc
         root=psbench_root,
     )
     assert res.returncode == 1, res.stderr[-3000:]  # one crashed trial: counted, non-zero exit
-    assert res.stderr.strip().splitlines()[-1].startswith("psbench: 1 of 4 trials crashed (see ")
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("psbench: 1 of 4 trials crashed (see ")
     study = optuna.load_study(study_name="faults", storage=f"sqlite:///{psbench_root}/sweep/optuna.db")
+    crashed = next(t for t in study.get_trials() if t.params["case"] == "bad_input")
+    why = " ".join(str(crashed.user_attrs["crashed"]).split())[:200]
+    assert f": trial {crashed.number}: {why}" in last  # why it crashed, not only in optimization_results.yaml
     by_case = {t.params["case"]: t for t in study.get_trials()}
     assert set(by_case) == {"ok", "bad_input", "diverges", "ok4"}
     assert by_case["ok"].state == by_case["ok4"].state == TrialState.COMPLETE
@@ -380,3 +384,15 @@ def test_a_trial_that_finished_before_it_was_recorded_is_recorded_not_trained_ag
     complete = [t for t in _study(psbench_root).get_trials() if t.state == TrialState.COMPLETE]
     assert len(complete) == 2 and any(t.user_attrs.get("retry_of") == running.number for t in complete)
     assert sorted(r["status"] for r in mlflow_runs(psbench_root)) == ["FINISHED", "FINISHED"]  # one run per trial
+
+
+def test_overwrite_and_resources_are_not_part_of_a_studys_identity():
+    """Whether a trial may replace an earlier run's files in its dir changes nothing it computes: re-running a study
+    with overwrite=true is the same study."""
+    from hydra_plugins.psbench_optuna_sweeper._identity import identity
+
+    def ident(*fixed: str) -> dict:
+        return identity({}, list(fixed), {}, {}, [], {"name": "tpe"}, ["test_error"], ["minimize"])
+
+    assert ident("epochs=1") == ident("epochs=1", "overwrite=true", "resources=paper")
+    assert ident("epochs=1") != ident("epochs=2")

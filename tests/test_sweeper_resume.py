@@ -306,7 +306,9 @@ def test_crashed_trials_fail_the_sweep_and_are_retried_by_the_next_run(tmp_path)
     [sweep] = sweep_dirs(tmp_path)
     last = first.stderr.strip().splitlines()[-1]
     assert last.startswith("app: 1 of 4 trials crashed (see ") and (sweep / "optimization_results.yaml").is_file()
-    assert last.endswith(f"{sweep.name}/optimization_results.yaml; re-run the same command to retry them)")
+    # the line says why it crashed too (the reason used to be only in optimization_results.yaml)
+    assert f"{sweep.name}/optimization_results.yaml; re-run the same command to retry them): trial " in last
+    assert last.endswith("RuntimeError: x=2 crashes"), last
     [crashed] = [t for t in load(sweep).get_trials() if t.state == TrialState.FAIL]
     assert crashed.params == {"x": 2} and "RuntimeError: x=2 crashes" in crashed.user_attrs["crashed"]
 

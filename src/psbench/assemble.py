@@ -94,16 +94,18 @@ def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
         )
     dm.prepare_data()
     dm.setup("fit")
-    _check_model_memory(model, dm.input_shape, output_size(dm))
+    _check_model_memory(model, dm.input_shape, output_size(dm), getattr(dm, "name", None))
     torch.manual_seed(seed)
     net = build_net(model, dm.input_shape, output_size(dm))
     return dm, net
 
 
-def _check_model_memory(node: Mapping[str, Any], input_shape, outputs: int) -> None:
+def _check_model_memory(node: Mapping[str, Any], input_shape, outputs: int, data: str | None = None) -> None:
     """The model's weights, a gradient and two optimizer buffers fit in half this machine's memory (its parameters
-    counted on the meta device, nothing allocated); else :class:`ConfigError` naming the model. A user's model
-    that cannot be built on the meta device is counted once it is built."""
+    counted on the meta device, nothing allocated); else :class:`ConfigError` naming the model — or, when the same
+    model with two outputs would fit, :class:`~psbench.errors.DataError` naming the data set ``data``, whose
+    classes (the largest label + 1) are then what is too many. A user's model that cannot be built on the meta
+    device is counted once it is built."""
     from psbench.machine import physical_memory
     from psbench.models import model_bytes
     from psbench.models.net import build_net
@@ -123,6 +125,20 @@ def _check_model_memory(node: Mapping[str, Any], input_shape, outputs: int) -> N
         if not is_target(node):
             raise
         return
+    if need > memory // 2 and outputs > 2 and data is not None:  # the data's labels, not the model, ask too much
+        from psbench.errors import DataError
+
+        try:
+            with torch.device("meta"):
+                small = 4 * model_bytes(build_net(node, input_shape, 2))
+        except Exception:  # a model that cannot have two outputs: the model is named below
+            small = need
+        if small <= memory // 2:
+            raise DataError(
+                f"{data}: its {outputs:,} classes (the largest label + 1) give the model an output layer of "
+                f"{(need - small) // 16:,} more parameters than two classes would, more than half this machine's "
+                f"memory ({memory / 2**30:.1f} GiB) with its gradient and optimizer state: is a label wrong?"
+            )
     if need > memory // 2:  # name the key that sized it where there is one (the hidden layers), else the model
         if is_target(node):
             key, shown = "model._target_", node["_target_"]

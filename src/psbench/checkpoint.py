@@ -23,7 +23,6 @@ the uninterrupted run's bit for bit. The file is written atomically (``.tmp`` th
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import time
@@ -37,22 +36,14 @@ import pytorch_lightning as pl
 import torch
 
 from psbench import lightning_seams as seams
-from psbench.tracking.run_info import leaves
 
-CHECKPOINT_FILE = "checkpoint.pt"
+# the keys that may differ between a run and its resume and the diff that names the others live in the torch-free
+# psbench.run_dir (the run-dir check before Hydra writes the dir uses them too)
+from psbench.run_dir import CHECKPOINT_FILE as CHECKPOINT_FILE
+from psbench.run_dir import RESUME_FREE_KEYS as RESUME_FREE_KEYS
+from psbench.run_dir import config_diff as config_diff
+
 FORMAT = 1
-# Keys that may differ between a run and its resume: they do not change what the run computes.
-RESUME_FREE_KEYS = (
-    "resume",
-    "trainer.checkpoint_every",
-    "trainer.stop_after_updates",
-    "trainer.progress",
-    "trainer.save_weights",
-    "trainer.updates_per_step",
-    "trainer.timeline_updates",
-    "paths.output_dir",
-    "paths.data_dir",
-)
 
 
 class RunStopped(Exception):
@@ -61,24 +52,6 @@ class RunStopped(Exception):
     def __init__(self, update: int, reason: str, path: Path) -> None:
         super().__init__(f"stopped after {update} updates ({reason}); checkpoint {path}")
         self.update, self.reason, self.path = update, reason, path
-
-
-def config_diff(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """``key (saved → current)`` for every key that differs, except :data:`RESUME_FREE_KEYS`, ``tags.*`` and
-    ``resources.*``.
-
-    Tags label a run (a sweep's retried trial carries its new trial number) and resources say what a cluster
-    launcher gave its job (a requeue may ask for more), without changing what it computes.
-    """
-    a, b = leaves(saved), leaves(current)
-    keys = sorted(
-        k
-        for k in a.keys() | b.keys()
-        if k not in RESUME_FREE_KEYS
-        and not k.startswith(("tags.", "resources."))
-        and a.get(k, "<unset>") != b.get(k, "<unset>")
-    )
-    return [f"{k} ({a.get(k, '<unset>')!r} → {b.get(k, '<unset>')!r})" for k in keys]
 
 
 _NUMPY = "__numpy__"  # an array stored as a tensor: {_NUMPY: tensor}
@@ -110,11 +83,12 @@ def _numpy(x: Any) -> Any:
 
 
 def save(path: Path, state: Mapping[str, Any]) -> float:
-    """Write ``state`` atomically (tmp + rename) as tensors and plain data; return the seconds it took."""
+    """Write ``state`` atomically (tmp + rename, no ``.tmp`` left by a failed write) as tensors and plain data;
+    return the seconds it took. A full disk is :class:`psbench.files.DiskFull` naming the file."""
+    from psbench.files import torch_save
+
     t0 = time.perf_counter()
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(_plain(dict(state)), tmp)
-    os.replace(tmp, path)
+    torch_save(_plain(dict(state)), path)
     return time.perf_counter() - t0
 
 

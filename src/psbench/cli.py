@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -33,6 +34,7 @@ from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
+from yaml import YAMLError
 
 from psbench import console, lifecycle
 from psbench.conf import CONF_DIR
@@ -53,7 +55,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     from psbench.tracking import sweep
 
     try:
-        with lifecycle.worker_job():  # a joblib worker's (hydra_plugins.psbench_launchers.joblib_launcher)
+        hc = HydraConfig.get()  # a joblib worker's job (hydra_plugins.psbench_launchers.joblib_launcher)
+        with lifecycle.worker_job(hc.job.num, hc.runtime.output_dir, hc.sweep.dir):
             return _job(cfg)
     except lifecycle.Killed as k:  # its record is written; the launcher's other jobs go on
         done = _finished(HydraConfig.get().runtime.output_dir)
@@ -85,12 +88,32 @@ def _job(cfg: DictConfig) -> float | None:
         if not sweep.in_basic_sweep() or console.settings.show_traceback:
             console.report(err)  # exiting from inside the job keeps Hydra from adding its own report lines
         print(f"psbench: error: {console.error_message(err)}", file=sys.stderr, flush=True)
-        sweep.fail_job(console.error_message(err))  # the grid goes on, as after a diverged run; counted at its end
+        from psbench.run_dir import RunDirTaken
+
+        if isinstance(err, RunDirTaken):  # the job dir is another run's: nothing is written there
+            sweep.record_refusal(console.error_message(err))
+        else:
+            sweep.fail_job(console.error_message(err))  # the grid goes on, as after a diverged run; counted at its end
         return None
     except RunFailure as err:
         if HydraConfig.get().mode != RunMode.MULTIRUN:  # in a sweep the other jobs go on; main() reports it
             console.run_failure(err)
         raise
+
+
+def _run_dir_or_cwd() -> str:
+    """The run (or sweep) dir Hydra was making, for a line about it; else the working directory."""
+    from omegaconf import OmegaConf
+
+    cfg = HydraConfig.instance().cfg
+    for key in ("hydra.runtime.output_dir", "hydra.run.dir", "hydra.sweep.dir"):
+        try:
+            found = OmegaConf.select(cast(Any, cfg), key, default=None) if cfg is not None else None
+        except OmegaConfBaseException:
+            found = None
+        if found:
+            return str(found)
+    return os.getcwd()
 
 
 def check_launcher(overrides: list[str]) -> None:
@@ -114,6 +137,9 @@ def main() -> None:
     """
     console.settings.show_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    import logging
+
+    logging.raiseExceptions = False  # a log file on a full disk: no "--- Logging error ---" traceback on stderr
     from psbench.tracking import sweep
 
     lifecycle.install()
@@ -128,8 +154,14 @@ def main() -> None:
         sys.exit(k.exit_code)
     except RunFailure as err:
         console.run_failure(err)
-    except (ConfigError, DataError, HydraException, OmegaConfBaseException) as err:
-        console.report(err)
+    except (ConfigError, DataError, HydraException, OmegaConfBaseException, YAMLError) as err:
+        console.report(err)  # a YAML syntax error in a config file: its file:line (console.yaml_error_line)
+    except OSError as err:  # Hydra writing the run dir's .hydra/ on a full disk: one line, exit 1
+        from psbench.files import DiskFull, disk_full, disk_full_line
+
+        if not disk_full(err):
+            raise
+        console.run_failure(DiskFull(disk_full_line(err, _run_dir_or_cwd())))
     finally:
         if not console.settings.show_traceback:
             os.environ.pop("HYDRA_FULL_ERROR", None)

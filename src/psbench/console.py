@@ -79,8 +79,31 @@ def run_failure(err: RunFailure) -> None:
     sys.exit(1)
 
 
+def yaml_error_line(err: BaseException) -> str | None:
+    """A YAML syntax error (in a ``--config-dir`` file, a preset) as ``<file>:<line>:<column>: not valid YAML: …``,
+    naming where the parser stopped and what it was reading (PyYAML's report is several lines); None if ``err``
+    (or its cause) is not one."""
+    import yaml
+
+    while err is not None and not isinstance(err, yaml.MarkedYAMLError):
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    if err is None:
+        return None
+    mark = err.problem_mark or err.context_mark
+    where = f"{mark.name}:{mark.line + 1}:{mark.column + 1}" if mark is not None else "a config file"
+    what = " ".join(str(err.problem or "").split()) or type(err).__name__
+    if err.context and err.context_mark is not None:
+        c = err.context_mark
+        same = mark is not None and c.name == mark.name
+        what += f" ({' '.join(err.context.split())} that starts at {'' if same else c.name + ':'}line {c.line + 1})"
+    return f"{where}: not valid YAML: {what}"
+
+
 def hydra_error_line(err: BaseException) -> str:
     """One line for a Hydra/OmegaConf error: ``protocol='foo' is invalid: allowed one of …``."""
+    bad_yaml = yaml_error_line(err)
+    if bad_yaml is not None:
+        return bad_yaml
     if isinstance(err, MissingConfigException) and err.missing_cfg_file:
         # "In 'config': Could not find 'experiment/rudra/nope' ... Available options in
         # 'experiment': ..." -> the group is the one Hydra names, options from conf/<group>/

@@ -25,6 +25,29 @@ from psbench.validate import check_writable_dir
 EXIT_JOBS_FAILED = 1
 
 
+def _resolved(config: DictConfig, run_dir: Path) -> dict[str, Any] | None:
+    """The job's config as :func:`psbench.job.execute` will resolve it in ``run_dir`` (None: it does not resolve;
+    the job then says why)."""
+    import copy
+
+    from omegaconf import open_dict, read_write
+
+    cfg = copy.deepcopy(config)
+    with read_write(cfg.hydra.runtime), open_dict(cfg.hydra.runtime):
+        cfg.hydra.runtime.output_dir = str(run_dir.absolute())
+    hc = HydraConfig.instance()
+    try:
+        hc.set_config(cfg)
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]  # what the task function gets (run_job drops it too)
+        out = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException:
+        return None
+    finally:
+        hc.set_config(config)
+    return {str(k): v for k, v in out.items()} if isinstance(out, dict) else None
+
+
 class OutputDirCheck(Callback):
     """Refuse an unwritable run/sweep dir or a ``resume`` that names no run (one line, exit 2); around a multirun,
     begin (the MLflow store and experiment once, so parallel jobs do not race on first creation; the parent run)
@@ -35,12 +58,13 @@ class OutputDirCheck(Callback):
         HydraConfig.instance().set_config(config)
         resume = config.get("resume")
         if resume not in (None, "auto"):  # resume=<run dir> is the run dir: it must hold a run to resume
-            from psbench.checkpoint import CHECKPOINT_FILE
+            from psbench.run_dir import CHECKPOINT_FILE
 
             d = Path(str(resume))
             if not ((d / CHECKPOINT_FILE).is_file() or (d / "summary.json").is_file()):
                 console.report(ConfigError("resume", resume, f"null, auto, or a run dir holding {CHECKPOINT_FILE}"))
         self._check("hydra.run.dir", config)
+        self._own("hydra.run.dir", config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         HydraConfig.instance().set_config(config)
@@ -50,6 +74,8 @@ class OutputDirCheck(Callback):
         self._check("hydra.sweep.dir", config)
         from psbench.tracking import sweep
 
+        if not sweep.defers_parent(config):  # the psbench_optuna sweeper owns its dir once it is final (open_parent)
+            self._own("hydra.sweep.dir", config)
         try:
             sweep.begin(config)  # the store, and the parent run of the jobs with their ledger
         except ConfigError as err:
@@ -69,6 +95,30 @@ class OutputDirCheck(Callback):
         if line:  # the sweep went on past its failed jobs; its exit status says they failed
             print(f"psbench: {line}", file=sys.stderr, flush=True)
             sys.exit(EXIT_JOBS_FAILED)
+
+    @staticmethod
+    def _own(key: str, config: DictConfig) -> None:
+        """The run or sweep dir is this process's (:func:`psbench.run_dir.hold`), and it holds no earlier run that
+        this one would overwrite (:func:`psbench.run_dir.reuse_refusal`; a sweep: none in its job dirs), before
+        Hydra writes its ``.hydra/`` and log there."""
+        from psbench import run_dir as rd
+
+        folder = Path(str(OmegaConf.select(config, key, throw_on_missing=True)))
+        resume, overwrite = config.get("resume"), bool(config.get("overwrite"))
+        err: ConfigError | None
+        try:  # Hydra swallows what a callback raises: every refusal goes through console.report
+            rd.hold(key, folder)
+            if key == "hydra.sweep.dir":
+                err = rd.sweep_refusal(key, folder, resume, overwrite)
+            else:
+                again = resume == "auto" and not overwrite and rd.held_run(folder) is not None
+                err = rd.reuse_refusal(key, folder, resume, overwrite, _resolved(config, folder) if again else None)
+        except ConfigError as exc:
+            err = exc
+        except (OSError, OmegaConfBaseException) as exc:
+            err = ConfigError(key, str(folder), f"a directory psbench can lock and read ({exc})")
+        if err is not None:
+            console.report(err)
 
     @staticmethod
     def _check(key: str, config: DictConfig) -> None:

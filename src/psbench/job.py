@@ -24,7 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from psbench import lifecycle
 from psbench.console import print_config
-from psbench.errors import failure_reason
+from psbench.errors import ConfigError, DataError, JobCrashed, RunFailure, crash_line, failure_reason
+from psbench.files import DiskFull, disk_full, disk_full_line
 from psbench.summary import RunSummary, write_json
 from psbench.tracking.job_run import JobRun
 from psbench.validate import validate
@@ -33,8 +34,9 @@ log = logging.getLogger("psbench")
 
 
 def add_user_paths() -> list[str]:
-    """Put the folders a user's ``_target_`` modules live in first on ``sys.path``: the launch directory and the
-    parent of every ``--config-dir`` / ``hydra.searchpath`` folder (:func:`psbench.target.user_paths`)."""
+    """Put the folders a user's ``_target_`` modules live in on ``sys.path``, after the environment's own packages
+    (a ``torch.py`` there never replaces torch): the launch directory and the parent of every ``--config-dir`` /
+    ``hydra.searchpath`` folder (:func:`psbench.target.user_paths`)."""
     from hydra.core.hydra_config import HydraConfig
 
     from psbench.conf import CONF_DIR
@@ -72,6 +74,17 @@ def execute(cfg: DictConfig) -> float | None:
         from psbench.train import run as run_engine
 
         mode, found = resume_state(resolved.get("resume"), run_dir, resolved)
+        if mode == "fresh":  # an earlier run here is never overwritten unasked (psbench.run_dir)
+            from psbench import run_dir as rd
+
+            if resolved.get("overwrite"):
+                gone = rd.clear(run_dir)
+                if gone:
+                    log.info("overwrite=true: removed the earlier run's %s from %s", ", ".join(gone), run_dir)
+            else:
+                refused = rd.reuse_refusal("hydra.run.dir", run_dir, resolved.get("resume"), False, resolved)
+                if refused is not None:
+                    raise refused
         if mode == "done":
             print(f"psbench: {run_dir} already finished ({found.status}); not run again", file=sys.stderr)
             return None if found.test_error is None else float(found.test_error)
@@ -95,6 +108,7 @@ def execute(cfg: DictConfig) -> float | None:
         with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
             run = JobRun(resolved, run_dir, prov, plan.state)
         plan.meta["mlflow_run_id"] = run.run_id
+        _say_writing(setup, run_dir)
         try:
             summary = run_engine(setup, run_dir, run.lightning_logger(resolved), plan)
         except RunStopped as stop:  # a requested stop (trainer.stop_after_updates): KILLED, with its checkpoint
@@ -112,18 +126,38 @@ def execute(cfg: DictConfig) -> float | None:
             run.abort("KILLED", str(stop), stopped, files)
             log.info("%s; resume with resume=%s", stop, run_dir)
             return None
-        summary = replace(summary, mlflow_run_id=run.run_id, provenance=prov, data_note=note)
+        summary = replace(
+            summary,
+            mlflow_run_id=run.run_id,
+            provenance=prov,
+            data_note=note,
+            data_warning=getattr(getattr(setup, "data", None), "unseen_labels", None),
+        )
         artifacts = [*files, *(Path(p) for p in summary.artifacts)]
         with lifecycle.deferred():
             write_json(summary_file, summary)
-            run.finish(summary, artifacts)
+            lost = run.finish(summary, artifacts)
+            if lost:  # FINISHED all the same: what trained is recorded; summary.json says what did not upload
+                summary = replace(summary, artifacts_error=lost)
+                write_json(summary_file, summary)
+                print(f"psbench: warning: the run finished, but {lost}", file=sys.stderr, flush=True)
             plan.path.unlink(missing_ok=True)  # finished: the weights are an artifact, summary.json says done
     except lifecycle.Killed as k:
         if run is None or not run.ended:
             _end_killed(k, run, summary_file, prov, engine, note)
         raise
     except BaseException as err:
+        from psbench.run_dir import RunDirTaken
+
+        if isinstance(err, RunDirTaken):  # the dir is another run's: its summary.json stays as it is
+            raise
         status, reason = _ended_by(err)
+        full = disk_full(err)
+        crashed = _crashed(err) and not full
+        if full:  # a full disk (run dir, checkpoint, store): one line naming the file, no .tmp left (psbench.files)
+            reason = disk_full_line(err, run_dir)
+        elif crashed:  # the user's code (or a bug) raised: one line, the traceback in the job's log file
+            reason = f"{crash_line(err)}; traceback in {_log_traceback(err, run_dir)}"
         ended = RunSummary(
             status=status.lower(),
             failure_reason=" ".join(reason.split()),
@@ -132,10 +166,14 @@ def execute(cfg: DictConfig) -> float | None:
             provenance=prov,
             data_note=note,
         )
-        with contextlib.suppress(OSError):  # an output dir that cannot be written is the error itself
+        with contextlib.suppress(OSError, DiskFull):  # an output dir that cannot be written is the error itself
             write_json(summary_file, ended)
         if run is not None:
             run.abort(status, reason, ended, [summary_file])
+        if crashed:
+            raise JobCrashed(ended.failure_reason) from err
+        if full and not isinstance(err, RunFailure):
+            raise DiskFull(reason) from err
         raise
     clock = "sim_time_s" if summary.run_time_s is None else "run_time_s"  # simulated, or measured (dist)
     log.info(
@@ -148,6 +186,52 @@ def execute(cfg: DictConfig) -> float | None:
         summary_file,
     )
     return None if summary.test_error is None else float(summary.test_error)
+
+
+#: a schedule of this many gradients or more takes seconds to minutes to write (npz, plots): the CLI says so first
+LONG_SCHEDULE = 1_000_000
+
+
+def _say_writing(setup: Any, run_dir: Path) -> None:
+    """Before the engine writes a long schedule and its plots (``schedule_only`` of a huge epoch count used to run
+    for minutes without a word after the simulation's last line), one line saying so."""
+    schedule = getattr(setup, "schedule", None)
+    if schedule is None or setup.trainer.progress == "none" or schedule.num_gradients < LONG_SCHEDULE:
+        return
+    print(
+        f"psbench: writing the schedule ({schedule.num_gradients:,} gradients) and its plots to {run_dir}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _crashed(err: BaseException) -> bool:
+    """An error nobody handled: not bad input, a handled failure or a signal (each says itself in one line)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    handled = (ConfigError, DataError, RunFailure, OmegaConfBaseException)
+    return isinstance(err, Exception) and not isinstance(err, handled)
+
+
+def _log_traceback(err: BaseException, run_dir: Path) -> Path:
+    """Append ``err``'s traceback to the job's log file (Hydra's ``<run dir>/psbench.log``, or the file psbench's
+    log goes to); return the file."""
+    import traceback
+
+    files = [
+        Path(h.baseFilename)
+        for lg in (log, logging.getLogger())
+        for h in lg.handlers
+        if isinstance(h, logging.FileHandler)
+    ]
+    where = files[0] if files else run_dir / "psbench.log"
+    text = "".join(traceback.format_exception(err))
+    with contextlib.suppress(OSError):
+        for h in (x for lg in (log, logging.getLogger()) for x in lg.handlers):
+            h.flush()
+        with open(where, "a", encoding="utf-8") as fh:
+            fh.write(f"psbench: the job ended by an error; its traceback:\n{text}")
+    return where
 
 
 def _ended_by(err: BaseException) -> tuple[str, str]:
@@ -178,7 +262,7 @@ def _end_killed(
         provenance=prov,
         data_note=note,
     )
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, DiskFull):  # a full disk: the summary where space allows
         write_json(summary_file, summary)
     if run is not None:
         d = summary_file.parent

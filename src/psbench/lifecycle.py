@@ -23,7 +23,11 @@ A sweep whose jobs run in a launcher's worker processes (``hydra/launcher=joblib
 starting); a worker holds signals between jobs (:func:`hold_in_worker`, its initializer) and each job runs in
 :func:`worker_job`, which ends it KILLED like a single run and hands the sweep a :class:`JobKilled` as the job's
 result. Two copies of one signal within :data:`COPY_S` (the process group's and the one the sweep forwarded) count
-once.
+once. Each job a worker starts leaves ``job.<num>.json`` (its pid and run dir) in that directory, so the sweep can
+end the records of the jobs a dead worker took with it. A worker whose sweep process dies (SIGKILL, out of memory)
+notices within a second (:func:`_watch_sweep`): its job in flight ends KILLED with its record as after a SIGTERM,
+the sweep's MLflow parent run ends KILLED, and the worker exits — before, orphaned workers finished their jobs under a
+RUNNING parent and then ignored SIGTERM.
 """
 
 from __future__ import annotations
@@ -86,6 +90,10 @@ _raised = False
 _held = False
 _forwarding: Path | None = None  # the sweep's signal directory while its jobs run in workers
 _worker: Path | None = None  # in a launcher's worker process: the sweep's signal directory
+_in_job = False  # a worker: a job runs now (worker_job)
+_sweep_dir: str | None = None  # a worker: the sweep dir of its last job (psbench_sweep.json: the parent run)
+_watch_stop: threading.Event | None = None  # a worker: stops _watch_sweep (reset)
+_orphaned: str | None = None  # a worker whose sweep process died: which (the reason its job ends KILLED)
 #: in :func:`forwarding`'s directory: the sweep's signal, for workers not ready when it came
 SIGNAL_FILE = "signal"
 _installed: set[int] = set()
@@ -95,6 +103,8 @@ def killed(signum: int, reason: str | None = None) -> Killed:
     """The one :class:`Killed` of this process (later signals are then ignored)."""
     global _raised
     _raised = True
+    if reason is None and _orphaned is not None and signum == signal.SIGTERM:
+        reason = f"killed by SIGTERM: its sweep process ({_orphaned}) died"
     return Killed(signum, reason)
 
 
@@ -233,6 +243,60 @@ def hold_in_worker(signals: str) -> None:
     with contextlib.suppress(OSError):
         (_worker / f"ready.{os.getpid()}").touch()  # from now on the sweep sends its signals here
     _read_sweep_signal()
+    _watch_sweep(os.getppid())
+
+
+#: seconds between a worker's looks at whether its sweep process still runs
+WATCH_S = 0.5
+
+
+def _watch_sweep(sweep_pid: int) -> None:
+    """A worker's thread: when its sweep process ``sweep_pid`` is gone (the worker's parent changes), the job in
+    flight ends KILLED at its next update boundary (a SIGTERM to itself, with its record), the sweep's parent run
+    ends KILLED, and the worker exits (an orphaned worker used to finish its job under a RUNNING parent, then ignore
+    SIGTERM)."""
+    global _watch_stop
+    stop = _watch_stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(WATCH_S):
+            if os.getppid() != sweep_pid:
+                break
+        else:
+            return
+        global _orphaned
+        _orphaned = f"pid {sweep_pid}"
+        os.kill(os.getpid(), signal.SIGTERM)
+        while _in_job and not stop.wait(0.2):
+            pass
+        time.sleep(1.0)  # the job's last record (the sweep's ledger) after its summary
+        if stop.is_set():
+            return
+        _end_orphaned_sweep(sweep_pid)
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, name="psbench-watch-sweep", daemon=True).start()
+
+
+def _end_orphaned_sweep(sweep_pid: int) -> None:
+    """The sweep process died: its MLflow parent run (``<sweep dir>/psbench_sweep.json``) ends KILLED if it still
+    runs, and its signal directory goes (its own clean-up never ran)."""
+    import json
+    import shutil
+
+    with contextlib.suppress(Exception):
+        if _sweep_dir is not None:
+            info = json.loads((Path(_sweep_dir) / "psbench_sweep.json").read_text())
+            uri, run_id = info.get("tracking_uri"), info.get("parent_run_id")
+            if uri and run_id:
+                from psbench.tracking import mlflow_store as ms
+
+                if ms.client(uri).get_run(run_id).info.status == ms.RUNNING:
+                    ms.end_run(
+                        uri, run_id, ms.KILLED, f"its sweep process (pid {sweep_pid}) died; its jobs ended KILLED"
+                    )
+    if _worker is not None:
+        shutil.rmtree(_worker, ignore_errors=True)
 
 
 def _read_sweep_signal() -> None:
@@ -252,16 +316,28 @@ def started_as_worker() -> bool:
 
 
 @contextlib.contextmanager
-def worker_job() -> Iterator[None]:
+def worker_job(num: int | None = None, run_dir: str | None = None, sweep_dir: str | None = None) -> Iterator[None]:
     """One job in a worker (:func:`started_as_worker`): signals act as in a single run; one the worker got while
     idle, or the sweep's, ends the job at its first safe point (before training). Afterwards the worker holds
-    signals again and forgets its own (a worker signalled alone does not end its later jobs)."""
-    global _depth, _held, _raised
+    signals again and forgets its own (a worker signalled alone does not end its later jobs).
+
+    ``num``, ``run_dir``: the job's number and run dir, left in the sweep's signal directory as ``job.<num>.json``
+    with this worker's pid (:func:`started_jobs`), so the sweep can end the record of a job whose worker died."""
+    global _depth, _held, _raised, _in_job, _sweep_dir
     _read_sweep_signal()
     _raised = False
+    if sweep_dir is not None:
+        _sweep_dir = sweep_dir
+    if _worker is not None and num is not None:
+        import json
+
+        with contextlib.suppress(OSError):
+            (_worker / f"job.{num}.json").write_text(json.dumps({"pid": os.getpid(), "run_dir": run_dir}))
+    _in_job = True
     try:
         yield
     finally:
+        _in_job = False
         _received.clear()
         _raised = False
         if not _held:
@@ -269,11 +345,26 @@ def worker_job() -> Iterator[None]:
             _depth += 1
 
 
+def started_jobs(signals: Path) -> dict[int, dict[str, Any]]:
+    """The jobs that workers started under the signal directory ``signals``: number → ``{pid, run_dir}``."""
+    import json
+
+    out = {}
+    for f in signals.glob("job.*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            out[int(f.name.split(".")[1])] = json.loads(f.read_text())
+    return out
+
+
 def reset() -> None:
     """Forget received signals (a fresh start, e.g. in tests that run jobs in-process)."""
-    global _raised, _depth, _held, _forwarding, _worker
+    global _raised, _depth, _held, _forwarding, _worker, _in_job, _sweep_dir, _watch_stop, _orphaned
     _received.clear()
     _raised, _depth, _held, _forwarding, _worker = False, 0, False, None, None
+    _in_job, _sweep_dir, _orphaned = False, None, None
+    if _watch_stop is not None:
+        _watch_stop.set()
+        _watch_stop = None
 
 
 def summary(k: Killed) -> RunSummary:

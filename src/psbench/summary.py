@@ -36,6 +36,7 @@ class RunSummary:
     diverged: bool = False  #: a NaN/inf loss or test loss (the run still ends FINISHED)
     diverged_at_update: int | None = None  #: the PS update whose loss was first non-finite
     failure_reason: str | None = None  #: one line for a killed/failed job (MLflow tag ``failure_reason``)
+    artifacts_error: str | None = None  #: why the run's files did not all reach MLflow (the run still FINISHED)
     signal: str | None = None  #: SIGINT | SIGTERM | SIGHUP for a killed run (none for trainer.stop_after_updates)
     checkpoint: str | None = None  #: where a stopped run's checkpoint is (resume=<run dir>)
     test_error: float | None = None  #: final test error of the PS weights (null: not trained/evaluated, or no classes)
@@ -47,6 +48,7 @@ class RunSummary:
     protocol: str | None = None  #: protocol label, e.g. softsync4, agn_H3
     compression: str | None = None  #: engine=sim: the codec name (none: full fp32 gradients)
     data_note: str | None = None  #: ``dataset.data_note``: what the numbers' data is (cifar10_jpeg_q75: a JPEG copy)
+    data_warning: str | None = None  #: what the data holds that training cannot learn (test labels never trained on)
     # ---- the schedule: staleness σ, updates, gradients
     staleness_mean: float | None = None  #: ⟨σ⟩ over applied gradients (Rudra §3)
     staleness_max: int | None = None  #: max σ
@@ -149,8 +151,9 @@ def write_json(path: Path, data: RunSummary | Mapping[str, Any]) -> None:
 
     Non-finite floats become ``null``; other values without a JSON form are written as strings.
     """
+    from psbench.files import write_bytes_atomic
+
     if isinstance(data, RunSummary):
         data = data.to_dict()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(_strict(data), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
-    tmp.replace(path)
+    text = json.dumps(_strict(data), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n"
+    write_bytes_atomic(path, text.encode())

@@ -10,7 +10,9 @@ kind — is one :class:`~psbench.errors.ConfigError` naming the node's ``_target
 
 Modules are found on ``sys.path``, as for a Hydra app started as a script from its project: the CLI adds the
 directory it was started in and the parent of every ``--config-dir`` / ``hydra.searchpath`` folder — the project
-that holds ``conf/`` (:func:`user_paths`); ``PYTHONPATH`` works as usual. Torch-free.
+that holds ``conf/`` (:func:`user_paths`) — *after* the environment's own packages (:func:`add_to_sys_path`), so a
+``torch.py`` or ``PIL.py`` in the launch directory is never imported in place of the installed package;
+``PYTHONPATH`` works as usual. Torch-free.
 """
 
 from __future__ import annotations
@@ -57,12 +59,20 @@ def user_paths(
 
 
 def add_to_sys_path(paths: Iterable[str]) -> list[str]:
-    """Put ``paths`` first on ``sys.path`` (in order; once each); return them."""
+    """Put ``paths`` last on ``sys.path`` (in order; once each), after the environment's own packages; return them.
+
+    A user's modules are found there for ``_target_``, but a module of theirs named like an installed package
+    (``torch.py``, ``PIL.py`` in the launch directory) never replaces it: the installed one is found first. An
+    entry already on ``sys.path`` before the environment's packages (``python -m`` puts the working directory
+    first) is moved behind them too."""
     paths = list(dict.fromkeys(paths))
-    for p in reversed(paths):
-        if p in sys.path:
+    for p in paths:
+        while p in sys.path:
             sys.path.remove(p)
-        sys.path.insert(0, p)
+        if p == os.getcwd():  # "" is the working directory too (python -c, the REPL)
+            while "" in sys.path:
+                sys.path.remove("")
+    sys.path.extend(paths)
     return paths
 
 

@@ -63,6 +63,7 @@ TOP: dict[str, Key] = {
     "schedule_only": boolean(),
     "tags": mapping(what="a mapping of free-form MLflow tags, e.g. +tags.note=baseline"),
     "resume": Key(_resume, "null, auto, or an existing run directory to resume").optional(),
+    "overwrite": boolean(),
 }
 PATHS = Group(
     {

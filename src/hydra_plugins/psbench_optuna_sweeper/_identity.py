@@ -1,8 +1,8 @@
 """A study's identity: what its command says, and the sweep dir it resumes from by default.
 
 Identity = search space (sweep overrides, ``params``, ``cases``, ``derived``, ``constraints``) +
-fixed overrides (every non-sweep override of the command, e.g. ``epochs=1``, but ``resources``) + sampler +
-objectives + directions. ``n_trials``, ``n_jobs`` and the failure keys are not part of it:
+fixed overrides (every non-sweep override of the command, e.g. ``epochs=1``, but ``resources`` and ``overwrite``) +
+sampler + objectives + directions. ``n_trials``, ``n_jobs`` and the failure keys are not part of it:
 re-running with a larger ``n_trials`` extends the same study. The identity is stored as the
 study's user attrs ``identity`` and ``identity_hash``; a re-run whose identity differs is
 refused (see :func:`differences`).
@@ -61,8 +61,11 @@ def identity(
         "cases": {k: list(v) for k, v in sorted(cases.items())},
         "derived": {str(k): str(v) for k, v in sorted(derived.items())},
         "constraints": [str(c) for c in constraints],
-        # where the trials run (resources=<scale>: a cluster launcher's request) does not change their results
-        "fixed": {k: v for k, v in sorted(fixed_values(fixed).items()) if k.split(".")[0] != "resources"},
+        # where the trials run (resources=<scale>: a cluster launcher's request) and whether a trial may replace an
+        # earlier run's files in its dir (overwrite) do not change their results
+        "fixed": {
+            k: v for k, v in sorted(fixed_values(fixed).items()) if k.split(".")[0] not in ("resources", "overwrite")
+        },
         "sampler": {k: v for k, v in sorted(sampler.items()) if v is not None},
         "objectives": list(objectives),
         "directions": list(directions),

@@ -99,6 +99,22 @@ def _changed_choices(study: optuna.Study, space: Mapping[str, BaseDistribution])
     return list(out.values())
 
 
+def _crash_reasons(study: optuna.Study, most: int = 2) -> str:
+    """``: trial 3: RuntimeError: boom …; trial 5: …`` — why the last crashed trials crashed, for the sweep's line (the
+    reason was only in ``optimization_results.yaml``)."""
+    from hydra_plugins.psbench_optuna_sweeper._results import outcome, retried_numbers
+
+    trials = study.get_trials(deepcopy=False)
+    retried = retried_numbers(trials)
+    crashed = [t for t in trials if outcome(t, retried) == "crashed" and t.user_attrs.get("crashed")]
+    if not crashed:
+        return ""
+    shown = "; ".join(
+        f"trial {t.number}: {' '.join(str(t.user_attrs['crashed']).split())[:300]}" for t in crashed[-most:]
+    )
+    return f": {shown}" + (f" (and {len(crashed) - most} more)" if len(crashed) > most else "")
+
+
 class _AskTellGridSampler(optuna.samplers.GridSampler):
     """Optuna's grid sampler, minus its ``study.stop()`` after the last grid point.
 
@@ -499,6 +515,13 @@ class OptunaSweeperImpl:
         )
         fp = fingerprint(ident)
         sweep_dir = self._use_sweep_dir(fp)
+        with contextlib.suppress(ImportError):  # one psbench at a time in a sweep dir (two copies trained one dir)
+            from psbench.run_dir import hold
+
+            try:
+                hold("hydra.sweep.dir", sweep_dir)
+            except ValueError as err:  # psbench.errors.ConfigError
+                raise StudyStop(str(err)) from None
         study = self._study(ident, fp, space)
         with contextlib.suppress(ImportError):  # psbench's MLflow parent run, where the sweep's results live
             from psbench.tracking.sweep import open_parent
@@ -533,7 +556,9 @@ class OptunaSweeperImpl:
                 else "hydra.sweeper.retry_failed=true retries them"
             )
             raise StudyStop(
-                f"{c['crashed']} of {c['finished']} trials crashed (see {sweep_dir / RESULTS_FILE}; {hint})", code=1
+                f"{c['crashed']} of {c['finished']} trials crashed (see {sweep_dir / RESULTS_FILE}; {hint})"
+                + _crash_reasons(study),
+                code=1,
             )
         return returns
 
@@ -775,7 +800,7 @@ class OptunaSweeperImpl:
             raise StudyStop(
                 f"{c['crashed']} of {c['finished']} trials crashed, more than hydra.sweeper."
                 f"max_failure_rate={self.max_failure_rate}: stopping the sweep (see "
-                f"{self.sweep_dir / RESULTS_FILE if self.sweep_dir else 'the sweep dir'})",
+                f"{self.sweep_dir / RESULTS_FILE if self.sweep_dir else 'the sweep dir'})" + _crash_reasons(study),
                 code=1,
             )
 

@@ -17,6 +17,7 @@ naming the file. Torch-free.
 
 from __future__ import annotations
 
+import math
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ import numpy as np
 from psbench.errors import ConfigError, DataError
 
 NAMES = ("x_train", "y_train", "x_test", "y_test")
+#: the largest class label: counts are 32-bit (``psbench.schema.MAX_COUNT``), and a label of 2⁶⁴−1 asked for a model
+#: with 2⁶⁴ outputs (its memory check then blamed ``model.hidden``)
+MAX_LABEL = 2**31 - 2
 
 
 @dataclass(frozen=True)
@@ -52,32 +56,76 @@ def _path(path: str | Path) -> Path:
     return p
 
 
-def read_header(path: str | Path) -> Header:
-    """The shapes and dtypes of the four arrays, checked (see the module docstring); DataError naming the file."""
-    p = _path(path)
+def npz_headers(
+    path: Path, names: tuple[str, ...] = NAMES, dataset: str = "arrays"
+) -> tuple[dict[str, tuple[int, ...]], dict[str, np.dtype]]:
+    """The shapes and dtypes the ``.npz`` at ``path`` declares for ``names``, read from the arrays' headers without
+    loading them, each checked against the bytes its member holds: a header that declares more data than the file
+    holds (2·10⁹ rows in a file of a few KiB) is a :class:`DataError` naming the file, before numpy allocates what
+    the header declares. A missing array, a truncated or corrupt file are DataErrors too."""
     shapes, dtypes = {}, {}
     try:
-        with zipfile.ZipFile(p) as zf:
+        with zipfile.ZipFile(path) as zf:
             members = {n.removesuffix(".npy"): n for n in zf.namelist()}
-            missing = [k for k in NAMES if k not in members]
+            missing = [k for k in names if k not in members]
             if missing:
-                raise DataError(f"arrays: {p} lacks {', '.join(missing)}; an .npz with {', '.join(NAMES)} is needed")
-            for k in NAMES:
-                with zf.open(members[k]) as fh:
+                raise DataError(
+                    f"{dataset}: {path} lacks {', '.join(missing)}; an .npz with {', '.join(names)} is needed"
+                )
+            for k in names:
+                info = zf.getinfo(members[k])
+                with zf.open(info) as fh:
                     version = np.lib.format.read_magic(fh)
                     read = (
                         np.lib.format.read_array_header_1_0
                         if version == (1, 0)
                         else np.lib.format.read_array_header_2_0
                     )
-                    shapes[k], _, dtypes[k] = read(fh)
+                    shape, _, dtype = read(fh)
+                    header = fh.tell()
+                declared = math.prod(int(s) for s in shape) * dtype.itemsize
+                held = info.file_size - header
+                if not dtype.hasobject and declared != held:  # objects are pickled: refused by dtype, not read
+                    raise DataError(
+                        f"{dataset}: {path} {k} declares {list(shape)} {dtype} ({declared:,} bytes) but holds "
+                        f"{held:,} bytes: the file is damaged or not what it says"
+                    )
+                shapes[k], dtypes[k] = tuple(int(s) for s in shape), dtype
     except DataError:
         raise
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as exc:
-        raise DataError(f"arrays: cannot read {p} as an .npz ({' '.join(str(exc).split())})") from None
-    header = Header({k: tuple(int(s) for s in v) for k, v in shapes.items()}, dtypes)
+        raise DataError(f"{dataset}: cannot read {path} as an .npz ({' '.join(str(exc).split())})") from None
+    return shapes, dtypes
+
+
+def read_header(path: str | Path) -> Header:
+    """The shapes and dtypes of the four arrays, checked (see the module docstring); DataError naming the file."""
+    p = _path(path)
+    shapes, dtypes = npz_headers(p)
+    header = Header(shapes, dtypes)
     _check_header(p, header)
+    _check_memory(p, header)
     return header
+
+
+def _check_memory(p: Path, h: Header) -> None:
+    """The arrays as read, and the float32 copies the run holds, fit in half this machine's memory (else
+    :class:`DataError` naming the file, before anything is loaded: ``dataset=arrays`` is held in memory)."""
+    from psbench.machine import physical_memory
+
+    memory = physical_memory()
+    if memory is None:
+        return
+    raw = sum(math.prod(h.shapes[k]) * h.dtypes[k].itemsize for k in NAMES)
+    floats = sum(math.prod(h.shapes[k]) * 4 for k in NAMES)
+    need = raw + 2 * floats  # read, cast to float32, preprocessed
+    if need > memory // 2:
+        n = h.shapes["x_train"][0] + h.shapes["x_test"][0]
+        raise DataError(
+            f"arrays: {p} holds {n:,} samples of {list(h.input_shape)} ({need / 2**30:.3g} GiB once read and held "
+            f"as float32): more than half this machine's memory ({memory / 2**30:.1f} GiB); dataset=arrays is "
+            "held in memory, not streamed"
+        )
 
 
 def _check_header(p: Path, h: Header) -> None:
@@ -94,6 +142,8 @@ def _check_header(p: Path, h: Header) -> None:
             )
         if xs[0] == 0:
             raise bad(f"{x} has no samples")
+        if 0 in xs[1:]:
+            raise bad(f"{x} is {list(xs)}: its samples have no input features (an axis of length 0)")
         if h.dtypes[y].kind not in "iuf":
             raise bad(f"{y} is {h.dtypes[y]}: expected integer class labels or float regression targets")
         if len(ys) not in (1, 2) or (h.dtypes[y].kind != "f" and len(ys) != 1) or ys[0] != xs[0]:
@@ -155,8 +205,12 @@ def load_arrays(
     if header.task == "classification":
         for k in ("y_train", "y_test"):
             low, high = int(a[k].min()), int(a[k].max())
-            if low < 0 or (num_classes is not None and high >= num_classes):
-                allowed = "≥ 0" if num_classes is None else f"in 0..{num_classes - 1} (dataset.num_classes)"
+            if low < 0 or high > MAX_LABEL or (num_classes is not None and high >= num_classes):
+                allowed = (
+                    f"in 0..{MAX_LABEL} (the model has one output per class, num_classes = the largest label + 1)"
+                    if num_classes is None
+                    else f"in 0..{num_classes - 1} (dataset.num_classes)"
+                )
                 raise DataError(f"arrays: {p} {k} has labels {low}..{high}: class labels must be {allowed}")
     size = output_size(header, a["y_train"], a["y_test"], num_classes)
     if header.task == "classification" and size < 2:

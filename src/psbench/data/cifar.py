@@ -7,6 +7,7 @@ when ``dataset.verify=false`` skips the md5 check (:func:`psbench.data.download.
 
 from __future__ import annotations
 
+import math
 import pickle
 import zipfile
 import zlib
@@ -81,6 +82,21 @@ def load_cifar10_folder(
     )
 
 
+def _check_declared(path: Path, names: tuple[str, ...]) -> None:
+    """The arrays' headers hold what they declare, and that fits in memory, before numpy allocates it."""
+    from psbench.data.arrays import npz_headers
+    from psbench.machine import physical_memory
+
+    shapes, dtypes = npz_headers(path, names, "cifar10_subset")  # a header that lies about its size, before np.load
+    memory = physical_memory()
+    need = sum(math.prod(s) * (dtypes[k].itemsize + 8) for k, s in shapes.items())  # read, then float32 twice
+    if memory is not None and need > memory // 2:
+        raise DataError(
+            f"cifar10_subset: {path} declares {shapes['x_train'][0]:,} training images ({need / 2**30:.3g} GiB once "
+            f"read): more than half this machine's memory ({memory / 2**30:.1f} GiB)"
+        )
+
+
 def load_cifar10_subset(path: str | Path) -> ArraySplit:
     """Read ``cifar10-prefix-subset.npz``: x_train uint8 [5085,3,32,32], y_train, x_test, y_test."""
     path = Path(path)
@@ -88,6 +104,8 @@ def load_cifar10_subset(path: str | Path) -> ArraySplit:
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in names if k not in npz.files]
+            if not missing:
+                _check_declared(path, names)
             arrays = {k: npz[k] for k in names if k not in missing}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:  # truncated, corrupted
         raise DataError(f"cifar10_subset: cannot read {path}: {exc or type(exc).__name__}") from None
@@ -100,6 +118,8 @@ def load_cifar10_subset(path: str | Path) -> ArraySplit:
                 f"cifar10_subset: {path} x_{part} {x.dtype} {x.shape} / y_{part} {y.shape}, "
                 "expected uint8 [N,3,32,32] and [N]"
             )
+        if y.size and (y.min() < 0 or y.max() > 9):
+            raise DataError(f"cifar10_subset: {path} y_{part} has labels {y.min()}..{y.max()}, outside 0..9")
     return ArraySplit(
         arrays["x_train"],
         arrays["y_train"].astype(np.int64),

@@ -6,6 +6,7 @@ the dataloaders serve Lightning loops and evaluation.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 
 from psbench.data.download import ensure_files
 from psbench.data.preprocess import ArraySplit, preprocess
-from psbench.errors import ConfigError
+from psbench.errors import ConfigError, DataError
+
+log = logging.getLogger("psbench")
 
 #: Builds the raw arrays from the verified raw-file paths (``{}`` for generated data sets).
 Loader = Callable[[Mapping[str, Path]], ArraySplit]
@@ -26,6 +29,38 @@ def _batched_loader(dataset: TensorDataset, batch_size: int, generator: torch.Ge
     base = RandomSampler(dataset, generator=generator) if generator is not None else SequentialSampler(dataset)
     sampler = BatchSampler(base, batch_size=batch_size, drop_last=False)
     return DataLoader(dataset, sampler=sampler, batch_size=None)
+
+
+def _check_labels(name: str, y_train: torch.Tensor, y_test: torch.Tensor, subset: int | None) -> str | None:
+    """A classification set's labels: two classes or more in training (else :class:`DataError`: one class trains
+    a constant and reports a test error of 0); test labels never seen in training are said (a warning, and the
+    returned words go to ``summary.json``'s ``data_note``): the model cannot learn them."""
+    from psbench.data.arrays import MAX_LABEL
+
+    top = int(max(y_train.max(), y_test.max()))
+    if top > MAX_LABEL:
+        raise DataError(
+            f"{name}: its largest class label is {top}: labels must be in 0..{MAX_LABEL} (the model has one output "
+            "per class, num_classes = the largest label + 1)"
+        )
+    seen = torch.unique(y_train)
+    if len(seen) < 2:
+        cut = f" (dataset.subset={subset} keeps the first {subset} samples)" if subset is not None else ""
+        raise DataError(
+            f"{name}: the training set holds one class only (label {int(seen[0])}){cut}; "
+            "classification needs two or more"
+        )
+    unseen = torch.unique(y_test)[~torch.isin(torch.unique(y_test), seen)]
+    if not len(unseen):
+        return None
+    count = int(torch.isin(y_test, unseen).sum())
+    shown = ", ".join(str(int(v)) for v in unseen[:10]) + (", …" if len(unseen) > 10 else "")
+    note = (
+        f"{count} of {len(y_test)} test samples have labels never seen in training ({shown}): "
+        "the model cannot learn them, and they count as errors"
+    )
+    log.warning("%s: %s", name, note)
+    return note
 
 
 class ArrayDataModule(pl.LightningDataModule):
@@ -85,6 +120,7 @@ class ArrayDataModule(pl.LightningDataModule):
         self.x_test: torch.Tensor | None = None
         self.y_test: torch.Tensor | None = None
         self.pixel_mean: torch.Tensor | None = None
+        self.unseen_labels: str | None = None  # test labels never seen in training, in words (:func:`_check_labels`)
 
     def prepare_data(self) -> None:
         """Check every raw file's md5; download missing ones when ``download`` is set."""
@@ -109,6 +145,8 @@ class ArrayDataModule(pl.LightningDataModule):
         got = tuple(t.x_train.shape[1:])
         if self.input_shape is not None and got != self.input_shape:
             raise ConfigError(f"{self.name}.input_shape", got, f"{self.input_shape}")
+        if 0 in got:
+            raise DataError(f"{self.name}: its samples have shape {list(got)}: no input features to learn from")
         self.input_shape = got
         if t.y_train.is_floating_point():
             self.task, self.num_classes = "regression", 0
@@ -117,6 +155,8 @@ class ArrayDataModule(pl.LightningDataModule):
             if split.num_classes is not None:
                 self.num_classes = split.num_classes
             self.output_size = self.num_classes
+        if self.task == "classification":
+            self.unseen_labels = _check_labels(self.name, t.y_train, t.y_test, self.subset)
         self.x_train, self.y_train = t.x_train, t.y_train
         self.x_test, self.y_test = t.x_test, t.y_test
         self.pixel_mean = t.pixel_mean

@@ -7,6 +7,8 @@ per dimension; the data follows in C order, big-endian. Files may be gzip-compre
 from __future__ import annotations
 
 import gzip
+import io
+import math
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from psbench.errors import DataError
+from psbench.machine import physical_memory
 
 #: IDX type code -> numpy dtype (big-endian as stored).
 IDX_DTYPES: dict[int, np.dtype] = {
@@ -35,10 +38,31 @@ def _read_bytes(path: Path) -> bytes:
         raise DataError(f"cannot read IDX file {path}: {exc.strerror or exc}") from exc
     if raw[:2] == b"\x1f\x8b":  # gzip magic, regardless of the suffix
         try:
-            return gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+                head = gz.read(4)
+                dims = gz.read(4 * head[3]) if len(head) == 4 else b""
+                size = _declared_size(head + dims, path)
+                return head + dims + gz.read(None if size is None else size - len(head) - len(dims) + 1)
         except (OSError, EOFError, zlib.error) as exc:  # truncated, or corrupted deflate data
             raise DataError(f"IDX file {path} is not a valid gzip stream: {exc}") from None
     return raw
+
+
+def _declared_size(header: bytes, path: Path) -> int | None:
+    """The bytes an IDX header declares (header included), checked against half this machine's memory before the
+    data is decompressed (a gzip that inflates to more than memory holds is refused naming the file); None when the
+    header is malformed (:func:`parse_idx` says how)."""
+    if len(header) < 4 or header[:2] != b"\0\0" or header[2] not in IDX_DTYPES or len(header) < 4 + 4 * header[3]:
+        return None
+    dims = np.frombuffer(header, dtype=">u4", count=header[3], offset=4)
+    size = 4 + 4 * header[3] + math.prod(int(d) for d in dims) * IDX_DTYPES[header[2]].itemsize
+    memory = physical_memory()
+    if memory is not None and size > memory // 2:
+        raise DataError(
+            f"IDX file {path}: its header declares shape {tuple(int(d) for d in dims)} ({size / 2**30:.3g} GiB), "
+            f"more than half this machine's memory ({memory / 2**30:.1f} GiB): the file is damaged or not what it says"
+        )
+    return size
 
 
 def parse_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:

@@ -9,9 +9,12 @@
 
 Classes are the sorted names of ``train/``'s class folders (``dataset.classes`` gives them in another order);
 images are the files ending in :data:`EXTENSIONS`; other files and hidden entries (``.*``) are skipped.
-Decoded with Pillow to uint8 [N, C, H, W]: one channel when every image is greyscale (mode L or 1), else
-three (RGB; every other mode, greyscale included, converted to RGB). Images of different sizes need
-``dataset.resize=[H, W]`` (bilinear); without it they are refused naming one of them.
+Decoded with Pillow to uint8 [N, C, H, W]: one channel when every image is greyscale (modes 1, L, 16-bit I;16),
+else three (RGB; the greyscale ones repeated). Every mode is decoded to the values it means (:func:`_pixels`:
+16-bit greyscale scaled to 8 bits, palettes to their colours, an alpha channel dropped when every pixel is opaque);
+what cannot be (transparent pixels, floating-point pixels) is refused naming the image, and so is one that declares
+more pixels than Pillow's decompression-bomb limit. Images of different sizes need ``dataset.resize=[H, W]``
+(bilinear); without it they are refused naming one of them, before it is decoded.
 
 **Order.** Within each class the files are sorted by path; the classes are then interleaved by (rank
 within class, class index): class 0's first image, class 1's first, …, class 0's second, … Any prefix —
@@ -58,7 +61,9 @@ EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", 
 SPLITS = ("train", "test", "val")
 #: ``dataset.max_memory_mb``'s default (``conf/dataset/image_folder.yaml``): the decoded float32 size allowed
 DEFAULT_MAX_MEMORY_MB = 8192
-CACHE_VERSION = 1
+#: the largest image file read from a zip (its declared uncompressed size; a zip bomb declares gigabytes)
+MAX_IMAGE_BYTES = 512 * 2**20
+CACHE_VERSION = 2  # 2: every image mode decoded to the values it means (16-bit greyscale was clipped)
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,11 @@ class Source:
             if self.zip is None:
                 return (self.path / name).read_bytes()
             info = self.zip.getinfo(self.prefix + name)
+            if info.file_size > MAX_IMAGE_BYTES:  # a member that inflates past any image: refused before reading it
+                raise DataError(
+                    f"{self.dataset}: {self.where(name)} declares {info.file_size:,} bytes uncompressed, more than "
+                    f"an image file psbench reads ({MAX_IMAGE_BYTES // 2**20} MiB)"
+                )
             if info.compress_type != zipfile.ZIP_STORED or self._map is None or info.flag_bits & 0x1:
                 return self.zip.read(info)
             at = info.header_offset
@@ -157,6 +167,8 @@ class Source:
             if len(data) != info.compress_size or zlib.crc32(data) != info.CRC:
                 raise zipfile.BadZipFile(f"bad CRC-32 for file {info.filename!r}")
             return data
+        except DataError:
+            raise
         except (
             zipfile.BadZipFile,
             OSError,
@@ -225,6 +237,11 @@ def scan(source: Source, classes: Sequence[str] | None = None) -> Layout:
     unknown = sorted(folders[split] - set(order))
     if unknown:
         raise DataError(f"{ds}: {source.where(f'{split}/{unknown[0]}/')} is a class missing from train/")
+    if len(found) == 1:
+        raise DataError(
+            f"{ds}: {root} train/ has one class folder ({found[0]}): a classifier needs two or more (one class "
+            "trains a constant and reports a test error of 0)"
+        )
     label = {c: i for i, c in enumerate(order)}
 
     def ordered(part: str) -> tuple[list[str], np.ndarray]:
@@ -240,39 +257,95 @@ def scan(source: Source, classes: Sequence[str] | None = None) -> Layout:
 
 
 def _open_image(source: Source, name: str):
+    """The image ``name``, opened (its header read, nothing decoded). An image that declares more pixels than
+    Pillow's decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``, 89 M) is a DataError, before decoding."""
+    import warnings
+
     from PIL import Image
 
     try:
-        return Image.open(io.BytesIO(source.read(name)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            return Image.open(io.BytesIO(source.read(name)))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise DataError(
+            f"{source.dataset}: {source.where(name)} declares more pixels than an image psbench decodes "
+            f"({' '.join(str(exc).split())})"
+        ) from None
     except (OSError, ValueError, SyntaxError) as exc:
         raise DataError(f"{source.dataset}: cannot decode {source.where(name)} ({exc})") from None
+
+
+#: greyscale modes whose pixels are 16-bit (``I;16`` and its byte orders; ``I`` holding 0…65535)
+_GREY16 = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+
+def _pixels(im, where: str, dataset: str) -> tuple[np.ndarray, bool]:
+    """The pixels of an opened image as uint8 [H, W] (greyscale) or [H, W, 3], and whether it is greyscale —
+    each mode decoded to the values it means (Pillow's ``convert`` clips 16-bit greyscale to 255):
+
+    * ``1``, ``L``: greyscale; ``I;16`` (16-bit PNG, TIFF) and ``I`` in 0…65535: greyscale scaled by 255/65535;
+    * ``P`` (palette): its colours; ``RGB``, ``CMYK``, ``YCbCr``: RGB;
+    * an alpha channel (``LA``, ``RGBA``, ``PA``, a palette's transparency): dropped when every pixel is opaque,
+      else refused (what a transparent pixel means depends on a background psbench does not guess);
+    * floating-point (``F``) and ``I`` outside 0…65535: refused (their scale is unknown).
+    """
+
+    def refuse(what: str) -> DataError:
+        return DataError(f"{dataset}: {where} has {what}")
+
+    mode = im.mode
+    if mode in ("1", "L"):
+        return np.asarray(im.convert("L")), True
+    if mode in _GREY16:
+        a = np.asarray(im)
+        if a.dtype.kind not in "iu" or (a.size and (int(a.min()) < 0 or int(a.max()) > 65535)):
+            raise refuse(f"integer pixels (mode {mode}) outside 0..65535: not an 8- or 16-bit image")
+        return ((a.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8), True
+    if mode == "F":
+        raise refuse("floating-point pixels (mode F), whose scale is unknown: save it as an 8- or 16-bit image")
+    if mode == "P":
+        im = im.convert("RGBA" if "transparency" in im.info else "RGB")
+    elif mode == "PA":
+        im = im.convert("RGBA")
+    mode = im.mode
+    if mode in ("LA", "La", "RGBA", "RGBa"):
+        alpha = np.asarray(im.getchannel("A"))
+        if alpha.size and int(alpha.min()) < 255:
+            raise refuse(
+                f"transparent pixels (mode {mode}, {100 * float((alpha < 255).mean()):.1g} % not opaque): flatten it "
+                "onto a background first"
+            )
+        if mode in ("LA", "La"):
+            return np.asarray(im.getchannel("L")), True
+        return np.asarray(im.convert("RGB")), False
+    if mode != "RGB":
+        im = im.convert("RGB")
+    return np.asarray(im), False
 
 
 def _decode(
     source: Source, names: Sequence[str], resize: tuple[int, int] | None, out: np.ndarray, grey: np.ndarray, first: str
 ) -> None:
     """Decode ``names`` into ``out`` (uint8 [N, H, W, 3]); ``grey[i]``: image i was greyscale;
-    ``first``: the image whose size is ``out``'s (named when another's differs)."""
+    ``first``: the image whose size is ``out``'s (named when another's differs, before it is decoded)."""
     from PIL import Image
 
     h, w = out.shape[1:3]
     for k, name in enumerate(names):
         try:
             with _open_image(source, name) as im:
-                grey[k] = im.mode in ("L", "1")
-                if im.mode not in ("L", "RGB"):
-                    im = im.convert("L" if grey[k] else "RGB")
-                if resize is not None and im.size != (w, h):
-                    im = im.resize((w, h), Image.Resampling.BILINEAR)
-                a = np.asarray(im)
+                if resize is None and im.size != (w, h):
+                    raise DataError(
+                        f"{source.dataset}: images differ in size: {source.where(name)} is "
+                        f"{im.size[1]}×{im.size[0]} (H×W), {source.where(first)} is {h}×{w}; "
+                        "set dataset.resize=[H, W]"
+                    )
+                a, grey[k] = _pixels(im, source.where(name), source.dataset)
+                if resize is not None and a.shape[:2] != (h, w):
+                    a = np.asarray(Image.fromarray(a).resize((w, h), Image.Resampling.BILINEAR))
         except (OSError, ValueError, SyntaxError) as exc:
             raise DataError(f"{source.dataset}: cannot decode {source.where(name)} ({exc})") from None
-        if a.shape[:2] != (h, w):
-            raise DataError(
-                f"{source.dataset}: images differ in size: {source.where(name)} is "
-                f"{a.shape[0]}×{a.shape[1]} (H×W), {source.where(first)} is {h}×{w}; "
-                "set dataset.resize=[H, W]"
-            )
         out[k] = a[..., None] if a.ndim == 2 else a
 
 
@@ -342,7 +415,7 @@ def check_source(
 def _check_memory(src: Source, layout: Layout, resize: Sequence[int] | None, max_memory_mb: float | None) -> None:
     """Refuse a data set whose float32 form (estimated from the first training image) exceeds the bound."""
     with _open_image(src, layout.train[0]) as im:
-        (w, h), channels = im.size, 1 if im.mode in ("L", "1") else 3
+        (w, h), channels = im.size, 1 if im.mode in ("L", "1", "LA", "La", *_GREY16) else 3
     if resize is not None:
         h, w = (int(v) for v in resize)
     n = len(layout.train) + len(layout.test)

@@ -187,12 +187,18 @@ def build_index(data_dir: str | Path) -> ImageIndex:
 
 def load_resized(path: Path, resize: int) -> np.ndarray:
     """The image at ``path`` as uint8 RGB [H, W, 3], its shorter side ``resize`` (bilinear)."""
+    import warnings
+
     try:
-        with Image.open(path) as im:
-            w, h = im.size
-            s = resize / min(w, h)
-            size = (max(resize, round(w * s)), max(resize, round(h * s)))
-            return np.asarray(im.convert("RGB").resize(size, Image.Resampling.BILINEAR))
+        with warnings.catch_warnings():  # an image past Pillow's decompression-bomb limit: refused at its header
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                w, h = im.size
+                s = resize / min(w, h)
+                size = (max(resize, round(w * s)), max(resize, round(h * s)))
+                return np.asarray(im.convert("RGB").resize(size, Image.Resampling.BILINEAR))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise DataError(f"imagenet: {path} declares more pixels than an image psbench decodes ({exc})") from None
     except OSError as exc:
         raise DataError(f"imagenet: cannot decode {path}: {exc}") from exc
 

@@ -104,7 +104,8 @@ class Learners:
             last = [s for s in self.logs[l].read_text(errors="replace").splitlines() if s.strip()]
         except OSError:
             last = []
-        return why + (f": {last[-1].strip()[:200]}" if last and rc > 0 else "")
+        # the learner's own error (a user's model raising in it) is the log's last line; its traceback is the log
+        return why + (f": {last[-1].strip()[:200]}" if last and rc > 0 else "") + f" (its output: {self.logs[l]})"
 
     def killed_by(self) -> tuple[int, int] | None:
         """(rank, signal) of a learner ended by SIGINT, SIGTERM or SIGHUP: the run was killed, it did not fail."""

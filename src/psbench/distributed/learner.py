@@ -89,7 +89,7 @@ def run(spec: LearnerSpec, rank: int) -> int:
     from psbench.models.net import build_net
 
     torch.set_num_threads(spec.threads)
-    sys.path[:0] = [p for p in spec.python_path if p not in sys.path]
+    sys.path += [p for p in spec.python_path if p not in sys.path]  # after the installed packages
     l = rank - 1
     delay = float(spec.delay_s.get(str(l), 0.0))
     data = torch.load(spec.data_file, mmap=True)

@@ -234,8 +234,9 @@ class ParameterServer:
         return self.replay is None or self.next_update >= self.replay.num_updates or self.diverged_at is not None
 
     def _explain(self, l: int, error: str) -> LearnerFailure:
-        """A learner's connection dropped: name its exit code when its process is known to have ended."""
-        deadline = time.monotonic() + 1.0
+        """A learner's connection dropped: name its exit code (and its log) when its process is known to have ended
+        (a learner that raised takes a few seconds to print its traceback and exit)."""
+        deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             try:
                 self.transport.check([l])

@@ -26,8 +26,9 @@ def weights_sha256(net: torch.nn.Module) -> str:
 def save_final_weights(save: bool, net: torch.nn.Module, run_dir: Path, artifacts: list[str]) -> None:
     """``weights.pt`` (the final ``state_dict``) into ``artifacts`` if ``save`` (``trainer.save_weights``)."""
     if save:
-        path = run_dir / "weights.pt"
-        torch.save(net.state_dict(), path)
+        from psbench.files import torch_save
+
+        path = torch_save(net.state_dict(), run_dir / "weights.pt")  # whole or not at all (a full disk)
         artifacts.append(str(path))
 
 

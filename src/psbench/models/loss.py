@@ -183,3 +183,61 @@ def check_fit(
         f"{list(per.shape) if isinstance(per, torch.Tensor) else type(per).__name__}: "
         "set reduction='none')",
     )
+    require(
+        per.is_floating_point(),
+        "model.loss",
+        loss.name,
+        f"a loss returning floating-point per-sample losses (it returned {per.dtype}: an integer loss has no gradient)",
+    )
+    check_trains(net, loss, x, y, key, shown)
+
+
+def check_trains(
+    net: torch.nn.Module, loss: SampleLoss, x: torch.Tensor, y: torch.Tensor, key: str, shown: Any
+) -> None:
+    """Training would change the model: it has trainable parameters, and the loss on one batch has a gradient that
+    reaches them (one backward pass, in eval mode, no RNG drawn); else ConfigError naming ``key`` (the model's
+    ``_target_``) or ``model.loss``. A frozen model, a model without parameters or a loss detached from the outputs
+    (``.item()``, ``.detach()``, numpy) used to pass the one-batch check and then train nothing or fail mid-run."""
+    params = [p for p in net.parameters() if p.requires_grad]
+    if not params:
+        total = sum(1 for _ in net.parameters())
+        raise ConfigError(
+            key,
+            shown,
+            "a model with trainable parameters (it has "
+            + (f"{total} parameter tensors, every one with requires_grad=False: frozen" if total else "none")
+            + "; training it would change nothing)",
+        )
+    was = net.training
+    net.eval()
+    try:
+        with torch.enable_grad():
+            try:
+                out = net(x)
+                per = loss(out, y)
+            except Exception:  # check_fit ran the same calls without gradients and named what failed
+                return
+            if not out.requires_grad:
+                raise ConfigError(
+                    key,
+                    shown,
+                    "a model whose outputs depend on its trainable parameters (its forward returns a tensor without a "
+                    "gradient: .detach(), numpy or torch.no_grad() in it)",
+                )
+            if not per.requires_grad:
+                raise ConfigError(
+                    "model.loss",
+                    loss.name,
+                    "a loss computed from the model's outputs with torch operations (its result does not depend on "
+                    "them: .item(), .detach(), numpy or a constant in the loss leaves no gradient)",
+                )
+            grads = torch.autograd.grad(per.sum(), params, allow_unused=True)
+    finally:
+        net.train(was)
+    if all(g is None for g in grads):
+        raise ConfigError(
+            key,
+            shown,
+            "a model whose outputs depend on its trainable parameters (the loss's gradient reaches none of them)",
+        )

@@ -113,13 +113,24 @@ def simulate(
     k = default_updates(protocol) if timeline_updates is None else timeline_updates
     sim = Simulator(protocol, cost, topology, batch_size, gradients, seed, trace_updates=k)
     meta = schedule_meta(protocol, batch_size, topology, seed)
-    schedule = Schedule.collect(with_progress(sim.run(), sim.total_gradients, progress), meta=meta)
-    return SimulatedRun(schedule, sim.stats.as_dict(), sim.trace)
+    ended: list[float] = []  # when a long simulation ended: collecting its schedule's rows takes a while too
+    schedule = Schedule.collect(with_progress(sim.run(), sim.total_gradients, progress, ended), meta=meta)
+    stats = sim.stats.as_dict()
+    if ended and progress != "none":  # the simulation said it was long: say what the rest took
+        print(
+            f"psbench: collected the schedule and its statistics in {time.perf_counter() - ended[0]:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    return SimulatedRun(schedule, stats, sim.trace)
 
 
-def with_progress(updates: Iterator[Update], total: int, mode: str) -> Iterator[Update]:
+def with_progress(
+    updates: Iterator[Update], total: int, mode: str, ended: list[float] | None = None
+) -> Iterator[Update]:
     """``updates``, with a safe point for signals every 256 (:func:`psbench.lifecycle.checked`) and, once the
-    simulation has run :data:`PROGRESS_AFTER_S`, a progress line every few seconds on stderr (``mode`` none: none)."""
+    simulation has run :data:`PROGRESS_AFTER_S`, a progress line every few seconds on stderr (``mode`` none: none);
+    a simulation that ran that long appends its end time to ``ended``."""
     t0 = last = time.perf_counter()
     done = 0
     for u in lifecycle.checked(updates):
@@ -139,10 +150,12 @@ def with_progress(updates: Iterator[Update], total: int, mode: str) -> Iterator[
                 )
     if mode != "none" and time.perf_counter() - t0 >= PROGRESS_AFTER_S:
         print(
-            f"psbench: simulated the schedule: {done:,} gradients in {time.perf_counter() - t0:.0f} s",
+            f"psbench: simulated the schedule: {done:,} gradients in {time.perf_counter() - t0:.0f} s; collecting it",
             file=sys.stderr,
             flush=True,
         )
+        if ended is not None:
+            ended.append(time.perf_counter())
 
 
 def plot_timeline(

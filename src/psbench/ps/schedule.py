@@ -146,9 +146,10 @@ class Schedule:
         return h.hexdigest()
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        np.savez_compressed(path, meta=np.asarray(json.dumps(self.meta, sort_keys=True, default=str)), **self._arrays())
-        return path
+        from psbench.files import write_atomic
+
+        meta = np.asarray(json.dumps(self.meta, sort_keys=True, default=str))
+        return write_atomic(path, lambda fh: np.savez_compressed(fh, meta=meta, **self._arrays()))
 
     @classmethod
     def load(cls, path: str | Path) -> Schedule:

@@ -86,6 +86,10 @@ def plot_staleness(hist: Mapping[int, int], label: str, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(5, 3))
     draw_staleness(ax, hist, f"{label} (Rudra Fig 4 / Zhang Fig 1)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    from psbench.files import write_atomic
+
+    try:  # whole or not at all: a full disk leaves no half picture (psbench.files)
+        write_atomic(path, lambda fh: fig.savefig(fh, dpi=100, format=Path(path).suffix[1:] or "png"))
+    finally:
+        plt.close(fig)
     return path

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -197,8 +198,14 @@ def plot_timeline(
     _legend(fig, trace)
     fig.tight_layout(rect=(0, 0.3 / height, 1, 1))  # the legend's band: 0.3 in
     path = Path(path)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    from psbench.files import write_atomic
+
+    try:  # whole or not at all: a full disk leaves no half picture (psbench.files)
+        write_atomic(
+            path, lambda fh: fig.savefig(fh, dpi=100, metadata={"Software": None}, format=path.suffix[1:] or "png")
+        )
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -275,6 +282,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--batch-size", type=int, default=32, help="μ (default 32)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    from psbench.errors import ConfigError
+    from psbench.schema import check_writable_dir
+
+    try:  # odd arguments are one line naming the argument, exit 2 (they used to end in a traceback)
+        checks = (
+            ("--learners", args.learners, 4, 64, "an integer in [4, 64] (the pictures include 4-softsync: n <= λ)"),
+            ("--batch-size", args.batch_size, 1, 4096, "an integer in [1, 4096]"),
+            ("--seed", args.seed, 0, 2**32 - 1, "an integer in [0, 2**32-1]"),
+        )
+        for key, value, lo, hi, allowed in checks:
+            if not lo <= value <= hi:
+                raise ConfigError(key, value, allowed)
+        check_writable_dir("--out", args.out)
+    except ConfigError as err:
+        print(f"{ap.prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     for p in concept_pictures(args.out, args.learners, args.batch_size, seed=args.seed):
         print(p)
 

@@ -104,12 +104,26 @@ class JobRun:
             synchronous=False,
         )
 
-    def finish(self, summary: RunSummary, files: list[Path]) -> None:
+    def finish(self, summary: RunSummary, files: list[Path]) -> str | None:
+        """End the run FINISHED with its summary and files; return why its files did not all reach the artifact
+        store (a full or read-only artifact folder after training: the run still ended FINISHED, tag
+        ``artifacts_error``), else None."""
         if self.run_id is None:
-            return
+            return None
         t = self.t
         t.log_summary(self.uri, self.run_id, summary.to_dict())  # summary/<key>: never a point of a series
-        t.log_artifacts(self.uri, self.run_id, files)
+        error = None
+        try:
+            t.log_artifacts(self.uri, self.run_id, files)
+        except Exception as exc:  # what trained is done and recorded: the files stay in the run dir
+            from psbench.errors import failure_reason
+
+            where = ""
+            with contextlib.suppress(Exception):
+                where = f" {t.mlflow_store.client(self.uri).get_run(self.run_id).info.artifact_uri}"
+            why = " ".join(failure_reason(exc).split())
+            error = f"its files were not logged to the artifact store{where}: {why}"
+            log.warning("MLflow run %s: %s (they are in the run dir)", self.run_id, error)
         t.set_tags(
             self.uri,
             self.run_id,
@@ -117,10 +131,12 @@ class JobRun:
                 "status": summary.status,
                 "diverged": str(summary.diverged).lower(),
                 "weights_sha256": summary.weights_sha256,
+                **({"artifacts_error": error} if error else {}),
             },
         )
         t.end_run(self.uri, self.run_id, t.FINISHED)
         self.ended = True
+        return error
 
     def abort(self, status: str, reason: str, summary: RunSummary | None = None, files: Sequence[Path] = ()) -> None:
         """Mark the run ``status`` (FAILED/KILLED) with tag ``failure_reason``; never masks the error handled."""

@@ -449,6 +449,27 @@ def end_lost_runs(tracking_uri: str, experiment_id: str, run_dir: str) -> list[s
     return lost
 
 
+def end_runs_of(tracking_uri: str, run_dir: str, pid: str, status: str, reason: str) -> str | None:
+    """End ``status`` (with ``reason``) the RUNNING runs of ``run_dir`` that process ``pid`` of this host started
+    (a job whose worker died under it); return the last one's id."""
+    import socket
+
+    c = client(tracking_uri)
+    quoted = run_dir.replace("'", "\\'")
+    found = None
+    for exp in c.search_experiments():
+        for run in c.search_runs(
+            [exp.experiment_id],
+            filter_string=f"tags.run_dir = '{quoted}' and attributes.status = 'RUNNING'",
+            max_results=100,
+        ):
+            tags = run.data.tags
+            if tags.get(HOST_TAG) == socket.gethostname() and tags.get(PID_TAG) == pid:
+                end_run(tracking_uri, run.info.run_id, status, reason)
+                found = run.info.run_id
+    return found
+
+
 def reopen_run(tracking_uri: str, run_id: str, update: int) -> dict[str, int]:
     """Set a run back to RUNNING to resume it before ``update``; return the last step logged per metric.
 

@@ -220,6 +220,8 @@ def record_job(config: DictConfig, job_return: Any) -> None:
             entry.update(status="killed", reason=err.reason)
         else:
             entry.update(status="failed", reason=error_line(err))
+    elif str(OmegaConf.select(config, "hydra.runtime.output_dir")) in _refused:  # its dir is another run's
+        entry.update(status="failed", reason=_refused.pop(str(OmegaConf.select(config, "hydra.runtime.output_dir"))))
     else:
         out = OmegaConf.select(config, "hydra.runtime.output_dir")
         try:
@@ -230,12 +232,41 @@ def record_job(config: DictConfig, job_return: Any) -> None:
         if status == "killed" and summary.signal is None:  # trainer.stop_after_updates: stopped as asked
             status = "stopped"
         entry.update(status=status, reason=summary.failure_reason)
+    _append(Path(str(config.hydra.sweep.dir)), entry)
+
+
+def _append(sweep_dir: Path, entry: Mapping[str, Any]) -> None:
     line = json.dumps(entry) + "\n"
-    fd = os.open(Path(str(config.hydra.sweep.dir)) / JOBS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(sweep_dir / JOBS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def append_ledger(config: DictConfig, num: int, overrides: list[str], status: str, reason: str | None) -> None:
+    """A ledger line for job ``num`` written by the sweep itself (its worker died before ``on_job_end``)."""
+    entry = {"num": num, "overrides": [str(o) for o in overrides], "status": status, "reason": reason}
+    _append(Path(str(config.hydra.sweep.dir)), entry)
+
+
+def end_lost_job(tracking_uri: str | None, run_dir: str | None, pid: Any, reason: str) -> None:
+    """A job whose worker process died under it: ``summary.json`` with status ``failed`` and ``reason``, and its MLflow
+    run — the RUNNING run of ``run_dir`` started by ``pid`` — ended FAILED with that reason."""
+    from psbench.tracking.provenance import provenance
+
+    run_id = None
+    if tracking_uri and run_dir:
+        from psbench.tracking import mlflow_store as ms
+
+        with contextlib.suppress(Exception):
+            run_id = ms.end_runs_of(tracking_uri, run_dir, str(pid), ms.FAILED, reason)
+    if run_dir:
+        with contextlib.suppress(Exception):
+            write_json(
+                Path(run_dir) / "summary.json",
+                RunSummary(status="failed", failure_reason=reason, mlflow_run_id=run_id, provenance=provenance()),
+            )
 
 
 def read_jobs(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -304,6 +335,17 @@ def fail_job(reason: str) -> None:
         Path(HydraConfig.get().runtime.output_dir) / "summary.json",
         RunSummary(status="failed", failure_reason=reason, provenance=provenance()),
     )
+
+
+_refused: dict[str, str] = {}  # job dirs refused as another run's (record_refusal): their summary.json is not theirs
+
+
+def record_refusal(reason: str) -> None:
+    """A grid job refused because its dir holds another run (:class:`psbench.run_dir.RunDirTaken`): nothing is
+    written there; the ledger records the refusal (:func:`record_job`)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    _refused[str(HydraConfig.get().runtime.output_dir)] = reason
 
 
 @contextlib.contextmanager

@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("run_a")
     ap.add_argument("run_b")
     ap.add_argument("--metric", default="train_accuracy")
-    root = os.environ.get("PSBENCH_ROOT", ".")
+    root = os.environ.get("PSBENCH_ROOT") or "."
     ap.add_argument("--tracking-uri", default=f"sqlite:///{os.path.abspath(os.path.join(root, 'mlflow.db'))}")
     args = ap.parse_args(argv)
     try:
