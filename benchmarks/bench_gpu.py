@@ -48,6 +48,7 @@ from typing import Any
 import torch
 
 from bench_training import pin_malloc  # this folder is on sys.path when the file is run
+from psbench.dispatch_count import UPDATE, count_run
 
 warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
@@ -119,14 +120,19 @@ class Bench:
             f"trainer.num_threads={threads}",
         ]
         self.runs = 0
+        self.configs: dict[tuple[str, ...], Any] = {}
 
     def setup(self, case: str, *extra: str):
+        """A fresh :class:`~psbench.assemble.RunSetup` of ``case`` (data, seeded network, schedule) and a run dir."""
         from psbench.train import prepare
 
         self.runs += 1
         d = self.root / f"run{self.runs}"
         d.mkdir(parents=True)
-        return prepare(compose([*self.common, *CASES[case], *extra], d)), d
+        key = (*self.common, *CASES[case], *extra)
+        if key not in self.configs:
+            self.configs[key] = compose(list(key), self.root)
+        return prepare(self.configs[key]), d
 
     def psbench(self, case: str, *extra: str) -> Callable[[], tuple[int, float]]:
         """A timer of one whole psbench run of ``case``: (samples trained, fit seconds)."""
@@ -135,7 +141,7 @@ class Bench:
             from psbench.train import run
 
             setup, d = self.setup(case, *extra)
-            s = run(setup, d / "run")
+            s = run(setup, d)
             if s.status != "finished":
                 raise SystemExit(f"bench_gpu: {case} ended {s.status} ({s.failure_reason or 'diverged'})")
             return int(s.samples_trained or 0), float(s.fit_time_s or 0.0)
@@ -185,12 +191,10 @@ def speeds(bench: Bench, cases: list[str], repeats: int) -> dict[str, Any]:
         "plain loop, batch 4": bench.plain(MU),
     }
     timers.update({f"psbench {c}": bench.psbench(c) for c in cases})
-    warm = {"plain loop, batch 120 (anchor)": bench.plain(MU * LAM, 20 * MU * LAM), "plain loop, batch 4": None}
-    for name, t in timers.items():  # every shape seen once: a short run of each
-        if name.startswith("psbench"):
-            bench.psbench(name.split()[1], "trainer.max_updates=120")()
-        else:
-            (warm.get(name) or t)()
+    bench.plain(MU * LAM, 20 * MU * LAM)()  # every shape seen once: a short run of each
+    bench.plain(MU, 200 * MU)()
+    for c in cases:
+        bench.psbench(c, "trainer.max_updates=40")()
     rates: dict[str, list[float]] = {k: [] for k in timers}
     for r in range(repeats):
         for name, t in timers.items():
@@ -210,12 +214,10 @@ def speeds(bench: Bench, cases: list[str], repeats: int) -> dict[str, Any]:
 
 def counts(bench: Bench, cases: list[str], updates: int) -> dict[str, Any]:
     """Ops and host synchronisations per PS update of each case (:func:`psbench.dispatch_count.count_run`)."""
-    from psbench.dispatch_count import count_run
-
     out = {}
     for case in cases:
         setup, d = bench.setup(case, f"trainer.max_updates={updates}")
-        out[case] = count_run(setup, d / "run")
+        out[case] = count_run(setup, d)
     return out
 
 
@@ -275,18 +277,25 @@ def main() -> None:
                 "a kernel launch each on a GPU; syncs: host synchronisations, see psbench.dispatch_count)"
             )
             print(
-                f"{'case':<14}{'flushes':>8}{'ops':>8}{'grads':>8}{'update':>8}{'loop':>8}"
-                f"{'syncs':>8}{'grads':>7}{'update':>8}{'loop':>7}{'/flush':>8}{'reads':>7}"
+                f"{'case':<14}{'⟨σ⟩':>6}{'flushes':>8}{'ops':>8}{'grads':>8}{'update':>8}{'loop':>7}"
+                f"{'syncs':>7}{'grads':>7}{'update':>8}{'loop':>7}{'/flush':>8}{'reads':>7}"
             )
             for c, rc in found.items():
                 ops, syn = rc.per_update("ops"), rc.per_update("syncs")
                 print(
-                    f"{c:<14}{rc.flushes:>8}{ops['all']:>8.1f}{ops['gradients']:>8.1f}{ops['update']:>8.1f}"
-                    f"{ops['loop']:>8.1f}{syn['all']:>8.2f}{syn['gradients']:>7.2f}{syn['update']:>8.2f}"
-                    f"{syn['loop']:>7.2f}{rc.syncs_per_flush:>8.2f}{rc.per_update('host_reads')['all']:>7.2f}"
+                    f"{c:<14}{rc.staleness_mean or 0:>6.1f}{rc.flushes:>8}{ops['all']:>8.1f}{ops['gradients']:>8.1f}"
+                    f"{ops['update']:>8.1f}{ops['loop']:>7.1f}{syn['all']:>7.2f}{syn['gradients']:>7.2f}"
+                    f"{syn['update']:>8.2f}{syn['loop']:>7.2f}{rc.syncs_per_flush:>8.2f}"
+                    f"{rc.per_update('host_reads')['all']:>7.2f}"
                 )
-            print("\nwhere the synchronisations are (last counted case, count over its run):")
-            for site, n in list(found.values())[-1].counts.sync_sites.most_common(8):
+            last = list(found.values())[-1]
+            print(f"\n{last.protocol}: the update's ops (per PS update, most first):")
+            print("  " + ", ".join(f"{name} {v:.1f}" for name, v in last.top_ops(UPDATE, 12)))
+            print(f"{last.protocol}: where the run synchronises (its {last.updates} updates, set-up and evaluation):")
+            for site, n in last.counts.sync_sites.most_common(8):
+                print(f"  {n:>6}  {site}")
+            print(f"{last.protocol}: host reads of CPU tensors (a sync only where the tensor lives on the GPU):")
+            for site, n in last.counts.read_sites.most_common(4):
                 print(f"  {n:>6}  {site}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -77,6 +77,7 @@ class Counts:
     syncs: Counter[str] = field(default_factory=Counter)  #: host synchronisations (see the module docstring)
     host_reads: Counter[str] = field(default_factory=Counter)  #: ``tolist``/``numpy`` of CPU tensors
     by_op: Counter[str] = field(default_factory=Counter)  #: ops by aten name
+    phase_ops: Counter[tuple[str, str]] = field(default_factory=Counter)  #: ops by (phase, aten name)
     sync_sites: Counter[str] = field(default_factory=Counter)  #: "file:line (function) op" of every sync
     read_sites: Counter[str] = field(default_factory=Counter)  #: "file:line (function) method" of every host read
     calls: Counter[str] = field(default_factory=Counter)  #: entries into each phase
@@ -173,6 +174,7 @@ class DispatchCounter(TorchDispatchMode):
         phase = self._phases[-1]
         self.counts.ops[phase] += 1
         self.counts.by_op[name] += 1
+        self.counts.phase_ops[phase, name] += 1
         if not self._in_read:
             if name in SYNC_OPS:
                 self._sync(name)
@@ -241,6 +243,14 @@ class RunCounts:
     updates: int
     flushes: int
     counts: Counts
+    protocol: str = ""  #: the run's protocol label (RunSummary.protocol)
+    staleness_mean: float | None = None  #: its ⟨σ⟩
+
+    def top_ops(self, phase: str, k: int = 8) -> list[tuple[str, float]]:
+        """The ``k`` aten ops dispatched most in ``phase``, with their count per PS update."""
+        n = max(1, self.updates)
+        ops = Counter({name: v for (p, name), v in self.counts.phase_ops.items() if p == phase})
+        return [(name, v / n) for name, v in ops.most_common(k)]
 
     def per_update(self, what: str) -> dict[str, float]:
         """``ops``, ``syncs`` or ``host_reads`` per PS update while training: ``gradients`` (the look-ahead's
@@ -263,6 +273,8 @@ class RunCounts:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "protocol": self.protocol,
+            "staleness_mean": self.staleness_mean,
             "updates": self.updates,
             "flushes": self.flushes,
             "ops_per_update": self.per_update("ops"),
@@ -271,6 +283,8 @@ class RunCounts:
             "syncs_per_flush": self.syncs_per_flush,
             "sync_sites": dict(self.counts.sync_sites.most_common(20)),
             "read_sites": dict(self.counts.read_sites.most_common(10)),
+            "update_ops_per_update": dict(self.top_ops(UPDATE, 12)),
+            "gradient_ops_per_update": dict(self.top_ops(GRADIENTS, 12)),
         }
 
 
@@ -292,4 +306,10 @@ def count_run(setup: Any, run_dir: Path) -> RunCounts:
         c.wrap(_EvaluationLoop, "run", EVALUATION)
         summary = run(setup, Path(run_dir))
     assert found, "psbench.strategy.lookahead.Lookahead._flush: the look-ahead's flush to count (renamed?)"
-    return RunCounts(int(summary.updates_done or 0), c.counts.calls[GRADIENTS], c.counts)
+    return RunCounts(
+        int(summary.updates_done or 0),
+        c.counts.calls[GRADIENTS],
+        c.counts,
+        str(summary.protocol or ""),
+        summary.staleness_mean,
+    )
