@@ -47,9 +47,6 @@ from typing import Any
 
 import torch
 
-from bench_training import pin_malloc  # this folder is on sys.path when the file is run
-from psbench.dispatch_count import UPDATE, count_run
-
 warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
 LAM, MU = 30, 4
@@ -214,6 +211,8 @@ def speeds(bench: Bench, cases: list[str], repeats: int) -> dict[str, Any]:
 
 def counts(bench: Bench, cases: list[str], updates: int) -> dict[str, Any]:
     """Ops and host synchronisations per PS update of each case (:func:`psbench.dispatch_count.count_run`)."""
+    from psbench.dispatch_count import count_run
+
     out = {}
     for case in cases:
         setup, d = bench.setup(case, f"trainer.max_updates={updates}")
@@ -235,6 +234,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit(f"bench_gpu: --device cuda: no CUDA device here (torch {torch.__version__})")
+    from bench_training import pin_malloc  # this folder is on sys.path when the file is run
+    from psbench.dispatch_count import UPDATE
+
     pinned = pin_malloc()
     if args.threads:
         torch.set_num_threads(args.threads)

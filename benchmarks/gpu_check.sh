@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 38's GPU figures in one go (a few minutes), from the repository root:
-#   bash benchmarks/gpu_check.sh [OUTDIR]        (default ./gpu-check-out; EPOCHS=1 REPEATS=2 COUNT_UPDATES=200)
+#   bash benchmarks/gpu_check.sh [OUTDIR]   (default ./gpu-check-out; EPOCHS=1 REPEATS=2 COUNT_UPDATES=200 THREADS=0)
 # 1. the CUDA agreement test (tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance) and the
 #    device-rule tests (tests/test_device.py): OUTDIR/cuda_tests.txt;
 # 2. benchmarks/bench_gpu.py --device cuda: the plain batch-120 and batch-4 loops and psbench's hardsync,
 #    30-softsync, async and SSP(3) on the GPU, as ratios of the batch-120 loop, and the per-update op and
 #    synchronisation counts there: OUTDIR/bench_cuda.txt and .json;
-# 3. the same on this machine's CPU (all its cores: torch's default threads): OUTDIR/bench_cpu.txt and .json.
+# 3. the same on this machine's CPU (THREADS=0: torch's default, one per core): OUTDIR/bench_cpu.txt and .json.
 # OUTDIR/log.txt says what ran, on which device, how long each part took and its exit status. Without a CUDA
 # device the CUDA parts are refused in one line each and the CPU part runs.
 # On a GPU machine whose Python lacks hydra/omegaconf (see the GPU README of the project's shared notes), put them
@@ -21,7 +21,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 [ -d .devcheck/deps ] && export PYTHONPATH=$PWD/.devcheck/deps:$PYTHONPATH
 [ -z "${PSBENCH_DATA:-}" ] && [ -d .devcheck/datasets ] && export PSBENCH_DATA=$PWD/.devcheck/datasets
 export PSBENCH_ROOT=${PSBENCH_ROOT:-$(mktemp -d)}
-EPOCHS=${EPOCHS:-1} REPEATS=${REPEATS:-2} COUNT_UPDATES=${COUNT_UPDATES:-200}
+EPOCHS=${EPOCHS:-1} REPEATS=${REPEATS:-2} COUNT_UPDATES=${COUNT_UPDATES:-200} THREADS=${THREADS:-0}
 log=$OUT/log.txt
 {
   echo "gpu_check $(date '+%Y-%m-%d %H:%M') at $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
@@ -43,7 +43,7 @@ part "CUDA agreement and device tests" 240 "$OUT/cuda_tests.txt" \
 for dev in cuda cpu; do
   part "bench_gpu --device $dev" 420 "$OUT/bench_$dev.txt" \
     $PY benchmarks/bench_gpu.py --device $dev --epochs "$EPOCHS" --repeats "$REPEATS" \
-    --count-updates "$COUNT_UPDATES" --json "$OUT/bench_$dev.json"
+    --count-updates "$COUNT_UPDATES" --threads "$THREADS" --json "$OUT/bench_$dev.json"
 done
 echo DONE >>"$log"
 cat "$log"

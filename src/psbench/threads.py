@@ -1,11 +1,11 @@
 """Intra-op threads that fit a run's gradients, when ``trainer.num_threads`` is unset (issue 38 item 4).
 
 torch's default is one intra-op thread per core, whatever the work: a 4-sample gradient of a small network is
-split over every core, and the threads spend more time meeting than computing (on a 16-core CPU, the H100
-machine's of issue 38, a plain batch-4 loop of the CIFAR CNN ran at 769 samples/s where this 2-core VM runs
-it faster). :func:`pick` gives a gradient of ``F`` floating-point operations (one unit of the look-ahead:
-μ samples' forward and backward; hardsync's λμ on one snapshot) one thread per :data:`FLOPS_PER_THREAD` of it,
-at least one and at most torch's default::
+split over every core, and the threads spend more time meeting than computing (issue 38: on the H100 machine's
+16-core CPU, torch's 16 threads made 4-sample CIFAR CNN gradients slower than 2 cores do). :func:`pick` gives a
+gradient of ``F`` floating-point operations (one unit of the look-ahead: μ samples' forward and backward;
+hardsync's λμ on one snapshot) one thread per :data:`FLOPS_PER_THREAD` of it, at least one and at most torch's
+default::
 
     threads = min(default, max(1, F // FLOPS_PER_THREAD))
 
@@ -16,9 +16,18 @@ threads, and so to the same ``weights_sha256`` (a weight's last bits depend on t
 why are in the run's provenance (``summary.json``'s ``provenance.threads``/``threads_from``, MLflow tags
 ``psbench.threads``/``psbench.threads_from``). A configured ``trainer.num_threads`` is used as it is, as before.
 
-The measurement behind :data:`FLOPS_PER_THREAD` (``python benchmarks/bench_threads.py --grid``, 2-core VM,
-seconds per training step of the built-in networks at μ ∈ {4, 32, 128}, 1 against 2 threads, interleaved
-rounds): see :data:`FLOPS_PER_THREAD`'s comment and ``docs/performance.md``.
+The measurement behind it (``python benchmarks/bench_threads.py``; ``docs/performance.md``, "Threads"): one training
+step of the built-in networks at μ = 4 / 32 / 128 on a shared 2-core Intel Xeon VM, 2026-11-28, load average 9 from
+other work, 1 thread's time over 2 threads' (medians of 5 interleaved rounds) — CIFAR CNN (69 MFLOP per sample):
+0.08 / 0.05 / 0.27; LeNet (13 MFLOP per sample): 0.11 / 0.09 / 0.19; MLP on MNIST (0.4 MFLOP): 0.01 / 0.02 / 0.02; on
+8×8 digits (0.04 MFLOP): 0.12 / 0.02 / 0.12. Loaded, a second thread loses at every size: the rule's one-thread
+picks are never slower than torch's default there (whole runs: 10.3× for the digits MLP, 7.6× for LeNet at μ = 4),
+and its two-thread picks are the default. Quiet (the same CIFAR CNN, 2-core AMD EPYC VM, 2026-11-24) a second thread
+gave 1.06–1.4× at μ = 4 (276 MFLOP) and 1.7× at 128 samples, so a 276 MFLOP gradient keeps two threads: at most
+138 MFLOP per thread; on a 16-core CPU torch's 16 threads made the same 4-sample gradient slower than two cores do
+(issue 38), so not 17 MFLOP per thread. 100 MFLOP lies between; LeNet at μ = 4 (53 MFLOP) and every MLP take one
+thread. Where the third, eighth, sixteenth thread start to pay on a quiet many-core machine is what
+``bench_threads.py`` prints there.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from typing import Any
 
 import torch
 
-#: FLOPs of one gradient per intra-op thread (see the module docstring); measured on the 2-core VM, see below
+#: FLOPs of one gradient per intra-op thread (the module docstring says which measurements bound it)
 FLOPS_PER_THREAD = 100e6
 
 _DEFAULT: list[int] = []  # torch's intra-op threads in this process before psbench first set them
