@@ -255,9 +255,16 @@ def main() -> None:
         "repeats": args.repeats,
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
+
+    def save() -> None:  # after each part: a run cut short keeps what it measured
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(result, indent=1))
+
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
         bench = Bench(args.device, args.epochs, threads, Path(tmp))
         result["data"] = bench.data_note
+        save()
         print(
             f"device={args.device} ({name}) torch {torch.__version__} threads={threads} "
             f"malloc={'pinned' if pinned else 'default'}\ndata: {bench.data_note}\n"
@@ -268,12 +275,14 @@ def main() -> None:
         if not args.no_speed:
             table = speeds(bench, cases, args.repeats)
             result["speed"] = table
+            save()
             print(f"\n{'':<34}{'samples/s':>11}{'ratio':>8}  rounds")
             for row, v in table.items():
                 print(f"{row:<34}{v['samples_per_s']:>11,.0f}{v['ratio']:>8.2f}  {v['rounds']}", flush=True)
         if not args.no_count:
             found = counts(bench, cases, args.count_updates)
             result["counts"] = {c: rc.as_dict() for c, rc in found.items()}
+            save()
             print(
                 f"\nper PS update, {args.count_updates} updates per case on {args.device} (ops: aten ops dispatched, "
                 "a kernel launch each on a GPU; syncs: host synchronisations, see psbench.dispatch_count)"
@@ -299,9 +308,6 @@ def main() -> None:
             print(f"{last.protocol}: host reads of CPU tensors (a sync only where the tensor lives on the GPU):")
             for site, n in last.counts.read_sites.most_common(4):
                 print(f"  {n:>6}  {site}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

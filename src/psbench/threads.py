@@ -14,7 +14,9 @@ sample's forward and backward on the ``meta`` device, × the unit's samples), so
 config and of the machine's cores only: the same config on the same machine always trains with the same
 threads, and so to the same ``weights_sha256`` (a weight's last bits depend on the thread count). The pick and
 why are in the run's provenance (``summary.json``'s ``provenance.threads``/``threads_from``, MLflow tags
-``psbench.threads``/``psbench.threads_from``). A configured ``trainer.num_threads`` is used as it is, as before.
+``psbench.threads``/``psbench.threads_from``). A configured ``trainer.num_threads`` is used as it is, as before;
+``engine=dist`` keeps torch's default (its learners name theirs, ``engine.learner_threads``), and
+``ParameterServerStrategy.simulated`` in a user's own Trainer leaves that process's threads alone.
 
 The measurement behind it (``python benchmarks/bench_threads.py``; ``docs/performance.md``, "Threads"): one training
 step of the built-in networks at μ = 4 / 32 / 128 on a shared 2-core Intel Xeon VM, 2026-11-28, load average 9 from
