@@ -65,15 +65,23 @@ def build_cost(
 
 
 def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
-    """The data module (prepared and set up) and the seeded model of a config; sets the torch thread count.
+    """The data module (prepared and set up) and the seeded model of a config; sets the torch thread count
+    (:func:`psbench.threads.run_threads`: ``trainer.num_threads``, else the count that fits the run's gradients).
 
     Either may be a user's ``_target_`` (:mod:`psbench.data.target`, :mod:`psbench.models.net`)."""
+    dm, net, _ = _data_model_threads(_plain(cfg))
+    return dm, net
+
+
+def _data_model_threads(resolved: Mapping[str, Any]):
+    """:func:`build_data_and_model`, and the threads it set (:class:`psbench.threads.Threads`)."""
+    from psbench import threads as intra_op
     from psbench.data import build_datamodule
     from psbench.models.net import build_net
     from psbench.target import is_target
 
-    resolved = _plain(cfg)
     seed = int(resolved["seed"])
+    intra_op.default_threads()  # torch's, read before psbench sets any
     threads = resolved["trainer"].get("num_threads")
     if threads:
         torch.set_num_threads(int(threads))
@@ -97,7 +105,9 @@ def build_data_and_model(cfg: DictConfig | Mapping[str, Any]):
     _check_model_memory(model, dm.input_shape, output_size(dm), getattr(dm, "name", None))
     torch.manual_seed(seed)
     net = build_net(model, dm.input_shape, output_size(dm))
-    return dm, net
+    choice = intra_op.run_threads(resolved, net, dm.input_shape)
+    intra_op.apply(choice)
+    return dm, net, choice
 
 
 def _check_model_memory(node: Mapping[str, Any], input_shape, outputs: int, data: str | None = None) -> None:
@@ -254,7 +264,7 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
         check_dist(resolved)
         dist = DistOptions.from_config(resolved["engine"])
     seed = int(resolved["seed"])
-    dm, net = build_data_and_model(resolved)
+    dm, net, threads = _data_model_threads(resolved)
     loss = build_run_loss(resolved, dm, net)
     protocol, topology, policy = build_protocol(resolved), build_topology(resolved), build_lr_policy(resolved)
     codecs = build_compression(resolved, net)
@@ -292,6 +302,8 @@ def build_run(cfg: DictConfig | Mapping[str, Any]) -> RunSetup:
         dist=dist,
         schedule_only=bool(resolved["schedule_only"]),
         hardware=hardware_name(resolved),
+        threads=threads.threads,
+        threads_from=threads.threads_from,
     )
     return _with_schedule(setup)
 

@@ -105,6 +105,7 @@ def execute(cfg: DictConfig) -> float | None:
             found if mode == "resume" else None,
         )
         setup = prepare(cfg, plan)  # every check that can refuse the job, before any MLflow run
+        prov.update(threads=setup.threads, threads_from=setup.threads_from)  # the count it trains with, and why
         with lifecycle.deferred():  # a signal while the MLflow run is created ends it once it exists
             run = JobRun(resolved, run_dir, prov, plan.state)
         plan.meta["mlflow_run_id"] = run.run_id

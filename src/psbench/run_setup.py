@@ -107,6 +107,8 @@ class RunSetup:
     dist: DistOptions | None
     schedule_only: bool
     hardware: str = ""
+    threads: int = 0  #: torch intra-op threads the run trains with (psbench.threads.run_threads)
+    threads_from: str = ""  #: where that count comes from: trainer.num_threads, or the rule's reasoning
 
     @property
     def samples_per_gradient(self) -> int:

@@ -38,7 +38,7 @@ TRAINER = Group(
             "eval_every_epochs": integer(1, MAX_COUNT),
             "log_every_n_updates": integer(1, MAX_COUNT),
             "progress": one_of(*PROGRESS),
-            "num_threads": integer(1, MAX_THREADS, null="torch's default"),
+            "num_threads": integer(1, MAX_THREADS, null="auto: the threads that fit the run's gradients"),
             "deterministic": boolean(),
             "batching": one_of(*BATCHING),
             "gradient_clip_val": number(0, null="no clipping", float32=True),

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue 38's GPU figures in one go (a few minutes), from the repository root:
+#   bash benchmarks/gpu_check.sh [OUTDIR]   (default ./gpu-check-out; EPOCHS=1 REPEATS=2 COUNT_UPDATES=200 THREADS=0,
+#                                            CHECK_S=540: the whole check's bound in seconds, each part cut to fit)
+# 1. the CUDA agreement test (tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance) and the
+#    device-rule tests (tests/test_device.py): OUTDIR/cuda_tests.txt;
+# 2. benchmarks/bench_gpu.py --device cuda: the plain batch-120 and batch-4 loops and psbench's hardsync,
+#    30-softsync, async and SSP(3) on the GPU, as ratios of the batch-120 loop, and the per-update op and
+#    synchronisation counts there: OUTDIR/bench_cuda.txt and .json;
+# 3. the same on this machine's CPU (THREADS=0: torch's default, one per core): OUTDIR/bench_cpu.txt and .json.
+# OUTDIR/log.txt says what ran, on which device, how long each part took and its exit status. Without a CUDA
+# device the CUDA parts are refused in one line each and the CPU part runs.
+# On a GPU machine whose Python lacks hydra/omegaconf (see the GPU README of the project's shared notes), put them
+# in .devcheck/deps and the CIFAR subset in .devcheck/datasets/cifar10-subset first: both are used when present.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${1:-$PWD/gpu-check-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+[ -d .devcheck/deps ] && export PYTHONPATH=$PWD/.devcheck/deps:$PYTHONPATH
+[ -z "${PSBENCH_DATA:-}" ] && [ -d .devcheck/datasets ] && export PSBENCH_DATA=$PWD/.devcheck/datasets
+export PSBENCH_ROOT=${PSBENCH_ROOT:-$(mktemp -d)}
+EPOCHS=${EPOCHS:-1} REPEATS=${REPEATS:-2} COUNT_UPDATES=${COUNT_UPDATES:-200} THREADS=${THREADS:-0}
+DEADLINE=$(( $(date +%s) + ${CHECK_S:-540} ))
+log=$OUT/log.txt
+{
+  echo "gpu_check $(date '+%Y-%m-%d %H:%M') at $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "nvidia-smi: none"
+  echo "CPUs: $(nproc)"
+  $PY -c "import torch, pytorch_lightning as pl; print('torch', torch.__version__, 'lightning', pl.__version__, 'cuda', torch.cuda.is_available() and torch.cuda.get_device_name())"
+} >>"$log" 2>&1
+part() {  # name, timeout (s), output file, command...: cut to the deadline, skipped past it
+  local name=$1 limit=$2 file=$3; shift 3
+  local t0=$(date +%s)
+  [ $(( DEADLINE - t0 )) -lt "$limit" ] && limit=$(( DEADLINE - t0 ))
+  [ "$limit" -gt 10 ] || { echo "$name: skipped (CHECK_S reached)" >>"$log"; return; }
+  timeout "$limit" "$@" >"$file" 2>&1
+  local rc=$?
+  echo "$name: rc=$rc, $(( $(date +%s) - t0 )) s, $file" >>"$log"
+  [ $rc = 0 ] || tail -3 "$file" | sed 's/^/    /' >>"$log"
+}
+part "CUDA agreement and device tests" 150 "$OUT/cuda_tests.txt" \
+  $PY -m pytest -q -rs -p no:cacheprovider \
+  "tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance" tests/test_device.py
+for dev in cuda cpu; do
+  part "bench_gpu --device $dev" 300 "$OUT/bench_$dev.txt" \
+    $PY benchmarks/bench_gpu.py --device $dev --epochs "$EPOCHS" --repeats "$REPEATS" \
+    --count-updates "$COUNT_UPDATES" --threads "$THREADS" --json "$OUT/bench_$dev.json"
+done
+echo DONE >>"$log"
+cat "$log"
