@@ -19,13 +19,15 @@ import numpy as np
 
 from analysis.evidence import Errors, errors
 from analysis.learning import majority
-from analysis.page import NO_RUNS, Context, Page, Shown, coverage
+from analysis.page import NO_RUNS, Budget, Context, Page, Shown, coverage
 from analysis.pages.agn_paper import TABLE1
 from analysis.render import figure, md_table
 from analysis.runs import Run, history, scales_of, select
 from analysis.verdicts import Claim, simulated
 
 ORDER = 3
+#: §4: "40 epochs worth of training data equally distributed over all n workers" (Table 1, Figs 2–12)
+BUDGET = Budget(40)
 CASE = re.compile(r"^(agn|aeasgd)_n(\d+)_H(\d+)$")
 OPTIMIZERS = ("agn", "aeasgd", "dynsgd")
 ONE_RUN = "Each measured cell is from one run (n=1; the latest seed if a case has several)."
@@ -321,6 +323,6 @@ def _fig7_plot(curves: Mapping[str, tuple[np.ndarray, np.ndarray] | None], panel
 
 
 PAGES = [
-    Page("AGN", "Table 1", "agn_table1", agn_table1),
-    Page("AGN", "Fig 7", "agn_fig7", agn_fig7),
+    Page("AGN", "Table 1", "agn_table1", agn_table1, budget=BUDGET),
+    Page("AGN", "Fig 7", "agn_fig7", agn_fig7, budget=BUDGET),
 ]

@@ -18,7 +18,7 @@ import numpy as np
 from analysis.evidence import Errors
 from analysis.learning import gap_lower, majority
 from analysis.page import NO_RUNS, Context, Page, Shown, coverage
-from analysis.pages.agn import CASE, _curve, _drop, _final, _pct, _train_errors
+from analysis.pages.agn import BUDGET, CASE, _curve, _drop, _final, _pct, _train_errors
 from analysis.pages.agn_paper import TABLE1
 from analysis.render import figure, md_table
 from analysis.runs import Run, scales_of, select
@@ -303,8 +303,8 @@ def agn_fig6(ctx: Context) -> tuple[Shown, str]:
 
 PAGES = [
     Page("AGN", "Figs 1, 3, 5", reason="illustrations (the PS, accumulated gradients, AGN's update): no numbers"),
-    Page("AGN", "Fig 2", "agn_fig2", agn_fig2),
-    Page("AGN", "Fig 4", "agn_fig4", agn_fig4),
+    Page("AGN", "Fig 2", "agn_fig2", agn_fig2, budget=BUDGET),
+    Page("AGN", "Fig 4", "agn_fig4", agn_fig4, budget=BUDGET),
     Page("AGN", "Fig 6", "agn_fig6", agn_fig6),
-    Page("AGN", "Figs 8–12", "agn_figs8_12", agn_figs8_12),
+    Page("AGN", "Figs 8–12", "agn_figs8_12", agn_figs8_12, budget=BUDGET),
 ]

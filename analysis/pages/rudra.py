@@ -9,7 +9,7 @@ from pathlib import Path
 
 from analysis.evidence import Errors, errors, run_errors, two_se
 from analysis.learning import by_means, equal, increasing
-from analysis.page import FULL_SEEDS, NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
+from analysis.page import CIFAR_140, FULL_SEEDS, NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
 from analysis.pages import cifar_jpeg, cluster_model
 from analysis.pages import rudra_paper as P
 from analysis.render import cell, data_note, figure, fmt, md_table, mean_std, scale_data
@@ -640,7 +640,7 @@ def diverged(run: Run) -> bool:
 PAGES = [
     Page("Rudra", "Figs 1–3", reason="architecture diagrams (Rudra-base, Rudra-adv, Rudra-adv*): no numbers"),
     Page("Rudra", "Table 1", "rudra_table1", rudra_table1),
-    Page("Rudra", "Table 2", "rudra_table2", rudra_table2),
-    Page("Rudra", "Table 3", "rudra_table3", rudra_table3),
+    Page("Rudra", "Table 2", "rudra_table2", rudra_table2, budget=CIFAR_140),
+    Page("Rudra", "Table 3", "rudra_table3", rudra_table3, budget=CIFAR_140),
     Page("Rudra", "Table 4", "rudra_table4", rudra_table4),
 ]

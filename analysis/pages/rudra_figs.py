@@ -11,7 +11,7 @@ from pathlib import Path
 
 from analysis.evidence import Errors, run_errors
 from analysis.learning import at_chance, lower, no_worse
-from analysis.page import NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
+from analysis.page import CIFAR_140, NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
 from analysis.pages import cifar_jpeg, cluster_model
 from analysis.pages import rudra_paper as P
 from analysis.pages.rudra import by_config, diverged
@@ -522,8 +522,8 @@ def _fig8_plot(ups: Mapping[int, Mapping[str, Mapping[int, float]]], path: Path)
 
 PAGES = [
     Page("Rudra", "Fig 4", "rudra_fig4", rudra_fig4),
-    Page("Rudra", "Fig 5", "rudra_fig5", rudra_fig5),
-    Page("Rudra", "Figs 6–7", "rudra_fig6_7", rudra_fig6_7),
+    Page("Rudra", "Fig 5", "rudra_fig5", rudra_fig5, budget=CIFAR_140),
+    Page("Rudra", "Figs 6–7", "rudra_fig6_7", rudra_fig6_7, budget=CIFAR_140),
     Page("Rudra", "Fig 8", "rudra_fig8", rudra_fig8),
     Page(
         "Rudra",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from analysis.evidence import Errors, run_errors, two_se
 from analysis.learning import gap_lower, lower, no_worse
-from analysis.page import FULL_SEEDS, NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
+from analysis.page import FULL_SEEDS, NO_RUNS, Budget, Context, Page, Shown, coverage, planned, preset_cases
 from analysis.pages import cifar_jpeg
 from analysis.pages import terngrad_paper as paper
 from analysis.pages.cifar_jpeg import curve
@@ -26,6 +26,10 @@ from analysis.runs import Run, scales_of, select
 from analysis.verdicts import Claim, all_of, at_scale, not_measured, pending, simulated
 
 ORDER = 2
+#: Fig 3: 10K iterations of a total mini-batch of 64 on MNIST's 60,000 images (937.5 iterations an epoch)
+FIG3_BUDGET = Budget(10_000 / 937.5, "iterations", 937.5)
+#: Table 1: "all trainings terminate after the same epochs": 300K × 128 = 18.75K × 2048 samples = 768 epochs
+TABLE1_BUDGET = Budget(768)
 FIG3_CASE = re.compile(r"^(momentum|vanilla)_(fp32|terngrad|noclip)_n(\d+)$")
 TABLE1_CASE = re.compile(r"^(fp32|terngrad|noclip)_n(\d+)$")
 GRADIENTS = {"fp32": "floating", "terngrad": "TernGrad", "noclip": "TernGrad-noclip"}
@@ -643,8 +647,8 @@ def terngrad_fig2(ctx: Context) -> tuple[Shown, str]:
 PAGES = [
     Page("TernGrad", "Fig 1", reason="an illustration (distributed SGD with data parallelism): no numbers"),
     Page("TernGrad", "Fig 2", "terngrad_fig2", terngrad_fig2),
-    Page("TernGrad", "Fig 3", "terngrad_fig3", terngrad_fig3),
-    Page("TernGrad", "Table 1", "terngrad_table1", terngrad_table1),
+    Page("TernGrad", "Fig 3", "terngrad_fig3", terngrad_fig3, budget=FIG3_BUDGET),
+    Page("TernGrad", "Table 1", "terngrad_table1", terngrad_table1, budget=TABLE1_BUDGET),
     Page("TernGrad", "Tables 2–3", "terngrad_tables2_3", terngrad_tables2_3),
     Page(
         "TernGrad",
