@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from analysis import pages as pages_pkg
-from analysis.page import Budget, Context, Page, Shown, status
+from analysis.page import PAPER_SCALES, Budget, Context, Page, Shown, status
 from analysis.pages.cifar_jpeg import COST, REFERENCE
 from analysis.render import RESTS_ON_NOTE, claims_md, md_table, md_to_html, provenance_md
 from analysis.runs import SCALE_ORDER, Run, load_runs
@@ -74,7 +74,8 @@ def trained(runs: Sequence[Run], scale: str) -> float | None:
 
 def with_budget(claims: Sequence[Claim], runs: Sequence[Run], budget: Budget | None, where: str) -> list[Claim]:
     """``claims`` with the budget of each learning claim (:attr:`Claim.budget`: its scale's runs trained k of the
-    paper's N epochs). A learning claim decided on runs (any verdict but "not measured") whose page declares no
+    paper's N epochs; at a scale that trains the paper's budget, :data:`PAPER_SCALES`, that budget while its runs
+    still run). A learning claim decided on runs (any verdict but "not measured") whose page declares no
     :class:`Budget`, or whose runs say no epochs, is refused (``ValueError``): no verdict is printed without the
     budget it rests on."""
     out = []
@@ -83,6 +84,8 @@ def with_budget(claims: Sequence[Claim], runs: Sequence[Run], budget: Budget | N
             out.append(c)
             continue
         k = trained(runs, c.scale) if budget is not None else None
+        if k is None and budget is not None and c.scale in PAPER_SCALES:  # runs still running: the scale's budget
+            k = budget.epochs
         if k is None and c.verdict != NOT_MEASURED:
             raise ValueError(
                 f"{where}: the learning claim {c.text!r} ({c.verdict}) has no budget: its page declares none "

@@ -38,7 +38,9 @@ def _summary_at(metrics: Iterable[Any]) -> tuple[int, int] | None:
 
 def load_runs(tracking_uri: str, experiment: str = "psbench", status: str = "FINISHED") -> list[Run]:
     """Job runs of ``experiment`` in ``status`` (FINISHED; RUNNING for the runs a page may say are not finished),
-    sweep parents left out; for one (table, scale, case, seed) the latest run wins."""
+    sweep parents left out; for one (paper, table or figure, preset, scale, case, seed) the latest run wins. The preset
+    (tag ``experiment``) keeps apart the studies no paper's table claims (``paper: null``) that share Table 2's case
+    labels: its rows without staleness and its rows under α0/n."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -71,6 +73,7 @@ def load_runs(tracking_uri: str, experiment: str = "psbench", status: str = "FIN
             r.tags.get("paper"),
             r.tags.get("table"),
             r.tags.get("figure"),
+            r.tags.get("experiment"),
             r.tags.get("scale"),
             r.tags.get("case"),
             r.params.get("seed"),

@@ -503,8 +503,9 @@ def test_table2_rows_that_spread_as_much_without_staleness_spread_by_their_updat
     claim = _spread_claim(md)
     assert "| does not hold |" in claim and "not yet found" not in claim
     assert (
-        "why: the rows' updates (c·μ samples at the mean LR Eq 6 gives them): without staleness (each row's updates "
-        "on one learner) the rows spread 5.20 pp (2 SE "
+        "why: the rows' updates at the LR psbench's reading of Eq 6 gives them (c·μ samples at α0 over each update's "
+        "measured ⟨σ⟩, not the paper's α0/n): without staleness (each row's updates on one learner) the rows spread "
+        "5.20 pp (2 SE "
     ) in claim
     assert "(2,64,2) 54.00% at 0.20 × α0/128 per sample … (1,4,30) 59.20% at 0.11 ×)" in claim
     assert "while what staleness costs them, +0.50 (" in claim and "differs by 0.00 pp (2 SE " in claim
