@@ -82,7 +82,7 @@ def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path)
     assert (
         "| 2-softsync: P(σ > 2n) < 0.0001 | not resolvable | simulation | 0 of 100 gradients (σ > 4)" in f4
     )  # too few
-    assert "| 1-softsync: ⟨σ⟩ ≈ n (within 20 %) | holds | simulation | ⟨σ⟩ = 1.00, n = 1 |" in f4
+    assert "| 1-softsync: ⟨σ⟩ ≈ n (within 20 %) | holds | simulation | ⟨σ⟩ = 1.00, n = 1, λ − 1 = 29 |" in f4
     index = (a / "index.html").read_text()
     assert '<a href="rudra_table2.html">Table 2</a>' in index
     for paper in ("TernGrad", "AGN", "SSP", "staleness-aware ASGD"):

@@ -28,13 +28,15 @@ FP32_BYTES, TERN_BYTES = 4_000_000.0, 250_000.0
 def _fill(root: Path) -> None:
     store = ReportStore(root)
 
-    def run(tags: dict, test_error: float, mu: int, seed: int = 0, updates: int = 300, epochs: float = 0.32) -> None:
+    def run(
+        tags: dict, test_error: float, mu: int, seed: int = 0, updates: int = 300, epochs: float = 0.32, **params: str
+    ) -> None:
         pushed = FP32_BYTES if tags["case"].startswith(("fp32", "momentum_fp32", "vanilla_fp32")) else TERN_BYTES
         store.run(
             tags,
             {"test_error": test_error, "ps_updates": updates, "bytes_pushed": pushed},
             seed=seed,
-            params={"batch_size": mu, "epochs": epochs},  # Fig 3's ci: 300 of its 10K iterations
+            params={"batch_size": mu, "epochs": epochs, **params},  # Fig 3's ci: 300 of its 10K iterations
             summary_step=1,
         )
 
@@ -57,7 +59,9 @@ def _fill(root: Path) -> None:
         ("terngrad_n16", 0.355, 128, 2),
     ):
         for seed in (0, 1, 2):
-            run({**t1, "case": case}, err + 0.001 * (seed - 1), mu, seed, updates=upd, epochs=2)  # 2 of 768
+            # 2 of 768 epochs, with the preset's weight decay and LR (no steps)
+            wd = {"optimizer.weight_decay": "0.0", "optimizer.milestones": "[]"}
+            run({**t1, "case": case}, err + 0.001 * (seed - 1), mu, seed, updates=upd, epochs=2, **wd)
     # not ours: another paper's run and a TernGrad run with a foreign case label are ignored
     run({"paper": "rudra", "table": "1", "scale": "ci", "case": "fp32_n2"}, 0.9, 4)
     run({**f3, "case": "something_else"}, 0.9, 4)
@@ -155,6 +159,25 @@ def test_table1_paper_beside_ours_and_a_claim_that_does_not_hold(report):
         f"vs 2.00 pp, 2 SE 5.90 pp |" in md
     )
     assert report[0]["terngrad_table1"] == "partial (5 of 6 configurations at scale ci)"
+
+
+def test_table1_lists_its_recipe_deviations_and_says_the_weight_decay_beside_the_numbers(report):
+    """TernGrad Table 1's CifarNet runs use weight decay 0 where the authors' script uses 0.004 (issue 39, item 4):
+    the page lists it with the other departures from that script, and says it beside each scale's numbers."""
+    md = _page(report, "terngrad_table1")
+    dev = md[md.index("## Recipe deviations") : md.index("## Ours, scale = ci")]
+    assert "terngrad/run_multi_gpus_cifar10.sh (github.com/wenwei202/terngrad)" in dev
+    assert (
+        "| weight decay | 0.004 (WEIGHT_DECAY; cifar10_alexnet's default) | 0 (the preset: not stated in the paper) "
+        "| 0.0 |" in dev
+    )
+    assert "| learning rate | decayed every 200 epochs (NUM_EPOCHS_PER_DECAY=200) |" in dev and "| [] |" in dev
+    assert "| parameters evaluated | the moving average (RESTORE_AVG_VAR=True) | the final parameters | — |" in dev
+    ours = md[md.index("## Ours, scale = ci") :]
+    assert ours.split("\n\n")[1] == (
+        "Trained with weight decay 0.0 (the authors' script: 0.004), LR steps [] (the authors': every 200 epochs), "
+        "centre crops and the final parameters: see Recipe deviations."
+    )
 
 
 def test_tables2_3_show_the_paper_numbers_and_need_imagenet(report):
