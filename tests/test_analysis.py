@@ -93,9 +93,9 @@ def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path)
 def test_an_empty_store_reports_not_run_and_shows_the_paper_numbers(tmp_path):
     status = build(tmp_path, tmp_path / "reports")
     assert {k: status[k] for k in ("rudra_table1", "rudra_table2", "rudra_fig4")} == {
-        "rudra_table1": "no runs (python sweeps/rudra_table1.py scale=paper); simulation (schedule only)",
-        "rudra_table2": "no runs (python sweeps/rudra_table2.py scale=ci)",
-        "rudra_fig4": "no runs (python sweeps/rudra_fig4.py scale=paper); simulation (schedule only)",
+        "rudra_table1": "no runs (python -m sweeps rudra_table1 scale=paper); simulation (schedule only)",
+        "rudra_table2": "no runs (python -m sweeps rudra_table2 scale=ci)",
+        "rudra_fig4": "no runs (python -m sweeps rudra_fig4 scale=paper); simulation (schedule only)",
     }
     row = "| ≈ 1024 | 10 | 128 | 10 | 29.90 | — | 2626 | — | 0 |  |"
     assert row in (tmp_path / "reports/rudra_table2.md").read_text()

@@ -103,5 +103,5 @@ def test_agn_pages_put_paper_beside_measured_and_decide_the_claims(psbench_root,
 
 def test_agn_pages_without_runs_say_how_to_run_them(tmp_path):
     status = build(tmp_path, tmp_path / "r")
-    assert status["agn_table1"] == "no runs (python sweeps/agn_table1.py scale=ci)"
-    assert status["agn_fig7"] == "no runs (python sweeps/agn_fig7.py scale=ci --panel a; --panel b)"
+    assert status["agn_table1"] == "no runs (python -m sweeps agn_table1 scale=ci)"
+    assert status["agn_fig7"] == "no runs (python -m sweeps agn_fig7a scale=ci; python -m sweeps agn_fig7b scale=ci)"

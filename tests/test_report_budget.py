@@ -221,3 +221,15 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     assert "has 1 seed (the rule needs ≥ 3)" in near[3]
     assert "4 finished, 0 running." in md
     assert JPEG_NOTE.split(";")[0] in md
+
+
+def test_the_docs_counts_are_generated_never_typed():
+    """docs/papers/verdicts.md is what ``python -m analysis --docs`` wrote (its first line says so), and the papers
+    page points to it: it types no counts table and no verdict of its own."""
+    page = (REPO / "docs" / "papers" / "verdicts.md").read_text()
+    assert page.startswith(DOCS_MARK + "\n# The current verdicts\n")
+    assert "| paper | rests on | claims | holds | does not hold |" in page
+    index = (REPO / "docs" / "papers" / "index.md").read_text()
+    assert "[The current verdicts](verdicts.md)" in index and "--docs docs/papers/verdicts.md" in index
+    assert "| holds |" not in index and "| claims |" not in index  # no counts table typed by hand
+    assert not re.search(r"\*\*(holds|hold|does not hold|not resolvable|not measured)\*\*", index)  # nor a verdict

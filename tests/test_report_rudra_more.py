@@ -307,11 +307,11 @@ def test_table4_shows_our_imagenet_error_from_the_training_preset(psbench_root, 
 
 def test_empty_store_shows_paper_numbers_and_how_to_run(tmp_path):
     status = build(tmp_path, tmp_path / "r")
-    assert status["rudra_table3"].startswith("no runs (python sweeps/rudra_table3.py scale=ci")
-    assert status["rudra_fig5"] == "no runs (python sweeps/rudra_fig5.py scale=ci)"
-    assert status["rudra_fig6_7"] == "no runs (python sweeps/rudra_fig6_7.py scale=ci)"
-    assert status["rudra_fig8"] == "no runs (python sweeps/rudra_fig8.py scale=paper); simulation (schedule only)"
-    assert status["rudra_table4"].startswith("no runs (python sweeps/rudra_table4.py scale=ci); time per epoch")
+    assert status["rudra_table3"].startswith("no runs (python -m sweeps rudra_table3 scale=ci")
+    assert status["rudra_fig5"] == "no runs (python -m sweeps rudra_fig5 scale=ci)"
+    assert status["rudra_fig6_7"] == "no runs (python -m sweeps rudra_fig6_7 scale=ci)"
+    assert status["rudra_fig8"] == "no runs (python -m sweeps rudra_fig8 scale=paper); simulation (schedule only)"
+    assert status["rudra_table4"].startswith("no runs (python -m sweeps rudra_table4 scale=ci); time per epoch")
     index = (tmp_path / "r/index.html").read_text()
     for key, item in (("rudra_table3", "Table 3"), ("rudra_fig5", "Fig 5"), ("rudra_fig8", "Fig 8")):
         assert f'<a href="{key}.html">{item}</a>' in index

@@ -260,8 +260,8 @@ def test_ssp_speedup_is_t1_over_tn_at_the_one_machine_final_objective():
 
 def test_empty_store_pages_say_not_run(tmp_path):
     status = build(tmp_path, tmp_path / "r")
-    assert status["zhang_fig1"] == "no runs (python sweeps/zhang_fig1.py scale=paper); simulation (schedule only)"
-    assert status["zhang_fig3"] == "no runs (python sweeps/zhang_fig3.py scale=ci)"
+    assert status["zhang_fig1"] == "no runs (python -m sweeps zhang_fig1 scale=paper); simulation (schedule only)"
+    assert status["zhang_fig3"] == "no runs (python -m sweeps zhang_fig3 scale=ci)"
     assert status["ssp_fig4_5"].startswith("no runs")
     f45 = (tmp_path / "r/ssp_fig4_5.md").read_text()
     assert "| TIMIT: with 6 machines 3.6x speed-up | not measured | — | no runs |" in f45

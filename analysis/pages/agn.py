@@ -1,8 +1,8 @@
 """AGN (Hermans et al.): Table 1 (AGN vs AEASGD per (n, H)) and Fig 7 (AGN, AEASGD, DynSGD over time).
 
-Runs come from ``sweeps/agn_table1.py`` (tags ``paper=agn``, ``table=1``, ``case=<protocol>_n<n>_H<H>``)
-and ``sweeps/agn_fig7.py`` (``figure=7a|7b``, ``case=<protocol>``). Accuracy is the learners' mini-batch
-training accuracy (``train_accuracy``, mean of its last 5 samples: what the paper's curves show) beside
+Runs come from ``python -m sweeps agn_table1`` (tags ``paper=agn``, ``table=1``, ``case=<protocol>_n<n>_H<H>``)
+and ``python -m sweeps agn_fig7a`` / ``agn_fig7b`` (``figure=7a|7b``, ``case=<protocol>``). Accuracy is the learners'
+mini-batch training accuracy (``train_accuracy``, mean of its last 5 samples: what the paper's curves show) beside
 the center's test accuracy; E(AGN, AEASGD) is AGN Eq 4 on ``train_accuracy`` over simulated time
 (:mod:`psbench.tracking.temporal_efficiency`). Simulated times come from our cost model, not the
 paper's 15-node cluster, so only their ratios compare.
@@ -90,9 +90,9 @@ def agn_table1(ctx: Context) -> tuple[str, str]:
         "# AGN Table 1 — AGN vs asynchronous EASGD per (n workers, H local steps)\n\n",
         "Paper: MNIST, m = 128, 40 epochs, 15 CPU nodes (dist-keras). Ours: the simulator with the `laptop` "
         "cost model (times compare only as ratios); acc = the learners' final mini-batch training accuracy, "
-        "test = the center's test accuracy. `python sweeps/agn_table1.py scale=ci|paper`.\n",
+        "test = the center's test accuracy. `python -m sweeps agn_table1 scale=ci|paper`.\n",
     ]
-    cmd = "python sweeps/agn_table1.py scale=ci"
+    cmd = "python -m sweeps agn_table1 scale=ci"
     if not scales_of(runs):
         return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     header = [
@@ -215,10 +215,10 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
         'Paper: training accuracy over time; AGN "significantly outperforms all other optimizers" and DynSGD '
         "shows divergent behaviour, less so with H = 3. Ours: the learners' mini-batch training accuracy over "
         "simulated time, same hyperparameters for all three (AEASGD ρ = 0.9/(nη)). "
-        "`python sweeps/agn_fig7.py scale=ci|paper --panel a|b`.\n",
+        "`python -m sweeps agn_fig7a scale=ci|paper` (panel a), `agn_fig7b` (panel b).\n",
     ]
     runs = [r for r in ctx.runs if r.tags.get("paper") == "agn" and r.tags.get("figure") in ("7a", "7b")]
-    cmd = "python sweeps/agn_fig7.py scale=ci --panel a; --panel b"
+    cmd = "python -m sweeps agn_fig7a scale=ci; python -m sweeps agn_fig7b scale=ci"
     if not scales_of(runs):
         return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     claims: list[Claim] = []

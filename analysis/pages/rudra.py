@@ -43,7 +43,7 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
         f"≥ 99 % for Rudra-adv*.\n{cluster_model.section('Table 1')}",
     ]
     scales = scales_of(t1)
-    cmd, note = "python sweeps/rudra_table1.py scale=paper", "simulation (schedule only)"
+    cmd, note = "python -m sweeps rudra_table1 scale=paper", "simulation (schedule only)"
     if not scales:
         return Shown(runs=t1, command=cmd, note=note), "".join(md) + NO_RUNS
     ours: dict[str, tuple[float, float] | None] = {}
@@ -95,7 +95,7 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         "cost model; test error from training in the simulator. The data column names the substitution.\n",
     ]
     rows_all = [(g, row) for g, rows in P.TABLE2.items() for row in rows]
-    cmd = "python sweeps/rudra_table2.py scale=ci"
+    cmd = "python -m sweeps rudra_table2 scale=ci"
     nominal = select(runs, experiment=rudra_eq6.NOMINAL)
     going = paper_budget.running(ctx, experiment=rudra_eq6.NOMINAL)
     if not scales_of(t2) and not paper_budget.scales_with(nominal, going):
@@ -112,7 +112,7 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         set(scales_of(t2)) | set(paper_budget.scales_with(nominal, going)), key=lambda s: (SCALE_ORDER.get(s, 9), s)
     )
     claims: list[Claim] = []
-    twins_read: list[Run] = []  # the μλ ≈ 128 rows without staleness (sweeps/rudra_table2_no_staleness.py)
+    twins_read: list[Run] = []  # the μλ ≈ 128 rows without staleness (python -m sweeps rudra_table2_no_staleness)
     hardsync_read: list[Run] = []  # Table 3's (0,4,30), beside (1,4,30)
     for scale in scales:
         nom = select(nominal, scale=scale)
@@ -271,7 +271,7 @@ def _t2_claims(measured: Mapping[tuple, tuple], why: str = "") -> list[Claim]:
 
 #: the μλ ≈ 128 claim's "spread ≤ 1 pp" (Rudra §5.3: 17.96–18.92 %)
 SPREAD_TOL = 0.01
-#: Table 2's μλ ≈ 128 rows on one learner without staleness (sweeps/rudra_table2_no_staleness.py)
+#: Table 2's μλ ≈ 128 rows on one learner without staleness (python -m sweeps rudra_table2_no_staleness)
 NO_STALENESS = "reference/rudra_table2_no_staleness"
 
 
@@ -306,8 +306,8 @@ def _no_staleness(measured: Mapping[tuple, tuple], twins: list[Run]) -> tuple[st
             pairs.append((label, row, twin, per_sample))
     header = ["row (σ,μ,λ)", "batch (c·μ)", "LR", "LR per sample, × α0/128", "row", "without staleness"]
     section = (
-        "\nWhy the μλ ≈ 128 rows spread here: each row's updates without their staleness (`python "
-        "sweeps/rudra_table2_no_staleness.py scale=full`): one learner (σ = 0) with the c·μ samples of the row's "
+        "\nWhy the μλ ≈ 128 rows spread here: each row's updates without their staleness (`python -m "
+        "sweeps rudra_table2_no_staleness scale=full`): one learner (σ = 0) with the c·μ samples of the row's "
         "update at the row's mean LR over its updates (α0/⟨σ⟩ per update, ⟨σ⟩ that update's measured mean staleness: "
         "psbench's reading of Eq 6), the same seeds. Eq 6 as written, α0/n, would give the rows "
         f"{_nominal_range()} × α0/128 per sample. Test error %, the means over the seeds; the difference is what "
@@ -367,7 +367,7 @@ def _spread_why(pairs: list[tuple[str, Errors, Errors, float]]) -> str:
         )
         return (
             f"{updates}: {without}, while {cost}, not resolved; whether the paper's α0/n closes the spread is the "
-            f"α0/n study's to decide (`python sweeps/rudra_table2_nominal.py scale=full`){tail}"
+            f"α0/n study's to decide (`python -m sweeps rudra_table2_nominal scale=full`){tail}"
         )
     if by_sigma:
         return f"σ: {without}, not beyond the claim's 1 pp, and {cost}{tail}"
@@ -508,7 +508,7 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
         "simulated (P775 cost model) for the configured epochs: sim_time_s × epochs / epochs_done (a short "
         "hardsync run holds whole updates only).\n",
     ]
-    cmd = "python sweeps/rudra_table3.py scale=ci, after sweeps/rudra_table2.py"
+    cmd = "python -m sweeps rudra_table3 scale=ci, after python -m sweeps rudra_table2"
     if not scales_of(t3):
         extra, read = cifar_jpeg.sections(ctx, t3, "rudra_table3")
         return Shown(runs=[*t3, *read], command=cmd), "".join(md) + NO_RUNS + extra
@@ -647,7 +647,7 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
         f"network of §4.2, {im['params_m']} M parameters, {im['model_mb']} MB); where ILSVRC-2012 is present, "
         "`psbench -m experiment=rudra/table4_error paths.data_dir=<dir holding imagenet/>` trains the four "
         "configurations on it (`dataset=imagenet`). Training time per epoch: simulated "
-        "from the cost model (schedule only) when `python sweeps/rudra_table4.py` has run; its substitutions are "
+        "from the cost model (schedule only) when `python -m sweeps rudra_table4` has run; its substitutions are "
         "in the data column.\n",
         cluster_model.section(
             "Table 4", "the base-hardsync / base-softsync ratio (330 / 270, the barrier's jitter_cv)"
@@ -720,7 +720,7 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
         measured=lambda r: bool(r.metrics.get("samples")) and r.metrics.get("sim_time_s") is not None,
     )
     note = "time per epoch simulated only; validation error needs data not available here (ImageNet)"
-    return Shown(covered, claims, t4, "python sweeps/rudra_table4.py scale=ci", note), "".join(md)
+    return Shown(covered, claims, t4, "python -m sweeps rudra_table4 scale=ci", note), "".join(md)
 
 
 # --------------------------------------------------------------------------- shared with rudra_figs

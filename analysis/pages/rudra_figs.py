@@ -35,13 +35,13 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
     md = [
         "# Rudra Fig 4 — gradient staleness of n-softsync, λ = 30, and at λ = 2, 4, 10\n\n",
         "Simulated (schedule only), μ = 128, CIFAR10 network of §4.2, P775 cost model. The figure is λ = 30 "
-        '(`python sweeps/rudra_fig4.py`); §5.1 concludes from it "⟨σ⟩ = n for our implementation of the n-softsync '
+        '(`python -m sweeps rudra_fig4`); §5.1 concludes from it "⟨σ⟩ = n for our implementation of the n-softsync '
         'protocol" with σ ≤ 2n, and Eq 6 divides α0 by that ⟨σ⟩. At λ = 30, λ − 1 = 29 is within 20 % of n = 30, '
         "so the figure cannot tell ⟨σ⟩ = n from ⟨σ⟩ = λ − 1: 1-softsync and λ-softsync at λ = 2, 4, 10 "
-        "(`python sweeps/rudra_fig4_lambda.py`) can, and each row prints ⟨σ⟩ against n, λ − 1 and n(λ − 1)/λ.\n",
+        "(`python -m sweeps rudra_fig4_lambda`) can, and each row prints ⟨σ⟩ against n, λ − 1 and n(λ − 1)/λ.\n",
     ]
     scales = scales_of(f4)
-    cmd, note = "python sweeps/rudra_fig4.py scale=paper", "simulation (schedule only)"
+    cmd, note = "python -m sweeps rudra_fig4 scale=paper", "simulation (schedule only)"
     if not scales:
         return Shown(runs=f4, command=cmd, note=note), "".join(md) + NO_RUNS
     attach_summaries(tracking_uri, f4)
@@ -193,7 +193,7 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
         "4-softsync with α0/4 ends lower than with α0 (the figure has no other numbers).\n",
     ]
     scales = paper_budget.scales_with(f5, going)
-    cmd = "python sweeps/rudra_fig5.py scale=ci"
+    cmd = "python -m sweeps rudra_fig5 scale=ci"
     if not scales:
         extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
         return Shown(runs=[*f5, *read], command=cmd), "".join(md) + NO_RUNS + extra
@@ -307,7 +307,8 @@ def _fig5_plot(
 
 # --------------------------------------------------------------------------- Rudra Figs 6–7
 FAMILIES = ("hardsync", "λ-softsync", "1-softsync")
-#: the cases the ``full`` sweep runs (sweeps/rudra_fig6_7.py: λ ∈ {1, 4, 30} and μ ∈ {4, 128}, a labelled sub-grid)
+#: the cases the ``full`` sweep runs (``python -m sweeps rudra_fig6_7``: λ ∈ {1, 4, 30} and μ ∈ {4, 128}, a labelled
+#: sub-grid)
 FULL_SUBGRID = [
     c
     for c in preset_cases("rudra/fig6_7")
@@ -340,7 +341,7 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
         f"{P.BASELINE['time_s']:,} s.\n",
     ]
     scales = scales_of(f67)
-    cmd = "python sweeps/rudra_fig6_7.py scale=ci"
+    cmd = "python -m sweeps rudra_fig6_7 scale=ci"
     if not scales:
         extra, read = cifar_jpeg.sections(ctx, f67, "rudra_fig6_7", (P.BASELINE["test_error"], "Rudra §4.2", ""))
         return Shown(runs=[*f67, *read], command=cmd), "".join(md) + NO_RUNS + extra
@@ -500,7 +501,7 @@ def rudra_fig8(ctx: Context) -> tuple[str, str]:
         cluster_model.section("Fig 8"),
     ]
     scales = scales_of(f8)
-    cmd, note = "python sweeps/rudra_fig8.py scale=paper", "simulation (schedule only)"
+    cmd, note = "python -m sweeps rudra_fig8 scale=paper", "simulation (schedule only)"
     if not scales:
         return Shown(runs=f8, command=cmd, note=note), "".join(md) + NO_RUNS
     claims: list[Claim] = []

@@ -141,7 +141,7 @@ def one_seed(rs: Sequence[Run]) -> tuple[list[Run], str | None]:
     return [r for r in rs if r.params.get("seed", "") == common[0]], common[0]
 
 
-CMD = "python sweeps/ssp_fig2_4.py scale=ci; sweeps/ssp_fig3_5.py"
+CMD = "python -m sweeps ssp_fig2_4 scale=ci; python -m sweeps ssp_fig3_5"
 
 
 def _shown(ctx: Context, claims: list, note: str) -> Shown:
@@ -368,7 +368,7 @@ def ssp_fig6(ctx: Context) -> tuple[Shown, str]:
         "# SSP Fig 6 — convergence of the parameters on TIMIT, 6 machines\n\n"
         "Paper: a plot of parameter values over time on TIMIT with 6 machines. Ours: not measured. psbench "
         "logs the objective, staleness and timing per update, not parameter traces, and TIMIT is not available "
-        "here (the stand-in is synthetic); the Figs 2–3 runs (`python sweeps/ssp_fig2_4.py scale=ci`) have the "
+        "here (the stand-in is synthetic); the Figs 2–3 runs (`python -m sweeps ssp_fig2_4 scale=ci`) have the "
         "6-machine run, but not its parameters over time.\n"
     )
     claim = not_measured("with 6 machines the parameters converge", "psbench records no parameter traces")

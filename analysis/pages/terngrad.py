@@ -1,8 +1,8 @@
 """TernGrad (Wen et al. 2017): Fig 3 and Table 1 from MLflow runs, Tables 2–3 (ImageNet) as paper numbers, Fig 5
 from the Appendix B performance model.
 
-Runs come from ``sweeps/terngrad_fig3.py`` (tags ``paper=terngrad``, ``figure=3``,
-``case=<momentum|vanilla>_<fp32|terngrad|noclip>_n<N>``) and ``sweeps/terngrad_table1.py`` (``table=1``,
+Runs come from ``python -m sweeps terngrad_fig3`` (tags ``paper=terngrad``, ``figure=3``,
+``case=<momentum|vanilla>_<fp32|terngrad|noclip>_n<N>``) and ``python -m sweeps terngrad_table1`` (``table=1``,
 ``case=<fp32|terngrad|noclip>_n<N>``). Accuracy = 1 − the final ``test_error`` (mean ± std over seeds).
 Claims are decided by the verdict rule of :mod:`analysis.verdicts` (runs that learned, ≥ 3 seeds, 2 SE). Fig 5 is
 analytic (:mod:`psbench.compression.perf_model`, Eq 15–18): the page evaluates it, it does not train.
@@ -36,7 +36,7 @@ GRADIENTS = {"fp32": "floating", "terngrad": "TernGrad", "noclip": "TernGrad-noc
 WITHIN_PP = 1.0  # "TernGrad within 1 pp of fp32" (the issue's reading of §4.1's "less than 1% degradation")
 FIG5_GPUS = (8, 64, 512)
 APPROX = 0.10  # "≈ x×": within ±10 % of x
-#: fp32 at N = 2 with Adam's LR times the step ratio TernGrad's noise leaves (sweeps/terngrad_adam_pace.py)
+#: fp32 at N = 2 with Adam's LR times the step ratio TernGrad's noise leaves (python -m sweeps terngrad_adam_pace)
 PACE = "reference/terngrad_adam_pace"
 
 Acc = tuple[float, float, int]  # accuracy mean, std, seeds (fractions)
@@ -113,10 +113,10 @@ def terngrad_fig3(ctx: Context) -> tuple[str, str]:
         "added in panel (a). Push compression = fp32 bytes pushed / codec bytes pushed. Under hardsync the fp32 "
         "baseline is the same run for every N (the mean of N gradients of 64/N samples is the gradient of 64: "
         "Rudra Eq 7), so only TernGrad's points can move with N. "
-        "`python sweeps/terngrad_fig3.py scale=ci|small|paper`.\n",
+        "`python -m sweeps terngrad_fig3 scale=ci|small|paper`.\n",
     ]
     runs = [r for r in select(ctx.runs, paper="terngrad", figure="3") if FIG3_CASE.match(r.tags.get("case", ""))]
-    cmd = "python sweeps/terngrad_fig3.py scale=ci"
+    cmd = "python -m sweeps terngrad_fig3 scale=ci"
     if not scales_of(runs):
         return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     claims: list[Claim] = []
@@ -226,7 +226,7 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
         "Paper: mini-batch per worker fixed (2 × 64, 16 × 128), all runs the same epochs (300K / 18.75K "
         "iterations), random crops, mirroring and brightness/contrast jitter, moving-average parameters. "
         "Ours: hardsync in the simulator, centre 24×24 crops only, the final parameters; TernGrad-noclip is ours. "
-        "`python sweeps/terngrad_table1.py scale=ci|small|paper`.\n",
+        "`python -m sweeps terngrad_table1 scale=ci|small|paper`.\n",
     ]
     runs = [r for r in select(ctx.runs, paper="terngrad", table="1") if TABLE1_CASE.match(r.tags.get("case", ""))]
     paper_rows = [
@@ -239,7 +239,7 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
         md_table(["workers", "total mini-batch", "iterations", "gradients", "accuracy %", "Δ pp"], paper_rows),
         _deviations(runs),
     ]
-    cmd = "python sweeps/terngrad_table1.py scale=ci"
+    cmd = "python -m sweeps terngrad_table1 scale=ci"
     if not scales_of(runs):
         extra, read = cifar_jpeg.sections(ctx, runs, "terngrad_table1")
         return Shown(runs=[*runs, *read], command=cmd), "".join(md) + NO_RUNS + (extra and extra + _NOT_CIFARNET)
@@ -256,7 +256,7 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
         "push compression",
         "data",
     ]
-    paced: list[Run] = []  # the pace runs read (sweeps/terngrad_adam_pace.py)
+    paced: list[Run] = []  # the pace runs read (python -m sweeps terngrad_adam_pace)
     for scale in scales_of(runs):
         rs = select(runs, scale=scale)
         cells: dict[tuple[str, int], list[Run]] = {}
@@ -298,7 +298,7 @@ def terngrad_table1(ctx: Context) -> tuple[str, str]:
         pace = select(ctx.runs, experiment=PACE, scale=scale)
         md.append(_pace_by_epoch(ctx, ends, cells, pace))
         why = _pace_why(err.get(("fp32", 2)), err.get(("terngrad", 2)), _one_lr(cells.get(("fp32", 2))), pace)
-        # full runs every case but noclip_n16 (sweeps/terngrad_table1.py's constraint)
+        # full runs every case but noclip_n16 (python -m sweeps terngrad_table1's constraint)
         claims += at_scale(
             scale, pending(_table1_claims(err, why), *planned(scale, len(preset_cases("terngrad/table1")) - 1, rs))
         )
@@ -397,7 +397,7 @@ def _pace_by_epoch(
     return (
         "\nWhy TernGrad trails fp32 here: Adam steps by m/√v, and TernGrad's noise raises v while leaving m unchanged "
         "in expectation (Eq 7), so its steps are shorter (`python -m analysis.adam_step` measures by how much; "
-        "`python sweeps/terngrad_adam_pace.py scale=full` trains fp32 with its LR times that ratio). Test error %, "
+        "`python -m sweeps terngrad_adam_pace scale=full` trains fp32 with its LR times that ratio). Test error %, "
         "N = 2, after each epoch (the means over the seeds):\n\n" + table
     )
 
@@ -549,7 +549,7 @@ def terngrad_fig5(ctx: Context) -> tuple[str, str]:
         "1080 with 1 Gb Ethernet and (b) 128 nodes × 4 P100 with 100 Gb InfiniBand; curves only, two numbers in "
         "§5. Ours: Eq 17–18 evaluated by `psbench.compression.perf_model` with its stated inputs (see its "
         "docstring; the paper's profiled step times and bandwidths are not published). Analytic: no training, "
-        "no MLflow runs. `python sweeps/terngrad_fig5.py` writes the same curves as CSV/PNG.\n",
+        "no MLflow runs. `python -m sweeps terngrad_fig5` writes the same curves as CSV/PNG.\n",
     ]
     rows = []
     for ck, c in pm.CLUSTERS.items():

@@ -45,7 +45,7 @@ def zhang_fig1(ctx: Context) -> tuple[str, str]:
         "The paper's column is what its §2.4 text says; the figure itself has no printed numbers.\n",
     ]
     scales = scales_of(f1)
-    cmd, note = "python sweeps/zhang_fig1.py scale=paper", "simulation (schedule only)"
+    cmd, note = "python -m sweeps zhang_fig1 scale=paper", "simulation (schedule only)"
     if not scales:
         return Shown(runs=f1, command=cmd, note=note), "".join(md) + NO_RUNS
     attach_summaries(ctx.tracking_uri, f1)
@@ -238,7 +238,7 @@ def zhang_fig2(ctx: Context) -> tuple[str, str]:
         f"{cluster_model.section('Fig 2')}",
     ]
     scales = scales_of(f2)
-    cmd, note = "python sweeps/zhang_fig2.py scale=ci", "simulation (schedule only)"
+    cmd, note = "python -m sweeps zhang_fig2 scale=ci", "simulation (schedule only)"
     if not scales:
         return Shown(runs=f2, command=cmd, note=note), "".join(md) + NO_RUNS
     claims: list[Claim] = []
@@ -463,7 +463,7 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
         f"the curves are virtually indistinguishable and reach ~{P.FIG3_TAU_ERROR:g} %.\n",
     ]
     scales = paper_budget.scales_with(f3, going)
-    cmd = "python sweeps/zhang_fig3.py scale=ci"
+    cmd = "python -m sweeps zhang_fig3 scale=ci"
     if not scales:
         extra, read = cifar_jpeg.sections(ctx, f3, "zhang_fig3", REFERENCE)
         return Shown(runs=[*f3, *read], command=cmd), "".join(md) + NO_RUNS + extra
