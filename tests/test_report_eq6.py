@@ -187,6 +187,9 @@ def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(p
     assert "| (18,8,18) α0/n | 18.92 % | — | running: update 1,000 of " in block and "not final" in block
     claim = next(line for line in md.splitlines() if "[paper_jpeg] under α0/n, the two μλ ≈ 128 rows" in line)
     assert f"| pending (1 of 2 runs) | {PAPER_140} |" in claim
+    # their curves beside the paper's numbers: the finished run's and the running one's (dashed, not final)
+    assert "![test error vs epoch, the paper's 140-epoch errors beside](rudra_table2_paper_jpeg.png)" in md
+    assert (tmp_path / "r" / "rudra_table2_paper_jpeg.png").stat().st_size > 0
     # once both have finished: one seed each, not measured by the rule, labelled at the paper's budget
     s.run(
         {**tags, "case": "s18_mu8_lam18", "data_note": note},

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from analysis.evidence import Errors, run_errors, run_value
 from analysis.page import PAPER_SCALES, Context
-from analysis.pages.cifar_jpeg import REFERENCE, _latest
-from analysis.render import data_note, md_table
+from analysis.pages.cifar_jpeg import REFERENCE, _latest, curve
+from analysis.render import data_note, figure, md_table
 from analysis.runs import SCALE_ORDER, Run, scales_of, select
 
 
@@ -92,3 +93,45 @@ def section(
         + md_table(["configuration", "paper", "ours, test error %", "run", "seeds' spread", "data"], rows)
         + f"\n{said}\n"
     )
+
+
+def plot(
+    ctx: Context,
+    cases: Mapping[str, tuple[str, float]],
+    finished: Sequence[Run],
+    unfinished: Sequence[Run],
+    path: Path,
+    title: str,
+) -> Path | None:
+    """Test error vs epoch of each case's run at the paper's budget (case -> (label, the paper's final error %)),
+    finished (solid) or still running (dashed, "not final"), each beside the paper's number, with the recipe's
+    single learner after 140 epochs (:func:`reference`); None when no run has an evaluation yet."""
+    lines = []
+    for case, (label, paper) in cases.items():
+        done, going = select(finished, case=case), select(unfinished, case=case)
+        run = (done or going or [None])[0]
+        pts = curve(ctx, run) if run is not None else []
+        if pts:
+            lines.append((label, paper, pts, not done))
+    if not lines:
+        return None
+    ref = reference(ctx)
+    with figure(path, 1, 1, figsize=(7, 3.5)) as ax:
+        for i, (label, paper, pts, running) in enumerate(lines):
+            color = f"C{i}"
+            ax.plot(
+                [e for e, _ in pts],
+                [v * 100 for _, v in pts],
+                color=color,
+                ls="--" if running else "-",
+                label=f"{label}" + (" (running, not final)" if running else ""),
+            )
+            ax.axhline(paper, color=color, ls=":", lw=1, label=f"paper {label}: {paper:g} %")
+        if ref is not None:
+            ax.axhline(ref.mean * 100, color="k", ls="--", lw=0.8, label=f"ours, one learner: {ref.mean * 100:.2f} %")
+        ax.set_xlim(0, 140)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("test error (%)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    return path

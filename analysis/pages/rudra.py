@@ -212,6 +212,17 @@ def _t2_paper_budget(
         "two μλ ≈ 128 rows the `full` study under α0/n was to put furthest apart.\n"
     )
     md.append(paper_budget.section(ctx, scale, cases, nom, select(going, scale=scale), full))
+    paper = {c: (label, float(e.rstrip(" %"))) for c, (label, e) in cases.items()}
+    png = paper_budget.plot(
+        ctx,
+        paper,
+        nom,
+        select(going, scale=scale),
+        ctx.out / f"rudra_table2_{scale}.png",
+        "Rudra Table 2 under α0/n, 140 epochs, JPEG q75 images",
+    )
+    if png:
+        md.append(f"\n![test error vs epoch, the paper's 140-epoch errors beside]({png.name})\n")
     groups = [run_errors(label, select(nom, case=c)) for c, (label, _) in cases.items()]
     claim = equal(
         "under α0/n, the two μλ ≈ 128 rows furthest apart at full end within 1 pp (the paper: 17.96 and 18.92 %)",
