@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.runs import SCALE_ORDER, Run, scales_of
-from analysis.verdicts import FAILS, HOLDS, Claim
+from analysis.verdicts import (
+    EARLY,
+    FAILS,
+    HOLDS,
+    NOT_MEASURED,
+    PAPER_BUDGET,
+    RESTS_ON,
+    Claim,
+    budgets_label,
+    paper_budget_label,
+    rests_on,
+)
 from psbench.conf import CONF_DIR
 
 NO_RUNS = (
@@ -52,14 +63,41 @@ def coverage(
 
 #: seeds per configuration of a ``full`` sweep (sweeps/_runner.py's SEEDS: 0, 1, 2)
 FULL_SEEDS = 3
+#: seeds per configuration of a ``paper_jpeg`` sweep (the paper's budget on the JPEG re-encoding: seed 0 only)
+PAPER_JPEG_SEEDS = 1
+#: the scales that train the paper's own budget (epochs and lr steps): their learning claims are at the paper's budget
+PAPER_SCALES = ("paper_jpeg", "paper")
 
 
 def planned(scale: str, configurations: int, runs: Sequence[Run]) -> tuple[int, int]:
     """(finished, planned) runs of a page's sweep at ``scale`` from its finished ``runs`` of that scale: at ``full``
-    (measured while the report is read) ``configurations`` × :data:`FULL_SEEDS`; at another scale the finished runs
-    are what was planned. :func:`analysis.verdicts.pending` holds the scale's claims until they are equal."""
+    (measured while the report is read) ``configurations`` × :data:`FULL_SEEDS`, at ``paper_jpeg`` (runs of many
+    hours, watched while they run) ``configurations`` × :data:`PAPER_JPEG_SEEDS` (``configurations``: the cases that
+    scale runs); at another scale the finished runs are what was planned. :func:`analysis.verdicts.pending` holds
+    the scale's claims until they are equal."""
     n = len(runs)
-    return n, configurations * FULL_SEEDS if scale == "full" else n
+    seeds = {"full": FULL_SEEDS, "paper_jpeg": PAPER_JPEG_SEEDS}.get(scale)
+    return n, configurations * seeds if seeds else n
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The paper's training budget behind a page's learning claims: ``epochs`` of the paper's data, said in
+    ``unit`` (``"iterations"`` with ``per_epoch`` iterations an epoch: TernGrad Fig 3's 10K iterations). A learning
+    claim decided at a scale whose runs trained k < N is "early training (k of N epochs)", counted apart from
+    the claims at the paper's budget (:func:`analysis.verdicts.rests_on`)."""
+
+    epochs: float
+    unit: str = "epochs"
+    per_epoch: float = 1.0
+
+    def of(self, trained_epochs: float) -> tuple[float, float, str]:
+        """(k, N, unit) of runs that trained ``trained_epochs``."""
+        return (trained_epochs * self.per_epoch, self.epochs * self.per_epoch, self.unit)
+
+
+#: the CIFAR-10 budget of Rudra §4.2 and Zhang §4.3.1: 140 epochs (÷10 after 120 and 130)
+CIFAR_140 = Budget(140)
 
 
 # --------------------------------------------------------------------------- page spec
@@ -93,19 +131,42 @@ class Shown:
     note: str = ""
 
 
+def verdicts_said(claims: Sequence[Claim]) -> str:
+    """How many of ``claims`` hold and how many are not decided, per what they rest on (:data:`RESTS_ON`), each
+    with its budget: "early training (2 of 140 epochs): 1 of 3 claims hold, 2 not decided; simulation: 1 of 1
+    claims hold". A verdict from runs short of the paper's budget is never said without that budget; claims no run
+    decides (data not here, nothing recorded) are "k not measured (no runs)"."""
+    parts = []
+    for kind in RESTS_ON:
+        mine = [c for c in claims if rests_on(c) == kind]
+        if kind == PAPER_BUDGET:
+            unrun = [c for c in mine if c.budget is None and c.verdict == NOT_MEASURED]
+            mine = [c for c in mine if c not in unrun]
+        if mine:
+            label = (
+                budgets_label(c.budget for c in mine if c.budget)
+                if kind == EARLY
+                else paper_budget_label(c.budget for c in mine if c.budget)
+                if kind == PAPER_BUDGET
+                else kind
+            )
+            undecided = sum(c.verdict not in (HOLDS, FAILS) for c in mine)
+            holds = sum(c.verdict == HOLDS for c in mine)
+            parts.append(
+                f"{label}: {holds} of {len(mine)} claims hold" + (f", {undecided} not decided" if undecided else "")
+            )
+        if kind == PAPER_BUDGET and unrun:
+            parts.append(f"{len(unrun)} not measured (no runs)")
+    return "; ".join(parts)
+
+
 def status(shown: Shown) -> str:
     """The index's line for a page: "reproduced at scale X" only when every configuration of scale X has
-    measured runs and every claim was decided; "no runs", "partial (k of N …)" or "measured at scale X,
-    k of M claims not decided" otherwise."""
+    measured runs and every claim was decided; "no runs", "partial (k of N …)" or "measured at scale X" otherwise;
+    then the claims that hold and those not decided, per what they rest on (:func:`verdicts_said`)."""
     claims = [c for c in shown.claims if not c.ours]  # ours are shown, never counted
     undecided = sum(c.verdict not in (HOLDS, FAILS) for c in claims)
-    verdicts = (
-        f"{undecided} of {len(claims)} claims not decided"
-        if undecided
-        else "no claims decided"
-        if not claims
-        else f"{sum(c.verdict == HOLDS for c in claims)} of {len(claims)} claims hold"
-    )
+    verdicts = verdicts_said(claims) if claims else "no claims decided"
     note = f"; {shown.note}" if shown.note else ""
     if not shown.configs and not shown.command:
         return shown.note + (f": {verdicts}" if claims else "")
@@ -121,7 +182,7 @@ def status(shown: Shown) -> str:
     text = (
         f"reproduced at scale {full}: {verdicts}"
         if claims and not undecided
-        else f"measured at scale {full}, {verdicts}"
+        else f"measured at scale {full}; {verdicts}"
     )
     return text + (f"; partial ({part})" if part else "") + note
 
@@ -137,3 +198,5 @@ class Page:
     key: str = ""
     build: Callable[[Context], tuple[Shown, str]] | None = None
     reason: str = ""
+    #: the paper's training budget behind the page's learning claims (None: the page decides none on runs)
+    budget: Budget | None = None

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.runs import Run
-from analysis.verdicts import RULE, Claim
+from analysis.verdicts import RULE, Claim, budget_label
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float] | None:
@@ -154,10 +154,28 @@ def md_to_html(title: str, md: str) -> str:
     )
 
 
+#: what the "rests on" column of every claims table says (:func:`analysis.verdicts.budget_label`)
+RESTS_ON_NOTE = (
+    'The "rests on" column says what each verdict rests on: "early training (k of N epochs)" when its runs trained '
+    "k of the paper's N epochs (or iterations), counted apart from the verdicts at the paper's budget; "
+    '"simulation" for a claim about the schedule or the cost model (no training).'
+)
+
+
 def claims_md(claims: Sequence[Claim]) -> str:
-    """The "Claims" section: the rule, then one row per claim (ours marked, not counted)."""
-    rows = [[("*ours, not counted:* " if c.ours else "") + c.text, c.verdict, c.numbers] for c in claims]
-    return "## Claims\n\n" + RULE + "\n\n" + md_table(["claim (paper)", "verdict", "deciding numbers"], rows)
+    """The "Claims" section: the rule, then one row per claim (ours marked, not counted) with what its verdict rests
+    on (early training with its "k of N epochs", the paper's budget, simulation)."""
+    rows = [
+        [("*ours, not counted:* " if c.ours else "") + c.text, c.verdict, budget_label(c), c.numbers] for c in claims
+    ]
+    return (
+        "## Claims\n\n"
+        + RULE
+        + " "
+        + RESTS_ON_NOTE
+        + "\n\n"
+        + md_table(["claim (paper)", "verdict", "rests on", "deciding numbers"], rows)
+    )
 
 
 def savefig(fig, path: Path) -> None:

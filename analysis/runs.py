@@ -38,7 +38,9 @@ def _summary_at(metrics: Iterable[Any]) -> tuple[int, int] | None:
 
 def load_runs(tracking_uri: str, experiment: str = "psbench", status: str = "FINISHED") -> list[Run]:
     """Job runs of ``experiment`` in ``status`` (FINISHED; RUNNING for the runs a page may say are not finished),
-    sweep parents left out; for one (table, scale, case, seed) the latest run wins."""
+    sweep parents left out; for one (paper, table or figure, preset, scale, case, seed) the latest run wins. The preset
+    (tag ``experiment``) keeps apart the studies no paper's table claims (``paper: null``) that share Table 2's case
+    labels: its rows without staleness and its rows under α0/n."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -71,6 +73,7 @@ def load_runs(tracking_uri: str, experiment: str = "psbench", status: str = "FIN
             r.tags.get("paper"),
             r.tags.get("table"),
             r.tags.get("figure"),
+            r.tags.get("experiment"),
             r.tags.get("scale"),
             r.tags.get("case"),
             r.params.get("seed"),
@@ -136,8 +139,9 @@ def select(runs: Iterable[Run], **tags: str) -> list[Run]:
 
 
 #: the scales, smallest first: ``full`` is every CIFAR entry point on all 60,000 CIFAR-10 images (JPEG q75), a short
-#: budget; ``paper`` the papers' own budget
-SCALE_ORDER = {"ci": 0, "small": 1, "full": 2, "paper": 3}
+#: budget; ``paper_jpeg`` the papers' own budget (140 epochs, their lr steps) on the same JPEG q75 images, seed 0, the
+#: decisive cases; ``paper`` the papers' own budget and data
+SCALE_ORDER = {"ci": 0, "small": 1, "full": 2, "paper_jpeg": 3, "paper": 4}
 
 
 def scales_of(runs: Iterable[Run]) -> list[str]:

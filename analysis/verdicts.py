@@ -65,6 +65,73 @@ class Claim(NamedTuple):
     scale: str = ""
     #: why a claim that does not hold does not, as measured ("" : not found); shown after its numbers
     why: str = ""
+    #: a learning claim's training budget (k, N, unit): its runs trained k of the paper's N epochs (or iterations);
+    #: set by the report from the page's :class:`analysis.page.Budget` and runs (None: no runs, or not learning)
+    budget: tuple[float, float, str] | None = None
+
+
+#: what a claim rests on, the three kinds every count keeps apart: learning at the paper's own budget, learning from
+#: runs that trained only part of it, and the schedule or the cost model (deterministic, no training)
+PAPER_BUDGET, EARLY, SIMULATION = "at the paper's budget", "early training", "simulation"
+RESTS_ON = (PAPER_BUDGET, EARLY, SIMULATION)
+#: the claim kinds decided on a schedule or the cost model, not on training
+SIMULATED_KINDS = ("simulation", "tail")
+
+
+def _amount(x: float) -> str:
+    """An epoch or iteration count as a label says it: 2, 0.32, 10,000."""
+    return f"{x:,.0f}" if x >= 100 or float(x).is_integer() else f"{x:.3g}"
+
+
+def rests_on(c: Claim) -> str:
+    """Which of :data:`RESTS_ON` ``c`` is counted under: a schedule or cost-model claim is :data:`SIMULATION`; a
+    learning claim whose runs trained less than the paper's budget is :data:`EARLY`; any other learning claim (at
+    the paper's budget, or without runs) is :data:`PAPER_BUDGET`."""
+    if c.kind in SIMULATED_KINDS:
+        return SIMULATION
+    return EARLY if c.budget is not None and is_early(c.budget) else PAPER_BUDGET
+
+
+def is_early(budget: tuple[float, float, str]) -> bool:
+    """Whether ``budget`` (k, N, unit) is short of the paper's N."""
+    k, n, _ = budget
+    return k < n * (1 - 1e-6)
+
+
+def budget_label(c: Claim) -> str:
+    """What ``c``'s verdict rests on, as every page, the index and the docs print it beside the verdict: "early
+    training (2 of 140 epochs)", "at the paper's budget (140 epochs)", "simulation", or "—" (a learning claim without
+    runs)."""
+    if c.kind in SIMULATED_KINDS:
+        return SIMULATION
+    if c.budget is None:
+        return "—"
+    k, n, unit = c.budget
+    return (
+        f"{EARLY} ({_amount(k)} of {_amount(n)} {unit})"
+        if is_early(c.budget)
+        else f"{PAPER_BUDGET} ({_amount(n)} {unit})"
+    )
+
+
+def budgets_label(budgets: Iterable[tuple[float, float, str]]) -> str:
+    """The early-training budgets of several claims in one label: "early training (1–2 of 140 epochs; 300 of
+    10,000 iterations)" (the k range per paper's N and unit)."""
+    by: dict[tuple[float, str], list[float]] = {}
+    for k, n, unit in budgets:
+        by.setdefault((n, unit), []).append(k)
+    parts = []
+    for (n, unit), ks in sorted(by.items(), key=lambda x: (x[0][1], x[0][0])):
+        lo, hi = min(ks), max(ks)
+        k = _amount(lo) if lo == hi else f"{_amount(lo)}–{_amount(hi)}"
+        parts.append(f"{k} of {_amount(n)} {unit}")
+    return f"{EARLY} ({'; '.join(parts)})"
+
+
+def paper_budget_label(budgets: Iterable[tuple[float, float, str]]) -> str:
+    """The label of claims at the paper's budget: "at the paper's budget (140 epochs)" (each budget once)."""
+    ns = sorted({(unit, n) for _, n, unit in budgets})
+    return PAPER_BUDGET + (f" ({'; '.join(f'{_amount(n)} {unit}' for unit, n in ns)})" if ns else "")
 
 
 def unmet(premise: Claim) -> str:

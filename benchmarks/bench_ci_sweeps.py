@@ -5,11 +5,9 @@ gradients, several updates per Trainer step), in one run.
                                          [--before REV] [--override KEY=VALUE ...]
     python benchmarks/bench_ci_sweeps.py --whole [--serial] [--sweeps a,b] [--repeats R] [--before REV]
 
-``--whole`` times what the issue measures: each sweep's entry point ``python sweeps/<name>.py scale=ci``, as a
-user runs it (its default logger, launcher and threads), old and new interleaved, each run with a fresh
-``PSBENCH_ROOT``. The old side is the old tree's ``sweeps/_runner.py`` running the *current* sweep script
-(copied into the old tree: the same ``SCALES["ci"]`` overrides, which the old code accepts; the old runner
-passes no ``resources=`` preset, a key the old code lacks and which only a cluster launcher reads). ``--serial``
+``--whole`` times what the issue measures: each sweep's entry point (``python -m sweeps <name> scale=ci``; in an
+old tree that has them, ``python sweeps/<name>.py scale=ci``), as a user runs it (its default logger, launcher and
+threads), old and new interleaved, each run with a fresh ``PSBENCH_ROOT``. ``--serial``
 adds a third side, the new code with ``--serial`` (one job at a time, as before), to tell the faster
 execution from the parallel jobs apart. Printed per sweep: seconds per side, new/old speed-up, the jobs
 finished per side, and the load averages before and after.
@@ -58,10 +56,9 @@ def sweep_cases(preset: str) -> dict[str, dict]:
 
 def ci_overrides(sweep: str) -> list[str]:
     """The sweep's ``scale=ci`` overrides that apply to one run (its ``hydra.*`` ones dropped)."""
-    import importlib
+    from sweeps.entries import get
 
-    mod = importlib.import_module(f"sweeps.{sweep}")
-    return [o for o in mod.SCALES["ci"] if not o.startswith("hydra.")]
+    return [o for o in get(sweep).scales["ci"] if not o.startswith("hydra.")]
 
 
 def runs(n: int | None, sweeps: list[str]) -> list[tuple[str, list[str]]]:
@@ -120,11 +117,7 @@ def run_once(env: dict[str, str], args: list[str], run_dir: Path) -> tuple[float
 
 
 def whole_sweeps(args: argparse.Namespace, tmp: Path, old_tree: Path) -> None:
-    """``--whole``: each sweep's entry point, old (old runner and code, current script) vs new, interleaved."""
-    import shutil
-
-    for sweep in args.sweeps.split(","):  # the current script, run by the old tree's runner and code
-        shutil.copy(REPO / "sweeps" / f"{sweep}.py", old_tree / "sweeps" / f"{sweep}.py")
+    """``--whole``: each sweep's entry point, old (the old tree's entry point and code) vs new, interleaved."""
     sides = {"old": (old_tree, []), "new": (REPO, [])}
     if args.serial:
         sides["new --serial"] = (REPO, ["--serial"])
@@ -132,7 +125,7 @@ def whole_sweeps(args: argparse.Namespace, tmp: Path, old_tree: Path) -> None:
         env = dict(os.environ, PYTHONPATH=str(tree / "src"))
         where = which(env)
         assert Path(where).resolve().is_relative_to((tree / "src").resolve()), f"{side} imports {where}"
-        print(f"{side}: {tree / 'sweeps'}/<name>.py, psbench from {where}")
+        print(f"{side}: {tree / 'sweeps'}, psbench from {where}")
     print(f"best of {args.repeats}; load before: {os.getloadavg()}")
     print(
         f"{'sweep':<16}"
@@ -148,8 +141,11 @@ def whole_sweeps(args: argparse.Namespace, tmp: Path, old_tree: Path) -> None:
             for side, (tree, extra) in sides.items():  # interleaved: the same load for all
                 root = tmp / f"whole-{side.replace(' ', '')}-{sweep}-{r}"
                 root.mkdir()
-                env = dict(os.environ, PYTHONPATH=str(tree / "src"), PSBENCH_ROOT=str(root), PSBENCH_DATA=data_dir())
-                cmd = [sys.executable, str(tree / "sweeps" / f"{sweep}.py"), "scale=ci", *extra, *args.override]
+                path = f"{tree / 'src'}{os.pathsep}{tree}"  # `-m sweeps` from the tree
+                env = dict(os.environ, PYTHONPATH=path, PSBENCH_ROOT=str(root), PSBENCH_DATA=data_dir())
+                script = tree / "sweeps" / f"{sweep}.py"  # a tree from before sweeps/entries.yaml
+                entry = [str(script)] if script.is_file() else ["-m", "sweeps", sweep]
+                cmd = [sys.executable, *entry, "scale=ci", *extra, *args.override]
                 t0 = time.perf_counter()
                 proc = subprocess.run(cmd, env=env, cwd=root, capture_output=True, text=True)
                 secs = time.perf_counter() - t0

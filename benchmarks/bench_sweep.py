@@ -1,6 +1,6 @@
 """Benchmark: trials/hour of the Rudra Table 2 ``ci`` sweep under each Hydra launcher, in one run.
 
-Runs ``sweeps/rudra_table2.py scale=ci`` once per launcher, in a fresh root each, one after the other on
+Runs ``python -m sweeps rudra_table2 scale=ci`` once per launcher, in a fresh root each, one after the other on
 this machine: ``basic`` (one trial at a time, ``hydra.sweeper.n_jobs=1``), and ``joblib``,
 ``submitit_local`` (and ``ray`` if asked) with ``--jobs`` workers, the psbench Optuna sweeper handing
 ``--jobs`` trials to the launcher per batch. The parallel launchers come with the ``cluster`` extra
@@ -33,8 +33,8 @@ def run(root: Path, extra: list[str]) -> float:
     env = {**os.environ, "PSBENCH_ROOT": str(root)}
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, str(REPO / "sweeps/rudra_table2.py"), "scale=ci", *extra],
-        cwd=root,
+        [sys.executable, "-m", "sweeps", "rudra_table2", "scale=ci", *extra],
+        cwd=REPO,  # `-m sweeps` from the repository root; the runner works in PSBENCH_ROOT
         env=env,
         check=True,
         stdout=subprocess.DEVNULL,

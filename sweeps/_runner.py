@@ -1,4 +1,5 @@
-"""Shared runner of the ``sweeps/`` entry points (see :mod:`sweeps`)."""
+"""What every paper entry point shares (see :mod:`sweeps`): its ``psbench -m`` command line, the scale check, the
+overrides that run its trials in parallel on this machine, and running the command in the store's dir."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 SCALES = ("ci", "small", "paper")
@@ -87,31 +88,12 @@ def command(
 
 def scale_of(name: str, argv: Sequence[str], scales: Iterable[str] = SCALES) -> tuple[str, list[str]]:
     """``(scale, the other arguments)`` of ``argv``: ``scale=<s>`` (the last one wins; default ``ci``). A scale not in
-    ``scales`` is a ``ValueError`` whose text is the one line to print: the scale check of every script of sweeps/."""
+    ``scales`` is a ``ValueError`` whose text is the one line to print: the scale check of every entry point."""
     given = [a.split("=", 1)[1] for a in argv if a.startswith("scale=")]
     scale = given[-1] if given else "ci"
     if scale not in scales:
         raise ValueError(f"{name}: error: scale={scale!r} is invalid: allowed one of {', '.join(scales)}")
     return scale, [a for a in argv if not a.startswith("scale=")]
-
-
-def entry_command(
-    name: str,
-    experiment: str | Mapping[str, str],
-    scales: Mapping[str, Sequence[str]],
-    argv: Sequence[str],
-    resources: str | None = None,
-) -> tuple[str, list[str]]:
-    """``(scale, psbench command)`` of ``python sweeps/<name>.py <argv>``; ``ValueError`` for an unknown scale.
-
-    ``experiment``: the preset, or one per scale (AGN Table 1's ``ci`` is a preset of its own). At the
-    :data:`LOCAL_PARALLEL` scales the trials run in parallel on this machine (:func:`parallel`)
-    unless ``--serial`` asks for one at a time (with torch's default threads, as before).
-    """
-    scale, args = scale_of(name, [a for a in argv if a != SERIAL], scales)
-    local = [] if SERIAL in argv or scale not in LOCAL_PARALLEL else parallel(args)
-    preset = experiment if isinstance(experiment, str) else experiment[scale]
-    return scale, command(name, preset, scales[scale], scale, [*local, *args], resources)
 
 
 def run(name: str, scale: str, cmd: Sequence[str]) -> int:
@@ -124,19 +106,3 @@ def run(name: str, scale: str, cmd: Sequence[str]) -> int:
     rc = subprocess.call(cmd, cwd=root)
     print(f"{name} scale={scale}: exit {rc} after {time.perf_counter() - t0:.1f} s", flush=True)
     return rc
-
-
-def main(
-    name: str,
-    experiment: str | Mapping[str, str],
-    scales: Mapping[str, Sequence[str]],
-    argv: Sequence[str] | None = None,
-    resources: str | None = None,
-) -> int:
-    """``python sweeps/<name>.py [scale=ci] [--serial] [override ...]``: run the sweep, print its wall time."""
-    try:
-        scale, cmd = entry_command(name, experiment, scales, list(sys.argv[1:] if argv is None else argv), resources)
-    except ValueError as err:
-        print(err, file=sys.stderr)
-        return 2
-    return run(name, scale, cmd)

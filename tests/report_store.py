@@ -41,7 +41,9 @@ class ReportStore:
         timestamp), tags, params (``seed`` always) and, if given, the ``summary.json`` artifact. ``legacy``: the
         summary under the per-update keys themselves, as psbench logged it before ``summary/<key>`` (a copy of
         ``train_loss`` etc. at ``summary_step``). ``status="RUNNING"``: a run left open, as one still training
-        (give it histories only: it has no summary yet). Returns the run id."""
+        (give it histories only: it has no summary yet). ``epochs`` is a param of every run, as psbench logs its
+        config (1 unless ``params`` says): a page's learning claims rest on it (k of the paper's N epochs). Returns
+        the run id."""
         from mlflow.entities import Metric, Param, RunTag
 
         rid = self.c.create_run(self.exp, start_time=1_000 + seed).info.run_id
@@ -54,7 +56,9 @@ class ReportStore:
             self.c.log_batch(
                 rid,
                 metrics=hist[i : i + 900],
-                params=[Param(k, str(v)) for k, v in {"seed": seed, **(params or {})}.items()] if first else [],
+                params=[Param(k, str(v)) for k, v in {"seed": seed, "epochs": 1, **(params or {})}.items()]
+                if first
+                else [],
                 tags=[RunTag(k, str(v)) for k, v in tags.items()] if first else [],
             )
         if summary is not None:

@@ -57,7 +57,9 @@ def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path)
     build(psbench_root, b)
     for md in sorted(a.glob("*.md")):
         assert md.read_bytes() == (b / md.name).read_bytes(), md.name  # byte-identical Markdown
-    assert status["rudra_table2"] == "reproduced at scale ci: 3 of 3 claims hold"
+    assert status["rudra_table2"] == (
+        "reproduced at scale ci: early training (1 of 140 epochs): 2 of 2 claims hold; simulation: 1 of 1 claims hold"
+    )
     t2 = (a / "rudra_table2.md").read_text()
     assert (
         "| ≈ 128 | 1 | 4 | 30 | 18.09 | 18.10 ± 0.01 (n=3) | 1573 | 15.730 ± 0.000 (n=3) | 3 | cifar10_subset |" in t2
@@ -65,17 +67,22 @@ def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path)
     assert "| 1-softsync has the smallest training time for every μλ | holds |" in t2
     # μλ≈256's σ=1 μ=128 λ=2 row is not the fastest; the λ=30 one is, as in the paper
     assert "| test error increases monotonically with μλ (mean over the rows of each μλ) | holds |" in t2
-    assert "spread ≤ 1 pp; paper 0.96 pp) | holds | s1_mu4_lam30 18.10% (n=3), " in t2
+    assert (
+        "spread ≤ 1 pp; paper 0.96 pp) | holds | early training (1 of 140 epochs) | s1_mu4_lam30 18.10% (n=3), " in t2
+    )
     assert "spread 0.96 pp, 2 SE 0.02 pp |" in t2
     t1 = (a / "rudra_table1.md").read_text()
     assert "| rudra_adv_star | 99.56 | 99.50 (n=1) | 1 |" in t1
     f4 = (a / "rudra_fig4.md").read_text()
     assert (
-        "| 30-softsync: P(σ > 2n) < 0.0001 | does not hold | 10 of 100 gradients (σ > 60) = 1.00e-01 (95 % CI "
+        "| 30-softsync: P(σ > 2n) < 0.0001 | does not hold | simulation | 10 of 100 gradients (σ > "
+        "60) = 1.00e-01 (95 % CI "
         "4.9e-02–1.8e-01) |"
     ) in f4
-    assert "| 2-softsync: P(σ > 2n) < 0.0001 | not resolvable | 0 of 100 gradients (σ > 4)" in f4  # too few
-    assert "| 1-softsync: ⟨σ⟩ ≈ n (within 20 %) | holds | ⟨σ⟩ = 1.00, n = 1 |" in f4
+    assert (
+        "| 2-softsync: P(σ > 2n) < 0.0001 | not resolvable | simulation | 0 of 100 gradients (σ > 4)" in f4
+    )  # too few
+    assert "| 1-softsync: ⟨σ⟩ ≈ n (within 20 %) | holds | simulation | ⟨σ⟩ = 1.00, n = 1, λ − 1 = 29 |" in f4
     index = (a / "index.html").read_text()
     assert '<a href="rudra_table2.html">Table 2</a>' in index
     for paper in ("TernGrad", "AGN", "SSP", "staleness-aware ASGD"):
@@ -86,9 +93,9 @@ def test_report_pages_claims_and_index_are_deterministic(psbench_root, tmp_path)
 def test_an_empty_store_reports_not_run_and_shows_the_paper_numbers(tmp_path):
     status = build(tmp_path, tmp_path / "reports")
     assert {k: status[k] for k in ("rudra_table1", "rudra_table2", "rudra_fig4")} == {
-        "rudra_table1": "no runs (python sweeps/rudra_table1.py scale=paper); simulation (schedule only)",
-        "rudra_table2": "no runs (python sweeps/rudra_table2.py scale=ci)",
-        "rudra_fig4": "no runs (python sweeps/rudra_fig4.py scale=paper); simulation (schedule only)",
+        "rudra_table1": "no runs (python -m sweeps rudra_table1 scale=paper); simulation (schedule only)",
+        "rudra_table2": "no runs (python -m sweeps rudra_table2 scale=ci)",
+        "rudra_fig4": "no runs (python -m sweeps rudra_fig4 scale=paper); simulation (schedule only)",
     }
     row = "| ≈ 1024 | 10 | 128 | 10 | 29.90 | — | 2626 | — | 0 |  |"
     assert row in (tmp_path / "reports/rudra_table2.md").read_text()

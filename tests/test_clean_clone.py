@@ -29,7 +29,7 @@ def clone(tmp_path, mlflow_template_db) -> Path:
     c = tmp_path / "clone"
     (c / "sweeps").mkdir(parents=True)
     shutil.copyfile(REPO / ".gitignore", c / ".gitignore")
-    for f in ("__init__.py", "_runner.py", "rudra_table1.py"):
+    for f in ("__init__.py", "__main__.py", "_runner.py", "entries.py", "entries.yaml"):
         shutil.copyfile(REPO / "sweeps" / f, c / "sweeps" / f)
     git(c, "init", "-q")
     git(c, "add", ".")
@@ -54,10 +54,10 @@ def ignored(clone: Path) -> set[str]:
 
 
 def test_a_paper_sweep_entry_point_leaves_a_clone_clean(clone):
-    """``python sweeps/rudra_table1.py`` (on digits, embedded: it runs in a clone without data files, a tenth of its
+    """``python -m sweeps rudra_table1`` (on digits, embedded: it runs in a clone without data files, a tenth of its
     ci updates): its study dir ``sweeps/rudra_table1_ci/`` with the jobs and ``optuna.db`` sits beside the entry
     points, ignored, as are the MLflow store and artifacts."""
-    run(clone, sys.executable, "sweeps/rudra_table1.py", "scale=ci", "trainer.max_updates=5")
+    run(clone, sys.executable, "-m", "sweeps", "rudra_table1", "scale=ci", "trainer.max_updates=5")
     assert ignored(clone) == {"mlflow.db", "mlartifacts/", "sweeps/rudra_table1_ci/"}
     assert (clone / "sweeps" / "rudra_table1_ci" / "optuna.db").is_file()
     assert len(list((clone / "sweeps" / "rudra_table1_ci").glob("*/summary.json"))) == 3

@@ -58,12 +58,13 @@ def test_a_launcher_that_is_not_installed_is_one_line_naming_the_extra(
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "sitecustomize.py").write_text(NOT_INSTALLED)
-    env = {"PYTHONPATH": os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])}
+    # `-m sweeps` is found on the repository's path (sweeps/ is not installed)
+    env = {"PYTHONPATH": os.pathsep.join([str(shadow), str(_runner.REPO), os.environ.get("PYTHONPATH", "")])}
     if entry == "psbench":
         res = run_psbench("-m", "hydra/launcher=ray", "learners=1,2", *TINY, root=psbench_root, env=env)
     else:  # a paper sweep entry point passes the override through to psbench
         res = subprocess.run(
-            [sys.executable, str(_runner.REPO / "sweeps" / "rudra_table2.py"), "scale=ci", "hydra/launcher=ray"],
+            [sys.executable, "-m", "sweeps", "rudra_table2", "scale=ci", "hydra/launcher=ray"],
             cwd=psbench_root,
             capture_output=True,
             text=True,
@@ -341,8 +342,9 @@ def test_a_schedule_only_entry_point_asks_for_ci_resources_even_at_paper_scale(n
     """Its paper scale is a few CPU minutes: on SLURM it must not ask for ``resources=paper``'s GPU and day. The
     entry point prints its psbench command, which a launcher that does not exist then stops (exit 2) at once."""
     proc = subprocess.run(
-        [sys.executable, str(_runner.REPO / "sweeps" / f"{name}.py"), "scale=paper", "hydra/launcher=nosuch"],
-        cwd=tmp_path,
+        [sys.executable, "-m", "sweeps", name, "scale=paper", "hydra/launcher=nosuch"],
+        cwd=_runner.REPO,  # `-m sweeps` from the repository root
+        env={**os.environ, "PSBENCH_ROOT": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=120,

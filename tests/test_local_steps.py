@@ -339,16 +339,16 @@ def test_temporal_efficiency_eq4():
     assert ts.tolist() == [0.0, 2.0, 4.0] and f.tolist() == [0.1, 0.5, 0.9]
 
 
-def _agn_sweep_and_report(root: Path, script: str, *args: str) -> Path:
-    """Run ``sweeps/<script>`` in ``root`` (its MLflow store), then the report; the report's dir."""
+def _agn_sweep_and_report(root: Path, entry: str, *args: str) -> Path:
+    """Run ``python -m sweeps <entry>`` in ``root`` (its MLflow store), then the report; the report's dir."""
     import os
     import subprocess
     import sys
 
     repo = Path(__file__).resolve().parents[1]
     subprocess.run(
-        [sys.executable, str(repo / "sweeps" / script), *args, "trainer.num_threads=1"],
-        cwd=root,
+        [sys.executable, "-m", "sweeps", entry, *args, "trainer.num_threads=1"],
+        cwd=repo,  # `-m sweeps` from the repository root; the runner works in PSBENCH_ROOT
         env={**os.environ, "PSBENCH_ROOT": str(root)},
         capture_output=True,
         text=True,
@@ -368,7 +368,7 @@ def test_agn_table1_ci_runs_in_one_command(tmp_path):
     row (~15 min)."""
     from analysis.runs import load_runs
 
-    reports = _agn_sweep_and_report(tmp_path, "agn_table1.py", "scale=ci")
+    reports = _agn_sweep_and_report(tmp_path, "agn_table1", "scale=ci")
     runs = [r for r in load_runs(f"sqlite:///{tmp_path / 'mlflow.db'}") if r.tags.get("table") == "1"]
     assert len(runs) == 6 * 2 * 3  # every (n, H) cell, both optimizers, seeds 0-2
     out = (reports / "agn_table1.md").read_text()
@@ -381,7 +381,7 @@ def test_agn_table1_ci_runs_in_one_command(tmp_path):
 def test_agn_fig7a_reports_dynsgd_curves(tmp_path):
     """AGN Fig 7a setting (n = 20, H = 10): the three optimizers' measured curves are tabled and plotted by the
     report, whatever DynSGD does (no tuning to make it match the paper)."""
-    reports = _agn_sweep_and_report(tmp_path, "agn_fig7.py", "--panel", "a")
+    reports = _agn_sweep_and_report(tmp_path, "agn_fig7a")
     out = (reports / "agn_fig7.md").read_text()
     assert "| dynsgd |" in out and "| agn |" in out and "| aeasgd |" in out
     assert (reports / "agn_fig7a_ci.png").exists()

@@ -5,7 +5,6 @@ claims decided at ``full`` beside ``ci`` — from hand-made MLflow runs tagged a
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 import statistics
@@ -61,24 +60,36 @@ def test_the_jpeg_cost_arrays_arm_is_scored_on_the_subsets_test_images():
 
 
 def test_the_runs_a_page_waits_for_are_its_sweeps():
-    """The planned runs behind "pending (n of N runs)": seeds and cases as the ``full`` sweeps and the cost sweep
-    run them."""
-    from sweeps import _runner, cifar_jpeg_cost
+    """The planned runs behind "pending (n of N runs)": seeds and cases as the ``full`` sweeps, the ``paper_jpeg`` ones
+    and the cost sweep (``sweeps/entries.yaml``) run them."""
+    from analysis.pages import paper_budget, rudra_eq6
+    from sweeps import _runner
+    from sweeps.entries import get
 
     def seeds(override: str) -> int:
         return len(re.search(r"choice\(([^)]*)\)", override)[1].split(","))
 
-    assert seeds(_runner.SEEDS) == FULL_SEEDS and seeds(cifar_jpeg_cost.SEEDS) == cifar_jpeg.COST_SEEDS == 5
-    assert cifar_jpeg.cost_runs(Context([], Path("."), "")) == (0, 20)
+    assert seeds(_runner.SEEDS) == FULL_SEEDS and seeds(get("cifar_jpeg_cost").scales["ci"][0]) == cifar_jpeg.COST_SEEDS
+    assert cifar_jpeg.COST_SEEDS == 5 and cifar_jpeg.cost_runs(Context([], Path("."), "")) == (0, 20)
     for name in ("rudra_table2", "rudra_fig5", "rudra_fig6_7", "zhang_fig3", "terngrad_table1"):
-        assert _runner.SEEDS in importlib.import_module(f"sweeps.{name}").SCALES["full"], name
-    full67 = importlib.import_module("sweeps.rudra_fig6_7").SCALES["full"]
+        assert _runner.SEEDS in get(name).scales["full"], name
+    full67 = get("rudra_fig6_7").scales["full"]
     assert "hydra.sweeper.constraints=['learners in [1,4,30] and batch_size in [4,128]']" in full67
     assert len(rudra_figs.FULL_SUBGRID) == 14  # 6 hardsync + 4 λ-softsync + 4 1-softsync
-    assert (
-        "hydra.sweeper.constraints=['case != \"noclip_n16\"']"
-        in importlib.import_module("sweeps.terngrad_table1").SCALES["full"]
-    )
+    assert "hydra.sweeper.constraints=['case != \"noclip_n16\"']" in get("terngrad_table1").scales["full"]
+    # paper_jpeg: seed 0 of the cases each page waits for
+    from analysis.page import PAPER_JPEG_SEEDS
+
+    for name, cases in (
+        ("zhang_fig3", zhang.PAPER_JPEG_CASES),
+        ("rudra_fig5", rudra_figs.FIG5_PAPER_JPEG),
+        ("rudra_table2_nominal", rudra_eq6.NOMINAL_PAPER_JPEG),
+    ):
+        over = get(name).scales["paper_jpeg"]
+        assert "hydra.sweeper.params.seed='choice(0)'" in over and PAPER_JPEG_SEEDS == 1, name
+        [cons] = [o for o in over if o.startswith("hydra.sweeper.constraints=")]
+        assert sorted(re.findall(r"'(\w+)'", cons)) == sorted(cases), name
+    assert paper_budget.PAPER_SCALES == ("paper_jpeg", "paper")
 
 
 def test_a_claim_that_fails_on_full_data_says_its_reason_is_not_yet_found():
@@ -191,7 +202,7 @@ def test_full_pages_say_jpeg_next_to_their_numbers_and_decide_claims_beside_ci(p
     out = tmp_path / "r"
     status = build(psbench_root, out)
     f3 = (out / "zhang_fig3.md").read_text()
-    assert status["zhang_fig3"].startswith("measured at scale ci, full, ")
+    assert status["zhang_fig3"].startswith("measured at scale ci, full; early training (5–6 of 140 epochs): ")
     # the data column of every full row says JPEG; the ci rows do not; the heading and the provenance say so too
     full = f3[f3.index("## scale = full") : f3.index("## What the JPEG")]
     ci = f3[f3.index("## scale = ci") : f3.index("## scale = full")]
@@ -206,8 +217,9 @@ def test_full_pages_say_jpeg_next_to_their_numbers_and_decide_claims_beside_ci(p
     assert f"| [ci] {text} | {NOT_RESOLVABLE} |" in f3 and f"| [full] {text} | {HOLDS} |" in f3
     assert "| [full] at n = λ = 30, α0/τ trains where α0 (Downpour) does not: lower final test error | holds |" in f3
     assert (
-        "| [full] with α0/τ the model reaches ~18 % test error irrespective of staleness | not measured | needs "
-        "scale=paper: the paper's ~18 % is after 140 epochs of CIFAR-10; this is full (5 epochs)"
+        "| [full] with α0/τ the model reaches ~18 % test error irrespective of staleness | not measured | early "
+        "training (5 of 140 epochs) | needs the paper's budget: the paper's ~18 % is after 140 epochs of CIFAR-10; "
+        "this is full (5 epochs)"
     ) in f3
     assert "| pending (" not in f3  # all 21 runs of full (7 cases × 3 seeds) have finished
     # Rudra Table 2 at full: 18 of its 23 × 3 runs: every claim waits for the others, showing what it has so far
@@ -215,24 +227,29 @@ def test_full_pages_say_jpeg_next_to_their_numbers_and_decide_claims_beside_ci(p
     t2 = (out / "rudra_table2.md").read_text()
     assert f"| 3 | {SAID} (cifar10_jpeg_q75; cifar10_jpeg_q75_2_epochs) |" in t2  # the data column
     claim = next(line for line in t2.splitlines() if "spread ≤ 1 pp" in line)
-    assert "| pending (18 of 69 runs) | so far, not final: " in claim
+    assert "| pending (18 of 69 runs) | early training (2 of 140 epochs) | so far, not final: " in claim
     assert (
         "cifar10_jpeg's whole test set (10,000 images, the paper's own) alone is noisier than the claim's "
         "1.00 pp" in claim
     )
     assert "| holds |" not in t2 and "| does not hold |" not in t2 and f"| {NOT_RESOLVABLE} |" not in t2
-    # the verdict counts per paper and scale (columns: claims, holds, does not hold, not resolvable, undetermined,
-    # pending, not measured, ours)
+    # the verdict counts per paper, scale and what they rest on (columns: claims, holds, does not hold, not
+    # resolvable, undetermined, pending, not measured, ours): the learning claims at k of the paper's 140 epochs apart
+    # from the simulation ones (Table 2's training time)
     claims = (out / "claims.md").read_text()
-    assert "| staleness-aware ASGD | ci | 6 | 3 | 0 | 1 | 0 | 0 | 2 | 0 |" in claims
-    assert "| staleness-aware ASGD | full | 6 | 4 | 0 | 0 | 0 | 0 | 2 | 0 |" in claims
-    n_t2 = sum("| pending (18 of 69 runs) |" in line for line in t2.splitlines())
-    assert n_t2 > 0 and f"| Rudra | full | {n_t2} | 0 | 0 | 0 | 0 | {n_t2} | 0 | 0 |" in claims
-    assert "| staleness-aware ASGD | full | 6 |" in (out / "index.md").read_text()
+    assert "| staleness-aware ASGD | ci | early training (6 of 140 epochs) | 6 | 3 | 0 | 1 | 0 | 0 | 2 | 0 |" in claims
+    assert (
+        "| staleness-aware ASGD | full | early training (5 of 140 epochs) | 6 | 4 | 0 | 0 | 0 | 0 | 2 | 0 |" in claims
+    )
+    n_t2 = sum("| pending (18 of 69 runs) | early training (2 of 140 epochs) |" in line for line in t2.splitlines())
+    assert n_t2 > 0
+    assert f"| Rudra | full | early training (2 of 140 epochs) | {n_t2} | 0 | 0 | 0 | 0 | {n_t2} | 0 | 0 |" in claims
+    assert "| Rudra | full | simulation | 1 | 0 | 0 | 0 | 0 | 1 | 0 | 0 |" in claims
+    assert "| staleness-aware ASGD | full | early training (5 of 140 epochs) | 6 |" in (out / "index.md").read_text()
 
 
 # --------------------------------------------------------------------------- 3 and 4: the JPEG cost and the reference
-# the cost sweep's 5 seeds (sweeps/cifar_jpeg_cost.py) of its 2 configurations × 2 pixels: 20 runs
+# the cost sweep's 5 seeds (python -m sweeps cifar_jpeg_cost) of its 2 configurations × 2 pixels: 20 runs
 ORIG = {"hardsync": (0.600, 0.610, 0.620, 0.610, 0.610), "s30_tau": (0.700, 0.690, 0.680, 0.690, 0.690)}
 JPEG = {"hardsync": (0.609, 0.620, 0.631, 0.620, 0.620), "s30_tau": (0.701, 0.689, 0.682, 0.691, 0.690)}
 
@@ -401,7 +418,7 @@ def test_the_terngrad_table1_page_shows_whether_the_gap_closes_epoch_by_epoch(ps
 
 def _table1_full(s: ReportStore, errs: dict[str, float], pace: float | None) -> None:
     """Table 1's five full cases (3 seeds each, the seeds ±0.2 pp apart) and, if ``pace``, the three runs of
-    ``sweeps/terngrad_adam_pace.py`` (fp32 at N = 2 with Adam's LR × 0.6) ending at ``pace``."""
+    ``python -m sweeps terngrad_adam_pace`` (fp32 at N = 2 with Adam's LR × 0.6) ending at ``pace``."""
     tags = {"scale": "full", "dataset": "cifar10_jpeg", "data_note": JPEG_NOTE}
     for seed in SEEDS:
         for case, e in errs.items():
@@ -456,7 +473,7 @@ T2_NOTE = "cifar10_jpeg_q75; cifar10_jpeg_q75_2_epochs"
 
 def _table2_full(s: ReportStore, twins: dict[str, float]) -> None:
     """Table 2's 23 rows at full (3 seeds each, ±0.2 pp apart; μλ ≈ 128 as :data:`T2_ROWS`, the others 60–70 %) and
-    the μλ ≈ 128 rows without staleness (``sweeps/rudra_table2_no_staleness.py``) ending at ``twins``."""
+    the μλ ≈ 128 rows without staleness (``python -m sweeps rudra_table2_no_staleness``) ending at ``twins``."""
     tags = {"scale": "full", "dataset": "cifar10_jpeg", "data_note": T2_NOTE}
     for g, rows in RP.TABLE2.items():
         for sig, mu, lam, *_ in rows:
@@ -497,8 +514,9 @@ def test_table2_rows_that_spread_as_much_without_staleness_spread_by_their_updat
     claim = _spread_claim(md)
     assert "| does not hold |" in claim and "not yet found" not in claim
     assert (
-        "why: the rows' updates (c·μ samples at the mean LR Eq 6 gives them): without staleness (each row's updates "
-        "on one learner) the rows spread 5.20 pp (2 SE "
+        "why: the rows' updates at the LR psbench's reading of Eq 6 gives them (c·μ samples at α0 over each update's "
+        "measured ⟨σ⟩, not the paper's α0/n): without staleness (each row's updates on one learner) the rows spread "
+        "5.20 pp (2 SE "
     ) in claim
     assert "(2,64,2) 54.00% at 0.20 × α0/128 per sample … (1,4,30) 59.20% at 0.11 ×)" in claim
     assert "while what staleness costs them, +0.50 (" in claim and "differs by 0.00 pp (2 SE " in claim

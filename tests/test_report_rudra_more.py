@@ -58,7 +58,7 @@ def _paper_table3_store(root: Path, fast_1_4_30: bool = True) -> None:
 def test_table3_ranks_table2_and_the_hardsync_runs_as_the_paper_does(psbench_root, tmp_path):
     _paper_table3_store(psbench_root)
     status, md = page(psbench_root, tmp_path / "r", "rudra_table3")
-    assert status == "reproduced at scale ci: 5 of 5 claims hold"
+    assert status == "reproduced at scale ci: early training (1 of 140 epochs): 5 of 5 claims hold"
     assert "gives exactly the paper's Table 3: yes" in md
     for i, (sig, mu, lam, proto, err, t) in enumerate(P.TABLE3, 1):  # our ranking of the paper's numbers = Table 3
         assert f"| {i} | {sig} | {mu} | {lam} | {proto} | {err:.2f} ± 0.01 (n=3) | {t:.3f} ± 0.000 (n=3) | " in md
@@ -67,7 +67,10 @@ def test_table3_ranks_table2_and_the_hardsync_runs_as_the_paper_does(psbench_roo
     assert "| 1-softsync (1,4,30) is among the top-5 | holds |" in md
     assert "| 1-softsync (1,4,30) ranks first (lowest time among the low-error configurations) | holds |" in md
     assert "| 1-softsync (1,4,30) is on the Pareto front of (error, time) (a virtuous configuration) | holds |" in md
-    assert "| our top-5 is the paper's top-5 (as a set) | holds | 5 of 5 in common |" in md
+    assert (
+        "| our top-5 is the paper's top-5 (as a set) | holds | early training (1 of 140 epochs) | 5 of 5 in common |"
+        in md
+    )
     assert "Pareto front (virtuous configurations), fastest first: (1,32,30) 27.16% 1.3e+03 s" in md
 
 
@@ -75,7 +78,10 @@ def test_table3_claims_fail_when_1_softsync_is_slow(psbench_root, tmp_path):
     _paper_table3_store(psbench_root, fast_1_4_30=False)
     _, md = page(psbench_root, tmp_path / "r", "rudra_table3")
     assert "| 1-softsync (1,4,30) is among the top-5 | does not hold |" in md
-    assert "| our top-5 is the paper's top-5 (as a set) | does not hold | 4 of 5 in common |" in md
+    assert (
+        "| our top-5 is the paper's top-5 (as a set) | does not hold | early training (1 of 140 "
+        "epochs) | 4 of 5 in common |" in md
+    )
 
 
 def test_table3_claims_are_not_measured_when_no_run_has_learned(psbench_root, tmp_path):
@@ -93,8 +99,11 @@ def test_table3_claims_are_not_measured_when_no_run_has_learned(psbench_root, tm
                 seed=seed,
             )
     _, md = page(psbench_root, tmp_path / "r", "rudra_table3")
-    assert "| 1-softsync (1,4,30) is among the top-5 | not measured | top-5: " in md
-    assert md.count("| not measured |") == 5 and "did not learn (chance 90.00%, learned ≤ 85.00%)" in md
+    assert "| 1-softsync (1,4,30) is among the top-5 | not measured | early training (1 of 140 epochs) | top-5: " in md
+    assert (
+        md.count("| not measured | early training (1 of 140 epochs) |") == 5
+        and "did not learn (chance 90.00%, learned ≤ 85.00%)" in md
+    )
 
 
 def test_top5_and_pareto_front():
@@ -128,16 +137,17 @@ def _fig5_store(root: Path, s30_alpha0_diverged: bool = True) -> ReportStore:
 def test_fig5_curves_and_claims(psbench_root, tmp_path):
     _fig5_store(psbench_root)
     status, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
-    assert status == "reproduced at scale ci: 3 of 3 claims hold"
+    assert status == "reproduced at scale ci: early training (1 of 140 epochs): 3 of 3 claims hold"
     assert "| 30-softsync | α0/⟨σ⟩ | 70.00 ± 0.10 (n=3) | 70.00 ± 0.10 (n=3) | no | 3 | cifar10_subset |" in md
     assert "| 30-softsync | α0 | 90.00 ± 0.10 (n=3) | 90.00 ± 0.10 (n=3) | yes | 3 | cifar10_subset |" in md
     assert (
         "| 30-softsync with α0 does not converge (stays at chance or diverges) | holds "
-        "| 30-softsync α0 90.00% (n=3) vs learned ≤ 85.00%"
+        "| early training (1 of 140 epochs) | 30-softsync α0 90.00% (n=3) vs learned ≤ 85.00%"
     ) in md  # diverged: counted as chance
     assert "| 30-softsync with α0/30 converges: it learns and ends below the α0 curve | holds |" in md
     assert (
-        "| 4-softsync: α0/4 ends with a lower test error than α0 | holds | 4-softsync α0/⟨σ⟩ 72.00% (n=3), "
+        "| 4-softsync: α0/4 ends with a lower test error than α0 | holds | early training (1 of 140 "
+        "epochs) | 4-softsync α0/⟨σ⟩ 72.00% (n=3), "
         "4-softsync α0 76.00% (n=3): difference 4.00 pp, 2 SE 0.16 pp |"
     ) in md
     assert (tmp_path / "r/rudra_fig5_ci.png").stat().st_size > 0
@@ -165,10 +175,14 @@ def test_fig5_alpha0_that_learns_is_reported_as_converging(psbench_root, tmp_pat
     _, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
     assert (
         "| 30-softsync with α0 does not converge (stays at chance or diverges) | does not hold | "
+        "early training (1 of 140 epochs) | "
         "30-softsync α0 60.10% (n=3)"
     ) in md
     assert "| 30-softsync with α0/30 converges: it learns and ends below the α0 curve | does not hold |" in md
-    assert "| 4-softsync: α0/4 ends with a lower test error than α0 | not measured | no runs of 4-softsync" in md
+    assert (
+        "| 4-softsync: α0/4 ends with a lower test error than α0 | not measured | early training (1 of 140 epochs) | "
+        "no runs of 4-softsync"
+    ) in md
 
 
 def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_path):
@@ -205,7 +219,10 @@ def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_pat
     assert "| Fig 6, hardsync λ = 30: μ = 4 restores test error lost at μ = 128 (lower error) | holds |" in md
     assert "| Fig 7a, λ-softsync λ = 30: μ = 4 takes longer than μ = 128 | holds |" in md
     assert "| Fig 7b, μ = 4, λ = 30: 1-softsync avoids λ-softsync's runtime degradation (faster) | holds |" in md
-    assert "(≤ baseline + 1 pp) | holds | s30_mu4_lam30 − s0_mu128_lam1 0.50 pp ± 0.16 pp |" in md
+    assert (
+        "(≤ baseline + 1 pp) | holds | early training (2 of 140 epochs) | s30_mu4_lam30 − "
+        "s0_mu128_lam1 0.50 pp ± 0.16 pp |" in md
+    )
 
 
 def test_training_runs_take_their_totals_from_the_summary_not_the_last_per_update_metric(psbench_root, tmp_path):
@@ -242,7 +259,7 @@ def test_fig8_speedups_per_sample_and_claims(psbench_root, tmp_path):
                     {"sim_time_s": samples / (lam * e(mu, lam)), "samples": samples},
                 )
     status, md = page(psbench_root, tmp_path / "r", "rudra_fig8")
-    assert status == "reproduced at scale paper: 5 of 6 claims hold; simulation (schedule only)"
+    assert status == "reproduced at scale paper: simulation: 5 of 6 claims hold; simulation (schedule only)"
     assert (
         "### μ = 4 (relative to (0, 4, 1))\n\n|  | hardsync | λ-softsync | 1-softsync |\n|---|---|---|---|\n"
         "| λ = 1 | 1.00 | 1.00 | 1.00 |\n| λ = 2 | 1.96 | 1.20 | 2.00 |" in md
@@ -265,7 +282,8 @@ def test_table4_shows_the_paper_and_simulated_minutes_per_epoch(psbench_root, tm
         )
     status, md = page(psbench_root, tmp_path / "r", "rudra_table4")
     assert status == (
-        "measured at scale ci, 1 of 2 claims not decided; time per epoch simulated only; "
+        "measured at scale ci; 1 not measured (no runs); simulation: 1 of 1 claims hold; time per "
+        "epoch simulated only; "
         "validation error needs data not available here (ImageNet)"
     )
     assert (
@@ -289,11 +307,11 @@ def test_table4_shows_our_imagenet_error_from_the_training_preset(psbench_root, 
 
 def test_empty_store_shows_paper_numbers_and_how_to_run(tmp_path):
     status = build(tmp_path, tmp_path / "r")
-    assert status["rudra_table3"].startswith("no runs (python sweeps/rudra_table3.py scale=ci")
-    assert status["rudra_fig5"] == "no runs (python sweeps/rudra_fig5.py scale=ci)"
-    assert status["rudra_fig6_7"] == "no runs (python sweeps/rudra_fig6_7.py scale=ci)"
-    assert status["rudra_fig8"] == "no runs (python sweeps/rudra_fig8.py scale=paper); simulation (schedule only)"
-    assert status["rudra_table4"].startswith("no runs (python sweeps/rudra_table4.py scale=ci); time per epoch")
+    assert status["rudra_table3"].startswith("no runs (python -m sweeps rudra_table3 scale=ci")
+    assert status["rudra_fig5"] == "no runs (python -m sweeps rudra_fig5 scale=ci)"
+    assert status["rudra_fig6_7"] == "no runs (python -m sweeps rudra_fig6_7 scale=ci)"
+    assert status["rudra_fig8"] == "no runs (python -m sweeps rudra_fig8 scale=paper); simulation (schedule only)"
+    assert status["rudra_table4"].startswith("no runs (python -m sweeps rudra_table4 scale=ci); time per epoch")
     index = (tmp_path / "r/index.html").read_text()
     for key, item in (("rudra_table3", "Table 3"), ("rudra_fig5", "Fig 5"), ("rudra_fig8", "Fig 8")):
         assert f'<a href="{key}.html">{item}</a>' in index

@@ -120,28 +120,31 @@ def test_an_ad_hoc_preset_run_never_makes_a_page_reproduced(ad_hoc, key):
 
 def test_status_rule():
     decided = [Claim("a", HOLDS, ""), Claim("b", FAILS, "")]
-    assert status(Shown({"ci": (3, 3)}, decided, command="c")) == "reproduced at scale ci: 1 of 2 claims hold"
+    assert status(Shown({"ci": (3, 3)}, decided, command="c")) == (
+        "reproduced at scale ci: at the paper's budget: 1 of 2 claims hold"
+    )
     assert (
         status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_MEASURED, "")], command="c"))
-        == "measured at scale ci, 1 of 3 claims not decided"
+        == "measured at scale ci; at the paper's budget: 1 of 2 claims hold; 1 not measured (no runs)"
     )
     assert (
         status(Shown({"ci": (3, 3)}, [*decided, Claim("c", NOT_RESOLVABLE, "")], command="c"))
-        == "measured at scale ci, 1 of 3 claims not decided"
+        == "measured at scale ci; at the paper's budget: 1 of 3 claims hold, 1 not decided"
     )  # inside the noise is not a decision
     assert (
         status(Shown({"ci": (3, 3)}, [*decided, Claim("ours", HOLDS, "", ours=True)], command="c"))
-        == "reproduced at scale ci: 1 of 2 claims hold"
+        == "reproduced at scale ci: at the paper's budget: 1 of 2 claims hold"
     )  # a claim the paper did not make is not counted
-    assert status(Shown({"ci": (3, 3)}, [], command="c")) == "measured at scale ci, no claims decided"
+    assert status(Shown({"ci": (3, 3)}, [], command="c")) == "measured at scale ci; no claims decided"
     assert status(Shown({"ci": (2, 3)}, decided, command="c")) == "partial (2 of 3 configurations at scale ci)"
     assert status(Shown({"ci": (0, 3)}, decided, command="python x.py")) == "no runs (python x.py)"
     assert status(Shown({}, decided, command="python x.py", note="simulation")) == "no runs (python x.py); simulation"
     assert (
         status(Shown({"small": (3, 3), "ci": (1, 3)}, decided, command="c"))
-        == "reproduced at scale small: 1 of 2 claims hold; partial (1 of 3 configurations at scale ci)"
+        == "reproduced at scale small: at the paper's budget: 1 of 2 claims hold; partial (1 of 3 configurations at "
+        "scale ci)"
     )
-    assert status(Shown(claims=decided, note="analytic")) == "analytic: 1 of 2 claims hold"
+    assert status(Shown(claims=decided, note="analytic")) == "analytic: at the paper's budget: 1 of 2 claims hold"
 
 
 def test_a_complete_scale_with_decided_claims_is_reproduced_and_cells_show_n(psbench_root, tmp_path):
@@ -154,7 +157,7 @@ def test_a_complete_scale_with_decided_claims_is_reproduced_and_cells_show_n(psb
                 seed=seed,
             )
     st = build(psbench_root, tmp_path)["rudra_table1"]
-    assert st == "reproduced at scale ci: 4 of 4 claims hold; simulation (schedule only)"
+    assert st == "reproduced at scale ci: simulation: 4 of 4 claims hold; simulation (schedule only)"
     assert "| rudra_adv_star | 99.56 | 99.60 ± 0.10 (n=3) | 3 |" in (tmp_path / "rudra_table1.md").read_text()
 
 
@@ -241,7 +244,10 @@ def test_the_ssp_final_objective_and_its_claim_ignore_the_summary_copy(psbench_r
     md = (tmp_path / "ssp_fig2_3.md").read_text()
     # final objective = the last 10 training values, smoothed (with the copy: 0.5657, and the claim fails)
     assert "| 6 | 0.2863 ± 0.0010 (n=3) | 33.3333 ± 0.0000 (n=3) | 0.2863 ± 0.0010 (n=3) |" in md
-    assert "strictly decreasing in machines) | holds | 6 machines 0.2863 (n=3), 1 machine 0.3737 (n=3)" in md
+    assert (
+        "strictly decreasing in machines) | holds | early training (1 of 10 epochs) | 6 machines "
+        "0.2863 (n=3), 1 machine 0.3737 (n=3)" in md
+    )
 
 
 def _items(item: str) -> set[tuple[str, int]]:
@@ -273,7 +279,7 @@ def test_the_index_lists_every_table_and_figure_of_the_five_papers(tmp_path):
     assert "| TernGrad | Fig 4 | needs data not available here (ImageNet" in index
     for key in ("agn_fig2", "agn_fig4"):
         md = (tmp_path / "r" / f"{key}.md").read_text()
-        assert "psbench -m experiment=agn/table1 protocol=downpour" in md and "| not measured | no runs (" in md
+        assert "psbench -m experiment=agn/table1 protocol=downpour" in md and "| not measured | — | no runs (" in md
 
 
 def test_html_renders_emphasis_code_and_aligns_text_left_numbers_right():

@@ -123,15 +123,16 @@ def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
         assert (a / f"{key}.md").read_bytes() == (b / f"{key}.md").read_bytes(), key  # deterministic
 
     f1 = (a / "zhang_fig1.md").read_text()
-    assert "| 1-softsync: τ takes values 0, 1 or 2 | holds | τ ∈ {0, 1, 2} over 100 gradients |" in f1
-    assert "| 15-softsync: ⟨τ⟩ close to n (within 20 %) | holds | ⟨τ⟩ = 14.70, n = 15 |" in f1
+    assert "| 1-softsync: τ takes values 0, 1 or 2 | holds | simulation | τ ∈ {0, 1, 2} over 100 gradients |" in f1
+    assert "| 15-softsync: ⟨τ⟩ close to n (within 20 %) | holds | simulation | ⟨τ⟩ = 14.70, n = 15 |" in f1
     assert (
-        "| 30-softsync: P(τ > 2n) < 0.0001 | does not hold | 10 of 100 gradients (τ > 60) = 1.00e-01 "
+        "| 30-softsync: P(τ > 2n) < 0.0001 | does not hold | simulation | 10 of 100 gradients (τ > 60) = 1.00e-01 "
         "(95 % CI 4.9e-02–1.8e-01) |"
     ) in f1
     # no gradient above 2n among 100 cannot show P < 1e-4: not resolvable, with the count it needs
     assert (
-        "| 15-softsync: P(τ > 2n) < 0.0001 | not resolvable | 0 of 100 gradients (τ > 30) = 0.00e+00 (95 % CI "
+        "| 15-softsync: P(τ > 2n) < 0.0001 | not resolvable | simulation | 0 of 100 gradients (τ > 30) = 0.00e+00 "
+        "(95 % CI "
         "0.0e+00–3.6e-02); not resolvable with 100 gradients (τ > 30): P < 0.0001 needs ≥ 37,000 with none |"
     ) in f1
     assert "| 30-softsync | close to 30 | 32.60 |" in f1
@@ -151,48 +152,68 @@ def test_zhang_and_ssp_pages_rows_and_claims(psbench_root, tmp_path):
     b = f"CIFAR10 μ=4 [{25.5 * (1 + lo):.3g}, {30 * (1 + hi):.3g}]x"
     assert f"| CIFAR10 μ=4 | 30.00 | 25.50 | {lo:+.1%} … {hi:+.1%} | {25.5 * (1 + lo):.1f}–{30 * (1 + hi):.1f} |" in f2
     assert (
-        f"every benchmark and μ | undetermined within the model's error | band vs the claimed 22x … ∞: {b} "
+        f"every benchmark and μ | undetermined within the model's error | simulation | band vs the "
+        f"claimed 22x … ∞: {b} "
         "straddles 22x"
     ) in f2
     assert (
-        f"22x–28x | undetermined within the model's error | band vs the claimed 22x … 28x: {b} straddles 22x and "
+        f"22x–28x | undetermined within the model's error | simulation | band vs the claimed 22x … "
+        f"28x: {b} straddles 22x and "
         "28x" in f2
     )
     # SSGD/ASGD: 1.25 at 4 per node (both readings), 1.214 at λ = 30 with 6: outside [1.4, 1.6] even widened;
     # Rudra's own measured ratios come first
     assert "| at λ = 30 | 1.250 (1 points) | 1.214 (1 points) |" in f2
     assert (
-        "[1.4, 1.6]) | does not hold | Rudra's own measured SSGD/ASGD time ratios on the same P775 are all below "
+        "[1.4, 1.6]) | does not hold | simulation | Rudra's own measured SSGD/ASGD time ratios on "
+        "the same P775 are all below "
         "1.5: (0, 4, 30) / (1, 4, 30) = 1.42; (0, 8, 30) / (1, 8, 30) = 1.35; base-hardsync / base-softsync = "
         "1.22"
     ) in f2
     assert "needs a compute CV of 0.28" in f2 and "needs a compute CV of 0.18" in f2
 
     f3 = (a / "zhang_fig3.md").read_text()
-    assert status["zhang_fig3"] == "measured at scale ci, 1 of 6 claims not decided"  # ~18 % needs scale=paper
+    assert status["zhang_fig3"] == (  # ~18 % needs the paper's budget
+        "measured at scale ci; early training (1 of 140 epochs): 4 of 6 claims hold, 1 not decided"
+    )
     assert (
         "| 30-softsync = Downpour | α0 | stays at 90 % | 90.00 ± 0.10 (n=3) | 1.8000 ± 0.0020 (n=3) | yes | "
         "1.00 ± 0.00 (n=3) | cifar10_subset |"
     ) in f3
     assert (
         "| with α0, 15-softsync fails to converge too (test error stays ≈ 90 %) | does not hold | "
+        "early training (1 of 140 epochs) | "
         "15-softsync α0 50.00% (n=3) vs learned ≤ 85.00%"
     ) in f3
     assert (
-        "spread ≤ 2 pp) | holds | 1-softsync α0/τ 30.00% (n=3), 15-softsync α0/τ 31.00% (n=3), 30-softsync α0/τ "
+        "spread ≤ 2 pp) | holds | early training (1 of 140 epochs) | 1-softsync α0/τ 30.00% (n=3), "
+        "15-softsync α0/τ 31.00% (n=3), 30-softsync α0/τ "
         "30.50% (n=3): spread 1.00 pp, 2 SE 0.16 pp |"
     ) in f3
-    assert "irrespective of staleness | not measured | needs scale=paper" in f3
-    assert "lower final test error | holds | 30-softsync α0/τ 30.50% (n=3), 30-softsync = Downpour α0 90.00%" in f3
-    assert "(stays at chance or diverges) | holds | 30-softsync = Downpour α0 90.00% (n=3) vs learned ≤ 85.00%" in f3
+    assert (
+        "irrespective of staleness | not measured | early training (1 of 140 epochs) | needs the paper's budget" in f3
+    )
+    assert (
+        "lower final test error | holds | early training (1 of 140 epochs) | 30-softsync α0/τ 30.50% "
+        "(n=3), 30-softsync = Downpour α0 90.00%" in f3
+    )
+    assert (
+        "(stays at chance or diverges) | holds | early training (1 of 140 epochs) | 30-softsync = "
+        "Downpour α0 90.00% (n=3) vs learned ≤ 85.00%" in f3
+    )
     assert "![test error and training loss vs epoch](zhang_fig3_ci.png)" in f3 and (a / "zhang_fig3_ci.png").exists()
 
     f45 = (a / "ssp_fig4_5.md").read_text()
     assert "**Ours: synthetic data of the same shape stand in for TIMIT (not available here)**" in f45
     assert "| 6 | 1.389 | 3.60 | 6 | 3.6 |" in f45
-    assert "| TIMIT: with 6 machines 3.6x speed-up (within ±25%) | holds | ours 3.60x with 6 machines |" in f45
+    assert (
+        "| TIMIT: with 6 machines 3.6x speed-up (within ±25%) | holds | simulation | ours 3.60x with 6 machines |"
+        in f45
+    )
     assert "| TIMIT: speed-up grows with the number of machines (scales well) | holds |" in f45
-    assert "| ImageNet-63K: with 6 machines 4.3x speed-up | not measured | no runs |" in f45
+    assert (
+        "| ImageNet-63K: with 6 machines 4.3x speed-up | not measured | early training (1 of 10 epochs) | no runs |"
+    ) in f45
     f23 = (a / "ssp_fig2_3.md").read_text()
     assert "strictly decreasing in machines) | holds |" in f23
     # no ImageNet-63K runs
@@ -239,11 +260,11 @@ def test_ssp_speedup_is_t1_over_tn_at_the_one_machine_final_objective():
 
 def test_empty_store_pages_say_not_run(tmp_path):
     status = build(tmp_path, tmp_path / "r")
-    assert status["zhang_fig1"] == "no runs (python sweeps/zhang_fig1.py scale=paper); simulation (schedule only)"
-    assert status["zhang_fig3"] == "no runs (python sweeps/zhang_fig3.py scale=ci)"
+    assert status["zhang_fig1"] == "no runs (python -m sweeps zhang_fig1 scale=paper); simulation (schedule only)"
+    assert status["zhang_fig3"] == "no runs (python -m sweeps zhang_fig3 scale=ci)"
     assert status["ssp_fig4_5"].startswith("no runs")
     f45 = (tmp_path / "r/ssp_fig4_5.md").read_text()
-    assert "| TIMIT: with 6 machines 3.6x speed-up | not measured | no runs |" in f45
+    assert "| TIMIT: with 6 machines 3.6x speed-up | not measured | — | no runs |" in f45
 
 
 def test_fig3_curves_are_the_mean_over_seeds(psbench_root, tmp_path):

@@ -1,5 +1,5 @@
 """The CIFAR entry points' ``full`` scale (all 60,000 images, ``dataset=cifar10_jpeg``) and
-``sweeps/cifar_jpeg_cost.py`` (the recipe on cifar10_subset's pixels and on their JPEG counterparts, paired).
+``python -m sweeps cifar_jpeg_cost`` (the recipe on cifar10_subset's pixels and on their JPEG counterparts, paired).
 
 Composes and validates every command on tiny files the tests write (any clone); builds both arms' data; no training.
 """
@@ -26,16 +26,16 @@ from test_sweeps_seeds import _sweep_space
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from sweeps import (  # noqa: E402
-    cifar_jpeg_cost,
-    rudra_fig5,
-    rudra_fig6_7,
-    rudra_table2,
-    rudra_table3,
-    terngrad_table1,
-    zhang_fig3,
-)
+from sweeps import entries  # noqa: E402
+from sweeps.__main__ import main as sweep  # noqa: E402
 from sweeps._runner import command  # noqa: E402
+
+from sweep_entry import entry  # noqa: E402
+
+cifar_jpeg_cost = entry("cifar_jpeg_cost")
+rudra_table2, rudra_table3, rudra_fig5 = entry("rudra_table2"), entry("rudra_table3"), entry("rudra_fig5")
+rudra_fig6_7, zhang_fig3, terngrad_table1 = entry("rudra_fig6_7"), entry("zhang_fig3"), entry("terngrad_table1")
+MATCHED = entries.JPEG_MATCHED
 
 FULL = {
     "rudra/table2": rudra_table2,
@@ -58,7 +58,7 @@ def test_full_scale_trains_on_all_of_cifar10_as_jpeg_with_three_seeds_and_says_s
     assert cfg.dataset.name == "cifar10_jpeg" and cfg.dataset.subset is None  # 50,000 / 10,000
     assert cfg.dataset.data_note == CIFAR10_JPEG_NOTE and cfg.tags.data_note.startswith("cifar10_jpeg_q75_")
     assert cfg.dataset.preprocess == ("per_image" if preset.startswith("terngrad") else "mean")  # the paper's layer
-    cmd = command(Path(mod.__file__).stem, preset, over, "full")
+    cmd = command(mod.NAME, preset, over, "full")
     assert len(set(_sweep_space(tmp_path, cmd)["seed"].choices)) >= 3  # the verdict rule's seeds
     assert "``full``" in mod.__doc__ and "s/epoch" in mod.__doc__  # the budget and its measured arithmetic
 
@@ -85,7 +85,7 @@ def _tiny_arrays(path: Path) -> None:
 def test_jpeg_cost_runs_each_configuration_on_both_pixels_alike(compose_preset, tmp_path):
     """Two configurations × {original, jpeg_q75}; the arms of a configuration differ only in the data set (and
     the tag that says which), so a page can pair them by ``configuration``, ``pixels`` and seed."""
-    _tiny_arrays(tmp_path / cifar_jpeg_cost.MATCHED)  # compose_cfg's paths.root_dir is tmp_path
+    _tiny_arrays(tmp_path / MATCHED)  # compose_cfg's paths.root_dir is tmp_path
     scale = cifar_jpeg_cost.SCALES["ci"]
     cmd = command("cifar_jpeg_cost", PRESET, scale, "ci")
     assert "hydra.sweeper.study_name=cifar_jpeg_cost_ci" in cmd
@@ -109,7 +109,7 @@ def test_jpeg_cost_runs_each_configuration_on_both_pixels_alike(compose_preset, 
         orig, jpeg = a["original"].pop("dataset"), a["jpeg_q75"].pop("dataset")
         assert a["original"] == a["jpeg_q75"]  # everything else alike
         assert orig["name"] == "cifar10_subset" and jpeg["name"] == "arrays"
-        assert jpeg["path"] == str(tmp_path / cifar_jpeg_cost.MATCHED) and jpeg["data_note"] == CIFAR10_JPEG_NOTE
+        assert jpeg["path"] == str(tmp_path / MATCHED) and jpeg["data_note"] == CIFAR10_JPEG_NOTE
         assert orig["preprocess"] == jpeg["preprocess"] == "mean" and orig["subset"] is jpeg["subset"] is None
     assert arms["s30_tau"]["original"]["lr_policy"]["name"] == "per_gradient"
 
@@ -121,10 +121,10 @@ def test_jpeg_cost_writes_the_counterparts_once_and_both_arms_get_the_same_data_
         monkeypatch.setitem(KNOWN_MD5, key, md5_file(data / key))
     monkeypatch.setenv("PSBENCH_DATA", str(data))
     root = tmp_path / "root"
-    out = root / cifar_jpeg_cost.MATCHED
-    assert cifar_jpeg_cost.ensure_matched(root) == 0 and out.is_file()
+    out = root / MATCHED
+    assert entries.cifar_jpeg_match(root) == 0 and out.is_file()
     written = out.stat().st_mtime_ns
-    assert cifar_jpeg_cost.ensure_matched(root) == 0 and out.stat().st_mtime_ns == written  # kept, not redone
+    assert entries.cifar_jpeg_match(root) == 0 and out.stat().st_mtime_ns == written  # kept, not redone
     orig = build_datamodule("cifar10_subset", data, preprocess="mean")
     jpeg = build_datamodule("arrays", root, path=str(out), preprocess="mean")
     orig.setup()
@@ -139,7 +139,7 @@ def test_jpeg_cost_writes_the_counterparts_once_and_both_arms_get_the_same_data_
 
 def test_jpeg_cost_refuses_another_scale_before_any_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PSBENCH_ROOT", str(tmp_path))
-    assert cifar_jpeg_cost.run(["scale=full"]) == 2
+    assert sweep(["cifar_jpeg_cost", "scale=full"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "cifar_jpeg_cost: error: scale='full' is invalid: allowed one of ci"
-    assert not (tmp_path / cifar_jpeg_cost.MATCHED).exists()
+    assert not (tmp_path / MATCHED).exists()

@@ -62,9 +62,9 @@ def test_parallel_counts_the_cores_this_process_may_use():
 
 
 def _entry(*argv: str) -> list[str]:
-    from sweeps import zhang_fig3
+    from sweeps.entries import get
 
-    scale, cmd = _runner.entry_command("zhang_fig3", "zhang/fig3", zhang_fig3.SCALES, list(argv))
+    scale, cmd = get("zhang_fig3").command(list(argv))
     assert f"++tags.scale={scale}" in cmd and "--serial" not in cmd and not any(a.startswith("scale=") for a in cmd)
     return cmd[cmd.index("trainer.progress=none") + 1 :]  # what follows the entry point's own overrides
 
@@ -105,8 +105,8 @@ def test_a_parallel_sweep_gives_the_results_of_its_jobs_run_one_at_a_time(tmp_pa
         root = roots[mode] = tmp_path / mode
         root.mkdir()
         proc = subprocess.run(
-            [sys.executable, str(_runner.REPO / "sweeps" / "rudra_fig5.py"), "scale=ci", *extra, *tiny],
-            cwd=root,
+            [sys.executable, "-m", "sweeps", "rudra_fig5", "scale=ci", *extra, *tiny],
+            cwd=_runner.REPO,  # `-m sweeps` from the repository root; the runner works in PSBENCH_ROOT
             capture_output=True,
             text=True,
             timeout=900,
@@ -130,11 +130,12 @@ def test_run_all_passes_serial_to_the_entry_points_that_take_it():
 
 
 def test_an_entry_point_creates_a_new_psbench_root(tmp_path):
-    """``PSBENCH_ROOT=<a dir that does not exist yet> python sweeps/<name>.py`` starts the sweep there (it used to
+    """``PSBENCH_ROOT=<a dir that does not exist yet> python -m sweeps <name>`` starts the sweep there (it used to
     end in a FileNotFoundError traceback before psbench ran); an invalid key then ends it at once, exit 2."""
     root = tmp_path / "new" / "root"
     proc = subprocess.run(
-        [sys.executable, str(_runner.REPO / "sweeps" / "zhang_fig1.py"), "scale=ci", "hydra.sweeper.n_jobs=0"],
+        [sys.executable, "-m", "sweeps", "zhang_fig1", "scale=ci", "hydra.sweeper.n_jobs=0"],
+        cwd=_runner.REPO,
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,4 +1,4 @@
-"""sweeps/ for Rudra Tables 3–4 and Figs 5–8: scales, presets' cases vs the paper, sub-grids."""
+"""sweeps entries for Rudra Tables 3–4 and Figs 5–8: scales, presets' cases vs the paper, sub-grids."""
 
 from __future__ import annotations
 
@@ -14,9 +14,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from analysis.pages import rudra_paper as P  # noqa: E402
-from sweeps import rudra_fig5, rudra_fig6_7, rudra_fig8, rudra_table2, rudra_table3, rudra_table4  # noqa: E402
 from sweeps._runner import CIFAR_SCALES, SCALES, command  # noqa: E402
-from sweeps.run_all import WITH_PAPER_JPEG  # noqa: E402
+
+from sweep_entry import entry  # noqa: E402
+
+WITH_PAPER_JPEG = ("ci", "small", "full", "paper_jpeg", "paper")
+rudra_fig5, rudra_fig6_7, rudra_fig8 = entry("rudra_fig5"), entry("rudra_fig6_7"), entry("rudra_fig8")
+rudra_table2, rudra_table3, rudra_table4 = entry("rudra_table2"), entry("rudra_table3"), entry("rudra_table4")
 
 PRESETS = CONF_DIR / "experiment/rudra"
 
@@ -35,7 +39,7 @@ def test_every_new_entry_point_has_its_scales_and_a_docstring_with_costs(mod):
 
 
 def test_table3_runs_on_table2_data_so_the_report_can_rank_them_together():
-    assert rudra_table3.SCALES is rudra_table2.SCALES
+    assert rudra_table3.SCALES == rudra_table2.SCALES  # sweeps/entries.yaml: rudra_table2.<scale>
     cmd = command("rudra_table3", "rudra/table3", rudra_table3.SCALES["ci"], "ci")
     assert "experiment=rudra/table3" in cmd and "hydra.sweeper.study_name=rudra_table3_ci" in cmd
 

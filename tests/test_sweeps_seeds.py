@@ -2,7 +2,7 @@
 
 The report decides a learning claim only with ≥ 3 seeds per configuration (analysis.verdicts.MIN_SEEDS), so a scale
 that runs one seed can only say "not measured". Each test composes the sweep's whole config (the preset, then the
-scale's overrides, ``hydra.*`` included, as ``sweeps/_runner.command`` passes them) and reads the seed space the
+scale's overrides, ``hydra.*`` included, as ``sweeps._runner.command`` passes them) and reads the seed space the
 sweeper builds from it. The CIFAR entry points of Rudra and Zhang run 3 seeds at every scale; TernGrad, SSP and AGN
 at ``ci`` and ``small``.
 """
@@ -19,27 +19,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from analysis.verdicts import MIN_SEEDS  # noqa: E402
-from sweeps import (  # noqa: E402
-    agn_fig7,
-    agn_table1,
-    rudra_fig5,
-    rudra_fig6_7,
-    rudra_table2,
-    rudra_table3,
-    ssp_fig2_4,
-    ssp_fig3_5,
-    terngrad_fig3,
-    terngrad_table1,
-    zhang_fig3,
-)
-from sweeps._runner import command, entry_command  # noqa: E402
+from sweeps._runner import command  # noqa: E402
+from sweeps.entries import get  # noqa: E402
+
+from sweep_entry import entry  # noqa: E402
 
 ENTRY = {
-    "rudra/table2": rudra_table2,
-    "rudra/table3": rudra_table3,
-    "rudra/fig5": rudra_fig5,
-    "rudra/fig6_7": rudra_fig6_7,
-    "zhang/fig3": zhang_fig3,
+    "rudra/table2": entry("rudra_table2"),
+    "rudra/table3": entry("rudra_table3"),
+    "rudra/fig5": entry("rudra_fig5"),
+    "rudra/fig6_7": entry("rudra_fig6_7"),
+    "zhang/fig3": entry("zhang_fig3"),
 }
 
 
@@ -71,10 +61,10 @@ def _study(tmp_path: Path, cmd: list[str]) -> tuple[list[str], str]:
 
 
 def sweep_seeds(preset: str, scale: str, tmp_path: Path) -> tuple[int, ...]:
-    """The seeds the sweeper of ``python sweeps/<entry>.py scale=<scale>`` runs: the composed
+    """The seeds the sweeper of ``python -m sweeps <entry> scale=<scale>`` runs: the composed
     ``hydra.sweeper.params.seed`` (the preset's, unless the scale overrides it), parsed as the sweeper does."""
     mod = ENTRY[preset]
-    cmd = command(Path(mod.__file__).stem, preset, mod.SCALES[scale], scale)
+    cmd = command(mod.NAME, preset, mod.SCALES[scale], scale)
     return tuple(_sweep_space(tmp_path, cmd)["seed"].choices)
 
 
@@ -98,10 +88,10 @@ def test_a_preset_left_at_its_one_seed_is_caught(tmp_path):
 
 
 OPTUNA = {
-    "terngrad/fig3": terngrad_fig3,
-    "terngrad/table1": terngrad_table1,
-    "ssp/fig2_4": ssp_fig2_4,
-    "ssp/fig3_5": ssp_fig3_5,
+    "terngrad/fig3": entry("terngrad_fig3"),
+    "terngrad/table1": entry("terngrad_table1"),
+    "ssp/fig2_4": entry("ssp_fig2_4"),
+    "ssp/fig3_5": entry("ssp_fig3_5"),
 }
 
 
@@ -110,14 +100,14 @@ OPTUNA = {
 )
 def test_optuna_entry_points_sweep_three_seeds_below_paper_scale(tmp_path, preset, scale):
     mod = OPTUNA[preset]
-    space = _sweep_space(tmp_path, command(Path(mod.__file__).stem, preset, mod.SCALES[scale], scale))
+    space = _sweep_space(tmp_path, command(mod.NAME, preset, mod.SCALES[scale], scale))
     assert sorted(space["seed"].choices) == [0, 1, 2] and len(space["seed"].choices) >= MIN_SEEDS
 
 
 def test_agn_table1_ci_multirun_sweeps_three_seeds(tmp_path):
     """AGN Table 1 at ci: both optimizers' cells with seeds 0, 1, 2, in the scale's own study dir (a re-run resumes
     the study and adds only the missing (cell, seed) trials)."""
-    _, cmd = entry_command("agn_table1", agn_table1.EXPERIMENT, agn_table1.SCALES, ["scale=ci"])
+    _, cmd = get("agn_table1").command(["scale=ci"])
     space, (cases, sweep_dir) = _sweep_space(tmp_path, cmd), _study(tmp_path, cmd)
     assert sorted(space["seed"].choices) == [0, 1, 2] and len(space["seed"].choices) >= MIN_SEEDS
     assert {c.split("_")[0] for c in cases} == {"agn", "aeasgd"}
@@ -126,10 +116,10 @@ def test_agn_table1_ci_multirun_sweeps_three_seeds(tmp_path):
 
 def test_agn_fig7_ci_runs_each_optimizer_with_three_seeds_in_their_own_dirs(tmp_path):
     dirs = set()
-    for panel in agn_fig7.PANELS:
-        _, cmd = entry_command(f"agn_fig7{panel}", f"agn/fig7{panel}", agn_fig7.SCALES, ["scale=ci"])
+    for panel in "ab":
+        _, cmd = get(f"agn_fig7{panel}").command(["scale=ci"])
         space, (cases, sweep_dir) = _sweep_space(tmp_path, cmd), _study(tmp_path, cmd)
         assert sorted(space["seed"].choices) == [0, 1, 2] and len(set(space["seed"].choices)) >= MIN_SEEDS
         assert set(cases) == {"agn", "aeasgd", "dynsgd"}
         dirs.add(sweep_dir)
-    assert dirs == {str(tmp_path / "sweeps" / f"agn_fig7{p}_ci") for p in agn_fig7.PANELS}
+    assert dirs == {str(tmp_path / "sweeps" / f"agn_fig7{p}_ci") for p in "ab"}

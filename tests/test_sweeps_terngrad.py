@@ -1,4 +1,4 @@
-"""sweeps/terngrad_*.py: three scales, presets that compose and validate, the paper's cases and iterations."""
+"""sweeps entries terngrad_*: three scales, presets that compose and validate, the paper's cases and iterations."""
 
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from analysis.pages import terngrad_paper  # noqa: E402
-from sweeps import terngrad_fig3, terngrad_fig5, terngrad_table1  # noqa: E402
+from sweeps.__main__ import main as sweep  # noqa: E402
 from sweeps._runner import CIFAR_SCALES, SCALES, command  # noqa: E402
 
+from sweep_entry import entry  # noqa: E402
+
+terngrad_fig3, terngrad_table1 = entry("terngrad_fig3"), entry("terngrad_table1")
 ENTRY = {"terngrad/fig3": terngrad_fig3, "terngrad/table1": terngrad_table1}
 
 
@@ -56,7 +59,7 @@ def _updates(cfg, num_train: int) -> int:
 def test_entry_points_have_their_scales_a_fixed_study_and_compose_at_each(preset, compose_preset, jpeg_data_dir):
     mod = ENTRY[preset]
     assert tuple(mod.SCALES) == (CIFAR_SCALES if preset == "terngrad/table1" else SCALES)  # CifarNet: also `full`
-    name = Path(mod.__file__).stem
+    name = mod.NAME
     for scale in mod.SCALES:
         cmd = command(name, preset, mod.SCALES[scale], scale)
         assert f"hydra.sweeper.study_name={name}_{scale}" in cmd and f"++tags.scale={scale}" in cmd
@@ -144,5 +147,5 @@ def test_table1_cases_are_the_papers_rows_with_the_same_epochs(compose_preset):
 
 
 def test_fig5_entry_point_refuses_an_unknown_scale(capsys):
-    assert terngrad_fig5.main(["scale=huge"]) == 2
+    assert sweep(["terngrad_fig5", "scale=huge"]) == 2
     assert "scale='huge' is invalid: allowed one of ci, small, paper" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""sweeps/zhang_fig*.py, ssp_fig*.py: three scales, presets that compose and validate, the papers' cases."""
+"""sweeps entries zhang_fig*, ssp_fig*: three scales, presets that compose and validate, the papers' cases."""
 
 from __future__ import annotations
 
@@ -15,9 +15,13 @@ sys.path.insert(0, str(REPO))
 
 from analysis.pages import ssp_paper, zhang_paper  # noqa: E402
 from analysis.pages.zhang import fig2_case  # noqa: E402
-from sweeps import ssp_fig2_4, ssp_fig3_5, zhang_fig1, zhang_fig2, zhang_fig3  # noqa: E402
 from sweeps._runner import SCALES, command  # noqa: E402
-from sweeps.run_all import WITH_PAPER_JPEG  # noqa: E402
+
+from sweep_entry import entry  # noqa: E402
+
+WITH_PAPER_JPEG = ("ci", "small", "full", "paper_jpeg", "paper")
+ssp_fig2_4, ssp_fig3_5 = entry("ssp_fig2_4"), entry("ssp_fig3_5")
+zhang_fig1, zhang_fig2, zhang_fig3 = entry("zhang_fig1"), entry("zhang_fig2"), entry("zhang_fig3")
 
 ENTRY = {
     "zhang/fig1": zhang_fig1,
@@ -36,7 +40,7 @@ def _cases(preset: str) -> dict:
 def test_entry_points_have_their_scales_a_fixed_study_and_compose_at_each(preset, compose_preset, jpeg_data_dir):
     mod = ENTRY[preset]
     assert tuple(mod.SCALES) == (WITH_PAPER_JPEG if preset == "zhang/fig3" else SCALES)
-    name = Path(mod.__file__).stem
+    name = mod.NAME
     for scale in mod.SCALES:
         cmd = command(name, preset, mod.SCALES[scale], scale)
         assert f"hydra.sweeper.study_name={name}_{scale}" in cmd and f"++tags.scale={scale}" in cmd
@@ -127,7 +131,7 @@ def test_ssp_compute_per_sample_is_6_flop_per_parameter_at_the_assumed_rate_at_e
 
     from psbench.models import build_model
 
-    preset = {ssp_fig2_4: "ssp/fig2_4", ssp_fig3_5: "ssp/fig3_5"}[mod]
+    preset = mod.PRESET
     for scale in SCALES:
         cfg = compose_preset(preset, *mod.SCALES[scale])
         m = OmegaConf.to_container(cfg.model, resolve=True)

@@ -327,7 +327,7 @@ def test_eight_concurrent_runs_from_two_sweeps_land_finished_with_distinct_ids(p
 @pytest.mark.slow
 @needs_real("CIFAR-10 subset (zhang/fig1's data set)", *sources.DATASET_FILES["cifar10_subset"])
 def test_the_cluster_recipe_a_paper_sweep_on_the_server_and_its_report(postgres, mlflow_server, tmp_path):
-    """README "On a cluster", on one machine: ``python sweeps/zhang_fig1.py scale=ci`` against the server and a
+    """README "On a cluster", on one machine: ``python -m sweeps zhang_fig1 scale=ci`` against the server and a
     study in PostgreSQL, then ``python -m analysis --tracking-uri http://…``: the page is measured at ci from the
     server's runs and their summary.json artifacts (its staleness histograms)."""
     storage, name = postgres.database(unique("recipe")), unique("recipe")
@@ -335,13 +335,15 @@ def test_the_cluster_recipe_a_paper_sweep_on_the_server_and_its_report(postgres,
     sweep = subprocess.run(
         [
             sys.executable,
-            str(REPO / "sweeps" / "zhang_fig1.py"),
+            "-m",
+            "sweeps",
+            "zhang_fig1",
             "scale=ci",
             *on_server(mlflow_server, name),
             f"hydra.sweeper.storage='{storage}'",
         ],
         cwd=tmp_path,
-        env=env,
+        env={**env, "PYTHONPATH": str(REPO)},  # `-m sweeps` from the repository; the store is the current dir
         capture_output=True,
         text=True,
         timeout=900,

@@ -1,8 +1,8 @@
 """AGN (Hermans et al.): Table 1 (AGN vs AEASGD per (n, H)) and Fig 7 (AGN, AEASGD, DynSGD over time).
 
-Runs come from ``sweeps/agn_table1.py`` (tags ``paper=agn``, ``table=1``, ``case=<protocol>_n<n>_H<H>``)
-and ``sweeps/agn_fig7.py`` (``figure=7a|7b``, ``case=<protocol>``). Accuracy is the learners' mini-batch
-training accuracy (``train_accuracy``, mean of its last 5 samples: what the paper's curves show) beside
+Runs come from ``python -m sweeps agn_table1`` (tags ``paper=agn``, ``table=1``, ``case=<protocol>_n<n>_H<H>``)
+and ``python -m sweeps agn_fig7a`` / ``agn_fig7b`` (``figure=7a|7b``, ``case=<protocol>``). Accuracy is the learners'
+mini-batch training accuracy (``train_accuracy``, mean of its last 5 samples: what the paper's curves show) beside
 the center's test accuracy; E(AGN, AEASGD) is AGN Eq 4 on ``train_accuracy`` over simulated time
 (:mod:`psbench.tracking.temporal_efficiency`). Simulated times come from our cost model, not the
 paper's 15-node cluster, so only their ratios compare.
@@ -19,13 +19,15 @@ import numpy as np
 
 from analysis.evidence import Errors, errors
 from analysis.learning import majority
-from analysis.page import NO_RUNS, Context, Page, Shown, coverage
+from analysis.page import NO_RUNS, Budget, Context, Page, Shown, coverage
 from analysis.pages.agn_paper import TABLE1
 from analysis.render import figure, md_table
 from analysis.runs import Run, history, scales_of, select
 from analysis.verdicts import Claim, simulated
 
 ORDER = 3
+#: §4: "40 epochs worth of training data equally distributed over all n workers" (Table 1, Figs 2–12)
+BUDGET = Budget(40)
 CASE = re.compile(r"^(agn|aeasgd)_n(\d+)_H(\d+)$")
 OPTIMIZERS = ("agn", "aeasgd", "dynsgd")
 ONE_RUN = "Each measured cell is from one run (n=1; the latest seed if a case has several)."
@@ -88,9 +90,9 @@ def agn_table1(ctx: Context) -> tuple[str, str]:
         "# AGN Table 1 — AGN vs asynchronous EASGD per (n workers, H local steps)\n\n",
         "Paper: MNIST, m = 128, 40 epochs, 15 CPU nodes (dist-keras). Ours: the simulator with the `laptop` "
         "cost model (times compare only as ratios); acc = the learners' final mini-batch training accuracy, "
-        "test = the center's test accuracy. `python sweeps/agn_table1.py scale=ci|paper`.\n",
+        "test = the center's test accuracy. `python -m sweeps agn_table1 scale=ci|paper`.\n",
     ]
-    cmd = "python sweeps/agn_table1.py scale=ci"
+    cmd = "python -m sweeps agn_table1 scale=ci"
     if not scales_of(runs):
         return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     header = [
@@ -213,10 +215,10 @@ def agn_fig7(ctx: Context) -> tuple[str, str]:
         'Paper: training accuracy over time; AGN "significantly outperforms all other optimizers" and DynSGD '
         "shows divergent behaviour, less so with H = 3. Ours: the learners' mini-batch training accuracy over "
         "simulated time, same hyperparameters for all three (AEASGD ρ = 0.9/(nη)). "
-        "`python sweeps/agn_fig7.py scale=ci|paper --panel a|b`.\n",
+        "`python -m sweeps agn_fig7a scale=ci|paper` (panel a), `agn_fig7b` (panel b).\n",
     ]
     runs = [r for r in ctx.runs if r.tags.get("paper") == "agn" and r.tags.get("figure") in ("7a", "7b")]
-    cmd = "python sweeps/agn_fig7.py scale=ci --panel a; --panel b"
+    cmd = "python -m sweeps agn_fig7a scale=ci; python -m sweeps agn_fig7b scale=ci"
     if not scales_of(runs):
         return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     claims: list[Claim] = []
@@ -321,6 +323,6 @@ def _fig7_plot(curves: Mapping[str, tuple[np.ndarray, np.ndarray] | None], panel
 
 
 PAGES = [
-    Page("AGN", "Table 1", "agn_table1", agn_table1),
-    Page("AGN", "Fig 7", "agn_fig7", agn_fig7),
+    Page("AGN", "Table 1", "agn_table1", agn_table1, budget=BUDGET),
+    Page("AGN", "Fig 7", "agn_fig7", agn_fig7, budget=BUDGET),
 ]

@@ -1,7 +1,7 @@
 """AGN (Hermans et al.): Figs 2, 4 and 6 (DOWNPOUR's divergence, AGN's path) and Figs 8–12 (Table 1's runs
 as curves); the figures that only illustrate (1, 3, 5) are listed with that reason.
 
-Figs 8–12 read the runs of ``sweeps/agn_table1.py`` (every Table 1 cell logs ``train_accuracy`` and
+Figs 8–12 read the runs of ``python -m sweeps agn_table1`` (every Table 1 cell logs ``train_accuracy`` and
 ``sim_time_s`` per update). Figs 2 and 4 read runs tagged ``paper=agn``, ``figure=2|4``, ``case=downpour_n<n>_H<H>``,
 which no sweep makes yet: the page prints the command that does.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from analysis.evidence import Errors
 from analysis.learning import gap_lower, majority
 from analysis.page import NO_RUNS, Context, Page, Shown, coverage
-from analysis.pages.agn import CASE, _curve, _drop, _final, _pct, _train_errors
+from analysis.pages.agn import BUDGET, CASE, _curve, _drop, _final, _pct, _train_errors
 from analysis.pages.agn_paper import TABLE1
 from analysis.render import figure, md_table
 from analysis.runs import Run, scales_of, select
@@ -62,10 +62,10 @@ def agn_figs8_12(ctx: Context) -> tuple[Shown, str]:
         'workers n, AGN\'s less ("only starts to decrease from n = 25"); Figs 9–10, training accuracy over time '
         "per configuration with E(AGN, AEASGD) (Table 1 prints E); Fig 11, n fixed, H varied; Fig 12, H fixed, n "
         'varied ("doubling the number of workers, reducing the training time by half"). Ours: the runs of '
-        "Table 1 (`python sweeps/agn_table1.py scale=ci|paper`), the learners' mini-batch training accuracy "
+        "Table 1 (`python -m sweeps agn_table1 scale=ci|paper`), the learners' mini-batch training accuracy "
         "(mean of the last 5 samples) over simulated time.\n",
     ]
-    cmd = "python sweeps/agn_table1.py scale=ci"
+    cmd = "python -m sweeps agn_table1 scale=ci"
     if not scales_of(runs):
         return Shown(runs=runs, command=cmd), "".join(md) + NO_RUNS
     claims: list[Claim] = []
@@ -303,8 +303,8 @@ def agn_fig6(ctx: Context) -> tuple[Shown, str]:
 
 PAGES = [
     Page("AGN", "Figs 1, 3, 5", reason="illustrations (the PS, accumulated gradients, AGN's update): no numbers"),
-    Page("AGN", "Fig 2", "agn_fig2", agn_fig2),
-    Page("AGN", "Fig 4", "agn_fig4", agn_fig4),
+    Page("AGN", "Fig 2", "agn_fig2", agn_fig2, budget=BUDGET),
+    Page("AGN", "Fig 4", "agn_fig4", agn_fig4, budget=BUDGET),
     Page("AGN", "Fig 6", "agn_fig6", agn_fig6),
-    Page("AGN", "Figs 8–12", "agn_figs8_12", agn_figs8_12),
+    Page("AGN", "Figs 8–12", "agn_figs8_12", agn_figs8_12, budget=BUDGET),
 ]

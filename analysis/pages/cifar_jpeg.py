@@ -1,6 +1,6 @@
 """What a CIFAR-10 page says beside numbers measured on ``dataset=cifar10_jpeg`` (all 60,000 images re-encoded as
 JPEG q75, not the original pixels): what the re-encoding costs in test error (:func:`cost_section`, the runs of
-``sweeps/cifar_jpeg_cost.py``: one recipe, the same seeds and images, original vs JPEG pixels) and the recipe's
+``python -m sweeps cifar_jpeg_cost``: one recipe, the same seeds and images, original vs JPEG pixels) and the recipe's
 single-learner reference against Rudra §4.2's 17.9 % and Zhang §4.1's ~18 % (:func:`reference_section`,
 ``experiment=reference/cifar10_full``: Caffe's cifar10_full solver, 140 epochs), with the tolerance its preset
 stated before the run.
@@ -21,7 +21,7 @@ from analysis.runs import Run, history, select
 
 #: the ``experiment`` tags of the cost runs and of the reference run
 COST, REFERENCE = "reference/cifar_jpeg_cost", "reference/cifar10_full"
-#: seeds per case of the cost sweep (sweeps/cifar_jpeg_cost.py: 0–4)
+#: seeds per case of the cost sweep (python -m sweeps cifar_jpeg_cost: 0–4)
 COST_SEEDS = 5
 #: the cost runs' ``pixels`` tags
 ORIGINAL, JPEG = "original", "jpeg_q75"
@@ -104,7 +104,7 @@ def cost_section(ctx: Context) -> str:
     """The "What the JPEG re-encoding costs" section: per configuration, JPEG − original with n and 2 SE."""
     md = [
         "\n## What the JPEG re-encoding costs\n\n",
-        "`python sweeps/cifar_jpeg_cost.py` (`experiment=reference/cifar_jpeg_cost`): one recipe (Zhang Fig 3's at "
+        "`python -m sweeps cifar_jpeg_cost` (`experiment=reference/cifar_jpeg_cost`): one recipe (Zhang Fig 3's at "
         "its ci budget: λ = 30, μ = 4, 6 epochs) on cifar10_subset's original pixels and on the JPEG q75 "
         "counterparts of the same images (`dataset=arrays`), same seeds, test error on the subset's 1,017 test "
         "images. JPEG − original is the mean of the per-seed differences; its 2 SE is that of the paired "
@@ -297,7 +297,7 @@ def reference_section(ctx: Context, paper: float, who: str, path: Path, approx: 
                     if tol is not None and not within.startswith("pending")
                     else f"**No comparison yet:** the JPEG cost in the tolerance is {within}."
                     if tol is not None
-                    else "**No comparison:** the tolerance needs the JPEG cost (`sweeps/cifar_jpeg_cost.py`)."
+                    else "**No comparison:** the tolerance needs the JPEG cost (`python -m sweeps cifar_jpeg_cost`)."
                 )
                 + "\n"
             )

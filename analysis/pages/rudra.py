@@ -9,11 +9,22 @@ from pathlib import Path
 
 from analysis.evidence import Errors, errors, run_errors, two_se
 from analysis.learning import by_means, equal, increasing
-from analysis.page import FULL_SEEDS, NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
-from analysis.pages import cifar_jpeg, cluster_model
+from analysis.page import (
+    CIFAR_140,
+    FULL_SEEDS,
+    NO_RUNS,
+    PAPER_SCALES,
+    Context,
+    Page,
+    Shown,
+    coverage,
+    planned,
+    preset_cases,
+)
+from analysis.pages import cifar_jpeg, cluster_model, paper_budget, rudra_eq6
 from analysis.pages import rudra_paper as P
 from analysis.render import cell, data_note, figure, fmt, md_table, mean_std, scale_data
-from analysis.runs import Run, attach_summaries, scales_of, select
+from analysis.runs import SCALE_ORDER, Run, attach_summaries, scales_of, select
 from analysis.verdicts import Claim, at_scales, does_not_hold, not_measured, pending, simulated
 
 ORDER = 0
@@ -32,7 +43,7 @@ def rudra_table1(ctx: Context) -> tuple[str, str]:
         f"≥ 99 % for Rudra-adv*.\n{cluster_model.section('Table 1')}",
     ]
     scales = scales_of(t1)
-    cmd, note = "python sweeps/rudra_table1.py scale=paper", "simulation (schedule only)"
+    cmd, note = "python -m sweeps rudra_table1 scale=paper", "simulation (schedule only)"
     if not scales:
         return Shown(runs=t1, command=cmd, note=note), "".join(md) + NO_RUNS
     ours: dict[str, tuple[float, float] | None] = {}
@@ -84,8 +95,10 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         "cost model; test error from training in the simulator. The data column names the substitution.\n",
     ]
     rows_all = [(g, row) for g, rows in P.TABLE2.items() for row in rows]
-    cmd = "python sweeps/rudra_table2.py scale=ci"
-    if not scales_of(t2):
+    cmd = "python -m sweeps rudra_table2 scale=ci"
+    nominal = select(runs, experiment=rudra_eq6.NOMINAL)
+    going = paper_budget.running(ctx, experiment=rudra_eq6.NOMINAL)
+    if not scales_of(t2) and not paper_budget.scales_with(nominal, going):
         md.append(NO_RUNS)
         rows = [
             [f"≈ {g}", str(s), str(mu), str(lam), f"{e:.2f}", "—", f"{t:g}", "—", "0", ""]
@@ -95,10 +108,21 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         extra, read = cifar_jpeg.sections(ctx, t2, "rudra_table2", (P.BASELINE["test_error"], "Rudra §4.2", ""))
         return Shown(runs=[*t2, *read], command=cmd), "".join(md) + extra
     attach_summaries(ctx.tracking_uri, t2)  # the run totals (see final)
-    scales = scales_of(t2)
+    scales = sorted(
+        set(scales_of(t2)) | set(paper_budget.scales_with(nominal, going)), key=lambda s: (SCALE_ORDER.get(s, 9), s)
+    )
     claims: list[Claim] = []
-    twins_read: list[Run] = []  # the μλ ≈ 128 rows without staleness (sweeps/rudra_table2_no_staleness.py)
+    twins_read: list[Run] = []  # the μλ ≈ 128 rows without staleness (python -m sweeps rudra_table2_no_staleness)
+    hardsync_read: list[Run] = []  # Table 3's (0,4,30), beside (1,4,30)
     for scale in scales:
+        nom = select(nominal, scale=scale)
+        if scale in PAPER_SCALES:  # the α0/n rows at the paper's budget (Table 2's own study has no such scale)
+            claims += at_scales(
+                scale, scales, _t2_paper_budget(ctx, md, scale, nom, going, select(nominal, scale="full"))
+            )
+            continue
+        if not select(t2, scale=scale):
+            continue
         rows, measured = [], {}
         for g, (s, mu, lam, e, t) in rows_all:
             rs = select(t2, scale=scale, case=P.case_label(s, mu, lam))
@@ -128,8 +152,41 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         section, why = _no_staleness(measured, twins)
         md.append(section)
         twins_read += twins
+        here = select(t2, scale=scale)
+        ours: list[Claim] = []
+        if nom:  # Eq 6 both ways: the reason the μλ ≈ 128 rows spread, re-decided from the two readings
+            meas_rd, nom_rd = rudra_eq6.readings(ctx, here, nom)
+            md.append(rudra_eq6.section(here, meas_rd, nom_rd, scale))
+            why = rudra_eq6.reading_why(meas_rd, nom_rd, FULL_SEEDS if scale == "full" else 1) or why
+            ours += pending(
+                [
+                    rudra_eq6.spread_claim(
+                        "under α0/n (Eq 6 as written): for μλ ≈ 128 the test error hardly depends on σ (spread ≤ 1 pp)",
+                        nom_rd,
+                        ours=True,
+                    )
+                ],
+                *planned(scale, len(rows_all), nom),
+            )
+        hard = select(ctx.runs, paper="rudra", table="3", scale=scale, case=P.case_label(0, 4, 30))
+        one = P.case_label(1, 4, 30)
+        anomaly, (a, h) = rudra_eq6.anomaly(
+            ctx, select(here, case=one), hard, select(nom, case=one), select(twins, case=one)
+        )
+        if anomaly:
+            md.append(anomaly)
+            hardsync_read += hard
+            ours.append(
+                equal(
+                    "1-softsync (1,4,30) ends within 1 pp of hardsync (0,4,30) (Rudra Table 3: 18.09 vs 18.15 %)",
+                    [a, h],
+                    SPREAD_TOL,
+                    labels=["(1,4,30)", "(0,4,30)"],
+                    ours=True,
+                )
+            )
         claims += at_scales(
-            scale, scales, pending(_t2_claims(measured, why), *planned(scale, len(rows_all), select(t2, scale=scale)))
+            scale, scales, [*pending(_t2_claims(measured, why), *planned(scale, len(rows_all), here)), *ours]
         )
     extra, read = cifar_jpeg.sections(ctx, t2, "rudra_table2", (P.BASELINE["test_error"], "Rudra §4.2", ""))
     covered = coverage(
@@ -137,7 +194,44 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         [P.case_label(s, mu, lam) for _, (s, mu, lam, _, _) in rows_all],
         measured=lambda r: r.metrics.get("test_error") is not None,
     )
-    return Shown(covered, claims, [*t2, *read, *twins_read], cmd), "".join(md) + extra
+    return Shown(covered, claims, [*t2, *read, *twins_read, *nominal, *hardsync_read], cmd), "".join(md) + extra
+
+
+def _t2_paper_budget(
+    ctx: Context, md: list[str], scale: str, nom: list[Run], going: list[Run], full: list[Run]
+) -> list[Claim]:
+    """The α0/n rows Table 2's ``paper_jpeg`` trains for 140 epochs (:data:`rudra_eq6.NOMINAL_PAPER_JPEG`): their
+    block on the page (appended to ``md``) and the claim they bear on (ours: two rows of the paper's six)."""
+    cases = {
+        c: (f"({s},{mu},{lam}) α0/n", f"{e:.2f} %")
+        for s, mu, lam, e, _ in P.TABLE2[128]
+        if (c := P.case_label(s, mu, lam)) in rudra_eq6.NOMINAL_PAPER_JPEG
+    }
+    md.append(
+        f"\n## scale = {scale}{scale_data(nom)}\n\nTable 2 under Eq 6 as written (α0/n) at the paper's budget: the "
+        "two μλ ≈ 128 rows the `full` study under α0/n was to put furthest apart.\n"
+    )
+    md.append(paper_budget.section(ctx, scale, cases, nom, select(going, scale=scale), full))
+    paper = {c: (label, float(e.rstrip(" %"))) for c, (label, e) in cases.items()}
+    png = paper_budget.plot(
+        ctx,
+        paper,
+        nom,
+        select(going, scale=scale),
+        ctx.out / f"rudra_table2_{scale}.png",
+        "Rudra Table 2 under α0/n, 140 epochs, JPEG q75 images",
+    )
+    if png:
+        md.append(f"\n![test error vs epoch, the paper's 140-epoch errors beside]({png.name})\n")
+    groups = [run_errors(label, select(nom, case=c)) for c, (label, _) in cases.items()]
+    claim = equal(
+        "under α0/n, the two μλ ≈ 128 rows furthest apart at full end within 1 pp (the paper: 17.96 and 18.92 %)",
+        groups,
+        SPREAD_TOL,
+        labels=[label for label, _ in cases.values()],
+        ours=True,
+    )
+    return pending([claim], *planned(scale, len(cases), nom))
 
 
 _T2_HEADER = ["μλ", "σ", "μ", "λ", "paper error %", "ours error %", "paper time s", "ours sim time s", "runs", "data"]
@@ -188,7 +282,7 @@ def _t2_claims(measured: Mapping[tuple, tuple], why: str = "") -> list[Claim]:
 
 #: the μλ ≈ 128 claim's "spread ≤ 1 pp" (Rudra §5.3: 17.96–18.92 %)
 SPREAD_TOL = 0.01
-#: Table 2's μλ ≈ 128 rows on one learner without staleness (sweeps/rudra_table2_no_staleness.py)
+#: Table 2's μλ ≈ 128 rows on one learner without staleness (python -m sweeps rudra_table2_no_staleness)
 NO_STALENESS = "reference/rudra_table2_no_staleness"
 
 
@@ -223,14 +317,20 @@ def _no_staleness(measured: Mapping[tuple, tuple], twins: list[Run]) -> tuple[st
             pairs.append((label, row, twin, per_sample))
     header = ["row (σ,μ,λ)", "batch (c·μ)", "LR", "LR per sample, × α0/128", "row", "without staleness"]
     section = (
-        "\nWhy the μλ ≈ 128 rows spread here: each row's updates without their staleness (`python "
-        "sweeps/rudra_table2_no_staleness.py scale=full`): one learner (σ = 0) with the c·μ samples of the row's "
-        "update at the row's mean LR over its updates (α0/⟨σ⟩ per update, ⟨σ⟩ that update's mean staleness, Eq 6), "
-        "the same seeds. Eq 6 with ⟨σ⟩ = n would give every row the baseline's LR per sample, α0/128. Test error %, "
-        "the means over the seeds; the difference is what staleness costs the row (± 2 SE).\n\n"
-        + md_table([*header, "staleness costs, pp", "seeds", "data"], rows)
+        "\nWhy the μλ ≈ 128 rows spread here: each row's updates without their staleness (`python -m "
+        "sweeps rudra_table2_no_staleness scale=full`): one learner (σ = 0) with the c·μ samples of the row's "
+        "update at the row's mean LR over its updates (α0/⟨σ⟩ per update, ⟨σ⟩ that update's measured mean staleness: "
+        "psbench's reading of Eq 6), the same seeds. Eq 6 as written, α0/n, would give the rows "
+        f"{_nominal_range()} × α0/128 per sample. Test error %, the means over the seeds; the difference is what "
+        "staleness costs the row (± 2 SE).\n\n" + md_table([*header, "staleness costs, pp", "seeds", "data"], rows)
     )
     return section, _spread_why(pairs) if len(pairs) == len(rows) else ""
+
+
+def _nominal_range() -> str:
+    """The LR per sample Eq 6 as written (α0/n) gives Table 2's μλ ≈ 128 rows, in units of α0/128 ("0.80–1.07")."""
+    xs = [P.BASELINE["mu"] / (s * (lam // s) * mu) for s, mu, lam, *_ in P.TABLE2[128]]
+    return f"{min(xs):.2f}–{max(xs):.2f}"
 
 
 def _lr_per_sample(runs: list[Run]) -> float | None:
@@ -272,8 +372,14 @@ def _spread_why(pairs: list[tuple[str, Errors, Errors, float]]) -> str:
     if by_updates and by_sigma:
         return f"both the rows' updates and σ: {without}, and {cost}{tail}"
     if by_updates:
-        updates = "the rows' updates (c·μ samples at the mean LR Eq 6 gives them)"
-        return f"{updates}: {without}, while {cost}, not resolved{tail}"
+        updates = (
+            "the rows' updates at the LR psbench's reading of Eq 6 gives them (c·μ samples at α0 over each update's "
+            "measured ⟨σ⟩, not the paper's α0/n)"
+        )
+        return (
+            f"{updates}: {without}, while {cost}, not resolved; whether the paper's α0/n closes the spread is the "
+            f"α0/n study's to decide (`python -m sweeps rudra_table2_nominal scale=full`){tail}"
+        )
     if by_sigma:
         return f"σ: {without}, not beyond the claim's 1 pp, and {cost}{tail}"
     return ""
@@ -413,7 +519,7 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
         "simulated (P775 cost model) for the configured epochs: sim_time_s × epochs / epochs_done (a short "
         "hardsync run holds whole updates only).\n",
     ]
-    cmd = "python sweeps/rudra_table3.py scale=ci, after sweeps/rudra_table2.py"
+    cmd = "python -m sweeps rudra_table3 scale=ci, after python -m sweeps rudra_table2"
     if not scales_of(t3):
         extra, read = cifar_jpeg.sections(ctx, t3, "rudra_table3")
         return Shown(runs=[*t3, *read], command=cmd), "".join(md) + NO_RUNS + extra
@@ -552,7 +658,7 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
         f"network of §4.2, {im['params_m']} M parameters, {im['model_mb']} MB); where ILSVRC-2012 is present, "
         "`psbench -m experiment=rudra/table4_error paths.data_dir=<dir holding imagenet/>` trains the four "
         "configurations on it (`dataset=imagenet`). Training time per epoch: simulated "
-        "from the cost model (schedule only) when `python sweeps/rudra_table4.py` has run; its substitutions are "
+        "from the cost model (schedule only) when `python -m sweeps rudra_table4` has run; its substitutions are "
         "in the data column.\n",
         cluster_model.section(
             "Table 4", "the base-hardsync / base-softsync ratio (330 / 270, the barrier's jitter_cv)"
@@ -625,7 +731,7 @@ def rudra_table4(ctx: Context) -> tuple[str, str]:
         measured=lambda r: bool(r.metrics.get("samples")) and r.metrics.get("sim_time_s") is not None,
     )
     note = "time per epoch simulated only; validation error needs data not available here (ImageNet)"
-    return Shown(covered, claims, t4, "python sweeps/rudra_table4.py scale=ci", note), "".join(md)
+    return Shown(covered, claims, t4, "python -m sweeps rudra_table4 scale=ci", note), "".join(md)
 
 
 # --------------------------------------------------------------------------- shared with rudra_figs
@@ -640,7 +746,7 @@ def diverged(run: Run) -> bool:
 PAGES = [
     Page("Rudra", "Figs 1–3", reason="architecture diagrams (Rudra-base, Rudra-adv, Rudra-adv*): no numbers"),
     Page("Rudra", "Table 1", "rudra_table1", rudra_table1),
-    Page("Rudra", "Table 2", "rudra_table2", rudra_table2),
-    Page("Rudra", "Table 3", "rudra_table3", rudra_table3),
+    Page("Rudra", "Table 2", "rudra_table2", rudra_table2, budget=CIFAR_140),
+    Page("Rudra", "Table 3", "rudra_table3", rudra_table3, budget=CIFAR_140),
     Page("Rudra", "Table 4", "rudra_table4", rudra_table4),
 ]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from analysis.evidence import Errors, run_errors
 from analysis.learning import at_chance, lower, no_worse
-from analysis.page import NO_RUNS, Context, Page, Shown, coverage, planned, preset_cases
-from analysis.pages import cifar_jpeg, cluster_model
+from analysis.page import CIFAR_140, NO_RUNS, PAPER_SCALES, Context, Page, Shown, coverage, planned, preset_cases
+from analysis.pages import cifar_jpeg, cluster_model, paper_budget
 from analysis.pages import rudra_paper as P
 from analysis.pages.rudra import by_config, diverged
 from analysis.render import cell, data_note, figure, md_table, mean_std, scale_data
@@ -24,24 +24,34 @@ ORDER = 0
 
 
 # --------------------------------------------------------------------------- Rudra Fig 4
+#: every case Fig 4's page shows, (λ, n): the figure's λ = 30 (``rudra/fig4``) and §5.1's statement at λ = 2, 4, 10
+#: (``rudra/fig4_lambda``)
+FIG4_CASES = {**{c: (30, int(v["n"])) for c, v in P.FIG4.items()}, **P.FIG4_LAMBDA}
+
+
 def rudra_fig4(ctx: Context) -> tuple[str, str]:
     runs, out, tracking_uri = ctx.runs, ctx.out, ctx.tracking_uri
     f4 = select(runs, paper="rudra", figure="4")
     md = [
-        "# Rudra Fig 4 — gradient staleness of n-softsync, λ = 30\n\n",
-        "Simulated (schedule only), μ = 128, CIFAR10 network of §4.2, P775 cost model.\n",
+        "# Rudra Fig 4 — gradient staleness of n-softsync, λ = 30, and at λ = 2, 4, 10\n\n",
+        "Simulated (schedule only), μ = 128, CIFAR10 network of §4.2, P775 cost model. The figure is λ = 30 "
+        '(`python -m sweeps rudra_fig4`); §5.1 concludes from it "⟨σ⟩ = n for our implementation of the n-softsync '
+        'protocol" with σ ≤ 2n, and Eq 6 divides α0 by that ⟨σ⟩. At λ = 30, λ − 1 = 29 is within 20 % of n = 30, '
+        "so the figure cannot tell ⟨σ⟩ = n from ⟨σ⟩ = λ − 1: 1-softsync and λ-softsync at λ = 2, 4, 10 "
+        "(`python -m sweeps rudra_fig4_lambda`) can, and each row prints ⟨σ⟩ against n, λ − 1 and n(λ − 1)/λ.\n",
     ]
     scales = scales_of(f4)
-    cmd, note = "python sweeps/rudra_fig4.py scale=paper", "simulation (schedule only)"
+    cmd, note = "python -m sweeps rudra_fig4 scale=paper", "simulation (schedule only)"
     if not scales:
         return Shown(runs=f4, command=cmd, note=note), "".join(md) + NO_RUNS
     attach_summaries(tracking_uri, f4)
     claims = []
     for scale in scales:
         rows, hists = [], {}
-        for case, spec in P.FIG4.items():
+        for case, (lam, n) in FIG4_CASES.items():
             rs = select(f4, scale=scale, case=case)
-            n = spec["n"]
+            if not rs and case in P.FIG4_LAMBDA:
+                continue  # λ = 2, 4, 10 not run at this scale
             mean = mean_std([r.metrics.get("staleness_mean") for r in rs])
             smax = max((r.metrics.get("staleness_max", -1) for r in rs), default=None)
             hist: dict[int, int] = defaultdict(int)
@@ -50,32 +60,31 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
                     hist[int(k)] += int(v)
             total = sum(hist.values())
             tail = sum(v for k, v in hist.items() if k > 2 * n) / total if total else None
-            hists[case] = hist
-            note = rs[0].tags.get("data_note", "") if rs else ""
+            if case in P.FIG4:
+                hists[case] = hist
+            name = f"{n}-softsync" + (" (λ-softsync)" if n == lam else "")
             rows.append(
                 [
-                    f"{n}-softsync",
-                    f"≈ {spec['mean']:g}",
+                    str(lam),
+                    name,
+                    f"≈ {n}",
                     cell([r.metrics.get("staleness_mean") for r in rs]),
+                    str(n),
+                    str(lam - 1),
+                    f"{n * (lam - 1) / lam:.2f}",
                     f"≤ {2 * n}",
                     "—" if smax is None else f"{smax:g}",
                     "—" if tail is None else f"{tail:.2e}",
                     str(len(rs)),
-                    note,
+                    rs[0].tags.get("data_note", "") if rs else "",
                 ]
             )
             if scale == scales[-1] and mean is not None:
-                claims.append(
-                    simulated(
-                        f"{n}-softsync: ⟨σ⟩ ≈ n (within 20 %)",
-                        abs(mean[0] - n) <= 0.2 * n,
-                        f"⟨σ⟩ = {mean[0]:.2f}, n = {n}",
-                    )
-                )
+                claims.append(_sigma_claim(lam, n, mean[0]))
                 if tail is not None:
                     claims.append(
                         tail_claim(
-                            f"{n}-softsync: P(σ > 2n) < 0.0001",
+                            f"{n}-softsync{_at(lam)}: P(σ > 2n) < 0.0001",
                             sum(v for k, v in hist.items() if k > 2 * n),
                             total,
                             1e-4,
@@ -85,7 +94,20 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
         md += [
             f"\n## scale = {scale}\n\n",
             md_table(
-                ["protocol", "paper ⟨σ⟩", "ours ⟨σ⟩", "paper σ max", "ours σ max", "ours P(σ > 2n)", "runs", "data"],
+                [
+                    "λ",
+                    "protocol",
+                    "paper ⟨σ⟩",
+                    "ours ⟨σ⟩",
+                    "n",
+                    "λ − 1",
+                    "n(λ − 1)/λ",
+                    "paper σ max",
+                    "ours σ max",
+                    "ours P(σ > 2n)",
+                    "runs",
+                    "data",
+                ],
                 rows,
             ),
         ]
@@ -94,6 +116,29 @@ def rudra_fig4(ctx: Context) -> tuple[str, str]:
             md.append(f"\n![staleness histograms]({png.name})\n")
     covered = coverage(f4, P.FIG4, measured=lambda r: r.metrics.get("staleness_mean") is not None)
     return Shown(covered, claims, f4, cmd, note), "".join(md)
+
+
+def _at(lam: int) -> str:
+    """The claim text's λ where it is not the figure's 30."""
+    return "" if lam == 30 else f", λ = {lam}"
+
+
+def _sigma_claim(lam: int, n: int, mean: float) -> Claim:
+    """§5.1's "⟨σ⟩ = n" at (λ, n), within 20 %; where it does not hold and ⟨σ⟩ is n(λ − 1)/λ within 20 % (λ − 1 for
+    λ-softsync), that is said as the measured reason."""
+    ok = abs(mean - n) <= 0.2 * n
+    expect = n * (lam - 1) / lam
+    why = (
+        f"; why: ⟨σ⟩ is n(λ − 1)/λ = {expect:.2f} here (within 20 %; λ − 1 for λ-softsync): in psbench's schedule a "
+        "gradient's staleness (Rudra Eq 2) counts the updates the other λ − 1 learners' gradients make while it is "
+        "computed, n/λ of an update each, not n"
+        if not ok and expect > 0 and abs(mean - expect) <= 0.2 * expect
+        else ""
+    )
+    name = f"{n}-softsync"
+    return simulated(
+        f"{name}{_at(lam)}: ⟨σ⟩ ≈ n (within 20 %)", ok, f"⟨σ⟩ = {mean:.2f}, n = {n}, λ − 1 = {lam - 1}{why}"
+    )
 
 
 def _fig4_plot(hists: Mapping[str, Mapping[int, int]], path: Path) -> Path | None:
@@ -127,20 +172,33 @@ def mean_curve(curves: Sequence[Sequence[tuple[float, float]]]) -> list[tuple[fl
     return [(e, statistics.fmean(vs)) for e, vs in sorted(by_epoch.items()) if len(vs) == len(curves)]
 
 
+#: the cases ``scale=paper_jpeg`` runs (the sweeps' rudra_fig5 entry): 30-softsync with α0 and with α0/⟨σ⟩, seed 0
+FIG5_PAPER_JPEG = ("s30_alpha0", "s30_alpha0_over_sigma")
+#: what §5.1 says of each Fig 5 curve after 140 epochs
+FIG5_SAID = {
+    "s30_alpha0": f"constant {P.FIG5_CHANCE_ERROR:g} %",
+    "s30_alpha0_over_sigma": "much lower than α0",
+    "s4_alpha0": "—",
+    "s4_alpha0_over_sigma": "lower than α0",
+}
+
+
 def rudra_fig5(ctx: Context) -> tuple[str, str]:
     f5 = select(ctx.runs, paper="rudra", figure="5")
+    going = paper_budget.running(ctx, paper="rudra", figure="5")
     md = [
         "# Rudra Fig 5 — learning-rate modulation: test error vs epoch, α0 vs α0/⟨σ⟩\n\n",
         'Paper: CIFAR10, λ = 30, μ = 128, 140 epochs. 30-softsync with α = α0 "fails to converge and shows a '
         f'constant high error rate of {P.FIG5_CHANCE_ERROR:g}%"; with α0/30 it reaches a much lower error; '
         "4-softsync with α0/4 ends lower than with α0 (the figure has no other numbers).\n",
     ]
-    scales = scales_of(f5)
-    cmd = "python sweeps/rudra_fig5.py scale=ci"
+    scales = paper_budget.scales_with(f5, going)
+    cmd = "python -m sweeps rudra_fig5 scale=ci"
     if not scales:
         extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
         return Shown(runs=[*f5, *read], command=cmd), "".join(md) + NO_RUNS + extra
     claims: list[Claim] = []
+    ref = paper_budget.reference(ctx)
     for scale in scales:
         rows, curves, final = [], {}, {}
         for case, (n, rule) in P.FIG5.items():
@@ -168,11 +226,21 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
             f"\n## scale = {scale}{scale_data(select(f5, scale=scale))}\n\n",
             md_table(["protocol", "α", "ours final error %", "ours best error %", "diverged", "runs", "data"], rows),
         ]
-        png = _fig5_plot(curves, ctx.out / f"rudra_fig5_{scale}.png")
+        at_budget = scale in PAPER_SCALES
+        if at_budget:
+            cases = {c: (f"{n}-softsync {rule}", FIG5_SAID[c]) for c, (n, rule) in P.FIG5.items()}
+            wanted = {c: cases[c] for c in FIG5_PAPER_JPEG} if scale == "paper_jpeg" else cases
+            md.append(
+                paper_budget.section(
+                    ctx, scale, wanted, select(f5, scale=scale), select(going, scale=scale), select(f5, scale="full")
+                )
+            )
+        png = _fig5_plot(curves, ctx.out / f"rudra_fig5_{scale}.png", ref if at_budget else None)
         if png:
             md.append(f"\n![test error vs epoch]({png.name})\n")
+        n_cases = len(FIG5_PAPER_JPEG) if scale == "paper_jpeg" else len(P.FIG5)
         claims += at_scales(
-            scale, scales, pending(_fig5_claims(final), *planned(scale, len(P.FIG5), select(f5, scale=scale)))
+            scale, scales, pending(_fig5_claims(final), *planned(scale, n_cases, select(f5, scale=scale)))
         )
     extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
     covered = coverage(f5, P.FIG5, measured=lambda r: r.metrics.get("test_error") is not None)
@@ -208,7 +276,11 @@ def _fig5_claims(final: Mapping[str, Errors | None]) -> list[Claim]:
     ]
 
 
-def _fig5_plot(curves: Mapping[str, list[tuple[float, float]]], path: Path) -> Path | None:
+def _fig5_plot(
+    curves: Mapping[str, list[tuple[float, float]]], path: Path, reference: Errors | None = None
+) -> Path | None:
+    """Test error vs epoch per panel (30- and 4-softsync), the paper's 90 %; at the paper's budget also
+    ``reference``, the recipe's single learner after 140 epochs on the same images."""
     if not any(curves.values()):
         return None
     with figure(path, 1, 2, figsize=(9, 3.5), sharey=True) as axes:
@@ -218,6 +290,14 @@ def _fig5_plot(curves: Mapping[str, list[tuple[float, float]]], path: Path) -> P
                 if cn == n and pts:
                     ax.plot([p[0] for p in pts], [p[1] * 100 for p in pts], marker="o", ms=3, label=f"α = {rule}")
             ax.axhline(P.FIG5_CHANCE_ERROR, color="k", ls=":", lw=0.8)
+            if reference is not None:
+                ax.axhline(
+                    reference.mean * 100,
+                    color="k",
+                    ls="--",
+                    lw=0.8,
+                    label=f"ours, one learner, 140 epochs: {reference.mean * 100:.2f} %",
+                )
             ax.set_title(f"{n}-softsync, λ = 30, μ = 128 (Rudra Fig 5)")
             ax.set_xlabel("epoch")
             ax.legend(fontsize=7)
@@ -227,7 +307,8 @@ def _fig5_plot(curves: Mapping[str, list[tuple[float, float]]], path: Path) -> P
 
 # --------------------------------------------------------------------------- Rudra Figs 6–7
 FAMILIES = ("hardsync", "λ-softsync", "1-softsync")
-#: the cases the ``full`` sweep runs (sweeps/rudra_fig6_7.py: λ ∈ {1, 4, 30} and μ ∈ {4, 128}, a labelled sub-grid)
+#: the cases the ``full`` sweep runs (``python -m sweeps rudra_fig6_7``: λ ∈ {1, 4, 30} and μ ∈ {4, 128}, a labelled
+#: sub-grid)
 FULL_SUBGRID = [
     c
     for c in preset_cases("rudra/fig6_7")
@@ -260,7 +341,7 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
         f"{P.BASELINE['time_s']:,} s.\n",
     ]
     scales = scales_of(f67)
-    cmd = "python sweeps/rudra_fig6_7.py scale=ci"
+    cmd = "python -m sweeps rudra_fig6_7 scale=ci"
     if not scales:
         extra, read = cifar_jpeg.sections(ctx, f67, "rudra_fig6_7", (P.BASELINE["test_error"], "Rudra §4.2", ""))
         return Shown(runs=[*f67, *read], command=cmd), "".join(md) + NO_RUNS + extra
@@ -420,7 +501,7 @@ def rudra_fig8(ctx: Context) -> tuple[str, str]:
         cluster_model.section("Fig 8"),
     ]
     scales = scales_of(f8)
-    cmd, note = "python sweeps/rudra_fig8.py scale=paper", "simulation (schedule only)"
+    cmd, note = "python -m sweeps rudra_fig8 scale=paper", "simulation (schedule only)"
     if not scales:
         return Shown(runs=f8, command=cmd, note=note), "".join(md) + NO_RUNS
     claims: list[Claim] = []
@@ -522,8 +603,8 @@ def _fig8_plot(ups: Mapping[int, Mapping[str, Mapping[int, float]]], path: Path)
 
 PAGES = [
     Page("Rudra", "Fig 4", "rudra_fig4", rudra_fig4),
-    Page("Rudra", "Fig 5", "rudra_fig5", rudra_fig5),
-    Page("Rudra", "Figs 6–7", "rudra_fig6_7", rudra_fig6_7),
+    Page("Rudra", "Fig 5", "rudra_fig5", rudra_fig5, budget=CIFAR_140),
+    Page("Rudra", "Figs 6–7", "rudra_fig6_7", rudra_fig6_7, budget=CIFAR_140),
     Page("Rudra", "Fig 8", "rudra_fig8", rudra_fig8),
     Page(
         "Rudra",

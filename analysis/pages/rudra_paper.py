@@ -62,6 +62,16 @@ FIG4 = {
     "n2": {"n": 2, "mean": 2.0, "support": (0, 4)},
     "n30": {"n": 30, "mean": 30.0, "support": (0, 60)},
 }
+#: §5.1's general statement ("⟨σ⟩ = n for our implementation of the n-softsync protocol", σ ≤ 2n) at the other λ of
+#: §5.2, 1-softsync and λ-softsync (``experiment=rudra/fig4_lambda``): case -> (λ, n)
+FIG4_LAMBDA = {
+    "lam2_n1": (2, 1),
+    "lam2_n2": (2, 2),
+    "lam4_n1": (4, 1),
+    "lam4_n4": (4, 4),
+    "lam10_n1": (10, 1),
+    "lam10_n10": (10, 10),
+}
 
 # Fig 5 (§5.1): λ = 30, μ = 128; no numbers but the α0 curve of 30-softsync: "a constant high
 # error rate of 90%" (= chance on 10 classes). Case -> (n, learning-rate rule)

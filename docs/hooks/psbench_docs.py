@@ -3,8 +3,9 @@
 * A page line ``<!-- psbench:NAME -->`` is replaced by :data:`GENERATED` ``[NAME]()``: the config reference from
   the ``psbench.schema`` declarations (:func:`config_reference`), ``summary.json``'s keys from
   :class:`psbench.summary.RunSummary` (:func:`summary_reference`), the Optuna sweeper's keys
-  (:func:`sweeper_reference`), the presets (:func:`presets_reference`) and the commands' ``--help``
-  (:func:`cli_reference`). An unknown NAME fails the build.
+  (:func:`sweeper_reference`), the presets (:func:`presets_reference`), the commands' ``--help``
+  (:func:`cli_reference`) and the paper entry points (``sweeps/entries.yaml``: :func:`paper_entries`). An unknown
+  NAME fails the build.
 * The protocols' timelines (:func:`psbench.ps.timeline.concept_pictures`) are drawn once per build and served
   as ``assets/generated/timeline_<protocol>.png``; nothing is written into ``docs/``.
 * Docstrings use Sphinx roles (``:class:`Trace```): the API pages show them as code.
@@ -376,6 +377,7 @@ def presets_reference() -> str:
 COMMANDS = [
     ("psbench", ["-m", "psbench"]),
     ("python -m analysis", ["-m", "analysis"]),
+    ("python -m sweeps", ["-m", "sweeps"]),
     ("python -m psbench.ps.timeline", ["-m", "psbench.ps.timeline"]),
     ("python -m psbench.tracking.temporal_efficiency", ["-m", "psbench.tracking.temporal_efficiency"]),
     ("python -m psbench.compression.perf_model", ["-m", "psbench.compression.perf_model"]),
@@ -425,7 +427,18 @@ def cli_reference() -> str:
     return "\n".join(out)
 
 
+# ------------------------------------------------------------------------------------------- paper entries
+def paper_entries() -> str:
+    """The entry table of docs/papers from ``sweeps/entries.yaml`` (:func:`sweeps.entries.table_md`)."""
+    if str(REPO) not in sys.path:  # sweeps/ is a top-level folder of the repository, not installed
+        sys.path.insert(0, str(REPO))
+    from sweeps.entries import table_md
+
+    return table_md()
+
+
 GENERATED = {
+    "paper-entries": paper_entries,
     "config-reference": config_reference,
     "summary-reference": summary_reference,
     "sweeper-reference": sweeper_reference,

@@ -1,0 +1,137 @@
+"""What a CIFAR page shows of its runs at the paper's own budget (``scale=paper_jpeg``: 140 epochs with the ÷10 steps
+after 120 and 130, on the JPEG q75 re-encoding of all 60,000 images, seed 0, the cases its claims rest on): each
+run's final test error beside the paper's number, or where a run still RUNNING is (never a number read as final), the
+seeds' spread the ``full`` study measured for the same configuration (one seed is all that fits here), and the
+recipe's single-learner reference at the same budget (``experiment=reference/cifar10_full``), read from the store.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from analysis.evidence import Errors, run_errors, run_value
+from analysis.page import PAPER_SCALES, Context
+from analysis.pages.cifar_jpeg import REFERENCE, _latest, curve
+from analysis.render import data_note, figure, md_table
+from analysis.runs import SCALE_ORDER, Run, scales_of, select
+
+
+def running(ctx: Context, **tags: str) -> list[Run]:
+    """The runs of ``tags`` still RUNNING (their numbers are never read as final)."""
+    return select(ctx.unfinished, **tags)
+
+
+def scales_with(finished: Sequence[Run], unfinished: Sequence[Run]) -> list[str]:
+    """The scales of a page's finished runs, and the paper-budget scales (:data:`PAPER_SCALES`) where runs are still
+    RUNNING: a 140-epoch sweep is shown while it runs, pending."""
+    scales = set(scales_of(finished)) | {s for s in scales_of(unfinished) if s in PAPER_SCALES}
+    return sorted(scales, key=lambda s: (SCALE_ORDER.get(s, 9), s))
+
+
+def reference(ctx: Context) -> Errors | None:
+    """The single learner's final test error at 140 epochs (``experiment=reference/cifar10_full``, finished runs only),
+    None when the store has none."""
+    return run_errors("one learner, 140 epochs", select(ctx.runs, experiment=REFERENCE))
+
+
+def full_spread(runs: Sequence[Run]) -> str:
+    """The seeds' spread of one configuration at ``full`` (the std of its final test errors, the seeds, the epochs),
+    "—" without two seeds there."""
+    vals = [v for r in runs if (v := run_value(r)) is not None]
+    if len(vals) < 2:
+        return "—"
+    epochs = "/".join(sorted({r.params.get("epochs", "?") for r in runs}))
+    return f"± {statistics.stdev(vals) * 100:.2f} pp (std of {len(vals)} seeds at full, {epochs} epochs)"
+
+
+def section(
+    ctx: Context,
+    scale: str,
+    cases: Mapping[str, tuple[str, str]],
+    finished: Sequence[Run],
+    unfinished: Sequence[Run],
+    full: Sequence[Run],
+) -> str:
+    """The "at the paper's budget" block of a page's ``scale`` (one of :data:`PAPER_SCALES`): per case of ``cases``
+    (case -> (label, what the paper says)), the final test error of its finished run, or where its RUNNING run is
+    ("not final"), or "not started"; the seeds' spread of the same case in ``full`` (the page's ``full`` runs); the
+    single-learner reference from the store. What the claims below say of these runs is the verdict rule's."""
+    rows, states = [], []
+    for case, (label, paper) in cases.items():
+        done = select(finished, case=case)
+        going = select(unfinished, case=case)
+        if done:  # a finished run wins over a RUNNING one of the same case (a run left open by a crash)
+            g = run_errors(label, done)
+            ours = "—" if g is None else f"{g.mean * 100:.2f} (n={g.n}, {g.images or 0:,} test images)"
+            state, run, note = "finished", "finished", data_note(done[0])
+        elif going:
+            r = going[0]
+            where = _latest(ctx, r, r.params.get("epochs", "140"))
+            ours, state, run, note = "—", "running", f"running: {where}", data_note(r)
+        else:
+            ours, state, run, note = "—", "not started", "not started", ""
+        states.append(state)
+        rows.append([label, paper, ours, run, full_spread(select(full, case=case)), note])
+    ref = reference(ctx)
+    said = (
+        f"The recipe's single learner at the same budget (`experiment=reference/cifar10_full`, one learner, batch "
+        f"100, 140 epochs, on the JPEG q75 re-encoding): **{ref.mean * 100:.2f} %** (n={ref.n}), against the papers' "
+        "17.9 % (Rudra §4.2) and ~18 % (Zhang §4.1): the floor these runs can reach on these images."
+        if ref is not None
+        else "The recipe's single-learner reference (`experiment=reference/cifar10_full`) has no finished run in this "
+        "store."
+    )
+    n_done, n_going = states.count("finished"), states.count("running")
+    return (
+        f"\n### At the paper's budget ({scale}): 140 epochs, ÷10 after 120 and 130, seed 0\n\n"
+        f"{n_done} finished, {n_going} running. A running run's numbers are where it is, not final; its claims "
+        'below are "pending". One seed per configuration is all that fits here: the verdict rule needs ≥ 3, so '
+        "a claim on these runs alone is not measured; the seeds' spread the `full` study measured for the same "
+        "configuration says how far one seed may sit from the mean.\n\n"
+        + md_table(["configuration", "paper", "ours, test error %", "run", "seeds' spread", "data"], rows)
+        + f"\n{said}\n"
+    )
+
+
+def plot(
+    ctx: Context,
+    cases: Mapping[str, tuple[str, float]],
+    finished: Sequence[Run],
+    unfinished: Sequence[Run],
+    path: Path,
+    title: str,
+) -> Path | None:
+    """Test error vs epoch of each case's run at the paper's budget (case -> (label, the paper's final error %)),
+    finished (solid) or still running (dashed, "not final"), each beside the paper's number, with the recipe's
+    single learner after 140 epochs (:func:`reference`); None when no run has an evaluation yet."""
+    lines = []
+    for case, (label, paper) in cases.items():
+        done, going = select(finished, case=case), select(unfinished, case=case)
+        run = (done or going or [None])[0]
+        pts = curve(ctx, run) if run is not None else []
+        if pts:
+            lines.append((label, paper, pts, not done))
+    if not lines:
+        return None
+    ref = reference(ctx)
+    with figure(path, 1, 1, figsize=(7, 3.5)) as ax:
+        for i, (label, paper, pts, running) in enumerate(lines):
+            color = f"C{i}"
+            ax.plot(
+                [e for e, _ in pts],
+                [v * 100 for _, v in pts],
+                color=color,
+                ls="--" if running else "-",
+                label=f"{label}" + (" (running, not final)" if running else ""),
+            )
+            ax.axhline(paper, color=color, ls=":", lw=1, label=f"paper {label}: {paper:g} %")
+        if ref is not None:
+            ax.axhline(ref.mean * 100, color="k", ls="--", lw=0.8, label=f"ours, one learner: {ref.mean * 100:.2f} %")
+        ax.set_xlim(0, 140)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("test error (%)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    return path
