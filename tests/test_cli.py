@@ -56,9 +56,10 @@ from psbench.summary import RunSummary
 def prepare(cfg, plan=None):
     if os.environ["PSBENCH_TEST_TRAIN"] == "data_error":  # found while the run is built: before any MLflow run
         raise DataError(f"{cfg.paths.data_dir}/mnist/train-images-idx3-ubyte.gz: file not found")
-    return cfg
+    return types.SimpleNamespace(cfg=cfg, threads=1, threads_from="stand-in", schedule=None)  # a RunSetup's fields
 
-def run(cfg, run_dir, logger, plan=None):
+def run(setup, run_dir, logger, plan=None):
+    cfg = setup.cfg
     mode = os.environ["PSBENCH_TEST_TRAIN"]
     if logger is not None:
         logger.log_metrics({"train_loss_step": 2.5}, step=1)

@@ -587,22 +587,29 @@ def test_a_learner_that_cannot_reach_the_ps_says_so_in_one_line(tmp_path):
     import torch
 
     torch.save({"x": torch.zeros(4, 64), "y": torch.zeros(4, dtype=torch.long)}, tmp_path / "data.pt")
-    spec = {
-        "addr": "127.0.0.2",
-        "port": 9,
-        "world_size": 2,
-        "connect_timeout_s": 1,
-        "timeout_s": 5,
-        "threads": 1,
-        "data_file": str(tmp_path / "data.pt"),
-        "seed": 0,
-        "samples_per_gradient": 1,
-        "model": {"name": "mlp"},
-        "input_shape": [64],
-        "output_size": 10,
-        "task": "classification",
-    }
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    from psbench.distributed.spec import LearnerSpec
+
+    spec = LearnerSpec(
+        addr="127.0.0.2",
+        port=9,
+        world_size=2,
+        timeout_s=5,
+        connect_timeout_s=1,
+        model={"name": "mlp"},
+        input_shape=[64],
+        output_size=10,
+        task="classification",
+        python_path=[],
+        data_file=str(tmp_path / "data.pt"),
+        seed=0,
+        samples_per_gradient=1,
+        threads=1,
+        delay_s={},
+        rank_offset=0,
+        window=None,
+        compression=None,
+    )
+    spec.save(tmp_path / "spec.json")
     r = subprocess.run(
         [sys.executable, "-m", "psbench.distributed.learner", str(tmp_path / "spec.json"), "1"],
         capture_output=True,

@@ -54,6 +54,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         return _job(cfg)
     from psbench.tracking import sweep
 
+    lifecycle.on_orphaned_sweep(sweep.end_orphaned_parent)
     try:
         hc = HydraConfig.get()  # a joblib worker's job (hydra_plugins.psbench_launchers.joblib_launcher)
         with lifecycle.worker_job(hc.job.num, hc.runtime.output_dir, hc.sweep.dir):

@@ -39,7 +39,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,7 @@ _held = False
 _forwarding: Path | None = None  # the sweep's signal directory while its jobs run in workers
 _worker: Path | None = None  # in a launcher's worker process: the sweep's signal directory
 _in_job = False  # a worker: a job runs now (worker_job)
+_orphan_hooks: list[Callable[[str, int], None]] = []  # on_orphaned_sweep's
 _sweep_dir: str | None = None  # a worker: the sweep dir of its last job (psbench_sweep.json: the parent run)
 _watch_stop: threading.Event | None = None  # a worker: stops _watch_sweep (reset)
 _orphaned: str | None = None  # a worker whose sweep process died: which (the reason its job ends KILLED)
@@ -278,23 +279,23 @@ def _watch_sweep(sweep_pid: int) -> None:
     threading.Thread(target=watch, name="psbench-watch-sweep", daemon=True).start()
 
 
+def on_orphaned_sweep(hook: Callable[[str, int], None]) -> None:
+    """Call ``hook(sweep_dir, sweep_pid)`` when this worker's sweep process dies (:func:`_watch_sweep`): the tracking
+    layer ends the sweep's MLflow parent run there (:func:`psbench.tracking.sweep.end_orphaned_parent`); lifecycle
+    imports nothing above it."""
+    if hook not in _orphan_hooks:
+        _orphan_hooks.append(hook)
+
+
 def _end_orphaned_sweep(sweep_pid: int) -> None:
-    """The sweep process died: its MLflow parent run (``<sweep dir>/psbench_sweep.json``) ends KILLED if it still
-    runs, and its signal directory goes (its own clean-up never ran)."""
-    import json
+    """The sweep process died: the hooks of :func:`on_orphaned_sweep` run (its parent run ends KILLED), and its signal
+    directory goes (its own clean-up never ran)."""
     import shutil
 
-    with contextlib.suppress(Exception):
-        if _sweep_dir is not None:
-            info = json.loads((Path(_sweep_dir) / "psbench_sweep.json").read_text())
-            uri, run_id = info.get("tracking_uri"), info.get("parent_run_id")
-            if uri and run_id:
-                from psbench.tracking import mlflow_store as ms
-
-                if ms.client(uri).get_run(run_id).info.status == ms.RUNNING:
-                    ms.end_run(
-                        uri, run_id, ms.KILLED, f"its sweep process (pid {sweep_pid}) died; its jobs ended KILLED"
-                    )
+    if _sweep_dir is not None:
+        for hook in _orphan_hooks:
+            with contextlib.suppress(Exception):
+                hook(_sweep_dir, sweep_pid)
     if _worker is not None:
         shutil.rmtree(_worker, ignore_errors=True)
 

@@ -61,10 +61,14 @@ def pick(flops: float, default: int) -> int:
 
 def gradient_flops(net: torch.nn.Module, input_shape: Sequence[int]) -> float | None:
     """FLOPs of one sample's forward and backward through ``net`` (its output summed), counted on the ``meta``
-    device (nothing computed, nothing allocated); None for a network that cannot run there."""
+    device (nothing computed, nothing allocated); None for a network that cannot run there. In eval mode, as the
+    one-batch check (:func:`psbench.models.loss.check_trains`): a user's training-mode side effects run only in
+    training."""
     from torch.func import functional_call
     from torch.utils.flop_counter import FlopCounterMode
 
+    was_training = net.training
+    net.eval()
     try:
         params = {k: torch.empty_like(p, device="meta").requires_grad_() for k, p in net.named_parameters()}
         buffers = {k: torch.empty_like(b, device="meta") for k, b in net.named_buffers()}
@@ -75,6 +79,8 @@ def gradient_flops(net: torch.nn.Module, input_shape: Sequence[int]) -> float | 
                 torch.autograd.grad(out.float().sum(), list(params.values()), allow_unused=True)
     except Exception:  # a user's network that needs real tensors
         return None
+    finally:
+        net.train(was_training)
     return float(counter.get_total_flops())
 
 

@@ -269,6 +269,17 @@ def end_lost_job(tracking_uri: str | None, run_dir: str | None, pid: Any, reason
             )
 
 
+def end_orphaned_parent(sweep_dir: str, sweep_pid: int) -> None:
+    """A worker whose sweep process ``sweep_pid`` died (:func:`psbench.lifecycle.on_orphaned_sweep`): the sweep's MLflow
+    parent run (``<sweep dir>/psbench_sweep.json``) ends KILLED if it still runs."""
+    from psbench.tracking import mlflow_store as ms
+
+    info = json.loads((Path(sweep_dir) / "psbench_sweep.json").read_text())
+    uri, run_id = info.get("tracking_uri"), info.get("parent_run_id")
+    if uri and run_id and ms.client(uri).get_run(run_id).info.status == ms.RUNNING:
+        ms.end_run(uri, run_id, ms.KILLED, f"its sweep process (pid {sweep_pid}) died; its jobs ended KILLED")
+
+
 def read_jobs(sweep_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     path = Path(sweep_dir) / JOBS_FILE
     if not path.is_file():
