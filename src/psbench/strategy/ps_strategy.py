@@ -240,6 +240,8 @@ class ParameterServerStrategyCore(_Base):
         hook."""
         module = self.lightning_module
         if module is not None and self._fitting:
+            if self.plan is not None and self._stopped_by is None and self.schedule is not None:
+                self._stopped_by = stop.reason(module.trainer, self)  # stopped before the loop ran (max_time)
             simulated.restore(module, self._clip_was)
         super().teardown()
 
