@@ -8,9 +8,8 @@
 
 :class:`~psbench.strategy.ps_strategy.ParameterServerStrategy` with a ``plan`` takes any LightningModule whose
 ``training_step`` returns the loss of its batch (a tensor, or a dict with ``"loss"``) and whose ``configure_optimizers``
-returns one optimizer, the PS's (with lr schedulers, if any: ``interval="step"`` ones are stepped after every PS update,
-``"epoch"`` ones after every Lightning epoch, as Lightning's rule and ``frequency`` say). At ``setup`` — before the
-sanity check and any update — it reads:
+returns one optimizer, the PS's (with lr schedulers, if any, stepped where Lightning steps them:
+:mod:`psbench.strategy.schedulers`). At ``setup`` — before the sanity check and any update — it reads:
 
 * N and μ: the train DataLoader's map-style dataset and its ``batch_size`` (:func:`train_loader`). The loader's
   sampler does not choose the samples: psbench's global sample stream does (:mod:`psbench.ps.samples`, a
@@ -39,7 +38,7 @@ run as usual; psbench adds ``ps/train_loss``, ``ps/staleness_mean_update`` and `
 update's aggregate by its norm. The module trains on the Trainer's accelerator (cpu, or cuda without a codec).
 
 Refused, each with one line (:class:`~psbench.errors.ConfigError`), before any update: manual optimization,
-several optimizers, ``accumulate_grad_batches``, ``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the
+several optimizers or none (``configure_optimizers`` returning None), ``accumulate_grad_batches``, ``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the
 PS runs every update of its schedule), precisions other than 32-true, resuming from a Lightning checkpoint (the
 snapshots and the schedule position are not in it), a train loader that is not one ``DataLoader`` over a map-style
 dataset, a ``training_step`` that returns no loss. Known differences from a real cluster: the learners share the
