@@ -113,3 +113,13 @@ def test_the_summary_says_what_ran_and_why_it_stopped(trainer_kw, status, reason
     assert s.sim_time_s == (float(schedule.update_time[done - 1]) if done else 0.0)
     assert sum(s.staleness_hist.values()) == g
     assert (s.failure_reason is not None) == (status == "failed")
+
+
+def test_the_templates_datamodule_is_a_dataset_target_of_the_psbench_command():
+    """``dataset._target_`` names the template's (``lightning``) datamodule: its train and test loaders' sets are read
+    (on main: "allowed … a LightningDataModule (it returned DigitsDataModule)" — it is one, of the other namespace)."""
+    from psbench.data.target import load_target
+
+    split = load_target({"_target_": "third_party_shapes.DigitsDataModule", "batch_size": 8}, seed=0, data_dir=".")
+    assert split.x_train.shape == (1197, 1, 8, 8) and split.x_test.shape == (300, 1, 8, 8)
+    assert split.num_classes == 10
