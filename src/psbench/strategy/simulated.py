@@ -38,11 +38,12 @@ run as usual; psbench adds ``ps/train_loss``, ``ps/staleness_mean_update`` and `
 update's aggregate by its norm. The module trains on the Trainer's accelerator (cpu, or cuda without a codec).
 
 Refused, each with one line (:class:`~psbench.errors.ConfigError`), before any update: manual optimization,
-several optimizers or none (``configure_optimizers`` returning None), ``accumulate_grad_batches``, ``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the
-PS runs every update of its schedule), precisions other than 32-true, resuming from a Lightning checkpoint (the
-snapshots and the schedule position are not in it), a train loader that is not one ``DataLoader`` over a map-style
-dataset, a ``training_step`` that returns no loss. Known differences from a real cluster: the learners share the
-module's buffers (BatchNorm's running statistics are updated by every learner's call, in schedule order), and
+several optimizers or none (``configure_optimizers`` returning None), ``accumulate_grad_batches``,
+``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the PS runs every update of its schedule), precisions
+other than 32-true, resuming a fit from a Lightning checkpoint (the snapshots and the schedule position are not in
+it; ``validate``/``test``/``predict`` take any ``ckpt_path``), a train loader that is not one ``DataLoader`` over a
+map-style dataset, a ``training_step`` that returns no loss. Known differences from a real cluster: the learners share
+the module's buffers (BatchNorm's running statistics are updated by every learner's call, in schedule order), and
 ``training_step``'s ``batch_idx`` is the index of the PS update its gradient is applied in. Torch only (no config).
 """
 
