@@ -1,7 +1,8 @@
 """psbench: parameter-server protocols simulated on one machine (``psbench --help``; README).
 
 ``from psbench import ParameterServerStrategy`` is the Lightning strategy, for the user's own script
-(``ParameterServerStrategy.simulated(...)``); it loads on first use, so the CLI starts without torch.
+(``ParameterServerStrategy.simulated(...)``; ``psbench.lightning``'s for ``import lightning``); it loads on first use,
+so the CLI starts without torch.
 
 Started as ``python -m psbench…``, Python puts the working directory first on ``sys.path``, ahead of the installed
 packages; it is moved last here, before anything else is imported, so a ``torch.py`` or ``PIL.py`` in the directory
@@ -34,6 +35,9 @@ if not _sys.flags.safe_path and _sys.path and _launched_as_module(list(getattr(_
 
 from psbench.lazy import lazy  # noqa: E402
 
-__getattr__ = lazy(__name__, {"ParameterServerStrategy": "psbench.strategy.ps_strategy"})
+__getattr__ = lazy(
+    __name__,
+    {"ParameterServerStrategy": "psbench.strategy.ps_strategy", "SimulatedStrategy": "psbench.strategy.ps_strategy"},
+)
 
-__all__ = ["ParameterServerStrategy"]
+__all__ = ["ParameterServerStrategy", "SimulatedStrategy"]

@@ -6,8 +6,9 @@ to ``self.log``'s batch-size inference, and counts PS updates as ``global_step``
 function below is the one place that names a private attribute, and ``tests/test_lightning_seams.py`` holds a
 behavioural test per seam that fails on a Lightning whose internals moved; :func:`check` says the same at run time,
 in one line naming the attribute and the version, before any update. Tested with pytorch-lightning 2.6
-(:data:`TESTED`); the dependency allows ``>=2.4,<3`` and relies on these checks rather than on a pin, so a newer
-Lightning either passes them or fails loudly at ``setup``.
+(:data:`TESTED`), in either namespace (``pytorch_lightning``, ``lightning.pytorch``: the same code); the dependency
+allows ``>=2.4,<3`` and relies on these checks rather than on a pin, so a newer Lightning either passes them or fails
+loudly at ``setup``.
 """
 
 from __future__ import annotations
@@ -36,12 +37,12 @@ def check(trainer) -> None:
         try:
             seam()
         except AttributeError:
-            import pytorch_lightning as pl
+            from psbench import lightning_namespaces as ns
 
+            found = ns.version(ns.of(trainer) or "pytorch_lightning")
             raise RuntimeError(
-                f"psbench's ParameterServerStrategy needs Lightning's {name}, which pytorch-lightning "
-                f"{pl.__version__} does not have (tested with {', '.join(TESTED)}: "
-                f"pip install 'pytorch-lightning=={TESTED[-1]}.*')"
+                f"psbench's ParameterServerStrategy needs Lightning's {name}, which {found} does not have "
+                f"(tested with {', '.join(TESTED)}: pip install '{found.split()[0]}=={TESTED[-1]}.*')"
             ) from None
 
 

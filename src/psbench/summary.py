@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("finished", "diverged", "killed", "failed")
+#: ``stopped``: the user's Trainer ended a ``ParameterServerStrategy`` fit before its plan (EarlyStopping, max_time)
+STATUSES = ("finished", "diverged", "stopped", "killed", "failed")
 #: the statuses of a run that trained to its end (a diverged run finishes too, tagged)
 COMPLETED = ("finished", "diverged")
 
@@ -32,10 +33,11 @@ class RunSummary:
     """What one run did. ``engine`` says which fields were filled in; the rest stay ``None``."""
 
     # ---- how it ended
-    status: str = "finished"  #: finished | diverged | killed | failed
+    status: str = "finished"  #: finished | diverged | stopped | killed | failed
     diverged: bool = False  #: a NaN/inf loss or test loss (the run still ends FINISHED)
     diverged_at_update: int | None = None  #: the PS update whose loss was first non-finite
     failure_reason: str | None = None  #: one line for a killed/failed job (MLflow tag ``failure_reason``)
+    stop_reason: str | None = None  #: the Lightning API: why the fit ended (max_epochs, EarlyStopping, max_time, …)
     artifacts_error: str | None = None  #: why the run's files did not all reach MLflow (the run still FINISHED)
     signal: str | None = None  #: SIGINT | SIGTERM | SIGHUP for a killed run (none for trainer.stop_after_updates)
     checkpoint: str | None = None  #: where a stopped run's checkpoint is (resume=<run dir>)

@@ -4,9 +4,10 @@ A ``dataset`` node with ``_target_`` names a callable (its other keys its argume
 passed where its signature names them, :func:`psbench.target.build`) returning either
 
 * ``(train, test)``: two map-style :class:`torch.utils.data.Dataset` s (``len`` and ``ds[i]``) of ``(x, y)`` items, or
-* a :class:`~pytorch_lightning.LightningDataModule`: ``prepare_data()`` and ``setup("fit")`` are called, its
-  ``train_dataloader().dataset`` is the training set and ``test_dataloader().dataset`` (after ``setup("test")``) —
-  or, where it has no test loader, ``val_dataloader().dataset`` — the test set.
+* a ``LightningDataModule`` (``pytorch_lightning``'s or ``lightning.pytorch``'s): ``prepare_data()`` and
+  ``setup("fit")`` are called, its ``train_dataloader().dataset`` is the training set and
+  ``test_dataloader().dataset`` (after ``setup("test")``) — or, where it has no test loader,
+  ``val_dataloader().dataset`` — the test set.
 
 Each item is read once, in index order, into float32 inputs and int64 labels (classification) or float32 targets
 (regression: a float y, or a 1-d float vector of k targets), so the engines index them as any in-memory data set
@@ -40,12 +41,12 @@ WHAT = "a callable returning (train, test) map-style datasets of (x, y) items, o
 
 
 def _datasets(node: Mapping[str, Any], seed: int, data_dir: str | Path) -> tuple[Any, Any]:
-    """(train, test) of the target: its pair, or its LightningDataModule's datasets."""
-    import pytorch_lightning as pl
+    """(train, test) of the target: its pair, or its LightningDataModule's datasets (either Lightning namespace)."""
+    from psbench import lightning_namespaces as ns
 
     shown = node["_target_"]
     got = build(KEY, node, OWN_KEYS, {"seed": seed, "data_dir": str(data_dir)}, what=WHAT)
-    if isinstance(got, pl.LightningDataModule):
+    if ns.is_instance(got, "LightningDataModule"):
         return _from_datamodule(got, shown)
     require(
         isinstance(got, tuple | list) and len(got) == 2,
@@ -57,7 +58,9 @@ def _datasets(node: Mapping[str, Any], seed: int, data_dir: str | Path) -> tuple
 
 
 def _from_datamodule(dm, shown: str) -> tuple[Any, Any]:
-    import pytorch_lightning as pl
+    from psbench import lightning_namespaces as ns
+
+    base = ns.get(ns.of(dm) or "pytorch_lightning", "LightningDataModule")  # its namespace's hooks
 
     def loader_set(hook: str) -> Any:
         try:
@@ -88,7 +91,7 @@ def _from_datamodule(dm, shown: str) -> tuple[Any, Any]:
             f"{type(exc).__name__}: {' '.join(str(exc).split())}",
         ) from exc
     train = loader_set("train_dataloader")
-    if type(dm).test_dataloader is not pl.LightningDataModule.test_dataloader:
+    if type(dm).test_dataloader is not base.test_dataloader:
         try:
             dm.setup("test")
         except Exception as exc:
@@ -100,7 +103,7 @@ def _from_datamodule(dm, shown: str) -> tuple[Any, Any]:
             ) from exc
         return train, loader_set("test_dataloader")
     require(
-        type(dm).val_dataloader is not pl.LightningDataModule.val_dataloader,
+        type(dm).val_dataloader is not base.val_dataloader,
         KEY,
         shown,
         "a LightningDataModule with a test_dataloader() or a val_dataloader() (the test set)",

@@ -41,7 +41,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
@@ -51,16 +52,25 @@ from psbench.ps import Schedule
 from psbench.ps import plan as run_plan
 from psbench.ps.apply import apply_update
 from psbench.run_setup import SimulatedSetup
-from psbench.strategy import simulated
+from psbench.strategy import simulated, stop
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.chunks import UpdateChunk
 from psbench.strategy.local_steps import LocalLearners
 from psbench.strategy.lookahead import Lookahead
+from psbench.strategy.schedulers import SchedulerSteps
 from psbench.summary import RunSummary
 
+if TYPE_CHECKING:  # what the core's methods extend; at run time each namespace's class adds it (bottom of the file)
+    _Base = SingleDeviceStrategy
+else:
+    _Base = object
 
-class ParameterServerStrategy(SingleDeviceStrategy):
-    """Executes a PS schedule in a Lightning Trainer (the module docstring).
+
+class ParameterServerStrategyCore(_Base):
+    """Executes a PS schedule in a Lightning Trainer (the module docstring): the one definition of
+    :class:`ParameterServerStrategy` (``pytorch_lightning``) and :class:`psbench.lightning.ParameterServerStrategy`
+    (``lightning.pytorch``), each this core over its namespace's ``SingleDeviceStrategy``
+    (:mod:`psbench.lightning_namespaces`: a Trainer accepts only a Strategy of its own namespace).
 
     Args:
         schedule: the schedule to execute (the psbench command's); None: planned at ``setup`` from ``plan``.
@@ -80,16 +90,27 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     """
 
     strategy_name = "parameter_server"
+    #: the Lightning namespace this class is a Strategy of (:data:`psbench.lightning_namespaces.NAMES`)
+    lightning_namespace: ClassVar[str]
+    #: the class :meth:`simulated` makes: this namespace's :class:`SimulatedStrategy`
+    simulated_class: ClassVar[type]
 
     @classmethod
-    def simulated(cls, protocol="hardsync", **options) -> ParameterServerStrategy:
+    def simulated(cls, protocol="hardsync", **options) -> Any:
         """The strategy for the user's own Lightning script: ``Trainer(strategy=ParameterServerStrategy.simulated(
         protocol="softsync", n=4, learners=8, hardware="laptop", seed=0))`` trains any LightningModule on the
         schedule simulated from the Trainer's data and length (:mod:`psbench.strategy.simulated` says what is read;
-        the arguments are :func:`psbench.api.simulated_setup`'s, checked here)."""
-        from psbench.api import simulated_setup
+        the arguments are :func:`psbench.api.simulated_setup`'s, checked here). A :class:`SimulatedStrategy` of this
+        class's Lightning namespace (``psbench.lightning.ParameterServerStrategy.simulated`` for ``lightning``)."""
+        return cls.simulated_class(protocol, **options)
 
-        return cls(plan=simulated_setup(protocol, **options))
+    def __repr__(self) -> str:
+        """Names the namespace: a Trainer of the other one prints it in its refusal."""
+        other = "psbench.lightning" if self.lightning_namespace == "pytorch_lightning" else "psbench"
+        return (
+            f"<{type(self).__name__} for {self.lightning_namespace}.Trainer (a Trainer of the other Lightning "
+            f"namespace takes {other}.ParameterServerStrategy)>"
+        )
 
     def __init__(
         self,
@@ -138,8 +159,10 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self._last_update: int | None = None  # the last update a Trainer step applied
         self.loader: Any = None  # the Trainer's train data when planned (psbench.strategy.simulated.EpochLoader)
         self.artifacts: list[str] = []  # files the plan wrote (timeline.png)
-        self._schedulers: tuple[list, list] = ([], [])  # the lr schedulers stepped per update, per epoch
-        self._epoch = 0
+        self._lr = SchedulerSteps(None, [])  # the module's lr schedulers, stepped as Lightning steps them
+        self._epoch = -1  # the epoch of the last Trainer step
+        self._fitting = True  # connected to fit (else to validate, test or predict)
+        self._stopped_by: stop.Stopped | None = None  # why the fit ended, once it has
         self._clip_was: float | None = None
         self._fit_s = [0.0, 0.0]
 
@@ -163,22 +186,30 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         super().setup_environment()
 
     def connect(self, model) -> None:
-        """Check the module (:func:`~psbench.strategy.simulated.check_module`); the PS clips each update by the
-        Trainer's ``gradient_clip_val`` (restored at :meth:`teardown`) and applies every update itself: manual
-        optimization."""
-        clip = simulated.check_module(model)
-        if clip is not None:
-            self.gradient_clip_val = clip
-            self._clip_was, model.trainer.gradient_clip_val = model.trainer.gradient_clip_val, None
+        """To fit: check the module (:func:`~psbench.strategy.simulated.check_module`); the PS clips each update by
+        the Trainer's ``gradient_clip_val`` (restored at :meth:`teardown`) and applies every update itself: manual
+        optimization. To validate, test or predict (after a fit, from a checkpoint, or alone): a single-device
+        strategy, as Lightning's own."""
+        self._fitting = model.trainer.state.fn == "fit"
+        if self._fitting:
+            clip = simulated.check_module(model)
+            if clip is not None:
+                self.gradient_clip_val = clip
+                self._clip_was, model.trainer.gradient_clip_val = model.trainer.gradient_clip_val, None
         super().connect(model)
-        model.automatic_optimization = False
+        if self._fitting:
+            model.automatic_optimization = False
 
     def setup(self, trainer) -> None:
-        """Check the Trainer; the lr schedulers' rule; with ``plan``, the schedule and the gradient source."""
+        """To fit: check the Trainer; the lr schedulers' rule; with ``plan``, the schedule and the gradient source."""
+        if not self._fitting:
+            super().setup(trainer)
+            return
         simulated.check_trainer(trainer)
         seams.check(trainer)
+        self._stopped_by = None
         super().setup(trainer)
-        self._schedulers = simulated.schedulers(trainer)
+        self._lr = SchedulerSteps(self._module, simulated.schedulers(trainer))
         simulated.skip_chunks_in_batch_hook(self._module)
         if self.plan is not None:
             planned = simulated.plan_run(self.plan, self, trainer)
@@ -186,18 +217,36 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             self.lookahead, self.compression, self.artifacts = planned.lookahead, planned.compression, planned.artifacts
             self.num_train, self.samples_per_gradient = planned.num_train, planned.batch_size
 
+    def setup_optimizers(self, trainer) -> None:
+        """The module's optimizer and lr scheduler configs as Lightning's automatic optimization reads them (a
+        scheduler's ``monitor`` and ``strict`` kept: :mod:`psbench.strategy.schedulers` steps them); several
+        optimizers refused in one line."""
+        module = self._module
+        if not self._fitting:
+            return super().setup_optimizers(trainer)
+        module.automatic_optimization = True
+        try:
+            super().setup_optimizers(trainer)
+        except RuntimeError as e:
+            if "multiple optimizers" not in str(e):
+                raise
+            simulated.one_optimizer("several")  # Lightning's automatic optimization refused them
+        finally:
+            module.automatic_optimization = False
+
     def teardown(self) -> None:
-        """The module and Trainer as the user made them: automatic optimization (``trainer.global_step`` still
-        counts the PS updates), the Trainer's ``gradient_clip_val``, Lightning's batch hook."""
+        """The module and Trainer as the user made them after a fit: automatic optimization
+        (``trainer.global_step`` still counts the PS updates), the Trainer's ``gradient_clip_val``, Lightning's batch
+        hook."""
         module = self.lightning_module
-        if module is not None:
+        if module is not None and self._fitting:
+            if self.plan is not None and self._stopped_by is None and self.schedule is not None:
+                self._stopped_by = stop.reason(module.trainer, self)  # stopped before the loop ran (max_time)
             simulated.restore(module, self._clip_was)
         super().teardown()
 
     def process_dataloader(self, dataloader):
-        from pytorch_lightning.trainer.states import RunningStage
-
-        training = self.lightning_module.trainer.state.stage == RunningStage.TRAINING
+        training = self.lightning_module.trainer.training
         return self.loader if training and self.loader is not None else dataloader
 
     def on_train_start(self) -> None:
@@ -207,8 +256,20 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             seams.evaluate_when(self._module.trainer, self._evaluate_now)
 
     def on_train_end(self) -> None:
+        """The ReduceLROnPlateau steps the last evaluation owes; the fit's end (:attr:`summary`: why it stopped)."""
         self._fit_s[1] = time.perf_counter()
+        trainer = self._module.trainer
+        self._lr.settle(trainer.callback_metrics)
+        if self.plan is not None:  # the psbench command says how its runs end itself (psbench.lifecycle)
+            self._stopped_by = stop.reason(trainer, self)
         super().on_train_end()
+
+    def on_exception(self, exception: BaseException) -> None:
+        """An exception ended the fit (Lightning calls this before re-raising it; a KeyboardInterrupt it swallows):
+        :attr:`summary` says so."""
+        if self.plan is not None:
+            self._stopped_by = stop.from_exception(exception)
+        super().on_exception(exception)
 
     def _evaluate_now(self, data_fetcher=None) -> bool:
         """Evaluate after this Trainer step? After updates eval_every−1, 2·eval_every−1, …, and after a stop
@@ -251,18 +312,22 @@ class ParameterServerStrategy(SingleDeviceStrategy):
     def summary(self) -> RunSummary | None:
         """The run's :class:`~psbench.summary.RunSummary` (:func:`psbench.ps.plan.summary`): the schedule's staleness,
         updates, samples, simulated time and bytes as the simulator counted them, and what the fit did; None before
-        the schedule is known with its statistics."""
+        the schedule is known with its statistics. A fit that ended before its plan (EarlyStopping, ``max_time``, an
+        exception) counts the updates that ran (:func:`psbench.strategy.stop.executed`) and says why in ``status``
+        and ``stop_reason`` (:mod:`psbench.strategy.stop`)."""
         if self.sim is None or self.num_train is None or self.samples_per_gradient is None:
             return None
         spg, done, fit_s = self.samples_per_gradient, self.updates_done, self.fit_time_s
         trained = int(self.sim.schedule.offsets[done]) * spg
-        codecs = self.compression
-        return run_plan.summary(
+        codecs, ended = self.compression, self._stopped_by
+        summary = run_plan.summary(
             self.sim,
             spg,
             self.num_train,
             "none" if codecs is None else codecs.name,
-            status="diverged" if self.diverged else "finished",
+            status=ended.status if ended is not None else "diverged" if self.diverged else "finished",
+            stop_reason=ended.reason if ended is not None else None,
+            failure_reason=ended.reason if ended is not None and ended.status in ("failed", "killed") else None,
             diverged=self.diverged,
             diverged_at_update=self.diverged_at,
             train_loss=self.recent_loss,
@@ -274,6 +339,9 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             peak_snapshot_bytes=self.peak_snapshot_bytes,
             artifacts=list(self.artifacts),
         )
+        if ended is None or done >= self.sim.schedule.num_updates:
+            return summary
+        return replace(summary, **stop.executed(self.sim.schedule, self.sim.stats, done, spg, self.num_train))
 
     @property
     def check(self) -> dict | None:
@@ -347,24 +415,34 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         return self.lookahead
 
     def training_step(self, batch: UpdateBatch | UpdateChunk, batch_idx: int = 0, *args, **kwargs):
-        """Apply one PS update, or each update of a chunk in order (see the module docstring)."""
+        """Apply one PS update, or each update of a chunk in order (see the module docstring); a Trainer step also
+        steps the lr schedulers Lightning would step around its batch (:mod:`psbench.strategy.schedulers`)."""
+        if kwargs.pop("_of_chunk", False):
+            return self._apply(cast(UpdateBatch, batch))
+        trainer = self._module.trainer
+        self._lr.settle(trainer.callback_metrics)  # what the evaluation after the last Trainer step decides
+        if batch_idx == 0 or self._epoch != trainer.current_epoch:  # a new epoch: its steps count from its first update
+            self._epoch, self._lr.epoch_start = trainer.current_epoch, None
         if isinstance(batch, UpdateChunk):
-            trainer = self._module.trainer
-            while self._epoch < trainer.current_epoch:  # a new epoch: step the per-epoch lr schedulers first
-                self._epoch += 1
-                simulated.step_epoch_schedulers(self._schedulers[1], self._epoch, trainer.callback_metrics)
             for j, update in enumerate(batch.updates):
                 if j:  # an update boundary inside the Trainer step: checkpoints, signals
                     for cb in trainer.callbacks:
                         hook = getattr(cb, "on_ps_update_start", None)
                         if hook is not None:
                             hook(trainer, update.index)
-                self.training_step(update)  # through self: one call per update, as with one update per step
+                self.training_step(update, batch_idx, _of_chunk=True)  # through self: one call per update
                 if trainer.should_stop:  # diverged
                     break
             if trainer.progress_bar_callback is not None:
                 self._module.log(self.prefix + "loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
-            return None
+        else:
+            self._apply(batch)
+        if batch_idx + 1 == trainer.num_training_batches and not self.diverged:
+            self._lr.epoch_done(trainer.current_epoch)
+        return None
+
+    def _apply(self, batch: UpdateBatch) -> None:
+        """Apply PS update ``batch.index``."""
         module = self._module
         seams.log_at(module.trainer, batch.index)  # the step evaluations log at
         self._last_update = batch.index
@@ -390,7 +468,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             trainer.optimizers[0],
             lr_scale=batch.lr_scale,
             clip=self.gradient_clip_val,
-            schedulers=[c.scheduler for c in self._schedulers[0] if (batch.index + 1) % c.frequency == 0],
+            schedulers=self._lr.after_update(batch.index),
             step=module.optimizers().step,
         ):  # Lightning's wrapper: counts the step (global_step)
             self.diverged_at = batch.index
@@ -423,3 +501,66 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             }
             for lg in loggers:
                 lg.log_metrics(values, step=step)
+
+
+class SimulatedArguments:
+    """``ParameterServerStrategy.simulated(...)`` as a class (each namespace's :class:`SimulatedStrategy`), for configs
+    that name a class and its arguments (LightningCLI's ``class_path`` and ``init_args``, Hydra's ``_target_``). The
+    arguments are :func:`psbench.api.simulated_setup`'s (``tests/test_lightning_cli.py`` checks the two signatures
+    agree).
+
+    Args:
+        protocol: ``hardsync`` | ``softsync`` | ``async`` | ``ssp``, or a mapping of the ``protocol`` group.
+        learners: λ.
+        n: softsync's splitting parameter.
+        staleness_bound: SSP's s.
+        hardware: the simulated cluster (``laptop`` | ``p775`` | ``p775_cluster``, or a mapping of its keys).
+        topology: ``rudra_base`` | ``rudra_adv`` | ``rudra_adv_star`` (or a mapping).
+        lr_policy: the ``lr_policy`` group's option (or a mapping).
+        compression: the ``compression`` group's option (or a mapping).
+        seed: the simulator's jitter streams and the sample stream.
+        updates_per_step: PS updates per Trainer step (None: the updates of ~128 samples).
+        log_every_n_updates: psbench's ``ps/*`` metrics every this many updates.
+        batching: ``auto`` | ``loop``.
+        memory_budget_mb: bound on snapshots and gradients computed ahead (None: as ``trainer.memory_budget_mb``).
+        progress: the simulation's progress lines (``auto`` | ``plain`` | ``none``).
+        timeline_updates: the updates ``timeline.png`` draws (None: a few pushes of every learner; 0: none).
+    """
+
+    def __init__(
+        self,
+        protocol: str | dict[str, Any] = "hardsync",
+        *,
+        learners: int,
+        n: int | None = None,
+        staleness_bound: int | None = None,
+        hardware: str | dict[str, Any] = "laptop",
+        topology: str | dict[str, Any] = "rudra_base",
+        lr_policy: str | dict[str, Any] = "constant",
+        compression: str | dict[str, Any] | None = "none",
+        seed: int = 0,
+        updates_per_step: int | None = None,
+        log_every_n_updates: int = 10,
+        batching: str = "auto",
+        memory_budget_mb: float | None = None,
+        progress: str = "auto",
+        timeline_updates: int | None = None,
+    ) -> None:
+        from psbench.api import simulated_setup
+
+        options = {k: v for k, v in locals().items() if k not in ("self", "protocol", "simulated_setup")}
+        ParameterServerStrategyCore.__init__(self, plan=simulated_setup(protocol, **options))  # type: ignore[arg-type]
+
+
+class ParameterServerStrategy(ParameterServerStrategyCore, SingleDeviceStrategy):
+    """The strategy for ``pytorch_lightning`` Trainers (:class:`ParameterServerStrategyCore`); ``lightning``'s is
+    :class:`psbench.lightning.ParameterServerStrategy`."""
+
+    lightning_namespace = "pytorch_lightning"
+
+
+class SimulatedStrategy(SimulatedArguments, ParameterServerStrategy):
+    """:class:`SimulatedArguments` for ``pytorch_lightning`` Trainers."""
+
+
+ParameterServerStrategy.simulated_class = SimulatedStrategy

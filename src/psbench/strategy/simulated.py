@@ -8,9 +8,8 @@
 
 :class:`~psbench.strategy.ps_strategy.ParameterServerStrategy` with a ``plan`` takes any LightningModule whose
 ``training_step`` returns the loss of its batch (a tensor, or a dict with ``"loss"``) and whose ``configure_optimizers``
-returns one optimizer, the PS's (with lr schedulers, if any: ``interval="step"`` ones are stepped after every PS update,
-``"epoch"`` ones after every Lightning epoch, as Lightning's rule and ``frequency`` say). At ``setup`` — before the
-sanity check and any update — it reads:
+returns one optimizer, the PS's (with lr schedulers, if any, stepped where Lightning steps them:
+:mod:`psbench.strategy.schedulers`). At ``setup`` — before the sanity check and any update — it reads:
 
 * N and μ: the train DataLoader's map-style dataset and its ``batch_size`` (:func:`train_loader`). The loader's
   sampler does not choose the samples: psbench's global sample stream does (:mod:`psbench.ps.samples`, a
@@ -39,11 +38,12 @@ run as usual; psbench adds ``ps/train_loss``, ``ps/staleness_mean_update`` and `
 update's aggregate by its norm. The module trains on the Trainer's accelerator (cpu, or cuda without a codec).
 
 Refused, each with one line (:class:`~psbench.errors.ConfigError`), before any update: manual optimization,
-several optimizers, ``accumulate_grad_batches``, ``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the
-PS runs every update of its schedule), precisions other than 32-true, resuming from a Lightning checkpoint (the
-snapshots and the schedule position are not in it), a train loader that is not one ``DataLoader`` over a map-style
-dataset, a ``training_step`` that returns no loss. Known differences from a real cluster: the learners share the
-module's buffers (BatchNorm's running statistics are updated by every learner's call, in schedule order), and
+several optimizers or none (``configure_optimizers`` returning None), ``accumulate_grad_batches``,
+``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the PS runs every update of its schedule), precisions
+other than 32-true, resuming a fit from a Lightning checkpoint (the snapshots and the schedule position are not in
+it; ``validate``/``test``/``predict`` take any ``ckpt_path``), a train loader that is not one ``DataLoader`` over a
+map-style dataset, a ``training_step`` that returns no loss. Known differences from a real cluster: the learners share
+the module's buffers (BatchNorm's running statistics are updated by every learner's call, in schedule order), and
 ``training_step``'s ``batch_idx`` is the index of the PS update its gradient is applied in. Torch only (no config).
 """
 
@@ -112,52 +112,33 @@ def check_trainer(trainer) -> None:
     )
 
 
-def schedulers(trainer) -> tuple[list, list]:
-    """(``interval="step"`` lr scheduler configs, the others) of the module's one optimizer."""
+def one_optimizer(count: int | str) -> None:
+    """Refuse ``configure_optimizers`` unless it returned one optimizer (``count``: how many it returned)."""
+    require(count == 1, "configure_optimizers", f"{count} optimizers", "one optimizer, the PS's")
+
+
+def schedulers(trainer) -> list:
+    """The lr scheduler configs (``LRSchedulerConfig``) of the module's one optimizer, which must update weights: not
+    Lightning's stand-in for ``configure_optimizers`` returning None, not one without parameters."""
+    one_optimizer(len(trainer.optimizers))
+    opt = trainer.optimizers[0]
+    groups = getattr(opt, "param_groups", None) or []
     require(
-        len(trainer.optimizers) == 1,
+        any(p.requires_grad for g in groups for p in g["params"]),
         "configure_optimizers",
-        f"{len(trainer.optimizers)} optimizers",
-        "one optimizer, the PS's",
+        "None" if type(opt).__name__ == "_MockOptimizer" else f"a {type(opt).__name__} without trainable parameters",
+        "one optimizer over the module's trainable parameters, the PS's (without one no update changes a weight)",
     )
-    configs = trainer.lr_scheduler_configs
-    for c in configs:
-        require(
-            not (c.reduce_on_plateau and c.interval == "step"),
-            "lr_scheduler.interval",
-            c.interval,
-            "epoch for ReduceLROnPlateau (it reads a metric of the evaluation)",
-        )
-    return [c for c in configs if c.interval == "step"], [c for c in configs if c.interval != "step"]
-
-
-def step_epoch_schedulers(configs: list, epoch: int, metrics: Mapping[str, Any]) -> None:
-    """Lightning's rule for ``interval="epoch"`` schedulers once epoch ``epoch`` − 1 is done: step where
-    ``epoch % frequency == 0``; ReduceLROnPlateau with its ``monitor`` metric."""
-    for c in configs:
-        if epoch % c.frequency:
-            continue
-        if not c.reduce_on_plateau:
-            c.scheduler.step()
-            continue
-        value = metrics.get(c.monitor)
-        require(
-            value is not None or not c.strict,
-            "lr_scheduler.monitor",
-            c.monitor,
-            f"a metric the module logs (logged: {', '.join(metrics) or 'none'})",
-        )
-        if value is not None:
-            c.scheduler.step(value)
+    return list(trainer.lr_scheduler_configs)
 
 
 def device(accelerator, compression: Mapping | None) -> torch.device:
     """The Trainer's accelerator as a device (:func:`psbench.strategy.device.run_device`): cpu, cuda or mps (the
-    CPU with a codec)."""
-    from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator, MPSAccelerator
+    CPU with a codec), in either Lightning namespace."""
+    from psbench import lightning_namespaces as ns
 
-    names = {CPUAccelerator: "cpu", CUDAAccelerator: "cuda", MPSAccelerator: "mps"}
-    name = next((n for cls, n in names.items() if isinstance(accelerator, cls)), None)
+    names = {"CPUAccelerator": "cpu", "CUDAAccelerator": "cuda", "MPSAccelerator": "mps"}
+    name = next((n for cls, n in names.items() if ns.is_instance(accelerator, f"accelerators.{cls}")), None)
     require(name is not None, "accelerator", type(accelerator).__name__, "cpu, cuda or mps")
     return run_device(name, "accelerator", "with a codec (codecs run on the CPU)" if compression is not None else None)
 
@@ -288,13 +269,15 @@ def transfer(strategy, trainer, before_transfer: Callable) -> Callable[[Any], An
     (``on_before_batch_transfer``, ``transfer_batch_to_device``, ``on_after_batch_transfer``); without hooks of the
     user's (module or datamodule), the move alone (none on the CPU: ~0.2 ms a call less)."""
     from lightning_fabric.utilities.apply_func import move_data_to_device
-    from pytorch_lightning.strategies import Strategy
-    from pytorch_lightning.utilities.model_helpers import is_overridden
 
+    from psbench import lightning_namespaces as ns
+
+    name = strategy.lightning_namespace  # the Trainer's: its module's hooks, its Strategy's move
+    is_overridden, base = ns.get(name, "utilities.model_helpers.is_overridden"), ns.get(name, "strategies.Strategy")
     hooks = ("on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
     owners = [o for o in (strategy.lightning_module, trainer.datamodule) if o is not None]
     if any(is_overridden(h, o) for h in hooks for o in owners):
-        return lambda b: Strategy.batch_to_device(strategy, before_transfer(b))
+        return lambda b: base.batch_to_device(strategy, before_transfer(b))
     dev = strategy.root_device
     return (lambda b: b) if dev.type == "cpu" else (lambda b: move_data_to_device(b, dev))
 
@@ -420,9 +403,9 @@ def _timeline(setup: SimulatedSetup, sim: plan.SimulatedRun, mu: int, trainer) -
     folder.mkdir(parents=True, exist_ok=True)
     path = plan.plot_timeline(sim, setup.protocol, mu, setup.hardware, setup.topology, folder / "timeline.png")
     assert path is not None
-    from pytorch_lightning.loggers import MLFlowLogger
+    from psbench import lightning_namespaces as ns
 
     for lg in trainer.loggers:
-        if isinstance(lg, MLFlowLogger):
+        if ns.is_instance(lg, "loggers.MLFlowLogger"):
             lg.experiment.log_artifact(lg.run_id, path)
     return [path]
