@@ -63,18 +63,16 @@ TARGET_KEYS: Keys = {"name": text(what="a short name of the model (run names, ta
 
 
 def _check(cfg: Mapping[str, Any]) -> None:
-    """``batchnorm`` only for schedule-only runs (the gradient path cannot train BN); a ``_target_`` model's layers
-    are checked once it is built (:func:`psbench.models.net.check_net`)."""
+    """``batchnorm`` where the gradient path keeps BatchNorm's statistics (:func:`psbench.models.net.batchnorm_refusal`)
+    or for schedule-only runs; a ``_target_`` model's layers are checked once it is built
+    (:func:`psbench.models.net.check_net`)."""
+    from psbench.models.net import batchnorm_refusal
+
     if "_target_" in cfg["model"]:
         return
     bn = cfg["model"].get("batchnorm", False)
-    require(
-        not bn or cfg["schedule_only"],
-        "model.batchnorm",
-        bn,
-        "false unless schedule_only=true (learners' gradients are vmapped over stacked weight snapshots, "
-        "where BatchNorm cannot update its running statistics)",
-    )
+    why = batchnorm_refusal(cfg["engine"]["name"], cfg["protocol"]["name"]) if bn and not cfg["schedule_only"] else None
+    require(why is None, "model.batchnorm", bn, f"false, or {why}")
 
 
 MODEL = Group({name: {**keys, "loss": LOSS} for name, keys in MODEL_KEYS.items()}, check=_check, target=TARGET_KEYS)

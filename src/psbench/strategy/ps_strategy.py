@@ -397,6 +397,8 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             self._log({"diverged": 1.0}, batch.index)
             trainer.should_stop = True
             return None  # no optimizer step
+        if self.local is None and ahead.bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py)
+            ahead.bn.apply(ahead.running_stats(batch.index))
         self.updates_done += 1
         self.samples_done += batch.samples
         self.sim_time_s = batch.time
