@@ -132,6 +132,7 @@ class JobRun:
                 "diverged": str(summary.diverged).lower(),
                 "weights_sha256": summary.weights_sha256,
                 **({"artifacts_error": error} if error else {}),
+                **({"divergence": summary.divergence} if summary.divergence else {}),
             },
         )
         t.end_run(self.uri, self.run_id, t.FINISHED)
