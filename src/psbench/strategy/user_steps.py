@@ -15,8 +15,9 @@ Two speed-ups, each checked on the first gradients it would apply to, never assu
   instead of k. On the first unit of k ≥ 2 rows both are computed; they must agree parameter by parameter to
   :data:`CHECK_RTOL` (of that parameter's gradient norm), else every unit is computed row by row (a loss summed
   over samples, BatchNorm's batch statistics or dropout fail the check);
-* channels_last — a conv module on the CPU: the mini-batch's 4-d float tensors and the snapshots' 4-d weights in
-  channels_last, where the CPU's convolutions and pooling run 1.5–2× faster (the built-in path does the same).
+* channels_last — a conv module without normalisation layers on the CPU (the built-in path's rule,
+  :func:`~psbench.strategy.module.prefers_channels_last`): the mini-batch's 4-d float tensors and the snapshots' 4-d
+  weights in channels_last, where the CPU's convolutions and pooling run 1.1–2× faster.
   Checked on the first row, on the live weights and on a channels_last snapshot: the same gradient to
   :data:`CHECK_RTOL`, and no error (a ``view`` of a channels_last activation raises), else NCHW.
 """
@@ -39,6 +40,7 @@ from psbench.ps import Schedule
 from psbench.strategy.batches import UpdateBatches
 from psbench.strategy.batchnorm import BatchStats
 from psbench.strategy.lookahead import Lookahead
+from psbench.strategy.module import channels_last_pays
 
 #: concatenated and per-learner gradients (or NCHW and channels_last ones) agree when, for every parameter,
 #: ‖a − b‖ ≤ CHECK_RTOL·‖b‖ + CHECK_RTOL·1e-3·‖b_all‖: float32 sums in another order differ by ~1e-6 of the norm;
@@ -171,8 +173,8 @@ class UserLookahead(Lookahead):
         named = dict(module.named_parameters())
         self.params = {k: named[k] for k in names}  # the weights the PS updates: the module's trainable parameters
         self.keys = [f"m.{k}" for k in names]  # the wrapper's names of the trainable parameters
-        convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
-        self.layout: bool | None = None if batching == "auto" and convs and data.x.device.type == "cpu" else False
+        pays = channels_last_pays(module) and data.x.device.type == "cpu"  # the built-in path's rule
+        self.layout: bool | None = None if batching == "auto" and pays else False
         self.concat: bool | None = None if batching == "auto" else False
         if self.bn is not None:  # BatchNorm: the wrapper's names; each learner normalised alone, never concatenated
             self.bn, self.concat = BatchStats(module, "m."), False
