@@ -43,28 +43,16 @@ def build_net(node: Mapping[str, Any], input_shape: Sequence[int], output_size: 
     return build_model(node["name"], shape, int(output_size), **{k: v for k, v in node.items() if k not in OWN_KEYS})
 
 
-def batchnorm_refusal(engine: str, protocol: str) -> str | None:
-    """Why a network with BatchNorm cannot train under ``engine`` and ``protocol``, or None where it can: the
-    simulator's look-ahead keeps each learner's batch statistics and the PS's running statistics
-    (:mod:`psbench.strategy.batchnorm`); the dist engine's learners and the local-step protocols' learner models
-    would keep running statistics of their own, which no rule here folds into the PS's."""
-    from psbench.ps.local import uses_local_steps
-
-    if engine == "dist":
-        return "engine=sim (the dist engine's learners do not push their batch statistics)"
-    if uses_local_steps(protocol):
-        return f"a protocol without local steps (protocol={protocol}: its learner models keep statistics of their own)"
-    return None
-
-
-def check_net(node: Mapping[str, Any], net: torch.nn.Module, schedule_only: bool, engine: str, protocol: str) -> None:
-    """A ``_target_`` network with BatchNorm trains where :func:`batchnorm_refusal` allows it (always with
-    ``schedule_only``); else one line naming ``model._target_``."""
+def check_net(
+    node: Mapping[str, Any], net: torch.nn.Module, schedule_only: bool, engine: str, protocol: Mapping[str, Any]
+) -> None:
+    """A ``_target_`` network with BatchNorm trains where :func:`~psbench.models.options.batchnorm_refusal` allows it
+    (always with ``schedule_only``); else one line naming ``model._target_``."""
     if not is_target(node) or schedule_only:
         return
-    from psbench.strategy.batchnorm import batchnorm_layers
+    from psbench.models.options import batchnorm_refusal
 
-    bn = [name for name, _ in batchnorm_layers(net)]
+    bn = [name for name, m in net.named_modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     why = batchnorm_refusal(engine, protocol) if bn else None
     if why is not None:
         raise ConfigError(
