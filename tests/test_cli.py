@@ -228,7 +228,7 @@ def test_multirun_tracks_finished_and_diverged_runs(run_psbench, mlflow_runs, ps
     assert runs["1"]["tags"]["diverged"] == "true" and runs["1"]["tags"]["status"] == "diverged"
 
     ok = runs["0"]
-    assert ok["name"] == "hardsync" and runs["1"]["name"] == "hardsync-seed1"
+    assert ok["name"] == "hardsync-seed0" and runs["1"]["name"] == "hardsync-seed1"  # the swept seed, both named
     assert ok["params"]["protocol.name"] == "hardsync" and ok["params"]["learners"] == "4"
     assert ok["params"]["optimizer.milestones"] == "[]"
     assert ok["tags"]["paper"] == "rudra" and ok["tags"]["protocol"] == "hardsync"

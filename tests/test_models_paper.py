@@ -305,29 +305,39 @@ def test_option_errors_name_the_key() -> None:
         assert err.value.key == key, (name, kw, str(err.value))
 
 
-def test_batchnorm_training_is_refused_with_the_key_named(compose_cfg) -> None:
-    """BN cannot train under the vmapped gradient path: validation says so; schedule-only runs may use it."""
+def test_batchnorm_trains_in_the_simulator_and_is_refused_where_no_rule_keeps_its_statistics(compose_cfg) -> None:
+    """BN trains under engine=sim (psbench.strategy.batchnorm); the dist engine and local-step protocols are refused
+    naming model.batchnorm; schedule-only runs may use it anywhere."""
     from psbench.validate import validate
 
     for model in ("alexnet", "googlenet", "vgg_a"):
+        validate(compose_cfg(f"model={model}", "model.batchnorm=true"))
         with pytest.raises(ConfigError) as err:
-            validate(compose_cfg(f"model={model}", "model.batchnorm=true"))
-        assert err.value.key == "model.batchnorm" and "schedule_only" in str(err.value)
-    validate(compose_cfg("model=alexnet", "model.batchnorm=true", "schedule_only=true"))
-    validate(compose_cfg("model=alexnet"))
+            validate(compose_cfg(f"model={model}", "model.batchnorm=true", "engine=dist"))
+        assert err.value.key == "model.batchnorm" and "engine=sim" in str(err.value)
+    validate(compose_cfg("model=alexnet", "model.batchnorm=true", "engine=dist", "schedule_only=true"))
     with pytest.raises(ConfigError, match=r"model\.batchnorm"):
         validate(compose_cfg("model=alexnet", "model.batchnorm=1"))
 
 
-def test_batchnorm_breaks_the_vmapped_gradient_path() -> None:
-    """Why validation refuses BN training: its running-statistics update is an in-place write to a module
-    buffer, which torch.func's grad/vmap over stacked snapshots rejects (GoogLeNet-BN on 3×32×32)."""
+def test_batchnorm_under_vmap_needs_buffers_of_its_own() -> None:
+    """Why the learners get fresh buffers (psbench.strategy.batchnorm): BN's running-statistics update is an in-place
+    write to a module buffer, which torch.func's grad/vmap over stacked snapshots rejects (GoogLeNet-BN on
+    3×32×32); with stacked fresh buffers passed through functional_call it runs."""
+    from psbench.strategy.batchnorm import BatchStats
+
     torch.manual_seed(0)
     net = build_model("googlenet", (3, 32, 32), 10, batchnorm=True)
     stacked = {k: torch.stack([v.detach(), v.detach() + 0.01]) for k, v in net.named_parameters()}
     x, y = torch.randn(2, 4, 3, 32, 32), torch.randint(0, 10, (2, 4))
     with pytest.raises(RuntimeError, match="in-place"):
         vmap(grad(lambda p, xb, yb: F.cross_entropy(functional_call(net, p, (xb,)), yb)))(stacked, x, y)
+    bn = BatchStats(net)
+    with bn.capturing():
+        g = vmap(grad(lambda p, b, xb, yb: F.cross_entropy(functional_call(net, (p, b), (xb,)), yb)))(
+            stacked, bn.fresh(2), x, y
+        )
+    assert all(torch.isfinite(v).all() for v in g.values())
 
 
 def test_ssp_family_from_config(compose_cfg) -> None:

@@ -105,6 +105,65 @@ def test_runs_differing_in_one_choice_get_distinct_deterministic_names(compose_c
     assert name(("compression=terngrad",)) == name(("compression=terngrad",))  # deterministic
 
 
+def test_a_swept_axis_is_named_even_at_its_default(compose_cfg):
+    """Issue 41: ``-m learners=4,8`` named the λ = 4 job ``hardsync`` (4 is the default). Every swept key is named:
+    λ, μ, seed and the groups at their defaults too, any other key by its last part and value."""
+    from omegaconf import OmegaConf
+
+    defaults = tracking.config_defaults(CONF_DIR / "config.yaml")
+
+    def name(swept, *overrides):
+        return tracking.run_name(OmegaConf.to_container(compose_cfg(*overrides), resolve=True), defaults, swept)
+
+    assert name([]) == "hardsync"  # a single run: what differs from the defaults, as before
+    assert name(["learners"], "learners=4") == "hardsync-λ4"
+    assert name(["learners"], "learners=8") == "hardsync-λ8"
+    assert name(["batch_size", "seed", "model"]) == "hardsync-μ32-mlp-seed0"
+    assert name(["optimizer.lr", "protocol.n"], "protocol=softsync", "protocol.n=2") == "2-softsync-lr0.1"
+    assert name(["+trainer.divergence_factor"]) == "hardsync-divergence_factor4.0"
+
+
+def test_a_sweeps_swept_keys_are_its_sweep_overrides_and_its_sweepers_params(tmp_path):
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create(
+        {
+            "hydra": {
+                "overrides": {"task": ["learners=4,8", "epochs=1", "optimizer.lr=range(0.1,0.3,0.1)"]},
+                "sweeper": {"params": {"batch_size": "choice(4, 8)", "protocol.n": "int(interval(1, 4))"}},
+            }
+        }
+    )
+    assert sweep.swept_keys(config) == ["learners", "optimizer.lr", "batch_size", "protocol.n"]
+
+
+def test_the_sweepers_results_file_is_an_artifact_of_the_parent_run(store, tmp_path):
+    """The Optuna sweeper's optimization_results.yaml (best trial or Pareto front) is logged to the sweep's parent
+    run when the sweep ends."""
+    from omegaconf import OmegaConf
+
+    eid = tracking.ensure_experiment(store, "psbench", None)
+    sweep_dir = tmp_path / "multirun" / "opt"
+    config = OmegaConf.create(
+        {
+            "hydra": {"sweep": {"dir": str(sweep_dir)}, "overrides": {"task": []}},
+            "paths": {"root_dir": str(tmp_path)},
+            "logger": {"tracking_uri": store},
+            "trainer": {"num_threads": 1},
+        }
+    )
+    sweep.start_sweep(config, eid)
+    parent = json.loads((sweep_dir / sweep.SWEEP_FILE).read_text())["parent_run_id"]
+    child = tracking.start_run(store, eid, "hardsync", tags={"mlflow.parentRunId": parent})
+    tracking.end_run(store, child, tracking.FINISHED)
+    (sweep_dir / "optimization_results.yaml").write_text("name: optuna\nbest_value: 0.1\n")
+    sweep.end_sweep(config)
+    c = _client(store)
+    assert [a.path for a in c.list_artifacts(parent)] == ["optimization_results.yaml"]
+    got = Path(c.download_artifacts(parent, "optimization_results.yaml", str(tmp_path / "dl"))).read_text()
+    assert got == "name: optuna\nbest_value: 0.1\n"
+
+
 def test_count_line_names_each_failed_job_by_what_sets_it_apart():
     jobs = [
         {"num": n, "overrides": ["protocol=softsync", f"learners={lam}"], "status": st, "reason": why}

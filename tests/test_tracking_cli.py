@@ -101,7 +101,8 @@ def test_a_sweep_has_one_parent_run_reused_when_its_dir_runs_again(run_psbench, 
         assert len(jobs) == (4 if rerun else 2)
         assert {r["tags"]["mlflow.parentRunId"] for r in jobs} == {parent["run_id"]}
         assert {r["tags"]["sweep_id"] for r in jobs} == {parent["tags"]["sweep_id"]} == {"multirun/grid"}
-        assert sorted(r["name"] for r in jobs) == sorted(["hardsync", "hardsync-seed1"] * (2 if rerun else 1))
+        # the swept seed is named at its default too
+        assert sorted(r["name"] for r in jobs) == sorted(["hardsync-seed0", "hardsync-seed1"] * (2 if rerun else 1))
     assert parent["status"] == "FINISHED" and "failure_reason" not in parent["tags"]
     assert parent["metrics"]["jobs"] == 2 and parent["metrics"]["jobs_diverged"] == 1
     assert parent["metrics"]["jobs_failed"] == 0
@@ -132,6 +133,7 @@ def test_a_grid_goes_on_past_an_invalid_combination_and_ends_with_the_count(run_
 
     jobs = mlflow_runs(psbench_root)  # the invalid job started no MLflow run; the others ran after it
     assert sorted(r["params"]["learners"] for r in jobs) == ["4", "8"] and {r["status"] for r in jobs} == {"FINISHED"}
+    assert sorted(r["name"] for r in jobs) == ["4-softsync-λ4", "4-softsync-λ8"]  # λ swept: named at its default 4
     parent = _parent(mlflow_runs, psbench_root)
     assert parent["status"] == "FAILED" and parent["tags"]["failure_reason"] == last_line(proc.stderr)[9:]
     assert (parent["metrics"]["jobs"], parent["metrics"]["jobs_failed"]) == (3, 1)

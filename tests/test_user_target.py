@@ -48,12 +48,6 @@ class Regressor(nn.Module):
         return self.net(x)
 
 
-class WithBatchNorm(Tiny):
-    def __init__(self, input_shape, num_classes):
-        super().__init__(input_shape, num_classes)
-        self.bn = nn.BatchNorm1d(num_classes)
-
-
 class ThreeOutputs(nn.Module):
     def __init__(self, input_shape):
         super().__init__()
@@ -214,12 +208,6 @@ BAD = {
         "model._target_",
         ["[4, 4] class scores", "it returned [4, 3]"],
     ),
-    "model_batchnorm": (
-        ("model=tiny", "dataset=blobs"),
-        ("model._target_=byo_user.WithBatchNorm",),
-        "model._target_",
-        ["without BatchNorm unless schedule_only=true"],
-    ),
     "model_wrong_keys": (
         ("model=tiny", "dataset=blobs"),
         ("+model.depth=3",),
@@ -268,7 +256,6 @@ CLI = (
     "model_not_importable",
     "model_not_a_module",
     "model_output_does_not_fit",
-    "model_batchnorm",
     "data_not_importable",
     "data_not_datasets",
     "data_items_not_pairs",

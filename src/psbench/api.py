@@ -33,6 +33,7 @@ def simulated_setup(
     memory_budget_mb: float | None = None,
     progress: str = "auto",
     timeline_updates: int | None = None,
+    divergence_factor: float | None = 4.0,
 ) -> SimulatedSetup:
     """The checked :class:`~psbench.run_setup.SimulatedSetup` of ``ParameterServerStrategy.simulated``'s arguments:
     the groups mean what the CLI's mean (:func:`psbench.validate.compose_groups`), so a bad value raises the CLI's
@@ -53,6 +54,8 @@ def simulated_setup(
             ``trainer.progress``.
         timeline_updates: the updates ``timeline.png`` draws (None: a few pushes of every learner; 0: none), as
             ``trainer.timeline_updates``.
+        divergence_factor: the run diverged when its train loss exceeds this × its start (None: only a non-finite
+            one), as ``trainer.divergence_factor`` (:mod:`psbench.ps.divergence`).
     """
     from psbench.cluster.options import build_cost, build_topology, hardware_name
     from psbench.compression.options import compression_options
@@ -71,6 +74,7 @@ def simulated_setup(
         "memory_budget_mb": memory_budget_mb,
         "progress": progress,
         "timeline_updates": timeline_updates,
+        "divergence_factor": divergence_factor,
     }
     _check_knobs(knobs, batching)
     built = build_protocol(cfg)
@@ -88,6 +92,7 @@ def simulated_setup(
         hardware_name(cfg),
         progress,
         timeline_updates,
+        divergence_factor,
     )
 
 

@@ -175,7 +175,7 @@ def build_run_loss(resolved: Mapping[str, Any], dm, net: torch.nn.Module):
 
     model = resolved["model"]
     loss = build_loss(model.get("loss"), task_of(dm))
-    check_net(model, net, bool(resolved["schedule_only"]))
+    check_net(model, net, bool(resolved["schedule_only"]), resolved["engine"]["name"], resolved["protocol"])
     if not (is_target(model) or model.get("loss") is not None or task_of(dm) != "classification"):
         return loss
     if not isinstance(dm.x_train, torch.Tensor):

@@ -38,6 +38,7 @@ class TrainerOptions:
     timeline_updates: int | None
     batching: str
     gradient_clip_val: float | None
+    divergence_factor: float | None
     accelerator: str | None
     updates_per_step: int | None
     memory_budget_mb: float | None
@@ -136,3 +137,4 @@ class SimulatedSetup:
     hardware: str = ""  # the hardware profile's name (timeline.png's title)
     progress: str = "auto"  # the simulation's progress lines (trainer.progress's words; none: none)
     timeline_updates: int | None = None  # updates timeline.png draws (None: auto; 0: none)
+    divergence_factor: float | None = 4.0  # the loss rule's factor (psbench.ps.divergence; None: non-finite only)

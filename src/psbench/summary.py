@@ -34,8 +34,9 @@ class RunSummary:
 
     # ---- how it ended
     status: str = "finished"  #: finished | diverged | stopped | killed | failed
-    diverged: bool = False  #: a NaN/inf loss or test loss (the run still ends FINISHED)
-    diverged_at_update: int | None = None  #: the PS update whose loss was first non-finite
+    diverged: bool = False  #: a NaN/inf loss or test loss, or a train loss above its start × trainer.divergence_factor
+    diverged_at_update: int | None = None  #: the PS update at which it diverged (non-finite, or the loss rule)
+    divergence: str | None = None  #: why it diverged, in words (psbench.ps.divergence)
     failure_reason: str | None = None  #: one line for a killed/failed job (MLflow tag ``failure_reason``)
     stop_reason: str | None = None  #: the Lightning API: why the fit ended (max_epochs, EarlyStopping, max_time, …)
     artifacts_error: str | None = None  #: why the run's files did not all reach MLflow (the run still FINISHED)

@@ -46,7 +46,7 @@ from psbench import lifecycle
 from psbench.distributed import messages as m
 from psbench.distributed.transport import LearnerFailure
 from psbench.lr import LRPolicy
-from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update
+from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update, divergence
 from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
 from psbench.ps.apply import apply_update
 from psbench.ps.gate import PARK, STOP, Gate
@@ -113,6 +113,7 @@ class ParameterServer:
         timeout_s: float = 60.0,
         tolerate_failures: bool = False,
         gradient_clip_val: float | None = None,
+        divergence_factor: float | None = None,
         logger=None,
         log_every: int = 10,
         poll_s: float = 0.2,
@@ -140,6 +141,9 @@ class ParameterServer:
         self.acc: list[_Pending] = []  # the gradients of the gate's accumulator
         self.updates_log: list[Update] = []
         self.diverged_at: int | None = None
+        self.divergence: str | None = None  # why (psbench.ps.divergence)
+        self.divergence_factor = divergence_factor
+        self._head: list[float] = []  # the first losses, until their mean is the start
         self.recent: deque[float] = deque(maxlen=100)
         self._flat: torch.Tensor | None = None
         self.t0 = time.time()
@@ -459,11 +463,19 @@ class ParameterServer:
             clip=self.clip,
             schedulers=[self.sched] if self.sched is not None else [],
         ):
-            self.diverged_at = i
+            self.diverged_at, self.divergence = i, "a non-finite loss or update"
             self.gate.halt()  # no more gradients are handed out
             return
         self.stats.updates_stepped += 1
         self.recent.append(loss)
+        if len(self._head) < divergence.WINDOW:
+            self._head.append(loss)
+        start, last = divergence.start_loss(self._head), list(self.recent)[-divergence.WINDOW :]
+        if divergence.first_exceeding(last, start, self.divergence_factor) is not None:  # the loss rule, as the sim's
+            assert start is not None and self.divergence_factor is not None
+            self.diverged_at = i
+            self.divergence = divergence.reason(i, start, sum(last) / len(last), self.divergence_factor)
+            self.gate.halt()
 
     # ------------------------------------------------------------------ results
     def event_log(self, meta: dict | None = None) -> Schedule:

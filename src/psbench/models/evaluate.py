@@ -93,6 +93,7 @@ def finish(
         summary,
         status="diverged" if diverged else "finished",
         diverged=diverged,
+        divergence=summary.divergence or ("a non-finite test loss" if diverged else None),
         test_error=test_error,
         test_loss=test_loss,
         weights_sha256=weights_sha256(net),

@@ -43,18 +43,20 @@ def build_net(node: Mapping[str, Any], input_shape: Sequence[int], output_size: 
     return build_model(node["name"], shape, int(output_size), **{k: v for k, v in node.items() if k not in OWN_KEYS})
 
 
-def check_net(node: Mapping[str, Any], net: torch.nn.Module, schedule_only: bool) -> None:
-    """A ``_target_`` network the gradient path can train: no BatchNorm unless ``schedule_only`` (learners'
-    gradients are taken on weight snapshots, functionally, where BatchNorm cannot keep running statistics —
-    the rule ``model.batchnorm`` follows for the built-ins)."""
+def check_net(
+    node: Mapping[str, Any], net: torch.nn.Module, schedule_only: bool, engine: str, protocol: Mapping[str, Any]
+) -> None:
+    """A ``_target_`` network with BatchNorm trains where :func:`~psbench.models.options.batchnorm_refusal` allows it
+    (always with ``schedule_only``); else one line naming ``model._target_``."""
     if not is_target(node) or schedule_only:
         return
+    from psbench.models.options import batchnorm_refusal
+
     bn = [name for name, m in net.named_modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
-    if bn:
+    why = batchnorm_refusal(engine, protocol) if bn else None
+    if why is not None:
         raise ConfigError(
             "model._target_",
             node["_target_"],
-            f"a network without BatchNorm unless schedule_only=true (it has {len(bn)}, e.g. {bn[0]}: "
-            "learners' gradients are taken on weight snapshots, where BatchNorm cannot keep its "
-            "running statistics; GroupNorm or LayerNorm train)",
+            f"a network without BatchNorm, or {why}: it has {len(bn)} BatchNorm layers, e.g. {bn[0]}",
         )

@@ -62,19 +62,29 @@ LOSS = Key(
 TARGET_KEYS: Keys = {"name": text(what="a short name of the model (run names, tags)").optional(), "loss": LOSS}
 
 
+def batchnorm_refusal(engine: str, protocol: Mapping[str, Any]) -> str | None:
+    """Why a network with BatchNorm cannot train under ``engine`` and the ``protocol`` node, or None where it can:
+    the simulator's look-ahead keeps each learner's batch statistics and the PS's running statistics
+    (:mod:`psbench.strategy.batchnorm`); the dist engine's learners and the local-step protocols' learner models
+    (their nodes have ``local_steps``) would keep running statistics of their own, which no rule here folds into
+    the PS's."""
+    if engine == "dist":
+        return "engine=sim (the dist engine's learners do not push their batch statistics)"
+    if "local_steps" in protocol:
+        name = protocol.get("name")
+        return f"a protocol without local steps (protocol={name}: its learner models keep statistics of their own)"
+    return None
+
+
 def _check(cfg: Mapping[str, Any]) -> None:
-    """``batchnorm`` only for schedule-only runs (the gradient path cannot train BN); a ``_target_`` model's layers
-    are checked once it is built (:func:`psbench.models.net.check_net`)."""
+    """``batchnorm`` where the gradient path keeps BatchNorm's statistics (:func:`batchnorm_refusal`) or for
+    schedule-only runs; a ``_target_`` model's layers are checked once it is built
+    (:func:`psbench.models.net.check_net`)."""
     if "_target_" in cfg["model"]:
         return
     bn = cfg["model"].get("batchnorm", False)
-    require(
-        not bn or cfg["schedule_only"],
-        "model.batchnorm",
-        bn,
-        "false unless schedule_only=true (learners' gradients are vmapped over stacked weight snapshots, "
-        "where BatchNorm cannot update its running statistics)",
-    )
+    why = batchnorm_refusal(cfg["engine"]["name"], cfg["protocol"]) if bn and not cfg["schedule_only"] else None
+    require(why is None, "model.batchnorm", bn, f"false, or {why}")
 
 
 MODEL = Group({name: {**keys, "loss": LOSS} for name, keys in MODEL_KEYS.items()}, check=_check, target=TARGET_KEYS)

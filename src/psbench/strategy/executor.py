@@ -197,6 +197,7 @@ def build_strategy(setup: RunSetup, sim: run_plan.SimulatedRun, plan=None):
         num_train=dm.num_train,
         memory_budget_bytes=memory_budget(setup),
         gradient_clip_val=tr.gradient_clip_val,
+        divergence_factor=tr.divergence_factor,
         device=dev,
         eval_every=every,
         sim=sim,

@@ -27,6 +27,7 @@ held at once.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,7 @@ from psbench.ps import Schedule
 from psbench.ps.aggregate import contribution_order, learner_gradient
 from psbench.ps.snapshots import SnapshotStore, nbytes
 from psbench.strategy.batches import UpdateBatches
+from psbench.strategy.batchnorm import BatchStats, Stats, has_batchnorm
 from psbench.strategy.module import prefers_channels_last
 
 #: most samples per grouped forward/backward of a conv net on the CPU: the CIFAR CNN's activations at 128
@@ -145,6 +147,10 @@ class Lookahead:
         if max_samples == "auto":
             max_samples = CPU_CONV_SAMPLES if convs and not self.vmap_pays else None
         self.max_samples = None if max_samples is None else max(1, int(max_samples))
+        # BatchNorm (psbench.strategy.batchnorm): rows one learner at a time (or vmapped, each on its own fresh
+        # buffers), never concatenated; each row's batch statistics kept until the PS applies its update
+        self.bn = BatchStats(net) if has_batchnorm(net) else None
+        self.row_stats: dict[int, Stats] = {}
 
     def weights(self) -> Params:
         """The weights whose gradients this source computes, by name: ``net``'s parameters (the live θ_i)."""
@@ -193,6 +199,10 @@ class Lookahead:
     def _order(self, i: int) -> list[int]:
         first = int(self.s.offsets[i])
         return [first + j for j in contribution_order(self.ts[self.s.rows(i)].tolist())]
+
+    def running_stats(self, i: int) -> list[Stats]:
+        """The batch statistics of update i's gradients, in the order the PS sums them (BatchNorm nets; popped)."""
+        return [self.row_stats.pop(r) for r in self._order(i) if r in self.row_stats]
 
     def _prepare(self, i: int, params: Params) -> None:
         if not self.computed[self.s.rows(i)].all():
@@ -248,13 +258,16 @@ class Lookahead:
 
     def _compute(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
         mode = self.mode
+        if self.bn is not None and not (mode == "vmap" or (mode == "auto" and self.vmap_pays and len(rows) > 1)):
+            return self._bn_rows(rows, at)
         if mode == "loop":
             return self._loop(rows, at)
         rows = rows[np.lexsort((self.ts[rows], self.upd[rows]))]  # by (update, snapshot); a unit's rows ascending
         upd, ts = self.upd[rows], self.ts[rows]
         cuts = np.flatnonzero((np.diff(upd) != 0) | (np.diff(ts) != 0)) + 1
         if (
-            self.per_learner
+            self.bn is not None
+            or self.per_learner
             or mode == "vmap"
             or (mode == "auto" and self.vmap_pays and len(cuts) + 1 > self.vmap_threshold)
         ):
@@ -306,6 +319,31 @@ class Lookahead:
             self._add(r, dict(zip(params, gr, strict=True)), per.sum(), len(per))
             self._track()
 
+    def _bn_rows(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
+        """BatchNorm nets: one forward/backward per row (each learner normalised over its own mini-batch) on fresh
+        buffers, capturing the row's batch statistics (:class:`~psbench.strategy.batchnorm.BatchStats`)."""
+        assert self.bn is not None
+        bn, dev = self.bn, self.data.x.device
+        w = torch.ones(len(rows), dtype=self.data.x.dtype, device=dev) if self.per_learner else self._row_weights(rows)
+        with bn.capturing():
+            for j, r in enumerate(rows.tolist()):
+                x, y = self.data.samples([r])
+                if self.channels_last:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                params = {k: v.detach().requires_grad_() for k, v in at(int(self.ts[r])).items()}
+                buffers = bn.fresh()
+                out = functional_call(self.net, (params, buffers), (x,), tie_weights=self.tied)
+                per = self.loss(out, y)
+                g = torch.autograd.grad(per.mean() * w[j], list(params.values()))
+                self.row_stats[r] = bn.batch_stats(buffers)
+                self._add(
+                    r if self.by_row else int(self.upd[r]),
+                    dict(zip(params, (v.contiguous() for v in g), strict=True)),
+                    per.detach().sum(),
+                    len(per),
+                )
+                self._track(self.p_bytes)
+
     def _grouped(
         self, u: int, t: int, at: Callable[[int], Params], x: torch.Tensor, y: torch.Tensor, w: torch.Tensor
     ) -> None:
@@ -328,9 +366,9 @@ class Lookahead:
         self._track(self.p_bytes)
 
     def _vmapped(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
-        def f(params, x, y, w):
-            per = self.loss(functional_call(self.net, params, (x,), tie_weights=self.tied), y)
-            return (per * w).sum(), per.detach().sum()
+        def f(params, buffers, x, y, w):
+            per = self.loss(functional_call(self.net, (params, buffers), (x,), tie_weights=self.tied), y)
+            return (per * w).sum(), (per.detach().sum(), buffers)
 
         s, R = self.data.spg, len(rows)
         snaps = [at(int(self.ts[r])) for r in rows]
@@ -338,7 +376,15 @@ class Lookahead:
         x, y = self.data.samples(rows)
         w = torch.ones(R, dtype=x.dtype, device=x.device) if self.per_learner else self._row_weights(rows)
         ws = (w / s).unsqueeze(1).expand(R, s)
-        grads, sums = vmap(grad(f, has_aux=True))(stacked, x.view(R, s, *x.shape[1:]), y.view(R, s, *y.shape[1:]), ws)
+        # BatchNorm: each learner's own fresh buffers, stacked (psbench.strategy.batchnorm); none without
+        buffers = self.bn.fresh(R) if self.bn is not None else {}
+        with self.bn.capturing() if self.bn is not None else contextlib.nullcontext():
+            grads, (sums, filled) = vmap(grad(f, has_aux=True))(
+                stacked, buffers, x.view(R, s, *x.shape[1:]), y.view(R, s, *y.shape[1:]), ws
+            )
+        if self.bn is not None:
+            for j, r in enumerate(rows.tolist()):
+                self.row_stats[r] = self.bn.batch_stats(filled, j)
         self._track(2 * R * self.p_bytes)
         if self.by_row:
             for j, r in enumerate(rows.tolist()):
@@ -365,6 +411,7 @@ class Lookahead:
             "computed": self.computed.copy(),
             "results": {k: list(v) for k, v in self.results.items()},
             "peak_bytes": self.peak_bytes,
+            "row_stats": dict(self.row_stats),
         }
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
@@ -373,3 +420,4 @@ class Lookahead:
         self.results = {int(k): list(v) for k, v in sd["results"].items()}
         self.result_bytes = len(self.results) * self.p_bytes
         self.peak_bytes = int(sd["peak_bytes"])
+        self.row_stats = {int(k): v for k, v in sd.get("row_stats", {}).items()}

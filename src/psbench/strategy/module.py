@@ -18,11 +18,26 @@ import torch.nn.functional as F
 from psbench.models.loss import CROSS_ENTROPY
 from psbench.optimizer.build import configure, param_groups
 
+#: normalisation layers after which channels_last is no longer a safe bet on the CPU (benchmarks/bench_channels_last.py:
+#: torchvision's ResNet-18 with BatchNorm 1.18–1.25× slower in channels_last, with GroupNorm 1.12–1.16×)
+#: (LocalResponseNorm is not one: psbench's CIFAR CNN with LRN runs 0.52–0.61× as long in channels_last)
+NORMS = (torch.nn.modules.batchnorm._NormBase, torch.nn.GroupNorm, torch.nn.LayerNorm)
+
+
+def channels_last_pays(net: torch.nn.Module) -> bool:
+    """A 2-d conv net without normalisation layers (:data:`NORMS`): on the CPU its samples in channels_last (NHWC)
+    run 1.1–2× faster than NCHW (the CPU's NCHW max pooling is ~10–30× slower; psbench's CIFAR CNN, LeNet,
+    CifarNet: ``benchmarks/bench_channels_last.py``). With a normalisation layer the plain layout: torchvision's
+    ResNet-18 ran 1.1–1.25× slower in channels_last. A rule, not a measurement: the layout changes the float
+    results, and a run's weights must not depend on the machine's load."""
+    mods = list(net.modules())
+    return any(isinstance(m, torch.nn.Conv2d) for m in mods) and not any(isinstance(m, NORMS) for m in mods)
+
 
 def prefers_channels_last(net: torch.nn.Module, x) -> bool:
-    """2-d conv nets on the CPU: samples in channels_last (NHWC) run 1.5–2× faster than NCHW (the CPU's NCHW
-    max pooling is ~10–30× slower); the outputs agree to float tolerance."""
-    return x.device.type == "cpu" and len(x.shape) == 4 and any(isinstance(m, torch.nn.Conv2d) for m in net.modules())
+    """Samples ``x`` in channels_last for ``net``: 4-d samples on the CPU of a net :func:`channels_last_pays` for;
+    the outputs agree with NCHW's to float tolerance."""
+    return x.device.type == "cpu" and len(x.shape) == 4 and channels_last_pays(net)
 
 
 class ClassifierModule(pl.LightningModule):

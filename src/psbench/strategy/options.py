@@ -42,6 +42,7 @@ TRAINER = Group(
             "deterministic": boolean(),
             "batching": one_of(*BATCHING),
             "gradient_clip_val": number(0, null="no clipping", float32=True),
+            "divergence_factor": number(1, lo_open=True, null="off: only a non-finite loss diverges"),
             "checkpoint_every": integer(
                 0, MAX_COUNT, words=f"in [0, {MAX_COUNT}] (PS updates between checkpoints; 0: off)"
             ),

@@ -23,7 +23,8 @@ that learner's codec state (error-feedback memory, RNG), and only then weighted 
 ``bytes_pushed`` counts the measured payloads. Without one, the path above is unchanged.
 
 A non-finite update (the papers expect this for stale gradients at an unmodulated α0) skips
-the step, sets ``diverged`` and stops the fit cleanly.
+the step, sets ``diverged`` and stops the fit cleanly; so does a training loss that climbs to
+``divergence_factor`` × its start (:mod:`psbench.ps.divergence`; that update is applied).
 
 Two doors, one strategy. The psbench command hands in the schedule it simulated (``schedule``, with its statistics
 ``sim``) and psbench's :class:`~psbench.strategy.module.ClassifierModule`, whose gradients the built-in look-ahead
@@ -48,9 +49,10 @@ import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench import lightning_seams as seams
-from psbench.ps import Schedule
+from psbench.ps import Schedule, divergence
 from psbench.ps import plan as run_plan
 from psbench.ps.apply import apply_update
+from psbench.ps.divergence import DEFAULT_FACTOR
 from psbench.run_setup import SimulatedSetup
 from psbench.strategy import simulated, stop
 from psbench.strategy.batches import UpdateBatch
@@ -82,6 +84,7 @@ class ParameterServerStrategyCore(_Base):
         memory_budget_bytes: bound on snapshots and gradients computed ahead (:func:`~psbench.strategy.lookahead.
             memory_budget`). ahead: at most this many updates ahead (None: all that can be).
         gradient_clip_val: each PS update's aggregate clipped to this norm (or the Trainer's ``gradient_clip_val``).
+        divergence_factor: the run diverged when its train loss exceeds this × its start (None: only non-finite).
         device: the device to train on (None: the Trainer's accelerator, :func:`~psbench.strategy.simulated.device`).
         eval_every: evaluate after every this many updates (None: Lightning's ``val_check_interval``).
         sim: the simulated run ``schedule`` is of (statistics and trace: :attr:`summary`).
@@ -124,6 +127,7 @@ class ParameterServerStrategyCore(_Base):
         memory_budget_bytes: int | None = None,
         ahead: int | None = None,
         gradient_clip_val: float | None = None,
+        divergence_factor: float | None = DEFAULT_FACTOR,
         device: torch.device | str | None = "cpu",
         eval_every: int | None = None,
         *,
@@ -133,6 +137,7 @@ class ParameterServerStrategyCore(_Base):
     ) -> None:
         if plan is not None:  # the user's door: planned at setup, on the Trainer's accelerator, ps/… metrics
             batching, log_every_n_updates, device = plan.batching, plan.log_every_n_updates, None
+            divergence_factor = plan.divergence_factor
         super().__init__(device=torch.device(device or "cpu"))
         self.plan, self.sim = plan, sim
         self.schedule = sim.schedule if sim is not None else schedule
@@ -148,6 +153,9 @@ class ParameterServerStrategyCore(_Base):
         self.batching, self.vmap_threshold = batching, vmap_threshold
         self.log_every = max(1, log_every_n_updates)
         self.diverged_at: int | None = None
+        self.divergence: str | None = None  # why it diverged (summary.json's divergence)
+        self.divergence_factor = divergence_factor
+        self._head: list[float] = []  # the first losses, until their mean is the start (psbench.ps.divergence)
         self.last_loss = math.nan
         self._recent: deque[float] = deque(maxlen=100)
         self.updates_done = 0
@@ -330,6 +338,7 @@ class ParameterServerStrategyCore(_Base):
             failure_reason=ended.reason if ended is not None and ended.status in ("failed", "killed") else None,
             diverged=self.diverged,
             diverged_at_update=self.diverged_at,
+            divergence=self.divergence,
             train_loss=self.recent_loss,
             updates_done=done,
             samples_trained=trained,
@@ -363,6 +372,8 @@ class ParameterServerStrategyCore(_Base):
             "last_loss": self.last_loss,
             "recent": list(self._recent),
             "diverged_at": self.diverged_at,
+            "divergence": self.divergence,
+            "loss_head": list(self._head),
             "compression": self.compression.state_dict() if self.compression is not None else None,
             "local": self.local.state_dict() if self.local is not None else None,
         }
@@ -374,6 +385,7 @@ class ParameterServerStrategyCore(_Base):
         self.updates_done, self.samples_done = s["updates_done"], s["samples_done"]
         self.bytes_pushed = s["bytes_pushed"]
         self.last_loss, self.diverged_at = s["last_loss"], s["diverged_at"]
+        self.divergence, self._head = s.get("divergence"), list(s.get("loss_head", []))
         self._recent = deque(s["recent"], maxlen=self._recent.maxlen)
         if self.compression is not None:
             self.compression.load_state_dict(s["compression"])
@@ -471,14 +483,15 @@ class ParameterServerStrategyCore(_Base):
             schedulers=self._lr.after_update(batch.index),
             step=module.optimizers().step,
         ):  # Lightning's wrapper: counts the step (global_step)
-            self.diverged_at = batch.index
-            self._log({"diverged": 1.0}, batch.index)
-            trainer.should_stop = True
+            self._diverge(batch.index, "a non-finite loss or update")
             return None  # no optimizer step
+        if self.local is None and ahead.bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py)
+            ahead.bn.apply(ahead.running_stats(batch.index))
         self.updates_done += 1
         self.samples_done += batch.samples
         self.sim_time_s = batch.time
         self._recent.append(self.last_loss)
+        self._check_loss(batch.index)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
             if self.num_train:  # else Lightning logs its own epoch, always 0 in the one-epoch PS fit
@@ -487,6 +500,23 @@ class ParameterServerStrategyCore(_Base):
                 metrics["train_accuracy"] = self.local.last_accuracy
             self._log(metrics, batch.index)
         return None
+
+    def _diverge(self, update: int, why: str) -> None:
+        """Mark the run diverged at ``update`` and stop the fit after it."""
+        self.diverged_at, self.divergence = update, why
+        self._log({"diverged": 1.0}, update)
+        self._module.trainer.should_stop = True
+
+    def _check_loss(self, update: int) -> None:
+        """The loss rule of :mod:`psbench.ps.divergence` on the losses read so far (``update`` is applied)."""
+        if len(self._head) < divergence.WINDOW:
+            self._head.append(self.last_loss)
+        start = divergence.start_loss(self._head)
+        last = list(self._recent)[-divergence.WINDOW :]
+        if divergence.first_exceeding(last, start, self.divergence_factor) is not None:
+            assert start is not None and self.divergence_factor is not None
+            mean = sum(last) / len(last)
+            self._diverge(update, divergence.reason(update, start, mean, self.divergence_factor))
 
     def _log(self, metrics: dict, step: int) -> None:
         """``metrics`` of update ``step`` (prefixed ``ps/`` in a user's script), to every logger at that step (numbers

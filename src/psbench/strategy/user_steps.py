@@ -15,8 +15,9 @@ Two speed-ups, each checked on the first gradients it would apply to, never assu
   instead of k. On the first unit of k ≥ 2 rows both are computed; they must agree parameter by parameter to
   :data:`CHECK_RTOL` (of that parameter's gradient norm), else every unit is computed row by row (a loss summed
   over samples, BatchNorm's batch statistics or dropout fail the check);
-* channels_last — a conv module on the CPU: the mini-batch's 4-d float tensors and the snapshots' 4-d weights in
-  channels_last, where the CPU's convolutions and pooling run 1.5–2× faster (the built-in path does the same).
+* channels_last — a conv module without normalisation layers on the CPU (the built-in path's rule,
+  :func:`~psbench.strategy.module.prefers_channels_last`): the mini-batch's 4-d float tensors and the snapshots' 4-d
+  weights in channels_last, where the CPU's convolutions and pooling run 1.1–2× faster.
   Checked on the first row, on the live weights and on a channels_last snapshot: the same gradient to
   :data:`CHECK_RTOL`, and no error (a ``view`` of a channels_last activation raises), else NCHW.
 """
@@ -37,7 +38,9 @@ from psbench.errors import ConfigError
 from psbench.lr import LRPolicy
 from psbench.ps import Schedule
 from psbench.strategy.batches import UpdateBatches
+from psbench.strategy.batchnorm import BatchStats
 from psbench.strategy.lookahead import Lookahead
+from psbench.strategy.module import channels_last_pays
 
 #: concatenated and per-learner gradients (or NCHW and channels_last ones) agree when, for every parameter,
 #: ‖a − b‖ ≤ CHECK_RTOL·‖b‖ + CHECK_RTOL·1e-3·‖b_all‖: float32 sums in another order differ by ~1e-6 of the norm;
@@ -170,9 +173,11 @@ class UserLookahead(Lookahead):
         named = dict(module.named_parameters())
         self.params = {k: named[k] for k in names}  # the weights the PS updates: the module's trainable parameters
         self.keys = [f"m.{k}" for k in names]  # the wrapper's names of the trainable parameters
-        convs = any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in module.modules())
-        self.layout: bool | None = None if batching == "auto" and convs and data.x.device.type == "cpu" else False
+        pays = channels_last_pays(module) and data.x.device.type == "cpu"  # the built-in path's rule
+        self.layout: bool | None = None if batching == "auto" and pays else False
         self.concat: bool | None = None if batching == "auto" else False
+        if self.bn is not None:  # BatchNorm: the wrapper's names; each learner normalised alone, never concatenated
+            self.bn, self.concat = BatchStats(module, "m."), False
         self.check: dict[str, Any] = {"concat": None, "channels_last": self.layout}
 
     def weights(self) -> dict[str, torch.Tensor]:
@@ -181,17 +186,25 @@ class UserLookahead(Lookahead):
 
     # -- one call of the user's training_step ---------------------------------------------------------
     def _call(
-        self, rows, u: int, params: Mapping[str, torch.Tensor], scale: torch.Tensor, layout: bool
+        self, rows, u: int, params: Mapping[str, torch.Tensor], scale: torch.Tensor, layout: bool, record: bool = True
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
-        """(scale·∇L of the rows' samples concatenated at ``params``, L·samples, samples)."""
+        """(scale·∇L of the rows' samples concatenated at ``params``, L·samples, samples); a BatchNorm module's row
+        runs on fresh buffers and, if ``record``, keeps its batch statistics (:mod:`psbench.strategy.batchnorm`)."""
         batch = self.data.batch(rows, _channels_last if layout else None)
         leaves = [v.detach().requires_grad_() for v in params.values()]
         trainer = seams.attached_trainer(self.module)
         if trainer is not None:  # self.log infers its batch size from this batch
             seams.log_batch(trainer, batch)
-        loss = step_loss(
-            functional_call(self.step, dict(zip(self.keys, leaves, strict=True)), (batch, u), tie_weights=self.tied)
-        )
+        weights = dict(zip(self.keys, leaves, strict=True))
+        if self.bn is None:
+            loss = step_loss(functional_call(self.step, weights, (batch, u), tie_weights=self.tied))
+        else:
+            buffers = self.bn.fresh()
+            with self.bn.capturing():
+                loss = step_loss(functional_call(self.step, (weights, buffers), (batch, u), tie_weights=self.tied))
+            if record:
+                assert len(rows) == 1, "a BatchNorm module's rows are never concatenated"
+                self.row_stats[int(rows[0])] = self.bn.batch_stats(buffers)
         grads = torch.autograd.grad(loss * scale, leaves, allow_unused=True)
         n = len(rows) * self.data.spg
         out = {
@@ -213,7 +226,9 @@ class UserLookahead(Lookahead):
         ref = self._call([row], u, params, scale, False)
         try:  # the samples in channels_last, on the live weights (NCHW) and on a snapshot's (channels_last)
             with muted(self.module):
-                others = [self._call([row], u, p, scale, True) for p in (params, self._snapshot_layout(params))]
+                others = [
+                    self._call([row], u, p, scale, True, record=False) for p in (params, self._snapshot_layout(params))
+                ]
             self.layout = all(
                 _agree(g, ref[0]) and bool(torch.isclose(s, ref[1], rtol=CHECK_RTOL)) for g, s, _ in others
             )
@@ -231,7 +246,7 @@ class UserLookahead(Lookahead):
         """Decide concatenation on the first unit of k ≥ 2 rows (module docstring); its gradient, row by row."""
         ref = self._rows(rows, u, params, w)
         with muted(self.module):
-            one = self._call(rows, u, params, w.sum(), bool(self.layout))
+            one = self._call(rows, u, params, w.sum(), bool(self.layout), record=False)
         self.concat = _agree(one[0], ref[0]) and bool(torch.isclose(one[1], ref[1], rtol=CHECK_RTOL))
         self.check["concat"] = {"update": u, "snapshot": t, "rows": len(rows), "agree": self.concat}
         return ref

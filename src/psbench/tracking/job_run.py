@@ -70,7 +70,8 @@ class JobRun:
         if provenance.get("git_commit"):
             tags["mlflow.source.git.commit"] = provenance["git_commit"]
         tags.update(tracking.provenance_tags(provenance), **sweep.job_tags(self.uri))
-        name = tracking.run_name(resolved, tracking.config_defaults(CONF_DIR / "config.yaml"))
+        defaults = tracking.config_defaults(CONF_DIR / "config.yaml")
+        name = tracking.run_name(resolved, defaults, sweep.job_swept())
         self.run_id = tracking.start_run(self.uri, exp_id, name, tracking.flatten(resolved), tags)
         log.info("MLflow run %s in %s", self.run_id, self.uri)
 
@@ -132,6 +133,7 @@ class JobRun:
                 "diverged": str(summary.diverged).lower(),
                 "weights_sha256": summary.weights_sha256,
                 **({"artifacts_error": error} if error else {}),
+                **({"divergence": summary.divergence} if summary.divergence else {}),
             },
         )
         t.end_run(self.uri, self.run_id, t.FINISHED)

@@ -7,7 +7,7 @@ same run always gets the same name and params.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,30 +84,48 @@ def _choice(node: Any) -> str | None:
     return None if node.get("name") is None else str(node["name"])
 
 
-def run_name(cfg: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
-    """``logger.run_name`` if set, else the protocol and what differs from ``defaults``.
+def run_name(cfg: Mapping[str, Any], defaults: Mapping[str, Any] | None = None, swept: Iterable[str] = ()) -> str:
+    """``logger.run_name`` if set, else the protocol and what differs from ``defaults`` or is ``swept``.
 
     E.g. ``4-softsync-λ30-μ4-cifar_cnn-cifar10_subset-terngrad-dist``: the protocol with its
     parameter (:func:`protocol_label`), then λ, μ and the option of each of
     :data:`NAMED_GROUPS` whose value differs from ``defaults`` (:func:`config_defaults`),
-    then the seed if it differs. Deterministic: the same config always gets the same name.
+    then the seed if it differs. A key a sweep varies (``swept``: :func:`psbench.tracking.sweep.swept_keys`) is
+    named even at its default — ``learners=4,8`` names λ4 too — and a swept key named nowhere else is appended as
+    its last part and value (``optimizer.lr=0.1,0.01`` → ``lr0.01``). Deterministic: the same config and sweep
+    always get the same name.
     """
     explicit = (cfg.get("logger") or {}).get("run_name")
     if explicit:
         return str(explicit)
     defaults = defaults or {}
+    swept = [k.lstrip("+~") for k in swept]
     parts = [protocol_label(cfg["protocol"])]
     for key in ("learners", "batch_size"):
-        if cfg.get(key) != defaults.get(key):
+        if cfg.get(key) != defaults.get(key) or key in swept:
             parts.append(f"{NAMED_KEYS[key]}{cfg.get(key)}")
     for group in NAMED_GROUPS:
         node = cfg.get(group)
         choice = _choice(node)
-        if choice is not None and choice != defaults.get(group):
+        if choice is not None and (choice != defaults.get(group) or group in swept):
             parts.append(str(choice))
-    if cfg.get("seed") != defaults.get("seed"):
+    if cfg.get("seed") != defaults.get("seed") or "seed" in swept:
         parts.append(f"seed{cfg.get('seed')}")
+    named = {*NAMED_KEYS, *NAMED_GROUPS, "protocol"}
+    for key in swept:  # the other axes: their last part and value (protocol.n is in the protocol's label)
+        head = key.split(".")[0]
+        if key in named or head == "protocol" or (head in NAMED_GROUPS and key.endswith(".name")):
+            continue
+        parts.append(f"{key.rsplit('.', 1)[-1]}{_value(cfg, key)}")
     return "-".join(parts)
+
+
+def _value(cfg: Mapping[str, Any], key: str) -> str:
+    """``cfg``'s value at the dotted ``key`` as a name shows it (``None`` where it has none)."""
+    node: Any = cfg
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return "null" if node is None else str(node).replace(" ", "")
 
 
 def run_tags(cfg: Mapping[str, Any], choices: Mapping[str, Any] | None = None) -> dict[str, str]:

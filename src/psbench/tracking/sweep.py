@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,6 +45,7 @@ SWEEP_FILE = "psbench_sweep.json"
 JOBS_FILE = "psbench_jobs.jsonl"
 PARENT_TAG = "psbench.sweep_parent"
 MAX_LINE = 400
+log = logging.getLogger("psbench")
 
 _begun: dict[str, str | None] = {}  # begin() ran in this process: the MLflow experiment id (None: no logger)
 _started: set[str] = set()  # the sweep dirs whose ledger start_sweep began in this process
@@ -129,7 +131,7 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
     sweep_dir.mkdir(parents=True, exist_ok=True)
     (sweep_dir / JOBS_FILE).write_text("")
     _started.add(str(sweep_dir))
-    info: dict[str, Any] = {"sweep_id": sweep_id(config), "parent_run_id": None}
+    info: dict[str, Any] = {"sweep_id": sweep_id(config), "parent_run_id": None, "swept": swept_keys(config)}
     if exp_id is not None:
         uri = str(config.logger.tracking_uri)
         overrides = [str(o) for o in config.hydra.overrides.task]
@@ -153,6 +155,31 @@ def start_sweep(config: DictConfig, exp_id: str | None) -> None:
         info.update(parent_run_id=run_id, tracking_uri=uri, experiment_id=exp_id)
         _open.update(uri=uri, run_id=run_id)
     write_json(sweep_dir / SWEEP_FILE, info)
+
+
+def swept_keys(config: DictConfig) -> list[str]:
+    """The keys a sweep varies, for its jobs' run names (:func:`psbench.tracking.run_info.run_name`): its command
+    line's sweep overrides (``learners=4,8``, ``range(…)``, ``choice(…)``, ``interval(…)``, ``glob(…)``) and its
+    sweeper's ``params`` (an ``hparams_search`` space, the basic sweeper's params)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
+    try:
+        keys = [o.key_or_group for o in OverridesParser.create().parse_overrides(task) if o.is_sweep_override()]
+    except Exception:  # Hydra parsed them already; a form it parses another way names no axis here
+        keys = []
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    return list(dict.fromkeys([*keys, *(str(k) for k in params)]))
+
+
+def job_swept() -> list[str]:
+    """The swept keys of this job's sweep (:func:`swept_keys`, in its sweep file); ``[]`` for a single run."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return []
+    return list(_read(Path(HydraConfig.get().sweep.dir) / SWEEP_FILE).get("swept") or [])
 
 
 def in_basic_sweep() -> bool:
@@ -313,12 +340,25 @@ def end_sweep(config: DictConfig) -> str | None:
     line = count_line(jobs)
     counts = Counter(str(j.get("status")) for j in jobs)
     metrics = {"jobs": len(jobs), **{f"jobs_{s}": counts[s] for s in ("finished", "diverged", "failed", "killed")}}
-    _close("FAILED" if line else "FINISHED", line, metrics)
+    _close("FAILED" if line else "FINISHED", line, metrics, _sweep_files(Path(str(config.hydra.sweep.dir))))
     return line
 
 
-def _close(status: str, reason: str | None, metrics: Mapping[str, float] | None = None) -> None:
-    """End the open parent run ``status``; delete it too if no job run points at it (nothing to group)."""
+#: files a sweeper leaves in its sweep dir that become artifacts of the sweep's parent run (the Optuna sweeper's
+#: results: best trial or Pareto front, crashed trials: hydra_plugins/psbench_optuna_sweeper/_results.py)
+SWEEP_ARTIFACTS = ("optimization_results.yaml",)
+
+
+def _sweep_files(sweep_dir: Path) -> list[Path]:
+    return [sweep_dir / f for f in SWEEP_ARTIFACTS if (sweep_dir / f).is_file()]
+
+
+def _close(
+    status: str, reason: str | None, metrics: Mapping[str, float] | None = None, files: Iterable[Path] = ()
+) -> None:
+    """End the open parent run ``status`` with ``files`` as its artifacts; delete it too if no job run points at it
+    (nothing to group). A failed upload is a warning and the tag ``artifacts_error``: the files stay in the sweep
+    dir, and the sweep's result is not lost for it."""
     if not _open:
         return
     from psbench.tracking import mlflow_store as ms
@@ -331,6 +371,14 @@ def _close(status: str, reason: str | None, metrics: Mapping[str, float] | None 
     )
     if metrics and children:
         ms.log_metrics(uri, run_id, metrics)
+    if children and files:
+        try:
+            ms.log_artifacts(uri, run_id, files)
+        except Exception as err:  # a full or unreachable artifact store
+            line = error_line(err)
+            log.warning("MLflow parent run %s: the sweep's files were not logged (%s)", run_id, line)
+            with contextlib.suppress(Exception):
+                ms.set_tags(uri, run_id, {"artifacts_error": line})
     ms.end_run(uri, run_id, status, reason)
     if not children:
         c.delete_run(run_id)

@@ -1,0 +1,282 @@
+"""BatchNorm under a schedule (:mod:`psbench.strategy.batchnorm`): each learner normalises with its own mini-batch,
+the PS's running statistics follow the applied gradients' batch statistics in the PS's order.
+
+* the PS's buffers and weights equal a hand replay of the rule (forward hooks read each learner's batch statistics
+  on its snapshot; ``ps ← (1 − m)·ps + m·stat`` per applied gradient) in every batching mode;
+* async with λ = 1 is plain training of the module in train mode (torch's own buffer updates);
+* hardsync of λ learners of μ is the "ghost batch" step (the mean of λ gradients, each normalised over its μ), which
+  is *not* one learner of μλ (Rudra Eq 7 needs a network without BatchNorm);
+* a BatchNorm ResNet (torchvision's, vendored) and the lightning-hydra-template's SimpleDenseNet train through the
+  CLI, and the CLI and the Lightning API give the same weights and running statistics;
+* what cannot keep the statistics (the dist engine, local-step protocols) is refused in one line.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf, open_dict
+from torch import nn
+
+from fit_updates import fit_updates
+from psbench.cluster import ComputeModel, CostModel, Topology
+from psbench.errors import ConfigError
+from psbench.lr import LRPolicy
+from psbench.ps import Protocol, Schedule, Simulator
+from psbench.ps.aggregate import contribution_order
+from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+from thirdparty.dense_net import SimpleDenseNet
+from thirdparty.tv_resnet import resnet10_small
+
+warnings.filterwarnings("ignore", ".*does not have many workers.*")
+COST = CostModel(compute=ComputeModel(1e-3, 1e-4), message_bytes=40_000, jitter_cv=0.2)
+LR = 0.05
+
+
+def mlp_bn() -> nn.Module:
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(64, 16), nn.BatchNorm1d(16, momentum=0.3), nn.ReLU(), nn.Linear(16, 10)
+    )
+
+
+def schedule(proto: Protocol, gradients: int, mu: int) -> Schedule:
+    return Schedule.collect(Simulator(proto, COST, Topology(), mu, gradients, 0).run())
+
+
+def fit_cli_path(net, x, y, proto: Protocol, sched: Schedule, mu: int, batching: str = "auto"):
+    """The psbench command's gradient path (built-in look-ahead, plain SGD) on ``net``; the strategy."""
+    strategy = ParameterServerStrategy(sched, batching)
+    data = UpdateBatches(sched, x, y, mu, LRPolicy("constant"), mu, proto.learners, 0)
+    fit_updates(strategy, ClassifierModule(net, {"name": "sgd", "lr": LR, "momentum": 0.0}), data)
+    assert strategy.updates_done == sched.num_updates
+    return strategy, data
+
+
+def replay(net0: nn.Module, sched: Schedule, data: UpdateBatches) -> nn.Module:
+    """The rule by hand: snapshots θ_t kept, each update's gradients in contribution order, each on its snapshot in
+    train mode; a hook reads every BatchNorm layer's input and folds its batch mean and unbiased variance into the
+    PS's buffers with the layer's momentum; then plain SGD."""
+    ps = copy.deepcopy(net0)
+    bns = [m for m in ps.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    snaps = {0: copy.deepcopy(net0.state_dict())}
+    for i in range(sched.num_updates):
+        rows = np.arange(sched.offsets[i], sched.offsets[i + 1])
+        w = data.weights(i)
+        total = None
+        for j in contribution_order(sched.ts[rows].tolist()):
+            r = int(rows[j])
+            learner = copy.deepcopy(net0)
+            learner.load_state_dict(snaps[int(sched.ts[r])])
+            learner.train()
+            seen: list[torch.Tensor] = []
+            hooks = [
+                m.register_forward_pre_hook(lambda _m, a, seen=seen: seen.append(a[0].detach()))
+                for m in learner.modules()
+                if isinstance(m, nn.modules.batchnorm._BatchNorm)
+            ]
+            x, y = data.samples([r])
+            loss = F.cross_entropy(learner(x), y) * torch.tensor(w[j], dtype=torch.float32)
+            grads = torch.autograd.grad(loss, list(learner.parameters()))
+            for h in hooks:
+                h.remove()
+            total = grads if total is None else [a + b for a, b in zip(total, grads, strict=True)]
+            with torch.no_grad():
+                for m, h in zip(bns, seen, strict=True):
+                    dims = [0, *range(2, h.dim())]
+                    m.num_batches_tracked += 1
+                    mom = m.momentum
+                    m.running_mean.mul_(1 - mom).add_(mom * h.mean(dims))
+                    m.running_var.mul_(1 - mom).add_(mom * h.var(dims, unbiased=True))
+        with torch.no_grad():
+            for p, g in zip(ps.parameters(), total, strict=True):
+                p -= LR * g
+        snaps[i + 1] = copy.deepcopy(ps.state_dict())
+    return ps
+
+
+def state(net: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def assert_states_close(a: dict, b: dict, atol: float = 2e-5) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if a[k].dtype == torch.long:
+            assert torch.equal(a[k], b[k]), k
+        else:
+            assert torch.allclose(a[k], b[k], atol=atol, rtol=1e-4), (k, float((a[k] - b[k]).abs().max()))
+
+
+@pytest.mark.parametrize("batching", ["auto", "vmap", "grouped", "loop"])
+def test_the_ps_running_statistics_are_the_hand_replay_of_the_rule(digits, batching):
+    """2-softsync, λ = 4, μ = 8, 48 gradients of an MLP with BatchNorm1d (momentum 0.3): the strategy's weights and
+    PS buffers equal the replay; num_batches_tracked counts the applied gradients."""
+    proto, mu = Protocol("softsync", 4, n=2), 8
+    sched = schedule(proto, 48, mu)
+    assert sched.staleness.max() > 0  # stale snapshots: statistics are taken on older weights
+    torch.manual_seed(0)
+    net0 = mlp_bn()
+    net = copy.deepcopy(net0)
+    strategy, data = fit_cli_path(net, digits.x_train, digits.y_train, proto, sched, mu, batching)
+    expected = replay(net0, sched, data)
+    assert_states_close(state(net), state(expected))
+    assert int(net[2].num_batches_tracked) == sched.num_gradients == 48
+    assert not strategy.lookahead.row_stats  # every row's statistics applied
+    moved = float((net[2].running_mean - net0[2].running_mean).abs().max())
+    assert moved > 1e-2  # not vacuous
+
+
+def test_async_with_one_learner_is_plain_training_of_the_module(digits):
+    """λ = 1: the PS's buffers are those torch's BatchNorm keeps when the module trains in train mode on the same
+    mini-batches with SGD (a BatchNorm2d ResNet, channels_last gradients on the CPU). In float64: in float32 the
+    two orders of float operations drift apart ~10× every 2 updates at this lr (1e-6 after 2, 1e-4 after 8)."""
+    proto, mu, steps = Protocol("async", 1), 8, 12
+    sched = schedule(proto, steps, mu)
+    x = digits.x_train.expand(-1, 3, -1, -1).double()  # 3 channels for the ResNet's stem
+    torch.manual_seed(0)
+    net0 = resnet10_small(num_classes=10).double()
+    net = copy.deepcopy(net0)
+    _, data = fit_cli_path(net, x, digits.y_train, proto, sched, mu)
+    plain = copy.deepcopy(net0).train()
+    opt = torch.optim.SGD(plain.parameters(), lr=LR)
+    for i in range(steps):
+        xb, yb = data.samples([i])
+        opt.zero_grad()
+        F.cross_entropy(plain(xb), yb).backward()
+        opt.step()
+    assert_states_close(state(net), state(plain), atol=1e-9)
+    assert int(net.bn1.num_batches_tracked) == steps
+
+
+def test_hardsync_is_the_ghost_batch_step_not_one_large_batch(digits):
+    """Hardsync of λ = 4 learners of μ = 8: the mean of 4 gradients each normalised over its own 8 samples (and the
+    buffers moved 4 times a step) — torch's module run on each learner's batch in turn; one learner of μλ = 32
+    (Rudra Eq 7, exact without BatchNorm) gives other weights."""
+    proto, mu, steps = Protocol("hardsync", 4), 8, 10
+    sched = schedule(proto, 4 * steps, mu)
+    torch.manual_seed(0)
+    net0 = mlp_bn()
+    net = copy.deepcopy(net0)
+    _, data = fit_cli_path(net, digits.x_train, digits.y_train, proto, sched, mu)
+    ghost, large = copy.deepcopy(net0).train(), copy.deepcopy(net0).train()
+    for i in range(steps):
+        rows = list(range(4 * i, 4 * i + 4))
+        for model, groups in ((ghost, [[r] for r in rows]), (large, [rows])):
+            grads = None
+            for j in contribution_order([0] * len(groups))[::1]:
+                xb, yb = data.samples(groups[j])
+                g = torch.autograd.grad(F.cross_entropy(model(xb), yb) / len(groups), list(model.parameters()))
+                grads = g if grads is None else [a + b for a, b in zip(grads, g, strict=True)]
+            with torch.no_grad():
+                for p, g in zip(model.parameters(), grads, strict=True):
+                    p -= LR * g
+    assert_states_close(state(net), state(ghost))
+    diff = float((net[1].weight - large[1].weight).abs().max())
+    assert diff > 1e-3  # λ learners of μ ≠ one of μλ with BatchNorm
+
+
+def bn_classifier(net: nn.Module):
+    class BNClassifier(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return self.net(x)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return F.cross_entropy(self(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+
+    return BNClassifier()
+
+
+def test_the_cli_and_the_lightning_api_agree_on_a_batchnorm_network(compose_cfg, tmp_path):
+    """The lightning-hydra-template's SimpleDenseNet by ``_target_`` through the psbench command (vmapped learners,
+    psbench's per-sample loss) and through ``ParameterServerStrategy.simulated`` in a user's Trainer (each learner's
+    ``training_step``): the same schedule, weights and running statistics."""
+    from psbench.assemble import build_run
+    from psbench.strategy.executor import train_sim
+
+    shared = {"learners": 4, "batch_size": 8, "seed": 3, "epochs": 1}
+    cfg = compose_cfg(
+        *(f"{k}={v}" for k, v in shared.items()),
+        *("protocol=softsync", "protocol.n=2", "dataset=digits", "trainer.max_updates=40", "logger=none"),
+        *("trainer.progress=none", "trainer.save_weights=false", "trainer.checkpoint_every=0"),
+    )
+    with open_dict(cfg):
+        cfg.model = OmegaConf.create(
+            {
+                "_target_": "thirdparty.dense_net.SimpleDenseNet",
+                "input_size": 64,
+                "lin1_size": 32,
+                "lin2_size": 32,
+                "lin3_size": 32,
+            }
+        )
+    setup = build_run(cfg)
+    cli = train_sim(setup, tmp_path)
+    assert not cli.diverged and cli.updates_done == 40
+    torch.manual_seed(3)
+    module = bn_classifier(SimpleDenseNet(64, 32, 32, 32, 10))
+    strategy = ParameterServerStrategy.simulated({"name": "softsync", "n": 2}, learners=4, seed=3)
+    data = torch.utils.data.TensorDataset(setup.data.x_train, setup.data.y_train)  # the CLI's split (seed 3)
+    pl.Trainer(
+        strategy=strategy,
+        max_steps=40,
+        deterministic=True,
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    ).fit(module, torch.utils.data.DataLoader(data, batch_size=8, shuffle=True))
+    assert strategy.summary.schedule_sha256 == cli.schedule_sha256
+    assert_states_close(state(setup.net), state(module.net), atol=1e-5)
+    assert int(module.net.model[1].num_batches_tracked) == cli.gradients > 0
+
+
+def test_what_cannot_keep_the_statistics_is_refused_in_one_line(compose_cfg):
+    from psbench.validate import validate
+
+    validate(compose_cfg("model=alexnet", "model.batchnorm=true"))  # trains now (engine=sim)
+    for extra, word in ((("engine=dist",), "engine=sim"), (("protocol=downpour",), "local steps")):
+        with pytest.raises(ConfigError) as err:
+            validate(compose_cfg("model=alexnet", "model.batchnorm=true", *extra))
+        assert err.value.key == "model.batchnorm" and word in str(err.value)
+    validate(compose_cfg("model=alexnet", "model.batchnorm=true", "engine=dist", "schedule_only=true"))
+
+
+def test_a_batchnorm_resnet_by_target_trains_through_the_command(run_psbench, psbench_root, tmp_path):
+    """torchvision's ResNet (vendored: the same code) by ``_target_`` from a user's conf/, no edits: it trains,
+    its summary has the PS's running statistics in weights.pt, and the same network under a local-step protocol is
+    one line naming model._target_, exit 2."""
+    import os
+
+    conf = tmp_path / "proj" / "conf" / "model"
+    conf.mkdir(parents=True)
+    (conf / "resnet.yaml").write_text("_target_: thirdparty.tv_resnet.resnet10_small\nnum_classes: 10\n")
+    tests = str(Path(__file__).parent)
+    env = {"PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    common = ("--config-dir", str(conf.parent), "model=resnet", "dataset=synthetic", "dataset.shape=[3,16,16]")
+    common += ("dataset.num_train=128", "dataset.num_test=32", "learners=4", "batch_size=8", "epochs=1", "logger=none")
+    proc = run_psbench(*common, "protocol=async", "trainer.progress=none", root=psbench_root, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(next(psbench_root.glob("outputs/*/*/summary.json")).read_text())
+    assert summary["status"] == "finished" and summary["updates_done"] == 16
+    weights = torch.load(next(psbench_root.glob("outputs/*/*/weights.pt")))
+    assert int(weights["bn1.num_batches_tracked"]) == 16 and float(weights["bn1.running_var"].min()) > 0
+    proc = run_psbench(*common, "protocol=downpour", "trainer.progress=none", root=psbench_root, env=env)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and lines[-1].startswith("psbench: error: model._target_="), proc.stderr[-3000:]
+    assert "a protocol without local steps" in lines[-1]
