@@ -406,13 +406,13 @@ def test_a_long_simulation_says_what_follows_its_last_line(capsys, monkeypatch, 
     from types import SimpleNamespace
 
     from psbench import job
-    from psbench.assemble import _with_progress
     from psbench.cluster import CostModel, Topology
-    from psbench.ps import Protocol, Schedule, Simulator
+    from psbench.ps import Protocol, Schedule, Simulator, plan
 
     sim = Simulator(Protocol("async", 4), CostModel.from_profile("laptop", 1000), Topology(), 8, 400, 0)
     ended: list[float] = []
-    schedule = Schedule.collect(_with_progress(sim.run(), sim.total_gradients, "plain", after_s=0.0, ended=ended))
+    monkeypatch.setattr(plan, "PROGRESS_AFTER_S", 0.0)
+    schedule = Schedule.collect(plan.with_progress(sim.run(), sim.total_gradients, "plain", ended))
     err = capsys.readouterr().err
     assert "psbench: simulated the schedule: 400 gradients in 0 s; collecting it" in err and ended
     monkeypatch.setattr(job, "LONG_SCHEDULE", 100)

@@ -116,7 +116,7 @@ def simulate(
     ended: list[float] = []  # when a long simulation ended: collecting its schedule's rows takes a while too
     schedule = Schedule.collect(with_progress(sim.run(), sim.total_gradients, progress, ended), meta=meta)
     stats = sim.stats.as_dict()
-    if ended and progress != "none":  # the simulation said it was long: say what the rest took
+    if ended:  # the simulation said it was long (never with progress none): say what the rest took
         print(
             f"psbench: collected the schedule and its statistics in {time.perf_counter() - ended[0]:.0f} s",
             file=sys.stderr,
