@@ -47,15 +47,18 @@ import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench import lightning_seams as seams
+from psbench.lr.steps import scales_step
+from psbench.optimizer.build import finite_flag
 from psbench.ps import Schedule
 from psbench.ps import plan as run_plan
-from psbench.ps.apply import apply_update
+from psbench.ps.apply import step_update
 from psbench.run_setup import SimulatedSetup
 from psbench.strategy import simulated
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.chunks import UpdateChunk
 from psbench.strategy.local_steps import LocalLearners
 from psbench.strategy.lookahead import Lookahead
+from psbench.strategy.pending import Applied, Pending
 from psbench.summary import RunSummary
 
 
@@ -142,6 +145,8 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         self._epoch = 0
         self._clip_was: float | None = None
         self._fit_s = [0.0, 0.0]
+        self.pending = Pending()  # updates applied, not read back yet (psbench.strategy.pending)
+        self._by_step: bool | None = None  # the lr policy scales the optimizer's lr (psbench.lr.steps), not set yet
 
     @property
     def _module(self) -> Any:
@@ -207,6 +212,7 @@ class ParameterServerStrategy(SingleDeviceStrategy):
             seams.evaluate_when(self._module.trainer, self._evaluate_now)
 
     def on_train_end(self) -> None:
+        self.settle()  # (a fit stopped by Lightning between read-backs)
         self._fit_s[1] = time.perf_counter()
         super().on_train_end()
 
@@ -284,7 +290,10 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         return None if found is None else dict(found)
 
     def ps_state(self) -> dict:
-        """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`)."""
+        """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`), the updates
+        applied so far read back first (:meth:`settle`)."""
+        if self.lightning_module is not None:
+            self.settle()
         la = self.lookahead.state_dict() if self.lookahead is not None else self._lookahead_state
         return {
             "snapshots": la["snapshots"] if la else {},
@@ -347,7 +356,9 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         return self.lookahead
 
     def training_step(self, batch: UpdateBatch | UpdateChunk, batch_idx: int = 0, *args, **kwargs):
-        """Apply one PS update, or each update of a chunk in order (see the module docstring)."""
+        """Apply one PS update, or each update of a chunk in order (see the module docstring); nothing is read
+        back per update (:mod:`psbench.strategy.pending`): at the chunk's end only when an evaluation or the fit's
+        end follows."""
         if isinstance(batch, UpdateChunk):
             trainer = self._module.trainer
             while self._epoch < trainer.current_epoch:  # a new epoch: step the per-epoch lr schedulers first
@@ -362,18 +373,27 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 self.training_step(update)  # through self: one call per update, as with one update per step
                 if trainer.should_stop:  # diverged
                     break
-            if trainer.progress_bar_callback is not None:
+            if self._reads_back_now():
+                self.settle()
+            if trainer.progress_bar_callback is not None:  # the last loss read back
                 self._module.log(self.prefix + "loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
             return None
         module = self._module
-        seams.log_at(module.trainer, batch.index)  # the step evaluations log at
+        trainer = module.trainer
+        seams.log_at(trainer, batch.index)  # the step evaluations log at
         self._last_update = batch.index
+        extra: dict[str, float] = {}
         if self.local is not None:  # the commits of H local steps per learner, in gradient units
+            self.settle()  # (the CPU's local learners: read back per update, as they read their own losses)
             params = dict(module.net.named_parameters())
-            lr = module.trainer.optimizers[0].param_groups[0]["lr"]
+            lr = trainer.optimizers[0].param_groups[0]["lr"]
             grads, loss = self.local.update_direction(module.net, module.loss, batch, params, lr)
+            extra["train_accuracy"] = self.local.last_accuracy  # AGN's f(t) for temporal efficiency (Eq 4)
         else:
             ahead = self._ahead()
+            ahead.before_flush = self.settle  # the updates applied so far are read back once per flush
+            if self._by_step is None:  # before the first gradient: where the lr policy acts (psbench.lr.steps)
+                self._by_step = ahead.data.step_scaled = scales_step(trainer.optimizers[0], ahead.data.policy.name)
             params = ahead.weights()
             if self.compression is not None:
                 learners, weights, each, loss = ahead.learner_gradients(batch.index, params)
@@ -381,34 +401,86 @@ class ParameterServerStrategy(SingleDeviceStrategy):
                 self.bytes_pushed += pushed
             else:
                 grads, loss = ahead.update_gradient(batch.index, params)
-        self.last_loss = float(loss)
-        trainer = module.trainer
-        if not apply_update(
-            list(params.values()),
-            [grads[k] for k in params],
-            self.last_loss,
-            trainer.optimizers[0],
-            lr_scale=batch.lr_scale,
-            clip=self.gradient_clip_val,
-            schedulers=[c.scheduler for c in self._schedulers[0] if (batch.index + 1) % c.frequency == 0],
-            step=module.optimizers().step,
-        ):  # Lightning's wrapper: counts the step (global_step)
-            self.diverged_at = batch.index
-            self._log({"diverged": 1.0}, batch.index)
+        if self.diverged_at is not None:  # the read-back before this update found an earlier one diverged
             trainer.should_stop = True
-            return None  # no optimizer step
+            return None
+        plist, glist = list(params.values()), [grads[k] for k in params]
+        opt = trainer.optimizers[0]
+        loss_t = torch.as_tensor(loss, device=plist[0].device).detach()
+        schedulers = [c.scheduler for c in self._schedulers[0] if (batch.index + 1) % c.frequency == 0]
+        self.pending.begin(plist, opt, [c.scheduler for c in self._schedulers[0]])
+        applied = Applied(batch, loss_t, finite_flag(loss_t, plist, glist), glist, schedulers, extra)
+        if any(g.get("nesterov") for g in opt.param_groups):  # foreach SGD adds the momentum into p.grad in place
+            glist = [g.clone() for g in glist]
+        self._step(applied, plist, glist, step=module.optimizers().step)  # Lightning's wrapper: counts the step
+        self.pending.add(applied)
+        return None
+
+    def _step(self, a: Applied, params: list[torch.Tensor], grads: list[torch.Tensor], step=None) -> None:
+        """Update ``a`` (:func:`psbench.ps.apply.step_update`), unchecked: the check is read back later."""
+        step_update(
+            params,
+            grads,
+            self._module.trainer.optimizers[0],
+            lr_scale=a.batch.lr_scale,
+            step_scale=a.batch.lr_scale if self._by_step else None,
+            clip=self.gradient_clip_val,
+            schedulers=a.schedulers,
+            step=step,
+        )
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        """The weights the PS updates (the gradient source's, or the net's with local learners)."""
+        if self.local is not None or self.lookahead is None:
+            return dict(self._module.net.named_parameters())
+        return self.lookahead.weights()
+
+    def _reads_back_now(self) -> bool:
+        """After this Trainer step, must the updates be read back? Before an evaluation and at the fit's end."""
+        last = self._last_update
+        return (
+            self._evaluate_now()
+            or (self.schedule is not None and last is not None and last + 1 >= self.schedule.num_updates)
+            or self._module.trainer.should_stop
+        )
+
+    def settle(self) -> None:
+        """Read back every update applied since the last read-back (:meth:`Pending.read`, one device-to-host
+        read), count and log them; a divergence among them stops the fit at it (:meth:`Pending.rollback`): the
+        weights after the last finite update, as if every update had been checked before its step."""
+        losses, bad = self.pending.read()
+        if not losses:
+            return
+        kept = self.pending.updates if bad is None else self.pending.updates[:bad]
+        for a, loss in zip(kept, losses, strict=False):
+            self._commit(a, loss)
+        if bad is None:
+            self.pending.clear()
+            return
+        trainer = self._module.trainer
+        j = self.pending.updates[bad].batch.index
+        params = list(self._weights().values())
+        self.pending.rollback(bad, params, trainer.optimizers[0], lambda a: self._step(a, params, a.grads))
+        self.diverged_at, self._last_update = j, j
+        seams.log_at(trainer, j)
+        seams.set_optimizer_steps(trainer, j)  # Lightning's global_step: the updates applied
+        self._log({"diverged": 1.0}, j)
+        trainer.should_stop = True
+
+    def _commit(self, a: Applied, loss: float) -> None:
+        """Update ``a`` read back finite: counted, and its metrics logged at its own step."""
+        batch = a.batch
+        self.last_loss = loss
         self.updates_done += 1
         self.samples_done += batch.samples
         self.sim_time_s = batch.time
-        self._recent.append(self.last_loss)
+        self._recent.append(loss)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
             if self.num_train:  # else Lightning logs its own epoch, always 0 in the one-epoch PS fit
                 metrics["epoch"] = self.epoch
-            if self.local is not None:  # learners' mini-batch accuracy: AGN's f(t) for temporal efficiency (Eq 4)
-                metrics["train_accuracy"] = self.local.last_accuracy
+            metrics.update(a.extra)
             self._log(metrics, batch.index)
-        return None
 
     def _log(self, metrics: dict, step: int) -> None:
         """``metrics`` of update ``step`` (prefixed ``ps/`` in a user's script), to every logger at that step (numbers
