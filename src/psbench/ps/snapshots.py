@@ -58,11 +58,11 @@ class SnapshotStore:
         for old in [t for t in self._snaps if self.last_reader[t] < ts]:
             self._drop(old)
         if ts < len(self.last_reader) and self.last_reader[ts] > ts and self.readers[ts] > 0 and ts not in self._snaps:
-            self._snaps[ts] = self._copy(params)
+            self._snaps[ts] = self._take(params)
             self._size = self._size or nbytes(params)
             self.bytes += self._size
 
-    def _copy(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _take(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """A copy of ``params``: into the last dropped snapshot's buffers, by one ``torch._foreach_copy_`` (one
         fused kernel on a GPU, no allocation: in a steady schedule each snapshot taken follows one dropped), else
         into new ones."""
@@ -70,11 +70,11 @@ class SnapshotStore:
             live = [v.detach() for v in params.values()]
             slot = self._free.pop() if self._free else None
             if slot is None or list(slot) != list(params):
-                return {k: self._new(v) for k, v in zip(params, live, strict=True)}
+                return {k: self._copy(v) for k, v in zip(params, live, strict=True)}
             torch._foreach_copy_(list(slot.values()), live)
             return slot
 
-    def _new(self, v: torch.Tensor) -> torch.Tensor:
+    def _copy(self, v: torch.Tensor) -> torch.Tensor:
         if self.channels_last and v.dim() == 4:
             return v.clone(memory_format=torch.channels_last)
         return v.clone()

@@ -211,6 +211,13 @@ class ParameterServerStrategy(SingleDeviceStrategy):
         if self.eval_every:  # evaluations counted in updates, whatever the updates per Trainer step
             seams.evaluate_when(self._module.trainer, self._evaluate_now)
 
+    def on_validation_start(self) -> None:
+        """An evaluation reads the updates' counts (``epoch``, samples): the updates applied so far read back first
+        (an evaluation Lightning starts on its own, e.g. at an epoch's end in a user's Trainer)."""
+        if self.lightning_module is not None and self.pending:
+            self.settle()
+        super().on_validation_start()
+
     def on_train_end(self) -> None:
         self.settle()  # (a fit stopped by Lightning between read-backs)
         self._fit_s[1] = time.perf_counter()
