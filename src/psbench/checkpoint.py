@@ -206,6 +206,9 @@ class Checkpointer(pl.Callback):
             _active.remove(self)
 
     def write(self, trainer: pl.Trainer, update: int) -> None:
+        settle = getattr(trainer.strategy, "settle", None)
+        if settle is not None:  # the updates applied so far read back (weights after a divergence restored)
+            settle()
         now = time.perf_counter()
         state = {
             "format": FORMAT,

@@ -113,6 +113,13 @@ def count_manual_steps_as_automatic(trainer) -> None:
     automatic.load_state_dict(manual.state_dict())
 
 
+def set_optimizer_steps(trainer, k: int) -> None:
+    """Manual optimization's optimizer-step counter (``global_step``) at ``k``: the PS updates that stand after a
+    divergence found once its later updates were applied (:mod:`psbench.strategy.pending` undoes them)."""
+    p = step_counters(trainer)[2].total
+    p.ready = p.completed = k
+
+
 def resume_step_counters(trainer, k: int) -> None:
     """Every counter ``global_step`` and the logging step read, at ``k`` (a run resumed before update ``k``)."""
     for progress in step_counters(trainer):

@@ -46,6 +46,7 @@ from psbench import lifecycle
 from psbench.distributed import messages as m
 from psbench.distributed.transport import LearnerFailure
 from psbench.lr import LRPolicy
+from psbench.lr.steps import relative, scales_step
 from psbench.ps import Contribution, Protocol, Schedule, StalenessStats, Update, divergence
 from psbench.ps.aggregate import contribution_order, sum_in_order, update_weights
 from psbench.ps.apply import apply_update
@@ -123,6 +124,7 @@ class ParameterServer:
         self.net, self.opt, self.sched = net, optimizer, scheduler
         self.params = list(net.parameters())
         self.protocol, self.policy, self.mu, self.spg = protocol, policy, batch_size, samples_per_gradient
+        self.by_step = scales_step(optimizer, policy.name)  # an adaptive optimizer: the policy scales its lr
         self.lam, self.c = protocol.learners, protocol.gradients_per_update
         self.barrier, self.bound = protocol.barrier, protocol.bound
         self.transport, self.replay = transport, replay
@@ -168,7 +170,7 @@ class ParameterServer:
         for i in range(s.num_updates):
             rows = s.rows(i)
             sigma = [i - t for t in s.ts[rows].tolist()]
-            self.row_weight[rows] = update_weights(self.policy.scales(sigma, self.mu, self.lam)).double().numpy()
+            self.row_weight[rows] = update_weights(self._scales(sigma)).double().numpy()
         self.remaining_reads = np.bincount(s.ts, minlength=s.num_updates + 1)
         self.snapshots: dict[int, torch.Tensor] = {}
         self.buffer: dict[int, _Pending] = {}
@@ -418,7 +420,7 @@ class ParameterServer:
         order = contribution_order(ts)
         grads = [e.grad for e in group]
         if not prescaled:
-            w = update_weights(self.policy.scales([i - t for t in ts], self.mu, self.lam))
+            w = update_weights(self._scales([i - t for t in ts]))
             grads = [g * w[j] for j, g in enumerate(grads)]
         if self.local:  # the commit scale s: agn 1/H, dynsgd 1/(σ+1), downpour and aeasgd 1 (ps.local)
             s = [commit_scale(self.protocol.name, self.protocol.local_steps, i - t) for t in ts]
@@ -445,6 +447,11 @@ class ParameterServer:
             self.logger.log_metrics(metrics, step=i)
         self._release()
 
+    def _scales(self, sigma: list[int]) -> list[float]:
+        """The policy's weights on the gradients of one update (their relative weights when it scales the lr)."""
+        scales = self.policy.scales(sigma, self.mu, self.lam)
+        return relative(scales) if self.by_step else scales
+
     def _step(self, g: torch.Tensor, loss: float, i: int, lr_scale: float) -> None:
         """Update ``i`` with the flat aggregate ``g``: the PS update step the simulator applies too
         (:func:`psbench.ps.apply.apply_update`)."""
@@ -460,6 +467,7 @@ class ParameterServer:
             loss,
             self.opt,
             lr_scale=lr_scale,
+            step_scale=lr_scale if self.by_step else None,
             clip=self.clip,
             schedulers=[self.sched] if self.sched is not None else [],
         ):

@@ -59,18 +59,35 @@ def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:
     if name == "sgd":
         m = float(cfg.get("momentum", 0.0))
         require(0 <= m < 1, "optimizer.momentum", m, "in [0, 1)")
-        return torch.optim.SGD(params, lr=lr, momentum=m, weight_decay=wd, nesterov=bool(cfg.get("nesterov", False)))
+        # foreach: a few multi-tensor kernels per step on a GPU (torch's default there too); on the CPU its ops run
+        # tensor by tensor, the same float operations as the per-parameter loop (the same weights, bit for bit)
+        nesterov = bool(cfg.get("nesterov", False))
+        return torch.optim.SGD(params, lr=lr, momentum=m, weight_decay=wd, nesterov=nesterov, foreach=True)
     if name == "adagrad":
         return torch.optim.Adagrad(params, lr=lr, weight_decay=wd)
     return torch.optim.Adam(params, lr=lr, betas=tuple(cfg.get("betas", (0.9, 0.999))), weight_decay=wd)
 
 
-def finite_update(loss: float, params: Iterable[torch.Tensor], grads: Iterable[torch.Tensor]) -> bool:
-    """May the PS apply this update? Its loss and the surrogate Σ⟨p, g⟩ (whose gradient is g) are finite;
-    NaN/inf anywhere in the weights or the aggregate shows in the surrogate. False: the run diverged."""
+def finite_flag(loss: torch.Tensor, params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """May the PS apply this update, as a 0-d bool tensor on the weights' device (no host synchronisation)?
+
+    True when loss + Σ|θ·g| is finite: NaN or ±inf anywhere in the loss, the weights or the aggregate — or a
+    product θ·g past the float range, where the surrogate Σ⟨θ, g⟩ (whose gradient is g) would overflow — makes it
+    False (so would a finite loss and sum whose own sum passes the float range, ~3.4e38 in float32). Two fused
+    kernels on a GPU (``torch._foreach_mul``, ``torch._foreach_norm``), a stack and sum of one value per tensor and
+    the check; no value of ``params`` or ``grads`` changes.
+    """
     with torch.no_grad():
-        surrogate = sum(((p * g).sum() for p, g in zip(params, grads, strict=True)), torch.zeros(()))
-    return math.isfinite(loss) and bool(torch.isfinite(surrogate))
+        terms = torch.stack(torch._foreach_norm(torch._foreach_mul(list(params), list(grads)), 1))
+        return torch.isfinite(terms.sum() + loss)
+
+
+def finite_update(loss: float, params: Iterable[torch.Tensor], grads: Iterable[torch.Tensor]) -> bool:
+    """:func:`finite_flag` read back to the host now (the dist PS's check, once per update). False: diverged."""
+    params, grads = list(params), list(grads)
+    if not math.isfinite(loss) or not params:
+        return math.isfinite(loss)
+    return bool(finite_flag(torch.tensor(0.0, dtype=torch.float64, device=params[0].device), params, grads))
 
 
 def scale_weight_decay(opt: torch.optim.Optimizer, factor: float) -> None:

@@ -1,8 +1,10 @@
 """The PS update step, one owner for both engines (Rudra §3.1: θ_{i+1} = θ_i − α·g_i).
 
 The simulator's strategy (:mod:`psbench.strategy.ps_strategy`) and the dist PS
-(:mod:`psbench.distributed.ps_server`) call :func:`apply_update` with the aggregated gradient of update i, so
-the same pushes in the same order give the same weights bit for bit in either engine.
+(:mod:`psbench.distributed.ps_server`) apply the aggregated gradient of update i with :func:`step_update`, so the
+same pushes in the same order give the same weights bit for bit in either engine. The dist PS checks each update
+on the host first (:func:`apply_update`); the strategy checks on the device and reads the checks back once per
+look-ahead flush (:mod:`psbench.strategy.pending`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,48 @@ import torch
 from psbench.optimizer.build import finite_update, scale_weight_decay
 
 
+def step_update(
+    params: Sequence[torch.Tensor],
+    grads: Sequence[torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    *,
+    lr_scale: float = 1.0,
+    step_scale: float | None = None,
+    clip: float | None = None,
+    schedulers: Iterable = (),
+    step: Callable[[], object] | None = None,
+) -> None:
+    """Apply one PS update, unchecked; no host synchronisation (every value stays where the tensors are).
+
+    In order: this update's weight decay (``lr_scale``, the mean lr-policy weight of its gradients:
+    :func:`scale_weight_decay`); p.grad = g; gradient clipping by the global norm ``clip`` (None or 0: none —
+    Lightning's ``gradient_clip_val`` convention); the optimizer's step (``step``, e.g. Lightning's optimizer
+    wrapper, which also counts the step; default ``optimizer.step``) — at ``step_scale`` × each group's lr when
+    ``step_scale`` is given (an adaptive optimizer's lr policy, :func:`psbench.lr.steps.scales_step`; the weight
+    decay is then left to that lr); the lr schedules' steps; p.grad = None.
+    """
+    scale_weight_decay(optimizer, lr_scale if step_scale is None else 1.0)
+    for p, g in zip(params, grads, strict=True):
+        p.grad = g
+    if clip:
+        torch.nn.utils.clip_grad_norm_(params, float(clip))
+    if step_scale is None:
+        (step or optimizer.step)()
+    else:
+        lrs = [group["lr"] for group in optimizer.param_groups]
+        for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+            group["lr"] = lr * step_scale
+        try:
+            (step or optimizer.step)()
+        finally:
+            for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+                group["lr"] = lr
+    for s in schedulers:
+        s.step()
+    for p in params:
+        p.grad = None
+
+
 def apply_update(
     params: Sequence[torch.Tensor],
     grads: Sequence[torch.Tensor],
@@ -21,28 +65,23 @@ def apply_update(
     optimizer: torch.optim.Optimizer,
     *,
     lr_scale: float = 1.0,
+    step_scale: float | None = None,
     clip: float | None = None,
     schedulers: Iterable = (),
     step: Callable[[], object] | None = None,
 ) -> bool:
-    """Apply one PS update; False (nothing changed) when it is not finite (:func:`finite_update`: diverged).
-
-    In order: the divergence check on the loss and Σ⟨θ, g⟩; this update's weight decay (``lr_scale``, the mean
-    lr-policy weight of its gradients: :func:`scale_weight_decay`); p.grad = g; gradient clipping by the global
-    norm ``clip`` (None or 0: none — Lightning's ``gradient_clip_val`` convention); the optimizer's step
-    (``step``, e.g. Lightning's optimizer wrapper, which also counts the step; default ``optimizer.step``); the
-    lr schedules' steps; p.grad = None.
-    """
+    """Apply one PS update (:func:`step_update`) after checking it on the host; False (nothing changed) when it is
+    not finite (:func:`~psbench.optimizer.build.finite_update`: diverged)."""
     if not finite_update(loss, params, grads):
         return False
-    scale_weight_decay(optimizer, lr_scale)
-    for p, g in zip(params, grads, strict=True):
-        p.grad = g
-    if clip:
-        torch.nn.utils.clip_grad_norm_(params, float(clip))
-    (step or optimizer.step)()
-    for s in schedulers:
-        s.step()
-    for p in params:
-        p.grad = None
+    step_update(
+        params,
+        grads,
+        optimizer,
+        lr_scale=lr_scale,
+        step_scale=step_scale,
+        clip=clip,
+        schedulers=schedulers,
+        step=step,
+    )
     return True

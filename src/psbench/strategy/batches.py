@@ -17,6 +17,7 @@ from statistics import fmean
 import torch
 
 from psbench.lr import LRPolicy
+from psbench.lr.steps import relative
 from psbench.ps import Schedule
 from psbench.ps.aggregate import contribution_order, update_weights
 from psbench.ps.samples import SampleStream
@@ -50,7 +51,7 @@ class UpdateBatch:
     staleness_mean: float
     time: float
     samples: int
-    lr_scale: float = 1.0  # mean lr-policy scale of the update's gradients (scales the weight decay)
+    lr_scale: float = 1.0  # mean lr-policy scale ⟨w⟩ of the update's gradients (the weight decay's, or the lr's)
 
     def to(self, device, **_: object) -> UpdateBatch:  # Lightning moves batches with .to()
         for g in self.groups:
@@ -77,6 +78,9 @@ class UpdateBatches(torch.utils.data.Dataset):
         self.with_samples = with_samples  # False: items carry no groups (the strategy reads samples itself)
         self.policy, self.mu, self.lam = policy, batch_size, learners
         self.stream = SampleStream(len(x), seed)
+        #: the policy scales the optimizer's lr (an adaptive optimizer: :mod:`psbench.lr.steps`); the gradients
+        #: keep only their relative weights w_l/⟨w⟩ (the strategy sets it before the first update)
+        self.step_scaled = False
 
     def __len__(self) -> int:
         return self.s.num_updates
@@ -84,7 +88,10 @@ class UpdateBatches(torch.utils.data.Dataset):
     def weights(self, i: int) -> list[float]:
         """w_l/c of update ``i``'s gradients, in schedule row order (the learning-rate policy's scales)."""
         sigma = [i - t for t in self.s.ts[self.s.rows(i)].tolist()]
-        return update_weights(self.policy.scales(sigma, self.mu, self.lam), torch.float64).tolist()
+        scales = self.policy.scales(sigma, self.mu, self.lam)
+        if self.step_scaled:
+            scales = relative(scales)
+        return [v / len(scales) for v in scales]  # update_weights' float64 values, without a tensor
 
     def samples(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) of the given schedule rows' samples, row-major: [len(rows)·s, ...]."""
@@ -102,7 +109,7 @@ class UpdateBatches(torch.utils.data.Dataset):
         scales = self.policy.scales(sigma, self.mu, self.lam)
         if not self.with_samples:
             return UpdateBatch(i, [], sum(sigma) / c, float(s.update_time[i]), c * self.spg, fmean(scales))
-        w = update_weights(scales, torch.float64).tolist()
+        w = update_weights(relative(scales) if self.step_scaled else scales, torch.float64).tolist()
         order = contribution_order(ts)  # newest weights first: the live model
         groups: list[SnapshotGroup] = []
         group_starts: list[list[int]] = []  # each group's rows' stream positions

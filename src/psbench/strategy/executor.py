@@ -292,6 +292,7 @@ def fit(trainer, module, data, setup: RunSetup, plan=None) -> float:
             )
             lifecycle.check()
     except lifecycle.Killed as k:
+        strategy.settle()
         net.cpu()
         k.progress.update(
             updates_done=strategy.updates_done,

@@ -126,6 +126,7 @@ class Lookahead:
         self.peak_bytes = 0
         self.batch_rows: list[int] = []  # rows computed by each batched call (a statistic; tests read it)
         self._wlist: dict[int, list[float]] = {}  # w_l/c of the updates in reach
+        self.before_flush: Callable[[], None] | None = None  # called before each flush computes
         self.p_bytes = nbytes(dict(net.named_parameters()))  # one copy of the weights (or of a gradient)
         # functional_call's search for tied weights costs ~3 % of a 4-sample CIFAR CNN gradient (1.32 against
         # 1.28 ms, medians of 20 interleaved rounds); only a net sharing a parameter under two names needs it
@@ -206,6 +207,8 @@ class Lookahead:
 
     def _prepare(self, i: int, params: Params) -> None:
         if not self.computed[self.s.rows(i)].all():
+            if self.before_flush is not None:  # the strategy reads back the updates applied since the last flush
+                self.before_flush()
             self._flush(i, params)
         self.snapshots.advance(i, params)  # θ_i, if a row not computed yet reads it
         self._track()

@@ -4,7 +4,7 @@ For update i the master weights are at timestamp i. The gradients an update appl
 ahead, in batches across upcoming updates, on the weight snapshots they read
 (:class:`~psbench.strategy.lookahead.Lookahead`, bounded by ``memory_budget_bytes``). The strategy
 then applies the aggregated gradient g_i = Σ_l (w_l/c)·Δθ_l itself (manual optimization) with the PS update
-step both engines share (:func:`psbench.ps.apply.apply_update`: p.grad = g_i, gradient clipping, the configured
+step both engines share (:func:`psbench.ps.apply.step_update`: p.grad = g_i, gradient clipping, the configured
 torch optimizer's step θ_{i+1} = θ_i − α0·g_i with momentum/AdaGrad/Adam state as usual, the lr schedule's
 step) — the float operations of Lightning's automatic optimization of the linear surrogate Σ⟨p, g_i⟩, without
 the surrogate's backward. Callbacks, loggers and Lightning's step counter keep working.
@@ -39,6 +39,7 @@ other rule — the module and Trainer checks, the lr schedulers' rule, the updat
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import deque
@@ -49,9 +50,11 @@ import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench import lightning_seams as seams
+from psbench.lr.steps import scales_step
+from psbench.optimizer.build import finite_flag
 from psbench.ps import Schedule, divergence
 from psbench.ps import plan as run_plan
-from psbench.ps.apply import apply_update
+from psbench.ps.apply import step_update
 from psbench.ps.divergence import DEFAULT_FACTOR
 from psbench.run_setup import SimulatedSetup
 from psbench.strategy import simulated, stop
@@ -59,6 +62,7 @@ from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.chunks import UpdateChunk
 from psbench.strategy.local_steps import LocalLearners
 from psbench.strategy.lookahead import Lookahead
+from psbench.strategy.pending import Applied, Pending
 from psbench.strategy.schedulers import SchedulerSteps
 from psbench.summary import RunSummary
 
@@ -173,6 +177,8 @@ class ParameterServerStrategyCore(_Base):
         self._stopped_by: stop.Stopped | None = None  # why the fit ended, once it has
         self._clip_was: float | None = None
         self._fit_s = [0.0, 0.0]
+        self.pending = Pending()  # updates applied, not read back yet (psbench.strategy.pending)
+        self._by_step: bool | None = None  # the lr policy scales the optimizer's lr (psbench.lr.steps), not set yet
 
     @property
     def _module(self) -> Any:
@@ -263,8 +269,16 @@ class ParameterServerStrategyCore(_Base):
         if self.eval_every:  # evaluations counted in updates, whatever the updates per Trainer step
             seams.evaluate_when(self._module.trainer, self._evaluate_now)
 
+    def on_validation_start(self) -> None:
+        """An evaluation reads the updates' counts (``epoch``, samples): the updates applied so far read back first
+        (an evaluation Lightning starts on its own, e.g. at an epoch's end in a user's Trainer)."""
+        if self.lightning_module is not None and self.pending:
+            self.settle()
+        super().on_validation_start()
+
     def on_train_end(self) -> None:
         """The ReduceLROnPlateau steps the last evaluation owes; the fit's end (:attr:`summary`: why it stopped)."""
+        self.settle()  # (a fit stopped by Lightning between read-backs)
         self._fit_s[1] = time.perf_counter()
         trainer = self._module.trainer
         self._lr.settle(trainer.callback_metrics)
@@ -274,7 +288,10 @@ class ParameterServerStrategyCore(_Base):
 
     def on_exception(self, exception: BaseException) -> None:
         """An exception ended the fit (Lightning calls this before re-raising it; a KeyboardInterrupt it swallows):
-        :attr:`summary` says so."""
+        :attr:`summary` says so, counting the updates applied before it (read back now)."""
+        if self.pending and self.lightning_module is not None:
+            with contextlib.suppress(Exception):  # the exception Lightning re-raises is the one to see
+                self.settle()
         if self.plan is not None:
             self._stopped_by = stop.from_exception(exception)
         super().on_exception(exception)
@@ -361,7 +378,10 @@ class ParameterServerStrategyCore(_Base):
         return None if found is None else dict(found)
 
     def ps_state(self) -> dict:
-        """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`)."""
+        """Everything the rest of the run reads from the strategy (for :mod:`psbench.checkpoint`), the updates
+        applied so far read back first (:meth:`settle`)."""
+        if self.lightning_module is not None:
+            self.settle()
         la = self.lookahead.state_dict() if self.lookahead is not None else self._lookahead_state
         return {
             "snapshots": la["snapshots"] if la else {},
@@ -428,7 +448,9 @@ class ParameterServerStrategyCore(_Base):
 
     def training_step(self, batch: UpdateBatch | UpdateChunk, batch_idx: int = 0, *args, **kwargs):
         """Apply one PS update, or each update of a chunk in order (see the module docstring); a Trainer step also
-        steps the lr schedulers Lightning would step around its batch (:mod:`psbench.strategy.schedulers`)."""
+        steps the lr schedulers Lightning would step around its batch (:mod:`psbench.strategy.schedulers`); nothing is
+        read back per update (:mod:`psbench.strategy.pending`): at the chunk's end only when an evaluation or the
+        fit's end follows."""
         if kwargs.pop("_of_chunk", False):
             return self._apply(cast(UpdateBatch, batch))
         trainer = self._module.trainer
@@ -445,7 +467,9 @@ class ParameterServerStrategyCore(_Base):
                 self.training_step(update, batch_idx, _of_chunk=True)  # through self: one call per update
                 if trainer.should_stop:  # diverged
                     break
-            if trainer.progress_bar_callback is not None:
+            if self._reads_back_now():
+                self.settle()
+            if trainer.progress_bar_callback is not None:  # the last loss read back
                 self._module.log(self.prefix + "loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
         else:
             self._apply(batch)
@@ -456,14 +480,21 @@ class ParameterServerStrategyCore(_Base):
     def _apply(self, batch: UpdateBatch) -> None:
         """Apply PS update ``batch.index``."""
         module = self._module
-        seams.log_at(module.trainer, batch.index)  # the step evaluations log at
+        trainer = module.trainer
+        seams.log_at(trainer, batch.index)  # the step evaluations log at
         self._last_update = batch.index
+        extra: dict[str, float] = {}
         if self.local is not None:  # the commits of H local steps per learner, in gradient units
+            self.settle()  # (the CPU's local learners: read back per update, as they read their own losses)
             params = dict(module.net.named_parameters())
-            lr = module.trainer.optimizers[0].param_groups[0]["lr"]
+            lr = trainer.optimizers[0].param_groups[0]["lr"]
             grads, loss = self.local.update_direction(module.net, module.loss, batch, params, lr)
+            extra["train_accuracy"] = self.local.last_accuracy  # AGN's f(t) for temporal efficiency (Eq 4)
         else:
             ahead = self._ahead()
+            ahead.before_flush = self.settle  # the updates applied so far are read back once per flush
+            if self._by_step is None:  # before the first gradient: where the lr policy acts (psbench.lr.steps)
+                self._by_step = ahead.data.step_scaled = scales_step(trainer.optimizers[0], ahead.data.policy.name)
             params = ahead.weights()
             if self.compression is not None:
                 learners, weights, each, loss = ahead.learner_gradients(batch.index, params)
@@ -471,35 +502,116 @@ class ParameterServerStrategyCore(_Base):
                 self.bytes_pushed += pushed
             else:
                 grads, loss = ahead.update_gradient(batch.index, params)
-        self.last_loss = float(loss)
-        trainer = module.trainer
-        if not apply_update(
-            list(params.values()),
-            [grads[k] for k in params],
-            self.last_loss,
-            trainer.optimizers[0],
-            lr_scale=batch.lr_scale,
+        if self.diverged_at is not None:  # the read-back before this update found an earlier one diverged
+            trainer.should_stop = True
+            return None
+        plist, glist = list(params.values()), [grads[k] for k in params]
+        opt = trainer.optimizers[0]
+        loss_t = torch.as_tensor(loss, device=plist[0].device).detach()
+        bn = ahead.bn if self.local is None else None
+        self.pending.begin(self._saved(plist), opt, self._lr.stepped_per_update)
+        ok = finite_flag(loss_t, plist, glist)
+        applied = Applied(batch, loss_t, ok, glist, self._lr.after_update(batch.index), extra)
+        if bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py), folded in after the step
+            applied.bn_stats = ahead.running_stats(batch.index)
+        if any(g.get("nesterov") for g in opt.param_groups):  # foreach SGD adds the momentum into p.grad in place
+            glist = [g.clone() for g in glist]
+        self._step(applied, plist, glist, step=module.optimizers().step)  # Lightning's wrapper: counts the step
+        self.pending.add(applied)
+        return None
+
+    def _saved(self, params: list[torch.Tensor]) -> list[torch.Tensor]:
+        """What a rollback restores besides the optimizer: the weights, and BatchNorm's running statistics."""
+        bn = self.lookahead.bn if self.local is None and self.lookahead is not None else None
+        if bn is None:
+            return params
+        stats = [(m.running_mean, m.running_var, m.num_batches_tracked) for _, m in bn.tracked]
+        return params + [t for ts in stats for t in ts if t is not None]
+
+    def _step(self, a: Applied, params: list[torch.Tensor], grads: list[torch.Tensor], step=None) -> None:
+        """Update ``a`` (:func:`psbench.ps.apply.step_update`), unchecked: the check is read back later."""
+        step_update(
+            params,
+            grads,
+            self._module.trainer.optimizers[0],
+            lr_scale=a.batch.lr_scale,
+            step_scale=a.batch.lr_scale if self._by_step else None,
             clip=self.gradient_clip_val,
-            schedulers=self._lr.after_update(batch.index),
-            step=module.optimizers().step,
-        ):  # Lightning's wrapper: counts the step (global_step)
-            self._diverge(batch.index, "a non-finite loss or update")
-            return None  # no optimizer step
-        if self.local is None and ahead.bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py)
-            ahead.bn.apply(ahead.running_stats(batch.index))
+            schedulers=a.schedulers,
+            step=step,
+        )
+        if a.bn_stats is not None:
+            assert self.lookahead is not None and self.lookahead.bn is not None
+            self.lookahead.bn.apply(a.bn_stats)
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        """The weights the PS updates (the gradient source's, or the net's with local learners)."""
+        if self.local is not None or self.lookahead is None:
+            return dict(self._module.net.named_parameters())
+        return self.lookahead.weights()
+
+    def _reads_back_now(self) -> bool:
+        """After this Trainer step, must the updates be read back? Before an evaluation and at the fit's end."""
+        last = self._last_update
+        return (
+            self._evaluate_now()
+            or (self.schedule is not None and last is not None and last + 1 >= self.schedule.num_updates)
+            or self._module.trainer.should_stop
+        )
+
+    def settle(self) -> None:
+        """Read back every update applied since the last read-back (:meth:`Pending.read`, one device-to-host
+        read), count and log them in order; a divergence among them — a non-finite update, or the loss rule of
+        :mod:`psbench.ps.divergence` — stops the fit at it (:meth:`Pending.rollback`): the weights those of
+        checking every update on the host as it was applied (a non-finite update not applied, the update that
+        trips the loss rule applied)."""
+        losses, bad = self.pending.read()
+        if not losses:
+            return
+        updates = self.pending.updates
+        keep, why = len(updates) if bad is None else bad, None
+        for j, (a, loss) in enumerate(zip(updates[:keep], losses, strict=False)):
+            self._commit(a, loss)
+            why = self._loss_rule(a.batch.index)
+            if why is not None:
+                keep = j + 1
+                break
+        if bad is None and why is None:
+            self.pending.clear()
+            return
+        trainer = self._module.trainer
+        if keep < len(updates):
+            params = list(self._weights().values())
+            self.pending.rollback(
+                keep, self._saved(params), trainer.optimizers[0], lambda a: self._step(a, params, a.grads)
+            )
+        else:
+            self.pending.clear()
+        if why is None:  # update `keep` was not finite: not applied
+            j = updates[keep].batch.index
+            self._diverge(j, "a non-finite loss or update")
+            seams.set_optimizer_steps(trainer, j)  # Lightning's global_step: the updates applied
+        else:  # the loss rule tripped at update j, applied
+            j = updates[keep - 1].batch.index
+            self._diverge(j, why)
+            seams.set_optimizer_steps(trainer, j + 1)
+        self._last_update = j
+        seams.log_at(trainer, j)
+
+    def _commit(self, a: Applied, loss: float) -> None:
+        """Update ``a`` read back finite: counted, and its metrics logged at its own step."""
+        batch = a.batch
+        self.last_loss = loss
         self.updates_done += 1
         self.samples_done += batch.samples
         self.sim_time_s = batch.time
-        self._recent.append(self.last_loss)
-        self._check_loss(batch.index)
+        self._recent.append(loss)
         if batch.index % self.log_every == 0:
             metrics = {"train_loss": loss, "staleness_mean_update": batch.staleness_mean, "sim_time_s": batch.time}
             if self.num_train:  # else Lightning logs its own epoch, always 0 in the one-epoch PS fit
                 metrics["epoch"] = self.epoch
-            if self.local is not None:  # learners' mini-batch accuracy: AGN's f(t) for temporal efficiency (Eq 4)
-                metrics["train_accuracy"] = self.local.last_accuracy
+            metrics.update(a.extra)
             self._log(metrics, batch.index)
-        return None
 
     def _diverge(self, update: int, why: str) -> None:
         """Mark the run diverged at ``update`` and stop the fit after it."""
@@ -507,16 +619,17 @@ class ParameterServerStrategyCore(_Base):
         self._log({"diverged": 1.0}, update)
         self._module.trainer.should_stop = True
 
-    def _check_loss(self, update: int) -> None:
-        """The loss rule of :mod:`psbench.ps.divergence` on the losses read so far (``update`` is applied)."""
+    def _loss_rule(self, update: int) -> str | None:
+        """The loss rule of :mod:`psbench.ps.divergence` on the losses read so far (``update``'s the last): why the
+        run diverged at ``update``, or None."""
         if len(self._head) < divergence.WINDOW:
             self._head.append(self.last_loss)
         start = divergence.start_loss(self._head)
         last = list(self._recent)[-divergence.WINDOW :]
-        if divergence.first_exceeding(last, start, self.divergence_factor) is not None:
-            assert start is not None and self.divergence_factor is not None
-            mean = sum(last) / len(last)
-            self._diverge(update, divergence.reason(update, start, mean, self.divergence_factor))
+        if divergence.first_exceeding(last, start, self.divergence_factor) is None:
+            return None
+        assert start is not None and self.divergence_factor is not None
+        return divergence.reason(update, start, sum(last) / len(last), self.divergence_factor)
 
     def _log(self, metrics: dict, step: int) -> None:
         """``metrics`` of update ``step`` (prefixed ``ps/`` in a user's script), to every logger at that step (numbers
@@ -555,6 +668,8 @@ class SimulatedArguments:
         memory_budget_mb: bound on snapshots and gradients computed ahead (None: as ``trainer.memory_budget_mb``).
         progress: the simulation's progress lines (``auto`` | ``plain`` | ``none``).
         timeline_updates: the updates ``timeline.png`` draws (None: a few pushes of every learner; 0: none).
+        divergence_factor: the run diverged when its train loss exceeds this × its start (None: only a non-finite
+            one; :mod:`psbench.ps.divergence`).
     """
 
     def __init__(
@@ -575,6 +690,7 @@ class SimulatedArguments:
         memory_budget_mb: float | None = None,
         progress: str = "auto",
         timeline_updates: int | None = None,
+        divergence_factor: float | None = DEFAULT_FACTOR,
     ) -> None:
         from psbench.api import simulated_setup
 

@@ -59,6 +59,11 @@ class SchedulerSteps:
         self.epoch_start: int | None = None  # the index of the current epoch's first update (None: none applied yet)
         self._epoch: int | None = None  # the epoch whose ReduceLROnPlateau steps wait for its end
 
+    @property
+    def stepped_per_update(self) -> list:
+        """The schedulers stepped after PS updates (what a rollback of updates restores)."""
+        return [c.scheduler for c, _ in self.per_update]
+
     def after_update(self, index: int) -> list[_HookStep]:
         """What :func:`~psbench.ps.apply.apply_update` steps after update ``index``; the plateau steps it owes."""
         if self.epoch_start is None:
