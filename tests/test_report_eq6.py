@@ -170,21 +170,21 @@ def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(p
     tags = {"scale": "paper_jpeg", "dataset": "cifar10_jpeg", "experiment": rudra_eq6.NOMINAL}
     note = "cifar10_jpeg_q75; cifar10_jpeg_q75_140_epochs"
     s.run(
-        {**tags, "case": "s2_mu64_lam2", "data_note": note},
+        {**tags, "case": "s1_mu4_lam30", "data_note": note},
         {"test_error": 0.185, "ps_updates": 100, "epochs_done": 140},
         params={"epochs": 140},
         histories={"test_error": [(100, 0.185)]},
     )
     s.run(
-        {**tags, "case": "s18_mu8_lam18", "data_note": note},
+        {**tags, "case": "s30_mu4_lam30", "data_note": note},
         params={"epochs": 140},
         histories={"test_error": [(999, 0.70)], "epoch": [(999, 2.0)]},
         status="RUNNING",
     )
     md = _page(psbench_root, tmp_path / "r")
     block = md[md.index("## scale = paper_jpeg") :]
-    assert "| (2,64,2) α0/n | 17.96 % | 18.50 (n=1, 10,000 test images) | finished | ± 0.20 pp (std of 3 seeds" in block
-    assert "| (18,8,18) α0/n | 18.92 % | — | running: update 1,000 of " in block and "not final" in block
+    assert "| (1,4,30) α0/n | 18.09 % | 18.50 (n=1, 10,000 test images) | finished | ± 0.20 pp (std of 3 seeds" in block
+    assert "| (30,4,30) α0/n | 18.41 % | — | running: update 1,000 of " in block and "not final" in block
     claim = next(line for line in md.splitlines() if "[paper_jpeg] under α0/n, the two μλ ≈ 128 rows" in line)
     assert f"| pending (1 of 2 runs) | {PAPER_140} |" in claim
     # their curves beside the paper's numbers: the finished run's and the running one's (dashed, not final)
@@ -192,7 +192,7 @@ def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(p
     assert (tmp_path / "r" / "rudra_table2_paper_jpeg.png").stat().st_size > 0
     # once both have finished: one seed each, not measured by the rule, labelled at the paper's budget
     s.run(
-        {**tags, "case": "s18_mu8_lam18", "data_note": note},
+        {**tags, "case": "s30_mu4_lam30", "data_note": note},
         {"test_error": 0.19, "ps_updates": 100, "epochs_done": 140},
         params={"epochs": 140},
     )
