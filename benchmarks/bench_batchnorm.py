@@ -33,10 +33,9 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 from bench_training import DATA, OPT, paired, pin_malloc  # noqa: E402
-from thirdparty.tv_resnet import resnet10_small  # noqa: E402
-
 from psbench import ParameterServerStrategy  # noqa: E402
 from psbench.data import build_datamodule  # noqa: E402
+from thirdparty.tv_resnet import resnet10_small  # noqa: E402
 
 warnings.filterwarnings("ignore")
 logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
