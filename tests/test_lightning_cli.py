@@ -1,7 +1,8 @@
 """LightningCLI configures the strategy: ``examples/lightning_cli`` (Lightning's autoencoder example with a YAML
 config) trains on a simulated PS named by ``class_path`` and ``init_args``, then tests and predicts on its best
 checkpoint; ``trainer_defaults`` takes the strategy as a ``class_path`` dict or a ``lazy_instance`` (jsonargparse's two
-forms of a class default); the class's arguments are ``ParameterServerStrategy.simulated``'s.
+forms of a class default); the class's arguments are ``ParameterServerStrategy.simulated``'s; its Adam is stepped at
+the lr an ``lr_policy`` gives (issue 41 item 5).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import inspect
 import warnings
 from pathlib import Path
 
+import lightning.pytorch as L
 import pytest
+import torch
 from jsonargparse import lazy_instance
 
 from psbench.api import simulated_setup
@@ -75,3 +78,33 @@ def test_the_class_takes_the_arguments_of_simulated():
     mine = list(inspect.signature(SimulatedStrategy.__init__).parameters.values())[1:]
     theirs = list(inspect.signature(simulated_setup).parameters.values())
     assert [(p.name, p.kind, p.default) for p in mine] == [(p.name, p.kind, p.default) for p in theirs]
+
+
+def _autoencoder_weights(lr: float, policy: str):
+    """The example's Adam autoencoder after 30 PS updates of 2-softsync (λ = 8) under ``policy``."""
+    ex = example()
+    L.seed_everything(0)
+    module, data = ex.LitAutoEncoder(learning_rate=lr), ex.MyDataModule(batch_size=4)
+    strategy = SimulatedStrategy("softsync", n=2, learners=8, seed=0, lr_policy=policy, progress="none")
+    trainer = L.Trainer(
+        strategy=strategy,
+        max_steps=30,
+        limit_val_batches=0,
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(module, datamodule=data)
+    return torch.cat([p.detach().flatten() for p in module.parameters()])
+
+
+def test_the_lr_policy_changes_the_adam_autoencoder_as_its_lr_would():
+    """Rudra Eq 6 as written (α0/n, n = 2) on Adam scales Adam's step: the example's autoencoder ends where α0/2
+    takes it, not where α0 does (a gradient scale would be a no-op for Adam)."""
+    policy, half, plain = (
+        _autoencoder_weights(1e-2, "nominal_staleness"),
+        _autoencoder_weights(5e-3, "constant"),
+        _autoencoder_weights(1e-2, "constant"),
+    )
+    assert torch.equal(policy, half) and not torch.equal(policy, plain)
