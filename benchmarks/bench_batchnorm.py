@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import time
 import warnings
 from pathlib import Path
 from statistics import median
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+from bench_lightning_api import TrainTime  # noqa: E402
 from bench_training import DATA, OPT, paired, pin_malloc  # noqa: E402
 from psbench import ParameterServerStrategy  # noqa: E402
 from psbench.data import build_datamodule  # noqa: E402
@@ -53,14 +53,6 @@ class UserModule(pl.LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=OPT["lr"], momentum=OPT["momentum"])
-
-
-class TrainTime(pl.Callback):
-    def on_train_start(self, trainer, pl_module) -> None:
-        self.t0 = time.perf_counter()
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        self.seconds = time.perf_counter() - self.t0
 
 
 def run(dm, samples: int, width: int, batch: int, protocol: str | None):
