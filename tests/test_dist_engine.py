@@ -671,3 +671,19 @@ def test_the_learner_spec_is_typed_and_checked_at_the_ps_before_any_process_star
         launcher.train_dist(setup, run_dir)
     assert "\n" not in str(e.value)
     assert not (run_dir / "dist_pids.json").exists() and not list(run_dir.glob("learner_*"))  # nothing started
+
+
+def test_replay_stops_at_the_simulators_loss_rule_update(compose_cfg, run_psbench, tmp_path):
+    """The loss rule (psbench.ps.divergence) runs in the dist PS as in the simulator: async λ = 8 at α0 = 0.5 on
+    digits stays finite but climbs past 4× its start; the replay stops at the same update, with the same weights."""
+    sim, dist = _replay_against_sim(
+        compose_cfg,
+        run_psbench,
+        tmp_path,
+        *("protocol=async", "learners=8", "batch_size=8", "epochs=1", "optimizer.lr=0.5", "logger=none"),
+        *("trainer.num_threads=1", "trainer.checkpoint_every=0"),
+    )
+    assert sim["status"] == dist["status"] == "diverged"
+    assert dist["diverged_at_update"] == sim["diverged_at_update"] is not None
+    assert dist["divergence"] == sim["divergence"] and "(mean of 128 updates)" in sim["divergence"]
+    assert dist["weights_sha256"] == sim["weights_sha256"]

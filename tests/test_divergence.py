@@ -1,5 +1,6 @@
-"""Divergence a researcher would call divergence (:mod:`psbench.ps.divergence`): a train loss whose mean over 10
-updates exceeds ``trainer.divergence_factor`` × its start marks the run diverged at that update, besides NaN/inf."""
+"""Divergence a researcher would call divergence (:mod:`psbench.ps.divergence`): a train loss whose trailing mean —
+at least 10 updates and 1,024 samples — exceeds ``trainer.divergence_factor`` × its start (the mean of the first 10
+updates) marks the run diverged at that update, besides NaN/inf."""
 
 from __future__ import annotations
 
@@ -7,26 +8,66 @@ import math
 
 import pytest
 
-from psbench.ps.divergence import DEFAULT_FACTOR, WINDOW, first_exceeding, start_loss
+from psbench.ps.divergence import DEFAULT_FACTOR, SAMPLES, START, LossRule, window
+
+
+def _first(losses, samples, factor=DEFAULT_FACTOR):
+    """(the first update the rule stops at, its reason) feeding ``losses`` of ``samples`` samples each."""
+    rule = LossRule(factor)
+    for i, v in enumerate(losses):
+        why = rule.add(i, v, samples)
+        if why is not None:
+            return i, why
+    return None, None
+
+
+def test_the_window_holds_at_least_ten_updates_and_1024_samples():
+    assert window(4) == 256 and window(8) == 128 and window(1000) == START == 10 and window(SAMPLES) == 10
+    assert window(3) == math.ceil(SAMPLES / 3)
 
 
 def test_the_rule_is_the_trailing_mean_against_the_start():
-    losses = [2.0] * WINDOW + [2.5] * 5 + [40.0] * WINDOW
-    start = start_loss(losses)
-    assert start == 2.0 and start_loss(losses[: WINDOW - 1]) is None
-    j = first_exceeding(losses, start, 4.0)
-    # the first window whose mean exceeds 8: k losses of 40 among 10, the rest 2.5 → 2.5 + 3.75·k > 8 at k = 2
-    assert j == WINDOW + 5 + 1
-    assert sum(losses[j - WINDOW + 1 : j + 1]) / WINDOW > 8 > sum(losses[j - WINDOW : j]) / WINDOW
+    w = window(128)  # 10 updates
+    losses = [2.0] * START + [2.5] * 5 + [40.0] * w
+    j, why = _first(losses, 128)
+    # the first window whose mean exceeds 8: two losses of 40, five of 2.5 and three of 2 (98.5 / 10)
+    assert j == START + 5 + 1
+    assert sum(losses[j - w + 1 : j + 1]) / w > 8 > sum(losses[j - w : j]) / w
+    assert why == f"train loss 9.85 (mean of 10 updates) above 4× its start 2 at update {j}"
 
 
-def test_one_unlucky_mini_batch_is_not_divergence_and_the_rule_can_be_off():
-    spike = [2.0] * WINDOW + [30.0] + [2.0] * WINDOW  # one batch at 15× the start: the window's mean is 4.8
-    assert first_exceeding(spike, start_loss(spike), DEFAULT_FACTOR) is None
-    climb = [2.0] * WINDOW + [100.0] * WINDOW
-    assert first_exceeding(climb, 2.0, None) is None and first_exceeding(climb, 2.0, 0) is None
-    assert first_exceeding(climb, 0.0, 4.0) is None  # no positive start: nothing to compare with
-    assert start_loss([math.nan] + [1.0] * WINDOW) is None
+def test_a_transient_the_run_recovers_from_is_not_divergence():
+    """Rudra §5.1's 30-softsync at μ = 4 under α0/⟨σ⟩ climbs to ~9× its start for ~20 updates, then learns: a
+    window of 1,024 samples (256 updates of 4) sees a mean under 4×; the same climb, sustained, is divergence."""
+    transient = [2.3] * 200 + [20.0] * 20 + [1.0] * 600
+    assert _first(transient, 4) == (None, None)
+    assert _first(transient, 128)[0] == 200 + 3  # updates of 128 samples: 10 updates already hold 1,280
+    sustained = [2.3] * 200 + [20.0] * 300
+    j, _ = _first(sustained, 4)
+    assert j is not None and 200 < j < 200 + window(4)
+    spike = [2.0] * START + [30.0] + [2.0] * START  # one batch at 15× the start: a 10-update mean of 4.8
+    assert _first(spike, 128) == (None, None)
+
+
+def test_the_rule_can_be_off_and_needs_a_positive_start():
+    climb = [2.0] * START + [100.0] * 300
+    assert _first(climb, 8, None) == (None, None) and _first(climb, 8, 0) == (None, None)
+    assert _first([0.0] * START + [100.0] * 300, 8) == (None, None)  # no positive start: nothing to compare with
+
+
+def test_a_saved_rule_continues_exactly():
+    import random
+
+    rng = random.Random(0)
+    losses = [2.0 + rng.random() for _ in range(400)] + [2.0 + 0.05 * k for k in range(400)]
+    whole = _first(losses, 8)
+    assert whole[0] is not None
+    rule = LossRule(DEFAULT_FACTOR)
+    for i, v in enumerate(losses[:300]):
+        assert rule.add(i, v, 8) is None
+    resumed = LossRule(DEFAULT_FACTOR)
+    resumed.load_state_dict(rule.state_dict())
+    assert next((i, w) for i, v in enumerate(losses[300:], 300) if (w := resumed.add(i, v, 8))) == whole
 
 
 def _run(compose_cfg, tmp_path, *overrides):
@@ -44,7 +85,8 @@ def _run(compose_cfg, tmp_path, *overrides):
 
 def test_a_loss_that_climbs_to_4x_its_start_marks_the_run_diverged_at_that_update(compose_cfg, tmp_path):
     """Async λ = 8 at α0 = 0.5 on digits: the loss stays finite (38 at the end, 179 updates) — diverged: false under
-    the non-finite check alone; the rule stops it at the update its 10-update mean passed 4× the start."""
+    the non-finite check alone; the rule stops it at the update its 128-update (1,024-sample) mean passed 4× the
+    start."""
     off = _run(compose_cfg, tmp_path / "off", "trainer.divergence_factor=null")
     assert off.status == "finished" and not off.diverged and off.updates_done == off.ps_updates
     assert off.train_loss is not None and math.isfinite(off.train_loss) and off.train_loss > 10

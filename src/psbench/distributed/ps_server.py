@@ -145,7 +145,7 @@ class ParameterServer:
         self.diverged_at: int | None = None
         self.divergence: str | None = None  # why (psbench.ps.divergence)
         self.divergence_factor = divergence_factor
-        self._head: list[float] = []  # the first losses, until their mean is the start
+        self.loss_rule = divergence.LossRule(divergence_factor)
         self.recent: deque[float] = deque(maxlen=100)
         self._flat: torch.Tensor | None = None
         self.t0 = time.time()
@@ -427,10 +427,10 @@ class ParameterServer:
             grads = [g if sj == 1.0 else g * sj for g, sj in zip(grads, s, strict=True)]
         if self.replay is not None and self.remaining_reads[i] > 0:
             self.snapshots[i] = self._weights().clone()  # a pending read still needs timestamp i
-        loss = sum(e.loss_sum for e in group) / max(1, sum(e.samples for e in group))
-        self._step(
-            sum_in_order(grads, order), loss, i, fmean(self.policy.scales([i - t for t in ts], self.mu, self.lam))
-        )
+        samples = sum(e.samples for e in group)
+        loss = sum(e.loss_sum for e in group) / max(1, samples)
+        lr_scale = fmean(self.policy.scales([i - t for t in ts], self.mu, self.lam))
+        self._step(sum_in_order(grads, order), loss, samples, i, lr_scale)
         for e in group:
             self.included[e.contrib.learner] += 1
         st.pushes_applied += len(group)
@@ -452,9 +452,9 @@ class ParameterServer:
         scales = self.policy.scales(sigma, self.mu, self.lam)
         return relative(scales) if self.by_step else scales
 
-    def _step(self, g: torch.Tensor, loss: float, i: int, lr_scale: float) -> None:
-        """Update ``i`` with the flat aggregate ``g``: the PS update step the simulator applies too
-        (:func:`psbench.ps.apply.apply_update`)."""
+    def _step(self, g: torch.Tensor, loss: float, samples: int, i: int, lr_scale: float) -> None:
+        """Update ``i`` with the flat aggregate ``g`` (its ``loss`` over ``samples`` samples): the PS update step
+        the simulator applies too (:func:`psbench.ps.apply.apply_update`)."""
         if self.diverged_at is not None:
             return
         views, o = [], 0
@@ -476,13 +476,9 @@ class ParameterServer:
             return
         self.stats.updates_stepped += 1
         self.recent.append(loss)
-        if len(self._head) < divergence.WINDOW:
-            self._head.append(loss)
-        start, last = divergence.start_loss(self._head), list(self.recent)[-divergence.WINDOW :]
-        if divergence.first_exceeding(last, start, self.divergence_factor) is not None:  # the loss rule, as the sim's
-            assert start is not None and self.divergence_factor is not None
-            self.diverged_at = i
-            self.divergence = divergence.reason(i, start, sum(last) / len(last), self.divergence_factor)
+        why = self.loss_rule.add(i, loss, samples)  # the loss rule, as the sim's
+        if why is not None:
+            self.diverged_at, self.divergence = i, why
             self.gate.halt()
 
     # ------------------------------------------------------------------ results

@@ -159,7 +159,7 @@ class ParameterServerStrategyCore(_Base):
         self.diverged_at: int | None = None
         self.divergence: str | None = None  # why it diverged (summary.json's divergence)
         self.divergence_factor = divergence_factor
-        self._head: list[float] = []  # the first losses, until their mean is the start (psbench.ps.divergence)
+        self._rule = divergence.LossRule(divergence_factor)
         self.last_loss = math.nan
         self._recent: deque[float] = deque(maxlen=100)
         self.updates_done = 0
@@ -393,7 +393,7 @@ class ParameterServerStrategyCore(_Base):
             "recent": list(self._recent),
             "diverged_at": self.diverged_at,
             "divergence": self.divergence,
-            "loss_head": list(self._head),
+            "loss_rule": self._rule.state_dict(),
             "compression": self.compression.state_dict() if self.compression is not None else None,
             "local": self.local.state_dict() if self.local is not None else None,
         }
@@ -405,8 +405,11 @@ class ParameterServerStrategyCore(_Base):
         self.updates_done, self.samples_done = s["updates_done"], s["samples_done"]
         self.bytes_pushed = s["bytes_pushed"]
         self.last_loss, self.diverged_at = s["last_loss"], s["diverged_at"]
-        self.divergence, self._head = s.get("divergence"), list(s.get("loss_head", []))
+        self.divergence = s.get("divergence")
         self._recent = deque(s["recent"], maxlen=self._recent.maxlen)
+        self._rule = divergence.LossRule(self.divergence_factor)
+        if "loss_rule" in s:  # (a checkpoint from before it: the rule takes its start from the resumed updates)
+            self._rule.load_state_dict(s["loss_rule"])
         if self.compression is not None:
             self.compression.load_state_dict(s["compression"])
         if self.local is not None:
@@ -572,7 +575,7 @@ class ParameterServerStrategyCore(_Base):
         keep, why = len(updates) if bad is None else bad, None
         for j, (a, loss) in enumerate(zip(updates[:keep], losses, strict=False)):
             self._commit(a, loss)
-            why = self._loss_rule(a.batch.index)
+            why = self._rule.add(a.batch.index, loss, a.batch.samples)
             if why is not None:
                 keep = j + 1
                 break
@@ -618,18 +621,6 @@ class ParameterServerStrategyCore(_Base):
         self.diverged_at, self.divergence = update, why
         self._log({"diverged": 1.0}, update)
         self._module.trainer.should_stop = True
-
-    def _loss_rule(self, update: int) -> str | None:
-        """The loss rule of :mod:`psbench.ps.divergence` on the losses read so far (``update``'s the last): why the
-        run diverged at ``update``, or None."""
-        if len(self._head) < divergence.WINDOW:
-            self._head.append(self.last_loss)
-        start = divergence.start_loss(self._head)
-        last = list(self._recent)[-divergence.WINDOW :]
-        if divergence.first_exceeding(last, start, self.divergence_factor) is None:
-            return None
-        assert start is not None and self.divergence_factor is not None
-        return divergence.reason(update, start, sum(last) / len(last), self.divergence_factor)
 
     def _log(self, metrics: dict, step: int) -> None:
         """``metrics`` of update ``step`` (prefixed ``ps/`` in a user's script), to every logger at that step (numbers
