@@ -602,3 +602,32 @@ def test_the_api_draws_the_timeline_beside_the_trainers_logs(digits, tmp_path):
             assert path == str(Path(t.log_dir) / "timeline.png") and Path(path).read_bytes()[:4] == b"\x89PNG"
         else:
             assert strategy.summary.artifacts == [] and not (tmp_path / "root").exists()
+
+
+class GradNorms(pl.Callback):
+    """A gradient-norm logger as users write one: the aggregate's norm before each PS update's optimizer step."""
+
+    def __init__(self) -> None:
+        self.norms: list[float] = []
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        self.norms.append(float(torch.cat([p.grad.flatten() for p in pl_module.parameters()]).norm()))
+
+
+def test_on_before_optimizer_step_runs_once_per_update_and_changes_nothing(digits):
+    """Lightning's optimizer wrapper runs where a hook needs it (``on_before_optimizer_step`` sees each update's
+    aggregate in p.grad); without one the strategy steps the optimizer itself: the same weights and global_step."""
+    data = torch.utils.data.TensorDataset(digits.x_train[:480], digits.y_train[:480])
+    ends = []
+    for callbacks in ([], [GradNorms()]):
+        torch.manual_seed(0)
+        model = Classifier()
+        strategy = ParameterServerStrategy.simulated("async", learners=4, seed=0)
+        trainer = pl.Trainer(strategy=strategy, max_epochs=1, callbacks=callbacks, **QUIET)
+        trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=8, shuffle=True))
+        ends.append((trainer.global_step, [p.detach().clone() for p in model.parameters()]))
+        if callbacks:
+            norms = callbacks[0].norms
+            assert len(norms) == strategy.summary.updates_done == 60 and all(n > 0 for n in norms)
+    assert ends[0][0] == ends[1][0] == 60
+    assert all(torch.equal(a, b) for a, b in zip(ends[0][1], ends[1][1], strict=True))

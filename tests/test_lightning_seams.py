@@ -186,3 +186,51 @@ def test_step_counters_carry_global_step_across_optimization_modes():
     assert t.global_step == 7 and t.fit_loop.epoch_loop._batches_that_stepped == 7
     module.automatic_optimization = False
     assert t.global_step == 7
+
+
+class GradNorms(pl.Callback):
+    """A gradient-norm logger, as users write one: ``on_before_optimizer_step``."""
+
+    def __init__(self) -> None:
+        self.norms: list[float] = []
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        self.norms.append(float(torch.cat([p.grad.flatten() for p in pl_module.parameters()]).norm()))
+
+
+class HookedTiny(Tiny):
+    def on_before_optimizer_step(self, optimizer) -> None:
+        pass
+
+
+def test_the_lean_optimizer_step_counts_as_lightnings_and_yields_to_what_needs_the_wrapper():
+    """Where the wrapper adds only the count, the lean step counts global_step as ``LightningOptimizer.step`` does
+    and steps the same weights; a hook, a profiler or a precision plugin keeps Lightning's wrapper (None)."""
+    used: list[object] = []
+
+    def lean(module, batch_idx):  # in place of the wrapper's step, in the next training_step's opt.step()
+        step = seams.lean_optimizer_step(module.trainer, module, module.optimizers().optimizer)
+        used.append(step)
+        if step is not None:
+            module.optimizers().step = lambda closure=None: step()
+
+    weights = []
+    for step in (None, lean):
+        module = Tiny(step=step, manual=True)
+        torch.manual_seed(0)
+        module.layer.reset_parameters()
+        t = pl.Trainer(max_steps=3, logger=False, **QUIET)
+        t.fit(module, loader())
+        assert t.global_step == 3
+        weights.append(module.layer.weight.detach().clone())
+    assert all(s is not None for s in used) and torch.equal(*weights)
+
+    for module, kwargs in (
+        (Tiny(step=lean, manual=True), {"callbacks": [GradNorms()]}),
+        (HookedTiny(step=lean, manual=True), {}),
+        (Tiny(step=lean, manual=True), {"profiler": "simple"}),
+        (Tiny(step=lean, manual=True), {"precision": "bf16-mixed"}),
+    ):
+        used.clear()
+        pl.Trainer(max_steps=1, logger=False, **QUIET, **kwargs).fit(module, loader())
+        assert used == [None], kwargs

@@ -179,6 +179,7 @@ class ParameterServerStrategyCore(_Base):
         self._fit_s = [0.0, 0.0]
         self.pending = Pending()  # updates applied, not read back yet (psbench.strategy.pending)
         self._by_step: bool | None = None  # the lr policy scales the optimizer's lr (psbench.lr.steps), not set yet
+        self._optimizer_step: Any = None  # the fit's optimizer step, counted as Lightning's (set at its first update)
 
     @property
     def _module(self) -> Any:
@@ -221,7 +222,7 @@ class ParameterServerStrategyCore(_Base):
             return
         simulated.check_trainer(trainer)
         seams.check(trainer)
-        self._stopped_by = None
+        self._stopped_by, self._optimizer_step = None, None
         super().setup(trainer)
         self._lr = SchedulerSteps(self._module, simulated.schedulers(trainer))
         simulated.skip_chunks_in_batch_hook(self._module)
@@ -519,7 +520,9 @@ class ParameterServerStrategyCore(_Base):
             applied.bn_stats = ahead.running_stats(batch.index)
         if any(g.get("nesterov") for g in opt.param_groups):  # foreach SGD adds the momentum into p.grad in place
             glist = [g.clone() for g in glist]
-        self._step(applied, plist, glist, step=module.optimizers().step)  # Lightning's wrapper: counts the step
+        if self._optimizer_step is None:  # Lightning's wrapper (it counts the step), or as lean where it adds nothing
+            self._optimizer_step = seams.lean_optimizer_step(trainer, module, opt) or module.optimizers().step
+        self._step(applied, plist, glist, step=self._optimizer_step)
         self.pending.add(applied)
         return None
 
