@@ -11,11 +11,12 @@ import pytest
 from psbench.ps.divergence import DEFAULT_FACTOR, SAMPLES, START, LossRule, window
 
 
-def _first(losses, samples, factor=DEFAULT_FACTOR):
-    """(the first update the rule stops at, its reason) feeding ``losses`` of ``samples`` samples each."""
+def _first(losses, samples, factor=DEFAULT_FACTOR, initial=START):
+    """(the first update the rule stops at, its reason) feeding ``losses`` of ``samples`` samples each, the first
+    ``initial`` of them on the initial weights."""
     rule = LossRule(factor)
     for i, v in enumerate(losses):
-        why = rule.add(i, v, samples)
+        why = rule.add(i, v, samples, i < initial)
         if why is not None:
             return i, why
     return None, None
@@ -49,6 +50,21 @@ def test_a_transient_the_run_recovers_from_is_not_divergence():
     assert _first(spike, 128) == (None, None)
 
 
+def test_the_start_is_the_loss_on_the_initial_weights():
+    """Only updates whose gradients all read the initial weights make the start (hardsync: the first; async λ = 8:
+    the first 8): a run that explodes within its first 10 updates cannot inflate its own reference. ResNet-18, async
+    λ = 8 at α0 = 0.1: 3.0 at update 0, 110 by update 10 (docs/how-to/own-model.md)."""
+    early = [3.0] * 8 + [110.0, 150.0] + [40.0] * 200
+    j, why = _first(early, 8, initial=8)
+    assert j is not None and "its start 3 " in why
+    assert _first(early, 8, initial=START) == (None, None)  # the first 10 whatever their weights: start 34.6
+    rule = LossRule(DEFAULT_FACTOR)
+    rule.add(0, 2.0, 120, True)
+    assert rule.start is None  # the next update may be on the initial weights too
+    rule.add(1, 9.0, 120, False)
+    assert rule.start == 2.0 and rule.head == [2.0]  # hardsync: its first update alone
+
+
 def test_the_rule_can_be_off_and_needs_a_positive_start():
     climb = [2.0] * START + [100.0] * 300
     assert _first(climb, 8, None) == (None, None) and _first(climb, 8, 0) == (None, None)
@@ -64,10 +80,10 @@ def test_a_saved_rule_continues_exactly():
     assert whole[0] is not None
     rule = LossRule(DEFAULT_FACTOR)
     for i, v in enumerate(losses[:300]):
-        assert rule.add(i, v, 8) is None
+        assert rule.add(i, v, 8, i < START) is None
     resumed = LossRule(DEFAULT_FACTOR)
     resumed.load_state_dict(rule.state_dict())
-    assert next((i, w) for i, v in enumerate(losses[300:], 300) if (w := resumed.add(i, v, 8))) == whole
+    assert next((i, w) for i, v in enumerate(losses[300:], 300) if (w := resumed.add(i, v, 8, False))) == whole
 
 
 def _run(compose_cfg, tmp_path, *overrides):

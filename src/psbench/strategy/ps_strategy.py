@@ -578,7 +578,8 @@ class ParameterServerStrategyCore(_Base):
         keep, why = len(updates) if bad is None else bad, None
         for j, (a, loss) in enumerate(zip(updates[:keep], losses, strict=False)):
             self._commit(a, loss)
-            why = self._rule.add(a.batch.index, loss, a.batch.samples)
+            on_initial = a.batch.staleness_mean == a.batch.index  # every σ = i: every gradient read timestamp 0
+            why = self._rule.add(a.batch.index, loss, a.batch.samples, on_initial)
             if why is not None:
                 keep = j + 1
                 break
