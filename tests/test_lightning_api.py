@@ -614,20 +614,26 @@ class GradNorms(pl.Callback):
         self.norms.append(float(torch.cat([p.grad.flatten() for p in pl_module.parameters()]).norm()))
 
 
-def test_on_before_optimizer_step_runs_once_per_update_and_changes_nothing(digits):
+def test_on_before_optimizer_step_runs_once_per_update_and_changes_nothing(digits, monkeypatch):
     """Lightning's optimizer wrapper runs where a hook needs it (``on_before_optimizer_step`` sees each update's
     aggregate in p.grad); without one the strategy steps the optimizer itself: the same weights and global_step."""
+    from pytorch_lightning.core.optimizer import LightningOptimizer
+
+    wrapped, step = [], LightningOptimizer.step
+    monkeypatch.setattr(LightningOptimizer, "step", lambda self, *a, **k: wrapped.append(1) or step(self, *a, **k))
     data = torch.utils.data.TensorDataset(digits.x_train[:480], digits.y_train[:480])
-    ends = []
+    ends, calls = [], []
     for callbacks in ([], [GradNorms()]):
+        wrapped.clear()
         torch.manual_seed(0)
         model = Classifier()
         strategy = ParameterServerStrategy.simulated("async", learners=4, seed=0)
         trainer = pl.Trainer(strategy=strategy, max_epochs=1, callbacks=callbacks, **QUIET)
         trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=8, shuffle=True))
         ends.append((trainer.global_step, [p.detach().clone() for p in model.parameters()]))
+        calls.append(len(wrapped))
         if callbacks:
             norms = callbacks[0].norms
             assert len(norms) == strategy.summary.updates_done == 60 and all(n > 0 for n in norms)
-    assert ends[0][0] == ends[1][0] == 60
+    assert ends[0][0] == ends[1][0] == 60 and calls == [0, 60]
     assert all(torch.equal(a, b) for a, b in zip(ends[0][1], ends[1][1], strict=True))
