@@ -67,11 +67,13 @@ def execute(cfg: DictConfig) -> float | None:
         print_config(resolved)
         add_user_paths()
         validate(cfg)
-        # torch, Lightning and the training code load before the MLflow run exists: a signal is then not
-        # delivered in the middle of an import (where a finalizer could swallow it)
-        from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, resume_state
-        from psbench.train import prepare
-        from psbench.train import run as run_engine
+        # torch, Lightning and the training code load before the MLflow run exists, with signals held: one
+        # raised inside a native library's import aborted the process (SIGABRT, no record; SIGTERM 1.5 s into
+        # `import pytorch_lightning`, seen in CI) — it is raised after them instead
+        with lifecycle.deferred():
+            from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, resume_state
+            from psbench.train import prepare
+            from psbench.train import run as run_engine
 
         mode, found = resume_state(resolved.get("resume"), run_dir, resolved)
         if mode == "fresh":  # an earlier run here is never overwritten unasked (psbench.run_dir)
