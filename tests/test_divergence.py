@@ -16,7 +16,7 @@ def _first(losses, samples, factor=DEFAULT_FACTOR, initial=START):
     ``initial`` of them on the initial weights."""
     rule = LossRule(factor)
     for i, v in enumerate(losses):
-        why = rule.add(i, v, samples, i < initial)
+        why = rule.add(i, v, samples, i if i < initial else 0.0)  # ⟨σ⟩ = i: every gradient on the initial weights
         if why is not None:
             return i, why
     return None, None
@@ -59,9 +59,9 @@ def test_the_start_is_the_loss_on_the_initial_weights():
     assert j is not None and "its start 3 " in why
     assert _first(early, 8, initial=START) == (None, None)  # the first 10 whatever their weights: start 34.6
     rule = LossRule(DEFAULT_FACTOR)
-    rule.add(0, 2.0, 120, True)
+    rule.add(0, 2.0, 120, 0.0)
     assert rule.start is None  # the next update may be on the initial weights too
-    rule.add(1, 9.0, 120, False)
+    rule.add(1, 9.0, 120, 0.0)
     assert rule.start == 2.0 and rule.head == [2.0]  # hardsync: its first update alone
 
 
@@ -80,10 +80,10 @@ def test_a_saved_rule_continues_exactly():
     assert whole[0] is not None
     rule = LossRule(DEFAULT_FACTOR)
     for i, v in enumerate(losses[:300]):
-        assert rule.add(i, v, 8, i < START) is None
+        assert rule.add(i, v, 8, i if i < START else 0.0) is None
     resumed = LossRule(DEFAULT_FACTOR)
     resumed.load_state_dict(rule.state_dict())
-    assert next((i, w) for i, v in enumerate(losses[300:], 300) if (w := resumed.add(i, v, 8, False))) == whole
+    assert next((i, w) for i, v in enumerate(losses[300:], 300) if (w := resumed.add(i, v, 8, 0.0))) == whole
 
 
 def _run(compose_cfg, tmp_path, *overrides):

@@ -430,12 +430,12 @@ class ParameterServer:
         samples = sum(e.samples for e in group)
         loss = sum(e.loss_sum for e in group) / max(1, samples)
         lr_scale = fmean(self.policy.scales([i - t for t in ts], self.mu, self.lam))
-        self._step(sum_in_order(grads, order), loss, samples, all(t == 0 for t in ts), i, lr_scale)
+        sigma_mean = sum(i - t for t in ts) / len(ts)  # ⟨σ⟩ of this update (Rudra Eq 2)
+        self._step(sum_in_order(grads, order), loss, samples, sigma_mean, i, lr_scale)
         for e in group:
             self.included[e.contrib.learner] += 1
         st.pushes_applied += len(group)
         st.updates += 1
-        sigma_mean = sum(i - t for t in ts) / len(ts)  # ⟨σ⟩ of this update (Rudra Eq 2)
         t = time.time() - self.t0
         self.updates_log.append(Update(i, t, [e.contrib for e in group]))
         self._flat = None
@@ -452,9 +452,9 @@ class ParameterServer:
         scales = self.policy.scales(sigma, self.mu, self.lam)
         return relative(scales) if self.by_step else scales
 
-    def _step(self, g: torch.Tensor, loss: float, samples: int, initial: bool, i: int, lr_scale: float) -> None:
-        """Update ``i`` with the flat aggregate ``g`` (its ``loss`` over ``samples`` samples; ``initial``: every
-        gradient on the initial weights): the PS update step the simulator applies too
+    def _step(self, g: torch.Tensor, loss: float, samples: int, sigma_mean: float, i: int, lr_scale: float) -> None:
+        """Update ``i`` with the flat aggregate ``g`` (its ``loss`` over ``samples`` samples, its gradients' mean
+        staleness ``sigma_mean``): the PS update step the simulator applies too
         (:func:`psbench.ps.apply.apply_update`)."""
         if self.diverged_at is not None:
             return
@@ -477,7 +477,7 @@ class ParameterServer:
             return
         self.stats.updates_stepped += 1
         self.recent.append(loss)
-        why = self.loss_rule.add(i, loss, samples, initial)  # the loss rule, as the sim's
+        why = self.loss_rule.add(i, loss, samples, sigma_mean)  # the loss rule, as the sim's
         if why is not None:
             self.diverged_at, self.divergence = i, why
             self.gate.halt()

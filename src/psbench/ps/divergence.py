@@ -57,12 +57,13 @@ class LossRule:
         """The mean loss of the first updates on the initial weights (None until it is fixed)."""
         return sum(self.head) / len(self.head) if self.started and self.head else None
 
-    def add(self, update: int, loss: float, samples: int, initial: bool) -> str | None:
-        """Update ``update``'s finite ``loss``, over ``samples`` samples (``initial``: its gradients were all
-        computed on the initial weights): why the run diverged at it, or None."""
+    def add(self, update: int, loss: float, samples: int, staleness_mean: float) -> str | None:
+        """Update ``update``'s finite ``loss``, over ``samples`` samples, its gradients' mean staleness
+        ``staleness_mean`` (Rudra Eq 2): why the run diverged at it, or None."""
         if not self.factor:
             return None
         if not self.started:
+            initial = staleness_mean == update  # every σ = update (σ ≤ update): every gradient read timestamp 0
             if initial:
                 self.head.append(loss)
             self.started = not initial or len(self.head) == START

@@ -578,8 +578,7 @@ class ParameterServerStrategyCore(_Base):
         keep, why = len(updates) if bad is None else bad, None
         for j, (a, loss) in enumerate(zip(updates[:keep], losses, strict=False)):
             self._commit(a, loss)
-            on_initial = a.batch.staleness_mean == a.batch.index  # every σ = i: every gradient read timestamp 0
-            why = self._rule.add(a.batch.index, loss, a.batch.samples, on_initial)
+            why = self._rule.add(a.batch.index, loss, a.batch.samples, a.batch.staleness_mean)
             if why is not None:
                 keep = j + 1
                 break
