@@ -139,6 +139,63 @@ def test_a_signal_waits_for_the_boundary_inside_deferred_and_is_raised_once(hand
     assert fresh.value.exit_code == 130 and fresh.value.signal_name == "SIGINT"
 
 
+@pytest.mark.parametrize("writer", ["savez", "torch_save"])
+def test_a_signal_inside_a_file_writer_waits_for_the_whole_file_then_ends_the_run(handlers, tmp_path, writer):
+    """A signal that arrived inside ``np.savez``'s ``zipfile`` (seen in CI, a SIGHUP while schedule.npz was written)
+    made zipfile's own clean-up raise ``ValueError: Can't close the ZIP file while there is an open writing handle``,
+    so the job ended FAILED, not KILLED. The write now finishes, the file is whole, then Killed is raised."""
+    import numpy as np
+    import torch
+
+    from psbench import files
+
+    lifecycle = handlers
+    path = tmp_path / "out.bin"
+
+    class SignalledMidWrite:
+        """An array whose buffer export (inside the zip member's writer) delivers the signal."""
+
+        def __init__(self) -> None:
+            self.data = np.arange(1000)
+
+        def __array__(self, dtype=None, copy=None):
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(10_000):  # the handler runs here, inside the writer
+                pass
+            return self.data
+
+    def savez(fh) -> None:
+        import zipfile
+
+        with zipfile.ZipFile(fh, "w") as zf, zf.open("a.npy", "w") as member:
+            np.lib.format.write_array(member, np.asarray(SignalledMidWrite()))
+
+    with pytest.raises(lifecycle.Killed) as k:
+        if writer == "savez":
+            files.write_atomic(path, savez)
+        else:
+            files.torch_save({"a": torch.arange(3), "b": SignalledMidWriteTensor()}, path)
+    assert k.value.signal_name == "SIGHUP"
+    if writer == "savez":
+        import zipfile
+
+        with zipfile.ZipFile(path) as zf:
+            assert np.array_equal(np.lib.format.read_array(zf.open("a.npy")), np.arange(1000))
+    else:
+        assert torch.load(path, weights_only=False)["a"].tolist() == [0, 1, 2]
+    assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]  # no .tmp left
+
+
+class SignalledMidWriteTensor:
+    """Pickled by ``torch.save``: its ``__reduce__`` runs inside the serializer and delivers the signal there."""
+
+    def __reduce__(self):
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(10_000):
+            pass
+        return (SignalledMidWriteTensor, ())
+
+
 def test_a_worker_holds_a_signal_between_jobs_and_only_its_next_job_ends_killed(handlers, tmp_path):
     """A joblib worker (``hold_in_worker``, its initializer): a signal while idle is recorded, not raised (an idle
     worker that died would make loky kill every worker), and copies of it within COPY_S count once; the next job

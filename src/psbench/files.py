@@ -1,12 +1,16 @@
 """The files a run writes: each one whole or not at all, and a full disk said in one line naming the file.
 
 :func:`write_atomic` writes to a private temporary file beside the target and renames it; whatever interrupts the
-write (a full disk, a quota, a file-size limit, a signal) removes the temporary file, so a run dir never holds a
-``.tmp`` leftover or half a checkpoint. A full disk — ``ENOSPC``, ``EDQUOT`` or ``EFBIG`` — becomes
-:class:`DiskFull`, a :class:`~psbench.errors.RunFailure` whose line names the file and the space left
-(:func:`disk_full_line`); the job ends FAILED with that line, its ``summary.json`` where space allows.
-:func:`torch_save` serializes into memory first: ``torch.save`` to a file on a full disk raises a ``RuntimeError``
-from its C++ writer ("unexpected pos 704 vs 598") that names neither the file nor the cause.
+write (a full disk, a quota, a file-size limit) removes the temporary file, so a run dir never holds a ``.tmp``
+leftover or half a checkpoint. A full disk — ``ENOSPC``, ``EDQUOT`` or ``EFBIG`` — becomes :class:`DiskFull`, a
+:class:`~psbench.errors.RunFailure` whose line names the file and the space left (:func:`disk_full_line`); the job
+ends FAILED with that line, its ``summary.json`` where space allows. :func:`torch_save` serializes into memory first:
+``torch.save`` to a file on a full disk raises a ``RuntimeError`` from its C++ writer ("unexpected pos 704 vs 598")
+that names neither the file nor the cause.
+
+A signal is held while a file is written and raised once the file is whole. Raised inside a writer (``np.savez``'s
+``zipfile``), it made the writer's own clean-up fail ("Can't close the ZIP file while there is an open writing
+handle") and the job ended FAILED with that error instead of KILLED.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from psbench import lifecycle
 from psbench.errors import RunFailure
 
 #: the errors of a write that found no room: no space, over quota, over the file-size limit (RLIMIT_FSIZE)
@@ -71,9 +76,10 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
-            write(fh)
-        os.replace(tmp, path)
+        with lifecycle.deferred():  # a signal is raised after the file is whole (module docstring)
+            with open(tmp, "wb") as fh:
+                write(fh)
+            os.replace(tmp, path)
     except BaseException as exc:
         try:
             tmp.unlink(missing_ok=True)
@@ -95,5 +101,6 @@ def torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     import torch
 
     buf = io.BytesIO()
-    torch.save(obj, buf)
-    return write_atomic(path, lambda fh: fh.write(buf.getbuffer()))
+    with lifecycle.deferred():
+        torch.save(obj, buf)
+        return write_atomic(path, lambda fh: fh.write(buf.getbuffer()))

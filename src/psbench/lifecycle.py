@@ -197,8 +197,13 @@ def checked(items: Iterable[Any], every: int = 256) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Hold signals inside; :func:`check` raises them, and so does leaving the outermost section normally."""
+    """Hold signals inside; :func:`check` raises them, and so does leaving the outermost section normally.
+
+    Outside the main thread, where no signal handler runs, it holds nothing and raises nothing."""
     global _depth
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _depth += 1
     try:
         yield

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
+from psbench import lifecycle
 from psbench.data.checksum import md5_file
 from psbench.errors import ConfigError, DataError
 
@@ -471,19 +472,20 @@ def _write_cache(path: Path, key: str, d: Decoded) -> bool:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as fh:
-            np.savez(
-                fh,
-                key=np.asarray(key),
-                x_train=d.x_train,
-                y_train=d.y_train,
-                x_test=d.x_test,
-                y_test=d.y_test,
-                classes=np.asarray(d.classes),
-                train_files=np.asarray(d.train_files),
-                test_files=np.asarray(d.test_files),
-            )
-        tmp.replace(path)
+        with lifecycle.deferred():  # a signal waits for the whole file (psbench.files)
+            with tmp.open("wb") as fh:
+                np.savez(
+                    fh,
+                    key=np.asarray(key),
+                    x_train=d.x_train,
+                    y_train=d.y_train,
+                    x_test=d.x_test,
+                    y_test=d.y_test,
+                    classes=np.asarray(d.classes),
+                    train_files=np.asarray(d.train_files),
+                    test_files=np.asarray(d.test_files),
+                )
+            tmp.replace(path)
         return True
     except OSError:
         tmp.unlink(missing_ok=True)

@@ -53,6 +53,7 @@ from psbench.distributed import messages as m
 from psbench.distributed.spec import LearnerSpec, Window
 from psbench.distributed.transport import LearnerFailure
 from psbench.errors import ConfigError, RunFailure
+from psbench.files import write_atomic
 from psbench.summary import RunSummary
 
 if TYPE_CHECKING:
@@ -399,7 +400,7 @@ def _records(setup: RunSetup, ps, run_dir: Path, artifacts: list[str]) -> tuple[
     log = ps.event_log(meta)
     artifacts.append(str(log.save(run_dir / ("dist_log.npz" if mode == "replay" else "schedule.npz"))))
     timing: dict[str, Any] = ps.timing(log)
-    np.savez(run_dir / "dist_timing.npz", **timing)
+    write_atomic(run_dir / "dist_timing.npz", lambda fh: np.savez(fh, **timing))
     artifacts.append(str(run_dir / "dist_timing.npz"))
     hist = ps.stats.staleness.as_dict()
     artifacts.append(str(plot_staleness(hist, f"{protocol.label} (measured)", run_dir / "staleness_hist.png")))
