@@ -279,14 +279,20 @@ def at_scales(scale: str, scales: Sequence[str], claims: Iterable[Claim]) -> lis
     )
 
 
-def pending(claims: Iterable[Claim], done: int, planned: int) -> list[Claim]:
+def pending(claims: Iterable[Claim], done: int, planned: int, running: int = 0) -> list[Claim]:
     """``claims`` of a scale of which ``done`` of the ``planned`` runs have finished: none is decided on part of its
     runs (a missing configuration or seed can change it), each says "pending (done of planned runs)" and shows the
-    numbers so far; all of them as they are once ``done`` reaches ``planned``."""
+    numbers so far — of the finished runs only, so ``running`` (runs of the scale still RUNNING, whose page section
+    says where they are) is said first, lest "no runs of X" read as if X had not started; all of them as they are
+    once ``done`` reaches ``planned``."""
     if done >= planned:
         return list(claims)
+    going = f"{running} run{'s' if running != 1 else ''} still running (where: the table above); finished: "
     return [
-        c._replace(verdict=f"{PENDING} ({done} of {planned} runs)", numbers=f"so far, not final: {c.numbers}")
+        c._replace(
+            verdict=f"{PENDING} ({done} of {planned} runs)",
+            numbers=f"so far, not final: {going if running else ''}{c.numbers}",
+        )
         for c in claims
     ]
 

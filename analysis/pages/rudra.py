@@ -231,7 +231,7 @@ def _t2_paper_budget(
         labels=[label for label, _ in cases.values()],
         ours=True,
     )
-    return pending([claim], *planned(scale, len(cases), nom))
+    return pending([claim], *planned(scale, len(cases), nom), running=len(select(going, scale=scale)))
 
 
 _T2_HEADER = ["μλ", "σ", "μ", "λ", "paper error %", "ours error %", "paper time s", "ours sim time s", "runs", "data"]

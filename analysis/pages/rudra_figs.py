@@ -240,7 +240,13 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
             md.append(f"\n![test error vs epoch]({png.name})\n")
         n_cases = len(FIG5_PAPER_JPEG) if scale == "paper_jpeg" else len(P.FIG5)
         claims += at_scales(
-            scale, scales, pending(_fig5_claims(final), *planned(scale, n_cases, select(f5, scale=scale)))
+            scale,
+            scales,
+            pending(
+                _fig5_claims(final),
+                *planned(scale, n_cases, select(f5, scale=scale)),
+                running=len(select(going, scale=scale)),
+            ),
         )
     extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
     covered = coverage(f5, P.FIG5, measured=lambda r: r.metrics.get("test_error") is not None)

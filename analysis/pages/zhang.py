@@ -527,7 +527,10 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
             for c in P.FIG3
         }
         n_cases = len(PAPER_JPEG_CASES) if scale == "paper_jpeg" else len(P.FIG3)
-        claims += at_scales(scale, scales, pending(fig3_claims(err, scale, epochs), *planned(scale, n_cases, rs)))
+        running = len(select(going, scale=scale))
+        claims += at_scales(
+            scale, scales, pending(fig3_claims(err, scale, epochs), *planned(scale, n_cases, rs), running=running)
+        )
     extra, read = cifar_jpeg.sections(ctx, f3, "zhang_fig3", REFERENCE)
     covered = coverage(f3, P.FIG3, measured=lambda r: r.metrics.get("test_error") is not None)
     return Shown(covered, claims, [*f3, *read], cmd), "".join(md) + extra
