@@ -8,22 +8,23 @@ ends FAILED with that line, its ``summary.json`` where space allows. :func:`torc
 ``torch.save`` to a file on a full disk raises a ``RuntimeError`` from its C++ writer ("unexpected pos 704 vs 598")
 that names neither the file nor the cause.
 
-A signal is held while a file is written and raised once the file is whole. Raised inside a writer (``np.savez``'s
-``zipfile``), it made the writer's own clean-up fail ("Can't close the ZIP file while there is an open writing
-handle") and the job ended FAILED with that error instead of KILLED.
+A signal is held while a file is written and raised once the file is whole (:data:`hold_signals`). Raised inside a
+writer (``np.savez``'s ``zipfile``), it made the writer's own clean-up fail ("Can't close the ZIP file while there is
+an open writing handle") and the job ended FAILED with that error instead of KILLED.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import IO, Any
 
-from psbench import lifecycle
 from psbench.errors import RunFailure
 
 #: the errors of a write that found no room: no space, over quota, over the file-size limit (RLIMIT_FSIZE)
@@ -32,6 +33,11 @@ FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 class DiskFull(RunFailure):
     """A write found no room; ``str(err)`` names the file and the space left on its file system."""
+
+
+#: Holds signals while a file is written: :func:`psbench.lifecycle.install` sets it to ``lifecycle.deferred`` (a
+#: signal then waits for the whole file); where psbench's handlers are not installed there is nothing to hold.
+hold_signals: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
 
 
 def disk_full(err: BaseException) -> bool:
@@ -76,7 +82,7 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with lifecycle.deferred():  # a signal is raised after the file is whole (module docstring)
+        with hold_signals():  # a signal is raised after the file is whole
             with open(tmp, "wb") as fh:
                 write(fh)
             os.replace(tmp, path)
@@ -101,6 +107,6 @@ def torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     import torch
 
     buf = io.BytesIO()
-    with lifecycle.deferred():
+    with hold_signals():
         torch.save(obj, buf)
         return write_atomic(path, lambda fh: fh.write(buf.getbuffer()))

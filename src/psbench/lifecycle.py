@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from psbench import files
 from psbench.summary import RunSummary
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -152,6 +153,7 @@ def install(hold: bool = False) -> None:
         _held = True
         _depth += 1
     sys.unraisablehook = _unraisable
+    files.hold_signals = deferred  # a signal waits for the file being written (psbench.files)
     for s in SIGNALS:
         if signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, _handler)

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from psbench import lifecycle
+from psbench import files as run_files
 from psbench.data.checksum import md5_file
 from psbench.errors import ConfigError, DataError
 
@@ -472,7 +472,7 @@ def _write_cache(path: Path, key: str, d: Decoded) -> bool:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with lifecycle.deferred():  # a signal waits for the whole file (psbench.files)
+        with run_files.hold_signals():  # a signal waits for the whole file (psbench.files)
             with tmp.open("wb") as fh:
                 np.savez(
                     fh,
