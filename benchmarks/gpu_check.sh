@@ -7,7 +7,9 @@
 # 2. benchmarks/bench_gpu.py --device cuda: the plain batch-120 and batch-4 loops and psbench's hardsync,
 #    30-softsync, async and SSP(3) on the GPU, as ratios of the batch-120 loop, and the per-update op and
 #    synchronisation counts there: OUTDIR/bench_cuda.txt and .json;
-# 3. the same on this machine's CPU (THREADS=0: torch's default, one per core): OUTDIR/bench_cpu.txt and .json.
+# 3. the same on this machine's CPU (THREADS=0: torch's default, one per core): OUTDIR/bench_cpu.txt and .json;
+# 4. where the host's time goes per async update on the GPU: cProfile of one async run (PROFILE_EPOCHS=0.5 of the
+#    data), its 40 functions of most own time and of most cumulative time: OUTDIR/profile_cuda.txt.
 # OUTDIR/log.txt says what ran, on which device, how long each part took and its exit status. Without a CUDA
 # device the CUDA parts are refused in one line each and the CPU part runs.
 # On a GPU machine whose Python lacks hydra/omegaconf (see the GPU README of the project's shared notes), put them
@@ -49,5 +51,10 @@ for dev in cuda cpu; do
     $PY benchmarks/bench_gpu.py --device $dev --epochs "$EPOCHS" --repeats "$REPEATS" \
     --count-updates "$COUNT_UPDATES" --threads "$THREADS" --json "$OUT/bench_$dev.json"
 done
+part "profile of async on cuda" 120 "$OUT/profile_cuda.txt" \
+  $PY -c "import cProfile, pstats, sys, runpy; sys.argv = ['bench_gpu.py', '--device', 'cuda', '--cases', 'async',
+'--epochs', '${PROFILE_EPOCHS:-0.5}', '--repeats', '1', '--no-count', '--threads', '$THREADS']; sys.path.insert(0, 'benchmarks')
+pr = cProfile.Profile(); pr.enable(); runpy.run_path('benchmarks/bench_gpu.py', run_name='__main__'); pr.disable()
+st = pstats.Stats(pr); st.sort_stats('tottime').print_stats(40); st.sort_stats('cumulative').print_stats(40)"
 echo DONE >>"$log"
 cat "$log"
