@@ -179,7 +179,8 @@ def _paper_jpeg(s: ReportStore, finished: tuple[str, ...], running: tuple[str, .
         err = max(FIG3[case] - 0.2, 0.18) if FIG3[case] < 0.9 else FIG3[case]
         s.run(
             {**tags, "case": case, "data_note": note},
-            {"test_error": err, "ps_updates": 1000, "epochs_done": 140},
+            {"test_error": err, "ps_updates": 1000, "epochs_done": 140}
+            | ({"fit_time_s": 14_040.0, "wall_time_s": 14_400.0} if case == "s30_tau" else {}),
             params={"epochs": 140},
             histories={"test_error": [(500, err + 0.1), (1000, err)]},
         )
@@ -223,6 +224,8 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     near = next(r for r in rows if "30-softsync α0/τ reaches ~18 %" in r[0])
     assert "has 1 seed (the rule needs ≥ 3)" in near[3]
     assert "4 finished, 0 running." in md
+    # a finished run says its time, every resume counted; one whose summary has none says only "finished"
+    assert "| finished: 3.9 h of training, 4.0 h job (every resume counted) |" in md
     assert JPEG_NOTE.split(";")[0] in md
 
 

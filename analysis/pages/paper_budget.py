@@ -36,6 +36,16 @@ def reference(ctx: Context) -> Errors | None:
     return run_errors("one learner, 140 epochs", select(ctx.runs, experiment=REFERENCE))
 
 
+def finished_in(run: Run) -> str:
+    """ "finished" with the run's training and job time in hours, every resume counted (the summary's
+    ``fit_time_s`` and ``wall_time_s`` carry the time before each resume; the hours a job lay stopped between
+    resumes are not in them)."""
+    fit, wall = (run.metrics.get(k) for k in ("fit_time_s", "wall_time_s"))  # summary/<key> first (runs.py)
+    if fit is None or wall is None:
+        return "finished"
+    return f"finished: {fit / 3600:.1f} h of training, {wall / 3600:.1f} h job (every resume counted)"
+
+
 def full_spread(runs: Sequence[Run]) -> str:
     """The seeds' spread of one configuration at ``full`` (the std of its final test errors, the seeds, the epochs),
     "—" without two seeds there."""
@@ -65,7 +75,7 @@ def section(
         if done:  # a finished run wins over a RUNNING one of the same case (a run left open by a crash)
             g = run_errors(label, done)
             ours = "—" if g is None else f"{g.mean * 100:.2f} (n={g.n}, {g.images or 0:,} test images)"
-            state, run, note = "finished", "finished", data_note(done[0])
+            state, run, note = "finished", finished_in(done[0]), data_note(done[0])
         elif going:
             r = going[0]
             where = _latest(ctx, r, r.params.get("epochs", "140"))
