@@ -96,7 +96,10 @@ def encode(
     out = np.empty((r, -(-n // per)), np.uint8)
     s = np.asarray(s, np.float64)
     k = np.divide(2.0**PROB_BITS, s, out=np.zeros(r), where=s > 0)
-    clip = np.where(bound < s, bound * k - 0.5, np.inf)  # Eq (9), only where it can change a draw
+    bound = np.broadcast_to(np.asarray(bound, np.float64), (r,))
+    cut = bound < s  # Eq (9), only where it can change a draw (elsewhere an unclipped bound, inf · k = 0, was NaN)
+    clip = np.full(r, np.inf)
+    clip[cut] = bound[cut] * k[cut] - 0.5
     clips = bool(np.isfinite(clip).any())
     k, clip = k.astype(np.float32)[:, None], clip.astype(np.float32)[:, None]  # float32 ufunc loops
     streams = [np.random.SFC64(int(torch.randint(0, 2**63 - 1, (1,), generator=g))) for g in generators]
