@@ -200,6 +200,13 @@ def figure(path: Path, nrows: int = 1, ncols: int = 1, **subplots: Any) -> Itera
         plt.close(fig)
 
 
+def legend(ax: Any, **kwargs: Any) -> None:
+    """``ax.legend(**kwargs)`` where some artist has a label: a panel without runs gets no empty legend (and no
+    matplotlib warning)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
 PROVENANCE = {  # MLflow tag → what the page calls it
     "psbench.version": "psbench",
     "psbench.torch_version": "torch",

@@ -21,7 +21,7 @@ from analysis.evidence import Errors, errors
 from analysis.learning import majority
 from analysis.page import NO_RUNS, Budget, Context, Page, Shown, coverage
 from analysis.pages.agn_paper import TABLE1
-from analysis.render import figure, md_table
+from analysis.render import figure, legend, md_table
 from analysis.runs import Run, history, scales_of, select
 from analysis.verdicts import Claim, simulated
 
@@ -318,7 +318,7 @@ def _fig7_plot(curves: Mapping[str, tuple[np.ndarray, np.ndarray] | None], panel
         ax.set_xlabel("simulated time (s)")
         ax.set_ylabel("training accuracy (%)")
         ax.set_title(f"AGN Fig {panel}")
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     return path
 
 

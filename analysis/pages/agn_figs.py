@@ -20,7 +20,7 @@ from analysis.learning import gap_lower, majority
 from analysis.page import NO_RUNS, Context, Page, Shown, coverage
 from analysis.pages.agn import BUDGET, CASE, _curve, _drop, _final, _pct, _train_errors
 from analysis.pages.agn_paper import TABLE1
-from analysis.render import figure, md_table
+from analysis.render import figure, legend, md_table
 from analysis.runs import Run, scales_of, select
 from analysis.verdicts import Claim, all_of, not_measured, simulated
 
@@ -166,7 +166,7 @@ def _fig8_plot(cells: Mapping, path: Path) -> Path | None:
         ax.set_xlabel("workers n")
         ax.set_ylabel("final training accuracy (%)")
         ax.set_title("AGN Fig 8: training accuracy vs workers (hollow: the paper's Table 1)")
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     return path
 
 
@@ -190,7 +190,7 @@ def _curves_plot(cells: Mapping, fixed: str, path: Path, title: str) -> Path | N
                 )
             ax.set_title(f"{title.split(':')[0]}, {fixed} = {g}", fontsize=9)
             ax.set_xlabel("simulated time (s)")
-            ax.legend(fontsize=6)
+            legend(ax, fontsize=6)
         axes[0][0].set_ylabel("training accuracy (%)")
     return path
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from analysis.evidence import Errors, run_errors, run_value, two_se
 from analysis.page import Context, preset_cases
-from analysis.render import cell, data_note, figure, jpeg_quality, md_table
+from analysis.render import cell, data_note, figure, jpeg_quality, legend, md_table
 from analysis.runs import Run, history, select
 
 #: the ``experiment`` tags of the cost runs and of the reference run
@@ -324,7 +324,7 @@ def _plot(
         ax.set_title(
             "cifar10_full solver, JPEG q75 images" + ("" if finished else f" — not finished (of {want})"), fontsize=9
         )
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     return path
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from analysis.evidence import Errors, run_errors, run_value
 from analysis.page import PAPER_SCALES, Context
 from analysis.pages.cifar_jpeg import REFERENCE, _latest, curve
-from analysis.render import data_note, figure, md_table
+from analysis.render import data_note, figure, legend, md_table
 from analysis.runs import SCALE_ORDER, Run, scales_of, select
 
 
@@ -143,5 +143,5 @@ def plot(
         ax.set_xlabel("epoch")
         ax.set_ylabel("test error (%)")
         ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     return path

@@ -23,7 +23,7 @@ from analysis.page import (
 )
 from analysis.pages import cifar_jpeg, cluster_model, paper_budget, rudra_eq6
 from analysis.pages import rudra_paper as P
-from analysis.render import cell, data_note, figure, fmt, md_table, mean_std, scale_data
+from analysis.render import cell, data_note, figure, fmt, legend, md_table, mean_std, scale_data
 from analysis.runs import SCALE_ORDER, Run, attach_summaries, scales_of, select
 from analysis.verdicts import Claim, at_scales, does_not_hold, not_measured, pending, simulated
 
@@ -424,7 +424,7 @@ def _t2_plot(measured: Mapping[tuple, tuple], path: Path) -> Path | None:
         bx.set_title("paper (Rudra Table 2, 140 epochs)")
         for a in (ax, bx):
             a.set_xscale("log")
-            a.legend(fontsize=8)
+            legend(a, fontsize=8)
     return path
 
 

@@ -15,7 +15,7 @@ from analysis.page import CIFAR_140, NO_RUNS, PAPER_SCALES, Context, Page, Shown
 from analysis.pages import cifar_jpeg, cluster_model, paper_budget
 from analysis.pages import rudra_paper as P
 from analysis.pages.rudra import by_config, diverged
-from analysis.render import cell, data_note, figure, md_table, mean_std, scale_data
+from analysis.render import cell, data_note, figure, legend, md_table, mean_std, scale_data
 from analysis.runs import Run, attach_summaries, history, scales_of, select
 from analysis.verdicts import Claim, at_scales, pending, simulated
 from analysis.verdicts import tail as tail_claim
@@ -306,7 +306,7 @@ def _fig5_plot(
                 )
             ax.set_title(f"{n}-softsync, λ = 30, μ = 128 (Rudra Fig 5)")
             ax.set_xlabel("epoch")
-            ax.legend(fontsize=7)
+            legend(ax, fontsize=7)
         axes[0].set_ylabel("test error (%)")
     return path
 
@@ -475,7 +475,7 @@ def _fig67_plot(configs: Mapping[tuple[int, int, int], tuple], path: Path) -> Pa
             ax.set_xscale("log")
             ax.set_title(f"{fam} (Rudra Fig {'6' if fam == 'hardsync' else '7'})")
             ax.set_xlabel("simulated training time (s)")
-            ax.legend(fontsize=7)
+            legend(ax, fontsize=7)
         axes[0].set_ylabel("test error (%)")
     return path
 
@@ -603,7 +603,7 @@ def _fig8_plot(ups: Mapping[int, Mapping[str, Mapping[int, float]]], path: Path)
             ax.set_title(f"μ = {mu} (Rudra Fig 8{'a' if mu == 128 else 'b'})")
             ax.set_xlabel("λ (learners)")
             ax.set_ylabel("speed-up")
-            ax.legend(fontsize=7)
+            legend(ax, fontsize=7)
     return path
 
 

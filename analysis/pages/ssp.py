@@ -16,7 +16,7 @@ from analysis.evidence import objective
 from analysis.learning import increasing, learned
 from analysis.page import Budget, Context, Page, Shown, coverage
 from analysis.pages import ssp_paper as P
-from analysis.render import cell, figure, md_table
+from analysis.render import cell, figure, legend, md_table
 from analysis.runs import Run, history, scales_of, select
 from analysis.verdicts import Claim, not_measured, simulated
 
@@ -248,7 +248,7 @@ def _curve_plot(curves: Mapping[int, Sequence[tuple[float, float]]], name: str, 
         ax.set_xlabel("simulated time (s)")
         ax.set_ylabel("objective (training loss, smoothed)")
         ax.set_title(f"SSP Fig {fig_no}: {name} stand-in (synthetic)")
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     return path
 
 
@@ -336,7 +336,7 @@ def _speedup_plot(sp: Mapping[int, tuple], name: str, fig_no: str, path: Path, p
         ax.set_xlabel("machines")
         ax.set_ylabel("speed-up t_1/t_n")
         ax.set_title(f"SSP Fig {fig_no}: {name} stand-in")
-        ax.legend(fontsize=7)
+        legend(ax, fontsize=7)
     return path
 
 

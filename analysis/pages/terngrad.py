@@ -21,7 +21,7 @@ from analysis.page import FULL_SEEDS, NO_RUNS, Budget, Context, Page, Shown, cov
 from analysis.pages import cifar_jpeg
 from analysis.pages import terngrad_paper as paper
 from analysis.pages.cifar_jpeg import curve
-from analysis.render import data_note, figure, fmt, md_table, mean_std, scale_data
+from analysis.render import data_note, figure, fmt, legend, md_table, mean_std, scale_data
 from analysis.runs import Run, scales_of, select
 from analysis.verdicts import Claim, all_of, at_scale, not_measured, pending, simulated
 
@@ -215,7 +215,7 @@ def _fig3_plot(acc: Mapping[tuple[str, str, int], Acc | None], path: Path) -> Pa
             ax.set_xlabel("workers N")
             ax.set_ylabel("test accuracy (%)")
             ax.set_title(f"TernGrad Fig 3{paper.FIG3_PANELS[panel][:3]}", fontsize=9)
-            ax.legend(fontsize=7)
+            legend(ax, fontsize=7)
     return path
 
 

@@ -18,7 +18,7 @@ from analysis.page import CIFAR_140, NO_RUNS, PAPER_SCALES, Context, Page, Shown
 from analysis.pages import cifar_jpeg, cluster_model, paper_budget
 from analysis.pages import zhang_paper as P
 from analysis.pages.rudra_figs import mean_curve
-from analysis.render import cell, data_note, figure, md_table, scale_data
+from analysis.render import cell, data_note, figure, legend, md_table, scale_data
 from analysis.runs import Run, attach_summaries, epoch_means, history, scales_of, select
 from analysis.verdicts import Claim, at_scales, band, in_range, not_measured, pending, simulated
 from analysis.verdicts import tail as tail_claim
@@ -415,7 +415,7 @@ def _fig2_plot(sps: Mapping[int, Speedups], path: Path) -> Path | None:
             ax.set_title(f"{P.FIG2_BENCH[key[0]][0]}, μ = {key[1]} (Zhang Fig 2)")
             ax.set_xlabel("learners λ")
         axes[0][0].set_ylabel("speed-up (time per epoch)")
-        axes[0][0].legend(fontsize=6)
+        legend(axes[0][0], fontsize=6)
     return path
 
 
@@ -646,7 +646,7 @@ def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path, reference: 
                     lw=0.8,
                     label=f"ours, one learner, 140 epochs: {reference.mean * 100:.2f} %",
                 )
-            axes[row][1].legend(fontsize=7)
+            legend(axes[row][1], fontsize=7)
         axes[0][0].set_title("training loss: per-epoch mean (faint: per update)")
         axes[0][1].set_title("test error (%)")
         for ax in axes[1]:
