@@ -287,7 +287,8 @@ def pending(claims: Iterable[Claim], done: int, planned: int, running: int = 0) 
     once ``done`` reaches ``planned``."""
     if done >= planned:
         return list(claims)
-    going = f"{running} run{'s' if running != 1 else ''} still running (where: the table above); finished: "
+    runs = f"{running} run{'s' if running != 1 else ''}"
+    going = f"{runs} still running (where: the page's paper-budget table); finished: "
     return [
         c._replace(
             verdict=f"{PENDING} ({done} of {planned} runs)",

@@ -210,7 +210,7 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     rows = [r for r in _claim_rows(md) if r[0].startswith("[paper_jpeg]")]
     assert rows and all(r[1] == "pending (3 of 4 runs)" and r[2] == PAPER_140 for r in rows), rows
     # what the claims show so far is of the finished runs: the running one is said, not read as "no runs of" it
-    waiting = "so far, not final: 1 run still running (where: the table above); finished: "
+    waiting = "so far, not final: 1 run still running (where: the page's paper-budget table); finished: "
     assert all(r[3].startswith(waiting) for r in rows), rows
     claims = (out / "claims.md").read_text()
     assert f"| staleness-aware ASGD | paper_jpeg | {PAPER_140} | " in claims
