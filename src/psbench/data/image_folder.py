@@ -44,18 +44,18 @@ import json
 import mmap
 import os
 import struct
-import uuid
 import zipfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from psbench import files as run_files
 from psbench.data.checksum import md5_file
 from psbench.errors import ConfigError, DataError
+from psbench.files import DiskFull, write_atomic
 
 #: the image files read (torchvision's ``IMG_EXTENSIONS``, lower case)
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif")
@@ -469,26 +469,23 @@ def _read_cache(path: Path, key: str) -> Decoded | None:
 
 
 def _write_cache(path: Path, key: str, d: Decoded) -> bool:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    """The decoded images into the cache file ``path``, whole or not at all (:func:`psbench.files.write_atomic`);
+    False where it cannot be written (a cache is optional: a full or read-only disk only costs the next decode)."""
+    arrays: dict[str, Any] = {  # Any: numpy's savez stubs take **kwds as its flags
+        "key": np.asarray(key),
+        "x_train": d.x_train,
+        "y_train": d.y_train,
+        "x_test": d.x_test,
+        "y_test": d.y_test,
+        "classes": np.asarray(d.classes),
+        "train_files": np.asarray(d.train_files),
+        "test_files": np.asarray(d.test_files),
+    }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with run_files.hold_signals():  # a signal waits for the whole file (psbench.files)
-            with tmp.open("wb") as fh:
-                np.savez(
-                    fh,
-                    key=np.asarray(key),
-                    x_train=d.x_train,
-                    y_train=d.y_train,
-                    x_test=d.x_test,
-                    y_test=d.y_test,
-                    classes=np.asarray(d.classes),
-                    train_files=np.asarray(d.train_files),
-                    test_files=np.asarray(d.test_files),
-                )
-            tmp.replace(path)
+        write_atomic(path, lambda fh: np.savez(fh, **arrays))
         return True
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    except (OSError, DiskFull):
         return False
 
 
