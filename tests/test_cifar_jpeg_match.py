@@ -4,6 +4,7 @@ on the real ones where they are (slow; skipped without them)."""
 
 from __future__ import annotations
 
+import errno
 import io
 import zipfile
 from pathlib import Path
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from data_files import REAL_DATA, needs_real
-from psbench.data import build_datamodule, sources
+from psbench.data import build_datamodule, cifar_jpeg, sources
 from psbench.data.checksum import KNOWN_MD5, md5_file
 from psbench.data.cifar_jpeg import main, match_split, nearest_two
 
@@ -132,6 +133,23 @@ def test_match_subset_refuses_an_ambiguous_match(tmp_path, registered, capsys):
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "1 train matches are ambiguous" in err and "not written" in err
     assert not out.exists()
+
+
+def test_match_subset_on_a_full_disk_leaves_no_file_and_says_so(tmp_path, registered, capsys, monkeypatch):
+    data = tmp_path / "data"
+    write_pair(data)
+    registered(data)
+    out = tmp_path / "subset-jpeg.npz"
+
+    def savez_then_full(fh, **arrays):  # half the bytes reach the disk, then the kernel says ENOSPC
+        fh.write(b"PK" * 100)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cifar_jpeg.np, "savez", savez_then_full)
+    assert main(["match-subset", "--out", str(out), "--data-dir", str(data), "--root-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(out) in err and "no space left on device writing" in err
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ import numpy as np
 from psbench.data import sources
 from psbench.data.options import CIFAR10_JPEG_NOTE
 from psbench.errors import ConfigError, DataError
+from psbench.files import DiskFull, write_atomic
 
 #: a match is ambiguous when the nearest image is more than this fraction of the second nearest's RMS distance
 AMBIGUOUS = 0.75
@@ -200,11 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         if wrong:
             raise DataError("; ".join(wrong) + f" — {args.out} not written")
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
-        with tmp.open("wb") as fh:
-            np.savez(fh, **out)
-        tmp.replace(args.out)
-    except (DataError, ConfigError, OSError) as err:
+        write_atomic(args.out, lambda fh: np.savez(fh, **out))
+    except (DataError, ConfigError, DiskFull, OSError) as err:
         print(f"{parser.prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     print(
