@@ -3,7 +3,7 @@ synchronisations and dispatched ops per PS update (issue 38: the figures that bo
 
     python benchmarks/bench_gpu.py [--device cpu|cuda] [--epochs 1] [--repeats 3] [--threads N]
                                    [--cases hardsync,30-softsync,async,ssp-s3] [--count-updates 300]
-                                   [--no-count] [--json FILE]
+                                   [--no-count] [--batching auto|grouped|vmap|loop] [--json FILE]
 
 Case: the CIFAR CNN of the zhang/fig3 recipe (LRN, Caffe fillers and multipliers, momentum 0.9, weight decay
 0.004; ``lr_policy=per_gradient``, no lr milestones) at λ = 30, μ = 4 on ``cifar10_subset`` when ``$PSBENCH_DATA``
@@ -23,7 +23,9 @@ model and the schedule are built before the clock starts, once per timed run.
    synchronisations (``.item()``, ``float(t)``, ``bool(t)``, …; :mod:`psbench.dispatch_count`), in a run of
    ``--count-updates`` updates per case, split into the look-ahead's gradient computation, the rest of the
    strategy's update, and Lightning's loop around them; the synchronisations per look-ahead flush; the lines that
-   synchronise. The GPU executor of issue 38 item 2 targets ≤ 1 synchronisation per flush.
+   synchronise; the strategy's blocking uploads (host-to-device copies: on a GPU each waits for the stream). The
+   GPU executor of issue 38 item 2 targets ≤ 1 synchronisation per flush. A CPU computes convolution nets'
+   look-ahead gradients grouped where a GPU vmaps them: ``--batching vmap`` counts the GPU's path on the CPU.
 
 Threads: psbench's runs get ``trainer.num_threads`` = ``--threads`` (default: torch's default here), the plain loops
 the same, so that psbench's own thread rule (:mod:`psbench.threads`) does not change the comparison. glibc's
@@ -106,7 +108,7 @@ def compose(overrides: list[str], root: Path):
 class Bench:
     """The runs of one device: its config overrides, its data and the timers."""
 
-    def __init__(self, device: str, epochs: float, threads: int, root: Path) -> None:
+    def __init__(self, device: str, epochs: float, threads: int, root: Path, batching: str = "auto") -> None:
         self.device, self.threads, self.root = device, threads, root
         self.data, self.data_note = dataset_overrides()
         self.common = [
@@ -115,6 +117,7 @@ class Bench:
             f"trainer.eval_every_epochs={max(1, int(epochs + 0.999))}",  # evaluate once, after the last update
             f"trainer.accelerator={device}",
             f"trainer.num_threads={threads}",
+            f"trainer.batching={batching}",
         ]
         self.runs = 0
         self.configs: dict[tuple[str, ...], Any] = {}
@@ -230,6 +233,13 @@ def main() -> None:
     ap.add_argument("--count-updates", type=int, default=300, help="PS updates of each counted run")
     ap.add_argument("--no-count", action="store_true", help="skip the per-update op and synchronisation counts")
     ap.add_argument("--no-speed", action="store_true", help="skip the timed table (counts only)")
+    ap.add_argument(
+        "--batching",
+        choices=("auto", "grouped", "vmap", "loop"),
+        default="auto",
+        help="trainer.batching of every run (auto: vmap on a GPU, grouped on a CPU with convolutions; "
+        "vmap on the CPU counts what a GPU's runs dispatch)",
+    )
     ap.add_argument("--json", type=Path, help="also write the results to this file")
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -262,7 +272,7 @@ def main() -> None:
             args.json.write_text(json.dumps(result, indent=1))
 
     with tempfile.TemporaryDirectory(prefix="bench_gpu_") as tmp:
-        bench = Bench(args.device, args.epochs, threads, Path(tmp))
+        bench = Bench(args.device, args.epochs, threads, Path(tmp), args.batching)
         result["data"] = bench.data_note
         save()
         print(
@@ -285,19 +295,21 @@ def main() -> None:
             save()
             print(
                 f"\nper PS update, {args.count_updates} updates per case on {args.device} (ops: aten ops dispatched, "
-                "a kernel launch each on a GPU; syncs: host synchronisations, see psbench.dispatch_count)"
+                "a kernel launch each on a GPU; syncs: host synchronisations; reads: tolist/numpy of a CPU tensor; "
+                "uploads: the strategy's blocking host-to-device copies, a sync each on a GPU; see "
+                "psbench.dispatch_count)"
             )
             print(
                 f"{'case':<14}{'⟨σ⟩':>6}{'flushes':>8}{'ops':>8}{'grads':>8}{'update':>8}{'loop':>7}"
-                f"{'syncs':>7}{'grads':>7}{'update':>8}{'loop':>7}{'/flush':>8}{'reads':>7}"
+                f"{'syncs':>7}{'grads':>7}{'update':>8}{'loop':>7}{'/flush':>8}{'reads':>7}{'uploads':>8}"
             )
             for c, rc in found.items():
-                ops, syn = rc.per_update("ops"), rc.per_update("syncs")
+                ops, syn, up = rc.per_update("ops"), rc.per_update("syncs"), rc.per_update("uploads")
                 print(
                     f"{c:<14}{rc.staleness_mean or 0:>6.1f}{rc.flushes:>8}{ops['all']:>8.1f}{ops['gradients']:>8.1f}"
                     f"{ops['update']:>8.1f}{ops['loop']:>7.1f}{syn['all']:>7.2f}{syn['gradients']:>7.2f}"
                     f"{syn['update']:>8.2f}{syn['loop']:>7.2f}{rc.syncs_per_flush:>8.2f}"
-                    f"{rc.per_update('host_reads')['all']:>7.2f}"
+                    f"{rc.per_update('host_reads')['all']:>7.2f}{up['gradients'] + up['update']:>8.2f}"
                 )
             last = list(found.values())[-1]
             print(f"\n{last.protocol}: the update's ops (per PS update, most first):")
@@ -307,6 +319,9 @@ def main() -> None:
                 print(f"  {n:>6}  {site}")
             print(f"{last.protocol}: host reads of CPU tensors (a sync only where the tensor lives on the GPU):")
             for site, n in last.counts.read_sites.most_common(4):
+                print(f"  {n:>6}  {site}")
+            print(f"{last.protocol}: blocking uploads (a sync each on a GPU; Lightning's batches go non-blocking):")
+            for site, n in last.counts.upload_sites.most_common(4):
                 print(f"  {n:>6}  {site}")
 
 

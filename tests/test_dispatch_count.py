@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -58,6 +59,33 @@ def test_host_reads_of_cpu_tensors_are_counted_apart_and_the_methods_restored():
     _, c = count(lambda: (x.tolist(), x.numpy()))
     assert c.total("host_reads") == 2 and c.total("syncs") == 0
     assert torch.Tensor.tolist is tolist and torch.Tensor.numpy is numpy
+
+
+def test_a_blocking_upload_is_a_synchronisation_and_counted_on_the_cpu_too():
+    """torch copies host → device with ``cudaMemcpyAsync`` and then waits for the stream: the host waits for every
+    queued kernel. Exact where the target is a device (``meta`` here, CUDA on a GPU); on a CPU run, where the same
+    line dispatches nothing, the call is counted as an upload; a non-blocking one (psbench's ``upload``) is not."""
+    from psbench.strategy.device import upload
+
+    x, to = torch.arange(3), torch.Tensor.to
+    _, dev = count(lambda: (x.to("meta"), x.to("meta", non_blocking=True), upload(x, torch.device("meta"))))
+    assert dev.total("syncs") == 1 and list(dev.sync_sites) == [next(iter(dev.sync_sites))]
+    assert next(iter(dev.sync_sites)).endswith("host-to-device copy")
+    cpu = torch.device("cpu")
+    _, host = count(
+        lambda: (
+            torch.from_numpy(np.arange(3)).to(cpu),  # an upload on a GPU run
+            torch.tensor([1.0], device=cpu),
+            torch.as_tensor([1.0], device="cpu"),
+            upload(x, cpu),  # non-blocking: not
+            x.to(torch.float64),  # no device: not
+            torch.tensor([1.0]),  # stays on the host: not
+            torch.as_tensor(x, device=cpu),  # already a tensor where it is needed: not
+        )
+    )
+    assert host.total("uploads") == 3 and host.total("syncs") == 0, host.upload_sites
+    assert {site.rsplit(" ", 1)[1] for site in host.upload_sites} == {"to", "tensor", "as_tensor"}
+    assert torch.Tensor.to is to and "to" not in torch.Tensor.__dict__
 
 
 def test_phases_take_the_counts_of_what_runs_inside_them():
@@ -116,4 +144,6 @@ def test_at_most_one_host_synchronisation_per_look_ahead_flush(counted):
     syncs, reads = rc.counts.syncs, rc.counts.host_reads
     assert syncs[UPDATE] == syncs[GRADIENTS] == 0, rc.as_dict()
     assert 0 < reads[UPDATE] + reads[GRADIENTS] <= rc.flushes, rc.as_dict()
+    # nor an upload: a look-ahead's index and weight tensors reach the device without waiting for it
+    assert rc.counts.uploads[UPDATE] == rc.counts.uploads[GRADIENTS] == 0, rc.counts.upload_sites
     assert rc.flushes < rc.updates / 3  # many updates per flush: reading back per update would fail the line above

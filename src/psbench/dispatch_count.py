@@ -20,11 +20,18 @@ forward and backward, inside ``vmap`` too) that also wraps, while it is active, 
   mask) and ``equal``;
 * a device-to-host copy (``.cpu()``, ``.to("cpu")`` of a device tensor): counted where the source is not on the CPU
   — on a CPU run these are no-ops and are not counted;
+* a blocking host-to-device copy (``.to(device)``, ``torch.tensor(…, device=…)`` of host data): torch copies with
+  ``cudaMemcpyAsync`` and then waits for the stream, so the host waits for every queued kernel — counted where the
+  target is not the CPU;
 * ``Tensor.tolist``/``Tensor.numpy`` of a device tensor; ``torch.cuda.synchronize``.
 
 On the CPU ``tolist``/``numpy`` of a tensor cannot tell a read of the device's data from a read of host-side
 bookkeeping, so they are counted apart, as ``host_reads`` (a sync on a GPU only if that tensor lives there);
-``syncs`` are the would-be synchronisations that do not depend on where the tensor lives.
+``syncs`` are the would-be synchronisations that do not depend on where the tensor lives. Likewise a run on the CPU
+dispatches nothing for ``.to(device)`` of a host tensor, yet on a GPU the same line is a blocking upload: the calls
+``Tensor.to(<device>)``, ``torch.tensor(…, device=…)`` and ``torch.as_tensor(<host data>, device=…)`` whose target
+is the CPU and that are not ``non_blocking`` are counted as ``uploads`` (a synchronisation on a GPU; on the CPU
+nothing tells an upload from a deliberate ``.to("cpu")``, so ``upload_sites`` says which line made each).
 
 Every count is kept per *phase* (``with counter.phase("update"):``, or :meth:`DispatchCounter.wrap` around a
 method), the innermost phase taking it, and every synchronisation records its call site (the first frame outside
@@ -80,10 +87,12 @@ class Counts:
     phase_ops: Counter[tuple[str, str]] = field(default_factory=Counter)  #: ops by (phase, aten name)
     sync_sites: Counter[str] = field(default_factory=Counter)  #: "file:line (function) op" of every sync
     read_sites: Counter[str] = field(default_factory=Counter)  #: "file:line (function) method" of every host read
+    uploads: Counter[str] = field(default_factory=Counter)  #: would-be host-to-device copies (a CPU run's ``.to``)
+    upload_sites: Counter[str] = field(default_factory=Counter)  #: "file:line (function) call" of every upload
     calls: Counter[str] = field(default_factory=Counter)  #: entries into each phase
 
     def total(self, what: str) -> int:
-        """Sum of ``ops``, ``syncs`` or ``host_reads`` over every phase."""
+        """Sum of ``ops``, ``syncs``, ``host_reads`` or ``uploads`` over every phase."""
         return sum(getattr(self, what).values())
 
 
@@ -95,16 +104,34 @@ def _is_mask(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype in (torch.bool, torch.uint8)
 
 
-def _device_to_host(name: str, args: tuple, kwargs: dict) -> bool:
-    """Whether copy op ``name`` copies a non-CPU tensor into host memory."""
-    if name == "copy_":  # copy_(dst, src)
+def _copy_kind(name: str, args: tuple, kwargs: dict) -> str | None:
+    """``"device-to-host copy"`` or ``"host-to-device copy"`` where copy op ``name`` makes the host wait (a
+    non-blocking upload does not), else None."""
+    if name == "copy_":  # copy_(dst, src, non_blocking=False)
         src, dst = args[1], args[0].device
-    elif name == "_to_copy":  # _to_copy(src, *, device=None: the same)
+        blocking = not (args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
+    elif name == "_to_copy":  # _to_copy(src, *, device=None: the same, non_blocking=False)
         src, dst = args[0], kwargs.get("device")
-    else:  # _copy_from(src, dst)
+        blocking = not kwargs.get("non_blocking", False)
+    else:  # _copy_from(src, dst, non_blocking=False)
         src, dst = args[0], args[1].device
-    on_device = isinstance(src, torch.Tensor) and src.device.type != "cpu"
-    return on_device and dst is not None and torch.device(dst).type == "cpu"
+        blocking = not (args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
+    if not isinstance(src, torch.Tensor) or dst is None or src.device.type == torch.device(dst).type:
+        return None
+    if torch.device(dst).type == "cpu":
+        return "device-to-host copy"
+    return "host-to-device copy" if src.device.type == "cpu" and blocking else None
+
+
+def _target(args: tuple, kwargs: dict) -> torch.device | None:
+    """The device a ``Tensor.to``/``torch.tensor`` call names (positional or ``device=``), else None."""
+    for a in (kwargs.get("device"), *args):
+        if isinstance(a, torch.device | str) and not isinstance(a, torch.dtype):
+            try:
+                return torch.device(a)
+            except RuntimeError:
+                return None
+    return None
 
 
 def _site() -> str:
@@ -180,8 +207,8 @@ class DispatchCounter(TorchDispatchMode):
                 self._sync(name)
             elif name in _MASK_INDEX_OPS and len(args) > 1 and any(_is_mask(i) for i in (args[1] or ())):
                 self._sync(f"{name}[mask]")
-            elif name in _COPY_OPS and _device_to_host(name, args, kwargs):
-                self._sync("device-to-host copy")
+            elif name in _COPY_OPS and (kind := _copy_kind(name, args, kwargs)):
+                self._sync(kind)
         return func(*args, **kwargs)
 
     def _read(self, method: str) -> Callable[..., Any]:
@@ -202,10 +229,34 @@ class DispatchCounter(TorchDispatchMode):
 
         return read
 
+    def _upload(self, what: str) -> None:
+        self.counts.uploads[self._phases[-1]] += 1
+        self.counts.upload_sites[f"{_site()} {what}"] += 1
+
+    def _uploading(self, owner: Any, attr: str, host: Callable[[tuple], bool]) -> None:
+        """Count calls of ``owner.attr`` whose data is on the host (``host(args)``) and whose target is the CPU."""
+        base = getattr(owner, attr)
+        counter = self
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            target = _target(args[1:], kwargs)
+            if target is not None and target.type == "cpu" and host(args) and not kwargs.get("non_blocking"):
+                counter._upload(attr)
+            return base(*args, **kwargs)
+
+        setattr(owner, attr, call)
+        if owner is torch.Tensor:
+            self._undo.append(functools.partial(delattr, torch.Tensor, attr))
+        else:
+            self._undo.append(functools.partial(setattr, owner, attr, base))
+
     def __enter__(self) -> DispatchCounter:
         for method in ("tolist", "numpy"):
             setattr(torch.Tensor, method, self._read(method))
             self._undo.append(functools.partial(delattr, torch.Tensor, method))
+        self._uploading(torch.Tensor, "to", lambda a: a[0].device.type == "cpu")
+        for fn in ("tensor", "as_tensor"):
+            self._uploading(torch, fn, lambda a: bool(a) and not isinstance(a[0], torch.Tensor))
         if torch.cuda.is_available():
             base_sync = torch.cuda.synchronize
 
@@ -280,9 +331,11 @@ class RunCounts:
             "ops_per_update": self.per_update("ops"),
             "syncs_per_update": self.per_update("syncs"),
             "host_reads_per_update": self.per_update("host_reads"),
+            "uploads_per_update": self.per_update("uploads"),
             "syncs_per_flush": self.syncs_per_flush,
             "sync_sites": dict(self.counts.sync_sites.most_common(20)),
             "read_sites": dict(self.counts.read_sites.most_common(10)),
+            "upload_sites": dict(self.counts.upload_sites.most_common(10)),
             "update_ops_per_update": dict(self.top_ops(UPDATE, 12)),
             "gradient_ops_per_update": dict(self.top_ops(GRADIENTS, 12)),
         }

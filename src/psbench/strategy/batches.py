@@ -21,16 +21,17 @@ from psbench.lr.steps import relative
 from psbench.ps import Schedule
 from psbench.ps.aggregate import contribution_order, update_weights
 from psbench.ps.samples import SampleStream
+from psbench.strategy.device import upload
 
 
 def gather(x, y: torch.Tensor, idx: torch.Tensor, starts: list[int], spg: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(x[idx], y[idx]) of the samples at stream positions ``starts[j]`` … ``starts[j] + spg − 1``; a streamed
     ``x`` decodes them with ``take(idx, positions)`` (its augmentation is seeded by the positions)."""
     if isinstance(x, torch.Tensor):
-        idx = idx.to(x.device)
+        idx = upload(idx, x.device)
         return x[idx], y[idx]
     positions = (torch.tensor(starts, dtype=torch.int64).unsqueeze(1) + torch.arange(spg)).reshape(-1)
-    return x.take(idx, positions), y[idx.to(y.device)]
+    return x.take(idx, positions), y[upload(idx, y.device)]
 
 
 @dataclass

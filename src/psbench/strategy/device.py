@@ -1,5 +1,5 @@
 """The one device rule of a simulated run, for both front doors (``trainer.accelerator`` of the CLI, the
-Trainer's accelerator of the Lightning API).
+Trainer's accelerator of the Lightning API), and how host-made tensors reach that device.
 
 The device comes back with its index (``cuda:0``, not ``cuda``): Lightning's ``CUDAAccelerator.setup_device``
 hands it to ``torch.cuda.set_device``, which refuses a CUDA device without one.
@@ -35,3 +35,12 @@ def run_device(name: str | None, key: str = "trainer.accelerator", cpu_only: str
     if name == "cuda":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device(name, 0) if name == "mps" else torch.device("cpu")
+
+
+def upload(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Host tensor ``t`` on ``device`` without making the host wait: a plain ``.to(cuda)`` copies and then
+    synchronises the stream (every queued kernel), so a look-ahead's index and weight tensors go through pinned
+    memory, non-blocking (torch keeps the pinned block until its copy has run). Elsewhere: ``t`` itself or a copy."""
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device, non_blocking=True)

@@ -40,6 +40,7 @@ from psbench.ps.aggregate import contribution_order, learner_gradient
 from psbench.ps.snapshots import SnapshotStore, nbytes
 from psbench.strategy.batches import UpdateBatches
 from psbench.strategy.batchnorm import BatchStats, Stats, has_batchnorm
+from psbench.strategy.device import upload
 from psbench.strategy.module import prefers_channels_last
 
 #: most samples per grouped forward/backward of a conv net on the CPU: the CIFAR CNN's activations at 128
@@ -222,7 +223,7 @@ class Lookahead:
         """w_l/c of each of ``rows``, in the data's dtype, on its device."""
         first = self.s.offsets[self.upd[rows]]
         vals = [self._weight_list(u)[j] for u, j in zip(self.upd[rows].tolist(), (rows - first).tolist(), strict=True)]
-        return torch.tensor(vals, dtype=self.data.x.dtype, device=self.data.x.device)
+        return upload(torch.tensor(vals, dtype=self.data.x.dtype), self.data.x.device)
 
     def _weight_list(self, u: int) -> list[float]:
         w = self._wlist.get(u)
@@ -393,10 +394,14 @@ class Lookahead:
             for j, r in enumerate(rows.tolist()):
                 self._add(r, {k: v[j] for k, v in grads.items()}, sums[j], s)
             return
+        # by update (_compute sorts them): each update's rows are one slice of the vmapped rows, summed on the
+        # device (no index tensor to upload per update: on a GPU each upload would wait for the stream)
         upd = self.upd[rows]
-        for u in np.unique(upd).tolist():
-            idx = torch.from_numpy(np.flatnonzero(upd == u)).to(x.device)
-            self._add(u, {k: v.index_select(0, idx).sum(0) for k, v in grads.items()}, sums[idx].sum(), s * len(idx))
+        first = np.r_[0, np.flatnonzero(np.diff(upd)) + 1]
+        sizes = np.diff(np.r_[first, len(upd)]).tolist()
+        parts = {k: v.split(sizes) for k, v in grads.items()}
+        for j, (u, n, loss) in enumerate(zip(upd[first].tolist(), sizes, sums.split(sizes), strict=True)):
+            self._add(u, {k: p[j].sum(0) for k, p in parts.items()}, loss.sum(), s * n)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def resume_update_by_update(self, i: int, snapshots: dict[int, Params]) -> None:
