@@ -147,3 +147,21 @@ def test_at_most_one_host_synchronisation_per_look_ahead_flush(counted):
     # nor an upload: a look-ahead's index and weight tensors reach the device without waiting for it
     assert rc.counts.uploads[UPDATE] == rc.counts.uploads[GRADIENTS] == 0, rc.counts.upload_sites
     assert rc.flushes < rc.updates / 3  # many updates per flush: reading back per update would fail the line above
+
+
+def test_the_weights_are_looked_up_per_run_not_per_update(counted, monkeypatch):
+    """Walking the module tree for θ (``named_parameters``) cost ~150 Python calls per PS update; the look-ahead
+    looks the tensors up once (the optimizer steps them in place)."""
+    walks = []
+    named_parameters = torch.nn.Module.named_parameters
+
+    def counting(self, *args, **kwargs):
+        walks.append(type(self).__name__)
+        return named_parameters(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.Module, "named_parameters", counting)
+    counted(24)
+    short = len(walks)
+    walks.clear()
+    counted(48)
+    assert len(walks) == short, f"{len(walks) - short} more walks for 24 more updates"

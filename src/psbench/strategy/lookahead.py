@@ -153,10 +153,16 @@ class Lookahead:
         # buffers), never concatenated; each row's batch statistics kept until the PS applies its update
         self.bn = BatchStats(net) if has_batchnorm(net) else None
         self.row_stats: dict[int, Stats] = {}
+        self._weights: Params | None = None
 
     def weights(self) -> Params:
-        """The weights whose gradients this source computes, by name: ``net``'s parameters (the live θ_i)."""
-        return dict(self.net.named_parameters())
+        """The weights whose gradients this source computes, by name: ``net``'s parameters (the live θ_i).
+
+        Looked up once: the optimizer steps these very tensors in place (a device move or a checkpoint's load keeps
+        them), and walking the module tree cost ~150 Python calls per PS update."""
+        if self._weights is None:
+            self._weights = dict(self.net.named_parameters())
+        return dict(self._weights)
 
     # -- sizes ---------------------------------------------------------------------------------
     def minimum_bytes(self, param_bytes: int) -> int:
