@@ -173,7 +173,13 @@ def test_the_budget_is_said_in_the_papers_unit():
 def _paper_jpeg(s: ReportStore, finished: tuple[str, ...], running: tuple[str, ...] = ()) -> None:
     """Zhang Fig 3's four 140-epoch runs (``scale=paper_jpeg``, seed 0): ``finished`` ones end at FIG3's errors less
     20 pp; ``running`` ones are RUNNING at update 5,000 of 1,750,000."""
-    tags = {"paper": "zhang", "figure": "3", "scale": "paper_jpeg", "dataset": "cifar10_jpeg"}
+    tags = {
+        "paper": "zhang",
+        "figure": "3",
+        "scale": "paper_jpeg",
+        "dataset": "cifar10_jpeg",
+        "optuna_study": "zhang_fig3_paper_jpeg",
+    }
     note = "cifar10_jpeg_q75; cifar10_jpeg_q75_140_epochs"
     for case in finished:
         err = max(FIG3[case] - 0.2, 0.18) if FIG3[case] < 0.9 else FIG3[case]
@@ -206,7 +212,11 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     block = md[md.index("### At the paper's budget (paper_jpeg)") :]
     assert "3 finished, 1 running." in block
     assert "| 30-softsync α0/τ | ~18 % | — | running: update 5,000 of " in block and "not final" in block
-    assert "| hardsync (SSGD) | single learner ~18 % | 20.00 (n=1, 10,000 test images) | finished | ± 0.10 pp" in block
+    # each run names its MLflow run, and the page the command that resumes them (sweeps/entries.yaml's study name)
+    assert len(re.findall(r"; MLflow run [0-9a-f]{8} \|", block)) == 4, block
+    assert "Resume them, or run them again, with `python -m sweeps zhang_fig3 scale=paper_jpeg`: " in block
+    hardsync = "| hardsync (SSGD) | single learner ~18 % | 20.00 (n=1, 10,000 test images) | finished; MLflow run "
+    assert re.search(re.escape(hardsync) + r"[0-9a-f]{8} \| ± 0\.10 pp", block), block
     rows = [r for r in _claim_rows(md) if r[0].startswith("[paper_jpeg]")]
     assert rows and all(r[1] == "pending (3 of 4 runs)" and r[2] == PAPER_140 for r in rows), rows
     # what the claims show so far is of the finished runs: the running one is said, not read as "no runs of" it
@@ -225,7 +235,7 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     assert "has 1 seed (the rule needs ≥ 3)" in near[3]
     assert "4 finished, 0 running." in md
     # a finished run says its time, every resume counted; one whose summary has none says only "finished"
-    assert "| finished: 3.9 h of training, 4.0 h job (every resume counted) |" in md
+    assert re.search(r"\| finished: 3\.9 h of training, 4\.0 h job \(every resume counted\); MLflow run \w{8} \|", md)
     assert JPEG_NOTE.split(";")[0] in md
 
 

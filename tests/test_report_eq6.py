@@ -7,6 +7,7 @@ and the α0/n rows at the paper's budget (``paper_jpeg``) — from hand-made run
 from __future__ import annotations
 
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -183,7 +184,8 @@ def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(p
     )
     md = _page(psbench_root, tmp_path / "r")
     block = md[md.index("## scale = paper_jpeg") :]
-    assert "| (1,4,30) α0/n | 18.09 % | 18.50 (n=1, 10,000 test images) | finished | ± 0.20 pp (std of 3 seeds" in block
+    done = "| (1,4,30) α0/n | 18.09 % | 18.50 (n=1, 10,000 test images) | finished; MLflow run "
+    assert re.search(re.escape(done) + r"[0-9a-f]{8} \| ± 0\.20 pp \(std of 3 seeds", block), block
     assert "| (30,4,30) α0/n | 18.41 % | — | running: update 1,000 of " in block and "not final" in block
     claim = next(line for line in md.splitlines() if "[paper_jpeg] under α0/n, the two μλ ≈ 128 rows" in line)
     assert f"| pending (1 of 2 runs) | {PAPER_140} |" in claim

@@ -46,6 +46,23 @@ def finished_in(run: Run) -> str:
     return f"finished: {fit / 3600:.1f} h of training, {wall / 3600:.1f} h job (every resume counted)"
 
 
+def resume_command(runs: Sequence[Run]) -> str:
+    """The sentence that says how to resume (or rerun) ``runs``: ``python -m sweeps <entry> scale=<scale>`` of each
+    study they came from (their ``optuna_study`` tag is ``<entry>_<scale>``: sweeps/entries.yaml), "" if none did."""
+    cmds = []
+    for r in runs:
+        study, scale = r.tags.get("optuna_study", ""), r.tags.get("scale", "")
+        if scale and study.endswith(f"_{scale}"):
+            cmd = f"`python -m sweeps {study.removesuffix(f'_{scale}')} scale={scale}`"
+            cmds += [cmd] if cmd not in cmds else []
+    if not cmds:
+        return ""
+    return (
+        f"Resume them, or run them again, with {' and '.join(cmds)}: the same command resumes the same study, each "
+        "unfinished run from its last checkpoint in its own MLflow run.\n\n"
+    )
+
+
 def full_spread(runs: Sequence[Run]) -> str:
     """The seeds' spread of one configuration at ``full`` (the std of its final test errors, the seeds, the epochs),
     "—" without two seeds there."""
@@ -68,18 +85,21 @@ def section(
     (case -> (label, what the paper says)), the final test error of its finished run, or where its RUNNING run is
     ("not final"), or "not started"; the seeds' spread of the same case in ``full`` (the page's ``full`` runs); the
     single-learner reference from the store. What the claims below say of these runs is the verdict rule's."""
-    rows, states = [], []
+    rows, states, shown = [], [], []
     for case, (label, paper) in cases.items():
         done = select(finished, case=case)
         going = select(unfinished, case=case)
         if done:  # a finished run wins over a RUNNING one of the same case (a run left open by a crash)
             g = run_errors(label, done)
             ours = "—" if g is None else f"{g.mean * 100:.2f} (n={g.n}, {g.images or 0:,} test images)"
-            state, run, note = "finished", finished_in(done[0]), data_note(done[0])
+            r = done[0]
+            state, run, note = "finished", f"{finished_in(r)}; MLflow run {r.run_id[:8]}", data_note(r)
+            shown.append(r)
         elif going:
             r = going[0]
             where = _latest(ctx, r, r.params.get("epochs", "140"))
-            ours, state, run, note = "—", "running", f"running: {where}", data_note(r)
+            ours, state, run, note = "—", "running", f"running: {where}; MLflow run {r.run_id[:8]}", data_note(r)
+            shown.append(r)
         else:
             ours, state, run, note = "—", "not started", "not started", ""
         states.append(state)
@@ -101,7 +121,7 @@ def section(
         "a claim on these runs alone is not measured; the seeds' spread the `full` study measured for the same "
         "configuration says how far one seed may sit from the mean.\n\n"
         + md_table(["configuration", "paper", "ours, test error %", "run", "seeds' spread", "data"], rows)
-        + f"\n{said}\n"
+        + f"\n{resume_command(shown)}{said}\n"
     )
 
 
