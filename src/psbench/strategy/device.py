@@ -40,7 +40,10 @@ def run_device(name: str | None, key: str = "trainer.accelerator", cpu_only: str
 def upload(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """Host tensor ``t`` on ``device`` without making the host wait: a plain ``.to(cuda)`` copies and then
     synchronises the stream (every queued kernel), so a look-ahead's index and weight tensors go through pinned
-    memory, non-blocking (torch keeps the pinned block until its copy has run). Elsewhere: ``t`` itself or a copy."""
+    memory, non-blocking (torch keeps the pinned block until its copy has run). ``t`` itself where it already is;
+    a plain copy elsewhere (MPS: Lightning too copies blocking there, pytorch/pytorch#83015)."""
+    if t.device == device:
+        return t
     if device.type == "cuda" and t.device.type == "cpu":
         return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device, non_blocking=True)
+    return t.to(device)

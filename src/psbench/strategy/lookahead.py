@@ -403,6 +403,7 @@ class Lookahead:
         # by update (_compute sorts them): each update's rows are one slice of the vmapped rows, summed on the
         # device (no index tensor to upload per update: on a GPU each upload would wait for the stream)
         upd = self.upd[rows]
+        assert (np.diff(upd) >= 0).all(), "the vmapped rows come sorted by update"
         first = np.r_[0, np.flatnonzero(np.diff(upd)) + 1]
         sizes = np.diff(np.r_[first, len(upd)]).tolist()
         parts = {k: v.split(sizes) for k, v in grads.items()}
