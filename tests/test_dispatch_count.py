@@ -61,17 +61,24 @@ def test_host_reads_of_cpu_tensors_are_counted_apart_and_the_methods_restored():
     assert torch.Tensor.tolist is tolist and torch.Tensor.numpy is numpy
 
 
-def test_a_blocking_upload_is_a_synchronisation_and_counted_on_the_cpu_too():
-    """torch copies host → device with ``cudaMemcpyAsync`` and then waits for the stream: the host waits for every
-    queued kernel. Exact where the target is a device (``meta`` here, CUDA on a GPU), where a non-blocking one (as
-    psbench's ``upload`` makes on CUDA) is not; on a CPU run, where the same line dispatches nothing, the call is
-    counted as an upload."""
+def test_an_upload_is_a_synchronisation_and_counted_on_the_cpu_too():
+    """torch copies host → device with ``cudaMemcpyAsync`` and then waits for the stream (from pageable memory the
+    driver may wait even when asked not to): the host waits for every queued kernel. Counted where the target is a
+    device (``meta`` here, CUDA on a GPU), Python data included (torch copies those with the dispatcher's hooks off);
+    on a CPU run, where the same line dispatches nothing, a blocking call is counted as an upload."""
     from psbench.strategy.device import upload
 
-    x, to = torch.arange(3), torch.Tensor.to
-    _, dev = count(lambda: (x.to("meta"), x.to("meta", non_blocking=True)))
-    assert dev.total("syncs") == 1 and list(dev.sync_sites) == [next(iter(dev.sync_sites))]
-    assert next(iter(dev.sync_sites)).endswith("host-to-device copy")
+    x, to, tensor, as_tensor = torch.arange(3), torch.Tensor.to, torch.tensor, torch.as_tensor
+    _, dev = count(
+        lambda: (
+            x.to("meta"),
+            x.to("meta", non_blocking=True),  # unpinned memory: waits all the same
+            torch.tensor([1.0, 2.0], device="meta"),
+            torch.as_tensor(np.arange(3), device="meta"),
+        )
+    )
+    assert dev.total("syncs") == 4 and dev.total("uploads") == 0, dev.sync_sites
+    assert all(site.endswith("host-to-device copy") for site in dev.sync_sites), dev.sync_sites
     cpu = torch.device("cpu")
     _, host = count(
         lambda: (
@@ -80,6 +87,7 @@ def test_a_blocking_upload_is_a_synchronisation_and_counted_on_the_cpu_too():
             torch.as_tensor([1.0], device="cpu"),
             upload(x, cpu),  # already there: not
             x.to(torch.float64),  # no device: not
+            x.to(cpu, torch.float32, True),  # non-blocking, positionally: not
             torch.tensor([1.0]),  # stays on the host: not
             torch.as_tensor(x, device=cpu),  # already a tensor where it is needed: not
         )
@@ -87,6 +95,35 @@ def test_a_blocking_upload_is_a_synchronisation_and_counted_on_the_cpu_too():
     assert host.total("uploads") == 3 and host.total("syncs") == 0, host.upload_sites
     assert {site.rsplit(" ", 1)[1] for site in host.upload_sites} == {"to", "tensor", "as_tensor"}
     assert torch.Tensor.to is to and "to" not in torch.Tensor.__dict__
+    assert torch.tensor is tensor and torch.as_tensor is as_tensor
+
+
+def test_upload_to_cuda_goes_pinned_and_non_blocking(monkeypatch):
+    """psbench's ``upload`` on a CUDA target (its branch driven on the CPU: the pinning and the copy recorded): a
+    pinned copy sent non-blocking, so the host does not wait; elsewhere a plain copy, or the tensor itself."""
+    from psbench.strategy.device import upload
+
+    calls = []
+    to = torch.Tensor.to
+
+    def pin_memory(t):
+        calls.append("pin")
+        return t.clone()
+
+    def recording_to(t, *args, **kwargs):
+        calls.append(("to", str(args[0]) if args else None, kwargs.get("non_blocking", False)))
+        return t if args and str(args[0]).startswith("cuda") else to(t, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory, raising=False)
+    monkeypatch.setattr(torch.Tensor, "to", recording_to, raising=False)
+    x = torch.arange(3)
+    upload(x, torch.device("cuda", 0))
+    assert calls == ["pin", ("to", "cuda:0", True)]
+    calls.clear()
+    upload(x, torch.device("meta"))
+    assert calls == [("to", "meta", False)]  # MPS and others: blocking, as Lightning does
+    calls.clear()
+    assert upload(x, torch.device("cpu")) is x and calls == []
 
 
 def test_phases_take_the_counts_of_what_runs_inside_them():

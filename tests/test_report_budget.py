@@ -214,7 +214,7 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     assert "| 30-softsync α0/τ | ~18 % | — | running: update 5,000 of " in block and "not final" in block
     # each run names its MLflow run, and the page the command that resumes them (sweeps/entries.yaml's study name)
     assert len(re.findall(r"; MLflow run [0-9a-f]{8} \|", block)) == 4, block
-    assert "Resume them, or run them again, with `python -m sweeps zhang_fig3 scale=paper_jpeg`: " in block
+    assert "Resume them with `python -m sweeps zhang_fig3 scale=paper_jpeg`: " in block
     hardsync = "| hardsync (SSGD) | single learner ~18 % | 20.00 (n=1, 10,000 test images) | finished; MLflow run "
     assert re.search(re.escape(hardsync) + r"[0-9a-f]{8} \| ± 0\.10 pp", block), block
     rows = [r for r in _claim_rows(md) if r[0].startswith("[paper_jpeg]")]

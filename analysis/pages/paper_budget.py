@@ -58,8 +58,8 @@ def resume_command(runs: Sequence[Run]) -> str:
     if not cmds:
         return ""
     return (
-        f"Resume them, or run them again, with {' and '.join(cmds)}: the same command resumes the same study, each "
-        "unfinished run from its last checkpoint in its own MLflow run.\n\n"
+        f"Resume them with {' and '.join(cmds)}: the same command resumes the same study, each unfinished run from "
+        "its last checkpoint in its own MLflow run (finished ones are not run again).\n\n"
     )
 
 

@@ -20,9 +20,9 @@ forward and backward, inside ``vmap`` too) that also wraps, while it is active, 
   mask) and ``equal``;
 * a device-to-host copy (``.cpu()``, ``.to("cpu")`` of a device tensor): counted where the source is not on the CPU
   — on a CPU run these are no-ops and are not counted;
-* a blocking host-to-device copy (``.to(device)``, ``torch.tensor(…, device=…)`` of host data): torch copies with
-  ``cudaMemcpyAsync`` and then waits for the stream, so the host waits for every queued kernel — counted where the
-  target is not the CPU;
+* a host-to-device copy (``.to(device)``, ``torch.tensor(…, device=…)`` of host data) that is blocking or comes
+  from unpinned memory: torch copies with ``cudaMemcpyAsync`` and then waits for the stream (from pageable memory
+  the driver may wait too), so the host waits for every queued kernel — counted where the target is not the CPU;
 * ``Tensor.tolist``/``Tensor.numpy`` of a device tensor; ``torch.cuda.synchronize``.
 
 On the CPU ``tolist``/``numpy`` of a tensor cannot tell a read of the device's data from a read of host-side
@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -120,13 +121,15 @@ def _copy_kind(name: str, args: tuple, kwargs: dict) -> str | None:
         return None
     if torch.device(dst).type == "cpu":
         return "device-to-host copy"
-    return "host-to-device copy" if src.device.type == "cpu" and blocking else None
+    if src.device.type != "cpu":
+        return None
+    return "host-to-device copy" if blocking or not src.is_pinned() else None
 
 
 def _target(args: tuple, kwargs: dict) -> torch.device | None:
     """The device a ``Tensor.to``/``torch.tensor`` call names (positional or ``device=``), else None."""
     for a in (kwargs.get("device"), *args):
-        if isinstance(a, torch.device | str) and not isinstance(a, torch.dtype):
+        if isinstance(a, torch.device | str):
             try:
                 return torch.device(a)
             except RuntimeError:
@@ -234,14 +237,21 @@ class DispatchCounter(TorchDispatchMode):
         self.counts.upload_sites[f"{_site()} {what}"] += 1
 
     def _uploading(self, owner: Any, attr: str, host: Callable[[tuple], bool]) -> None:
-        """Count calls of ``owner.attr`` whose data is on the host (``host(args)``) and whose target is the CPU."""
+        """Count calls of ``owner.attr`` whose data is on the host (``host(args)``): an upload where the target is the
+        CPU and the call is blocking; a synchronisation where the target is a device and the data are Python's (torch
+        copies those with its dispatcher's hooks off, so :meth:`__torch_dispatch__` does not see that copy)."""
         base = getattr(owner, attr)
         counter = self
 
         def call(*args: Any, **kwargs: Any) -> Any:
             target = _target(args[1:], kwargs)
-            if target is not None and target.type == "cpu" and host(args) and not kwargs.get("non_blocking"):
-                counter._upload(attr)
+            if target is not None and host(args):
+                non_blocking = kwargs.get("non_blocking", next((a for a in args[1:] if isinstance(a, bool)), False))
+                if target.type == "cpu":
+                    if not non_blocking:
+                        counter._upload(attr)
+                elif not isinstance(args[0], torch.Tensor | np.ndarray):
+                    counter._sync("host-to-device copy")
             return base(*args, **kwargs)
 
         setattr(owner, attr, call)
@@ -304,10 +314,10 @@ class RunCounts:
         return [(name, v / n) for name, v in ops.most_common(k)]
 
     def per_update(self, what: str) -> dict[str, float]:
-        """``ops``, ``syncs`` or ``host_reads`` per PS update while training: ``gradients`` (the look-ahead's
-        flushes), ``update`` (the rest of the strategy's updates: aggregation, divergence check, optimizer step,
-        snapshots, logging), ``loop`` (Lightning's training loop around them), ``all`` (their sum); evaluations
-        and what runs before and after the Trainer's fit are left out."""
+        """``ops``, ``syncs``, ``host_reads`` or ``uploads`` per PS update while training: ``gradients`` (the
+        look-ahead's flushes), ``update`` (the rest of the strategy's updates: aggregation, divergence check,
+        optimizer step, snapshots, logging), ``loop`` (Lightning's training loop around them), ``all`` (their sum);
+        evaluations and what runs before and after the Trainer's fit are left out."""
         c, n = getattr(self.counts, what), max(1, self.updates)
         part = {"gradients": c[GRADIENTS] / n, "update": c[UPDATE] / n, "loop": c[FIT] / n}
         return {"all": sum(part.values()), **part}

@@ -20,6 +20,7 @@ import errno
 import io
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -80,7 +81,7 @@ def write_atomic(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]
     """Call ``write`` on a temporary file beside ``path``, then rename it to ``path``; on any error (or signal) the
     temporary file is removed. A full disk raises :class:`DiskFull` naming ``path``."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")  # unique across hosts too
     try:
         with hold_signals():  # a signal is raised after the file is whole
             with open(tmp, "wb") as fh:
