@@ -107,23 +107,20 @@ def _is_mask(t: Any) -> bool:
 
 def _copy_kind(name: str, args: tuple, kwargs: dict) -> str | None:
     """``"device-to-host copy"`` or ``"host-to-device copy"`` where copy op ``name`` makes the host wait (a
-    non-blocking upload does not), else None."""
-    if name == "copy_":  # copy_(dst, src, non_blocking=False)
-        src, dst = args[1], args[0].device
-        blocking = not (args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
-    elif name == "_to_copy":  # _to_copy(src, *, device=None: the same, non_blocking=False)
-        src, dst = args[0], kwargs.get("device")
-        blocking = not kwargs.get("non_blocking", False)
-    else:  # _copy_from(src, dst, non_blocking=False)
-        src, dst = args[0], args[1].device
-        blocking = not (args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
-    if not isinstance(src, torch.Tensor) or dst is None or src.device.type == torch.device(dst).type:
+    non-blocking upload from pinned memory does not), else None."""
+    if name == "_to_copy":  # _to_copy(src, *, device=None: the same, non_blocking=False)
+        src, dst, non_blocking = args[0], kwargs.get("device"), kwargs.get("non_blocking", False)
+    else:  # copy_(dst, src, non_blocking=False), _copy_from(src, dst, non_blocking=False)
+        src, to = (args[1], args[0]) if name == "copy_" else (args[0], args[1])
+        dst, non_blocking = to.device, args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+    if not isinstance(src, torch.Tensor) or dst is None:
         return None
-    if torch.device(dst).type == "cpu":
+    here, there = src.device.type, torch.device(dst).type
+    if here == there:
+        return None
+    if there == "cpu":
         return "device-to-host copy"
-    if src.device.type != "cpu":
-        return None
-    return "host-to-device copy" if blocking or not src.is_pinned() else None
+    return "host-to-device copy" if here == "cpu" and (not non_blocking or not src.is_pinned()) else None
 
 
 def _target(args: tuple, kwargs: dict) -> torch.device | None:
