@@ -3,7 +3,8 @@ synchronisations and dispatched ops per PS update (issue 38: the figures that bo
 
     python benchmarks/bench_gpu.py [--device cpu|cuda] [--epochs 1] [--repeats 3] [--threads N]
                                    [--cases hardsync,30-softsync,async,ssp-s3] [--count-updates 300]
-                                   [--no-count] [--batching auto|grouped|vmap|loop] [--json FILE]
+                                   [--no-count] [--batching auto|grouped|vmap|loop] [--fused-step]
+                                   [--json FILE]
 
 Case: the CIFAR CNN of the zhang/fig3 recipe (LRN, Caffe fillers and multipliers, momentum 0.9, weight decay
 0.004; ``lr_policy=per_gradient``, no lr milestones) at λ = 30, μ = 4 on ``cifar10_subset`` when ``$PSBENCH_DATA``
@@ -25,7 +26,8 @@ model and the schedule are built before the clock starts, once per timed run.
    strategy's update, and Lightning's loop around them; the synchronisations per look-ahead flush; the lines that
    synchronise; the strategy's blocking uploads (host-to-device copies: on a GPU each waits for the stream). The
    GPU executor of issue 38 item 2 targets ≤ 1 synchronisation per flush. A CPU computes convolution nets'
-   look-ahead gradients grouped where a GPU vmaps them: ``--batching vmap`` counts the GPU's path on the CPU.
+   look-ahead gradients grouped where a GPU vmaps them: ``--batching vmap`` counts the GPU's path on the CPU, and
+   ``--fused-step`` its optimizer step (fused on a GPU, ``foreach`` on the CPU).
 
 Threads: psbench's runs get ``trainer.num_threads`` = ``--threads`` (default: torch's default here), the plain loops
 the same, so that psbench's own thread rule (:mod:`psbench.threads`) does not change the comparison. glibc's
@@ -240,8 +242,18 @@ def main() -> None:
         help="trainer.batching of every run (auto: vmap on a GPU, grouped on a CPU with convolutions; "
         "vmap on the CPU counts what a GPU's runs dispatch)",
     )
+    ap.add_argument(
+        "--fused-step",
+        action="store_true",
+        help="step SGD fused on the CPU too, as on a GPU (psbench.optimizer.build.FUSED_DEVICES): counts what a "
+        "GPU's update dispatches (the CPU's floats differ in the last bit)",
+    )
     ap.add_argument("--json", type=Path, help="also write the results to this file")
     args = ap.parse_args()
+    if args.fused_step:
+        from psbench.optimizer import build
+
+        build.FUSED_DEVICES = (*build.FUSED_DEVICES, "cpu")
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit(f"bench_gpu: --device cuda: no CUDA device here (torch {torch.__version__})")
     from bench_training import pin_malloc  # this folder is on sys.path when the file is run
@@ -264,6 +276,7 @@ def main() -> None:
         "epochs": args.epochs,
         "repeats": args.repeats,
         "date": time.strftime("%Y-%m-%d %H:%M"),
+        "fused_step": args.fused_step or args.device == "cuda",
     }
 
     def save() -> None:  # after each part: a run cut short keeps what it measured

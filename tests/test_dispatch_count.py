@@ -187,6 +187,20 @@ def test_at_most_one_host_synchronisation_per_look_ahead_flush(counted):
     assert rc.flushes < rc.updates / 3  # many updates per flush: reading back per update would fail the line above
 
 
+def test_an_async_update_neither_copies_snapshots_into_new_buffers_nor_sums_its_one_row(counted):
+    """Per async update, in 24 more updates: a snapshot goes into a dropped one's buffers (one ``_foreach_copy_``,
+    where a clone per weight tensor was 64 clones), and an update's one vmapped row is its aggregate, a view (where
+    a sum per weight tensor and loss was 120 more sums)."""
+    short, long = counted(24), counted(48)
+
+    def more(phase: str, op: str) -> int:
+        return long.counts.phase_ops[phase, op] - short.counts.phase_ops[phase, op]
+
+    updates = long.updates - short.updates
+    assert more(UPDATE, "clone") < updates / 4 and more(UPDATE, "_foreach_copy_") > 0
+    assert more(GRADIENTS, "sum") < updates, long.top_ops(GRADIENTS)
+
+
 def test_the_weights_are_looked_up_per_run_not_per_update(counted, monkeypatch):
     """Walking the module tree for θ (``named_parameters``) cost ~150 Python calls per PS update; the look-ahead
     looks the tensors up once (the optimizer steps them in place)."""

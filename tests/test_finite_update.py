@@ -37,7 +37,7 @@ def test_nan_or_inf_anywhere_stops_the_update(where, bad):
     assert not finite_update(0.5, params, grads)
 
 
-@pytest.mark.parametrize("loss", [math.nan, math.inf])
+@pytest.mark.parametrize("loss", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_loss_stops_the_update(loss):
     params, grads = _tensors()
     assert not finite_update(loss, params, grads)

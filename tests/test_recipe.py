@@ -223,6 +223,37 @@ def test_without_multipliers_the_optimizer_is_todays() -> None:
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
 
 
+@pytest.mark.parametrize("name", ["sgd", "adam"])
+def test_the_step_runs_fused_on_a_gpu_and_foreach_on_the_cpu(monkeypatch, name) -> None:
+    """SGD and Adam on a :data:`FUSED_DEVICES` device step ``fused`` (one kernel per group and step on a GPU), on the
+    CPU as before (SGD ``foreach``: the CPU's weights bit for bit); the fused step gives the same weights to float
+    tolerance. The GPU's branch is driven on the CPU by naming the CPU a fused device."""
+    from psbench.optimizer import build
+
+    torch.manual_seed(0)
+    net = _recipe_net()
+    cfg = {"name": name, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.004}
+    x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    start = {k: v.clone() for k, v in net.state_dict().items()}
+
+    def trained() -> tuple[torch.optim.Optimizer, list[torch.Tensor]]:
+        net.load_state_dict(start)
+        opt = build.build_optimizer(param_groups(net), cfg)
+        for _ in range(3):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+        return opt, [p.detach().clone() for p in net.parameters()]
+
+    cpu, want = trained()
+    assert not cpu.defaults.get("fused") and cpu.defaults["foreach"] is (True if name == "sgd" else None)
+    monkeypatch.setattr(build, "FUSED_DEVICES", ("cpu",))
+    fused, got = trained()
+    assert fused.defaults["fused"] is True and not fused.defaults["foreach"]
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(got, want, strict=True))
+    assert not build._fused([torch.zeros(2, dtype=torch.int64)])  # only floating-point weights
+
+
 def test_multipliers_must_name_the_models_parameters() -> None:
     net = _recipe_net()
     net.param_mult = {"fc.weights": (1.0, 250.0)}

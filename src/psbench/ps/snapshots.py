@@ -36,8 +36,8 @@ class SnapshotStore:
         self.last_reader = last
         self.readers = np.bincount(schedule.ts[stale], minlength=schedule.num_updates + 1)  # not yet computed
         self._snaps: dict[int, dict[str, torch.Tensor]] = {}
-        self._free: list[dict[str, torch.Tensor]] = []  # dropped snapshots' buffers (the ring's free slots)
-        self.bytes = 0
+        self._free: list[dict[str, torch.Tensor]] = []  # dropped snapshots' buffers: the next ones are copied there
+        self.bytes = 0  # of the snapshots held (``free_bytes``: of the free slots)
         self._size = 0  # bytes of one snapshot
 
     @staticmethod
@@ -63,18 +63,19 @@ class SnapshotStore:
             self.bytes += self._size
 
     def _take(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """A copy of ``params``: into the last dropped snapshot's buffers, by one ``torch._foreach_copy_`` (one
-        fused kernel on a GPU, no allocation: in a steady schedule each snapshot taken follows one dropped), else
-        into new ones."""
+        """A copy of ``params``: into a dropped snapshot's buffers, by one ``torch._foreach_copy_`` (one dispatch,
+        a fused kernel on a GPU, no allocation), else into new ones. Every dropped snapshot's buffers are kept for
+        the next (:meth:`trim` bounds them), so a schedule allocates only while it holds more snapshots than ever
+        before: the slots form a ring whose size is the most snapshots held at once."""
         with torch.no_grad():
-            live = [v.detach() for v in params.values()]
             slot = self._free.pop() if self._free else None
             if slot is None or list(slot) != list(params):
-                return {k: self._copy(v) for k, v in zip(params, live, strict=True)}
-            torch._foreach_copy_(list(slot.values()), live)
+                return {k: self._copy(v) for k, v in params.items()}
+            torch._foreach_copy_(list(slot.values()), list(params.values()))
             return slot
 
     def _copy(self, v: torch.Tensor) -> torch.Tensor:
+        """A new buffer holding ``v`` (called under ``no_grad``: no autograd history, nothing to detach)."""
         if self.channels_last and v.dim() == 4:
             return v.clone(memory_format=torch.channels_last)
         return v.clone()
@@ -88,9 +89,17 @@ class SnapshotStore:
 
     def _drop(self, t: int) -> None:
         self.bytes -= self._size or nbytes(self._snaps[t])
-        slot = self._snaps.pop(t)
-        if not self._free:  # its buffers hold the next snapshot (one spare slot: the memory budget stays true)
-            self._free.append(slot)
+        self._free.append(self._snaps.pop(t))  # its buffers hold a later snapshot
+
+    @property
+    def free_bytes(self) -> int:
+        """Bytes of the free slots (dropped snapshots' buffers kept for the next)."""
+        return len(self._free) * self._size
+
+    def trim(self, free_bytes: int) -> None:
+        """Keep at most ``free_bytes`` of free slots (a memory budget's room): the others are released."""
+        keep = max(0, free_bytes) // self._size if self._size else 0
+        del self._free[keep:]
 
     def state_dict(self) -> dict[int, dict[str, torch.Tensor]]:
         return self._snaps

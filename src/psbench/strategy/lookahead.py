@@ -124,6 +124,9 @@ class Lookahead:
         self.computed = np.zeros(schedule.num_gradients, dtype=bool)
         self.results: dict[int, list] = {}  # update (or row) -> [grads, loss sum, samples]
         self.result_bytes = 0
+        # results that are views of one flush's tensor (its rows or their per-update sums): [bytes, results held];
+        # its bytes count until the last of them is popped
+        self._blocks: dict[int, list[int]] = {}
         self.peak_bytes = 0
         self.batch_rows: list[int] = []  # rows computed by each batched call (a statistic; tests read it)
         self._wlist: dict[int, list[float]] = {}  # w_l/c of the updates in reach
@@ -170,10 +173,11 @@ class Lookahead:
         return minimum_bytes(self.s, param_bytes, self.by_row)
 
     def _held(self) -> int:
+        """Bytes the look-ahead needs now: its snapshots and pending results (free snapshot slots can be released)."""
         return self.snapshots.bytes + self.result_bytes
 
     def _track(self, extra: int = 0) -> None:
-        self.peak_bytes = max(self.peak_bytes, self._held() + extra)
+        self.peak_bytes = max(self.peak_bytes, self._held() + self.snapshots.free_bytes + extra)
 
     # -- the update ----------------------------------------------------------------------------
     def update_gradient(self, i: int, params: Params) -> tuple[Params, torch.Tensor]:
@@ -222,8 +226,17 @@ class Lookahead:
 
     def _pop(self, key: int) -> list:
         entry = self.results.pop(key)
-        self.result_bytes -= self.p_bytes
+        self._free_result(key)
         return entry
+
+    def _free_result(self, key: int) -> None:
+        block = self._blocks.pop(key, None)
+        if block is None:
+            self.result_bytes -= self.p_bytes
+            return
+        block[1] -= 1
+        if block[1] == 0:
+            self.result_bytes -= block[0]
 
     def _row_weights(self, rows: np.ndarray) -> torch.Tensor:
         """w_l/c of each of ``rows``, in the data's dtype, on its device."""
@@ -258,6 +271,9 @@ class Lookahead:
             rows = np.concatenate([own, later[:fit]])
             held = self._held() + (len(own) if self.by_row else 1) * p_bytes + fit * p_bytes
             chunk = max(1, min(self.max_rows, (self.budget - held) // (2 * p_bytes)))
+            # free snapshot slots only in the room left: the snapshots this flush releases become free slots, so
+            # what is held stays what this plan counts
+            self.snapshots.trim(self.budget - held - 2 * chunk * p_bytes)
         at = lambda t: params if t == i else self.snapshots[t]  # noqa: E731
         for k in range(0, len(rows), chunk):
             part = rows[k : k + chunk]
@@ -307,14 +323,23 @@ class Lookahead:
                 )
             j = k
 
-    def _add(self, u: int, grads: Params, per_sum: torch.Tensor, n: int) -> None:
+    def _add(self, u: int, grads: Params, per_sum: torch.Tensor, n: int, block: list[int] | None = None) -> None:
+        """Keep ``grads`` (views of ``block``'s tensor, if given) as key ``u``'s result, or add them to it."""
         entry = self.results.get(u)
         if entry is None:
             self.results[u] = [grads, per_sum, n]
-            self.result_bytes += self.p_bytes
+            if block is None:
+                self.result_bytes += self.p_bytes
+                return
+            if block[1] == 0:
+                self.result_bytes += block[0]
+            block[1] += 1
+            self._blocks[u] = block
         else:
             entry[0] = {k: entry[0][k] + v for k, v in grads.items()}
             entry[1], entry[2] = entry[1] + per_sum, entry[2] + n
+            self._free_result(u)  # its old tensors; the sum is a tensor of its own
+            self.result_bytes += self.p_bytes
 
     def _loop(self, rows: np.ndarray, at: Callable[[int], Params]) -> None:
         w = (
@@ -396,19 +421,21 @@ class Lookahead:
             for j, r in enumerate(rows.tolist()):
                 self.row_stats[r] = self.bn.batch_stats(filled, j)
         self._track(2 * R * self.p_bytes)
-        if self.by_row:
-            for j, r in enumerate(rows.tolist()):
-                self._add(r, {k: v[j] for k, v in grads.items()}, sums[j], s)
-            return
-        # by update (_compute sorts them): each update's rows are one slice of the vmapped rows, summed on the
-        # device (no index tensor to upload per update: on a GPU each upload would wait for the stream)
         upd = self.upd[rows]
-        assert (np.diff(upd) >= 0).all(), "the vmapped rows come sorted by update"
+        assert self.by_row or (np.diff(upd) >= 0).all(), "the vmapped rows come sorted by update"
+        if self.by_row or (np.diff(upd) > 0).all():  # a result per row (one row per update: async, λ-softsync)
+            # is that row, a view of the vmapped gradients: no sum
+            each, losses, block = {n: v.unbind(0) for n, v in grads.items()}, sums.unbind(0), [R * self.p_bytes, 0]
+            for j, key in enumerate((rows if self.by_row else upd).tolist()):
+                self._add(key, {n: g[j] for n, g in each.items()}, losses[j], s, block)
+            return
+        # by update: each update's rows are one slice of the vmapped rows, summed on the device (no index tensor to
+        # upload per update: on a GPU each upload would wait for the stream)
         first = np.r_[0, np.flatnonzero(np.diff(upd)) + 1]
         sizes = np.diff(np.r_[first, len(upd)]).tolist()
-        parts = {k: v.split(sizes) for k, v in grads.items()}
-        for j, (u, n, loss) in enumerate(zip(upd[first].tolist(), sizes, sums.split(sizes), strict=True)):
-            self._add(u, {k: p[j].sum(0) for k, p in parts.items()}, loss.sum(), s * n)
+        parts = {n: v.split(sizes) for n, v in grads.items()}
+        for j, (u, m, loss) in enumerate(zip(upd[first].tolist(), sizes, sums.split(sizes), strict=True)):
+            self._add(u, {n: p[j].sum(0) for n, p in parts.items()}, loss.sum(), s * m)
 
     # -- checkpoints ---------------------------------------------------------------------------
     def resume_update_by_update(self, i: int, snapshots: dict[int, Params]) -> None:
@@ -434,5 +461,6 @@ class Lookahead:
         self.computed = np.array(sd["computed"], dtype=bool)
         self.results = {int(k): list(v) for k, v in sd["results"].items()}
         self.result_bytes = len(self.results) * self.p_bytes
+        self._blocks = {}
         self.peak_bytes = int(sd["peak_bytes"])
         self.row_stats = {int(k): v for k, v in sd.get("row_stats", {}).items()}
