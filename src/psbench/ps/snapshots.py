@@ -65,8 +65,8 @@ class SnapshotStore:
     def _take(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """A copy of ``params``: into a dropped snapshot's buffers, by one ``torch._foreach_copy_`` (one dispatch,
         a fused kernel on a GPU, no allocation), else into new ones. Every dropped snapshot's buffers are kept for
-        the next (:meth:`trim` bounds them), so a schedule allocates only while it holds more snapshots than ever
-        before: the slots form a ring whose size is the most snapshots held at once."""
+        the next, so without a binding memory budget a schedule allocates only while it holds more snapshots than
+        ever before (:meth:`trim` releases the slots a budget has no room for; later snapshots allocate again)."""
         with torch.no_grad():
             slot = self._free.pop() if self._free else None
             if slot is None or list(slot) != list(params):

@@ -124,8 +124,8 @@ class Lookahead:
         self.computed = np.zeros(schedule.num_gradients, dtype=bool)
         self.results: dict[int, list] = {}  # update (or row) -> [grads, loss sum, samples]
         self.result_bytes = 0
-        # results that are views of one flush's tensor (its rows or their per-update sums): [bytes, results held];
-        # its bytes count until the last of them is popped
+        # results that are views of one flush's vmapped gradients (a row each): [bytes, results held]; its bytes
+        # count until the last of them is popped
         self._blocks: dict[int, list[int]] = {}
         self.peak_bytes = 0
         self.batch_rows: list[int] = []  # rows computed by each batched call (a statistic; tests read it)
