@@ -3,7 +3,8 @@
 #   bash benchmarks/gpu_check.sh [OUTDIR]   (default ./gpu-check-out; EPOCHS=1 REPEATS=2 COUNT_UPDATES=200 THREADS=0,
 #                                            CHECK_S=540: the whole check's bound in seconds, each part cut to fit)
 # 1. the CUDA agreement test (tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance) and the
-#    device-rule tests (tests/test_device.py): OUTDIR/cuda_tests.txt;
+#    device-rule tests (tests/test_device.py), the fused CUDA step on gradients laid out otherwise than their weights
+#    (tests/test_ps_apply.py): OUTDIR/cuda_tests.txt;
 # 2. benchmarks/bench_gpu.py --device cuda: the plain batch-120 and batch-4 loops and psbench's hardsync,
 #    30-softsync, async and SSP(3) on the GPU, as ratios of the batch-120 loop, and the per-update op and
 #    synchronisation counts there: OUTDIR/bench_cuda.txt and .json;
@@ -45,7 +46,8 @@ part() {  # name, timeout (s), output file, command...: cut to the deadline, ski
 }
 part "CUDA agreement and device tests" 150 "$OUT/cuda_tests.txt" \
   $PY -m pytest -q -rs -p no:cacheprovider \
-  "tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance" tests/test_device.py
+  "tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance" tests/test_device.py \
+  "tests/test_ps_apply.py::test_cuda_fused_steps_take_gradients_laid_out_otherwise_than_their_weights"
 for dev in cuda cpu; do
   part "bench_gpu --device $dev" 300 "$OUT/bench_$dev.txt" \
     $PY benchmarks/bench_gpu.py --device $dev --epochs "$EPOCHS" --repeats "$REPEATS" \

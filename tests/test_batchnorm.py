@@ -280,3 +280,34 @@ def test_a_batchnorm_resnet_by_target_trains_through_the_command(run_psbench, ps
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and lines[-1].startswith("psbench: error: model._target_="), proc.stderr[-3000:]
     assert "a protocol without local steps" in lines[-1]
+
+
+def test_a_checkpoint_of_the_look_ahead_holds_each_result_once(digits, monkeypatch):
+    """Async, vmapped: an update's result and its row's BatchNorm statistics are views of the flush's vmapped tensors
+    (no copy while training); the look-ahead's ``state_dict`` copies them out, so that a checkpoint written after
+    some of a flush's updates holds the results still ahead, not the whole flush's tensor."""
+    import io
+
+    from psbench.strategy.lookahead import Lookahead
+
+    checked: list[tuple[int, int]] = []
+    pop = Lookahead._pop
+
+    def spy(self, key):
+        entry = pop(self, key)
+        if self._blocks and len(checked) < 40:  # a checkpoint between two updates of a flush
+            sd = self.state_dict()
+            tensors = [t for g, loss, _ in sd["results"].values() for t in (*g.values(), loss)]
+            tensors += [t for stats in sd["row_stats"].values() for t in stats.values()]
+            assert all(t.untyped_storage().nbytes() == t.nbytes for t in tensors)
+            buf = io.BytesIO()
+            torch.save({"results": sd["results"], "row_stats": sd["row_stats"]}, buf)
+            checked.append((len(buf.getvalue()), sum(t.nbytes for t in tensors) + 512 * len(tensors)))
+        return entry
+
+    monkeypatch.setattr(Lookahead, "_pop", spy)
+    proto, mu = Protocol("async", 8), 8
+    torch.manual_seed(0)
+    fit_cli_path(mlp_bn(), digits.x_train, digits.y_train, proto, schedule(proto, 160, mu), mu, "vmap")
+    assert len(checked) == 40
+    assert all(saved <= held for saved, held in checked), checked  # the tensors' bytes and a record each

@@ -101,6 +101,23 @@ def test_request_stop_checkpoints_at_the_next_update_boundary(compose_cfg, tmp_p
     assert resumed["weights_sha256"] == full["weights_sha256"]
 
 
+@pytest.mark.parametrize("case", ["hardsync", "async-adam"])
+def test_a_checkpoint_from_a_fused_gpu_step_resumes_with_the_cpus_step(compose_cfg, tmp_path, case):
+    """A checkpoint's optimizer groups say how its device stepped (``fused`` on a GPU, optimizer/build.py's
+    FUSED_DEVICES); the resumed run steps as its own device does: here the CPU's, to the uninterrupted CPU run's
+    weights bit for bit (torch's own ``load_state_dict`` would step fused on the CPU: other floats)."""
+    cfg = compose_cfg(*BASE, *CASES[case], "epochs=2")
+    full = _train(cfg, tmp_path / "full", None)
+    d = tmp_path / "cut"
+    with pytest.raises(RunStopped):
+        _train(cfg, d, Plan(d / CHECKPOINT_FILE, stop_after=3))
+    state = load(d / CHECKPOINT_FILE)
+    for g in state["optimizer"]["param_groups"]:  # as a GPU wrote it
+        g["fused"], g["foreach"] = True, None
+    resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, state=state))
+    assert resumed["weights_sha256"] == full["weights_sha256"]
+
+
 def test_unreadable_checkpoint_is_a_config_error(tmp_path):
     from psbench.checkpoint import resume_state
     from psbench.errors import ConfigError

@@ -151,10 +151,10 @@ def counted(compose_cfg, tmp_path):
 
     runs = iter(range(100))
 
-    def run(updates: int):
+    def run(updates: int, *overrides: str):
         d = tmp_path / f"run{next(runs)}"
         d.mkdir()
-        return count_run(prepare(compose_cfg(*RUN, f"trainer.max_updates={updates}")), d)
+        return count_run(prepare(compose_cfg(*RUN, f"trainer.max_updates={updates}", *overrides)), d)
 
     return run
 
@@ -199,6 +199,21 @@ def test_an_async_update_neither_copies_snapshots_into_new_buffers_nor_sums_its_
     updates = long.updates - short.updates
     assert more(UPDATE, "clone") < updates / 4 and more(UPDATE, "_foreach_copy_") > 0
     assert more(GRADIENTS, "sum") < updates, long.top_ops(GRADIENTS)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_nesterov_update_copies_its_aggregate_only_for_a_step_that_writes_into_it(counted, monkeypatch, fused):
+    """``foreach`` SGD with Nesterov momentum adds the momentum into p.grad in place, so the update keeps a copy of
+    its aggregate to apply again after a rollback (a clone per weight tensor); the fused step (a GPU's) leaves
+    p.grad alone and needs none."""
+    from psbench.optimizer import build
+
+    if fused:
+        monkeypatch.setattr(build, "FUSED_DEVICES", ("cpu",))
+    momentum = ("optimizer.momentum=0.9", "optimizer.weight_decay=0")
+    plain, nesterov = counted(48, *momentum), counted(48, *momentum, "+optimizer.nesterov=true")
+    clones = nesterov.counts.phase_ops[UPDATE, "clone"] - plain.counts.phase_ops[UPDATE, "clone"]
+    assert clones == 0 if fused else clones >= 48, clones
 
 
 def test_the_weights_are_looked_up_per_run_not_per_update(counted, monkeypatch):

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from psbench.optimizer.build import finite_update
+from psbench.optimizer.build import finite_flag, finite_update
 
 
 def _tensors():
@@ -41,6 +41,15 @@ def test_nan_or_inf_anywhere_stops_the_update(where, bad):
 def test_a_non_finite_loss_stops_the_update(loss):
     params, grads = _tensors()
     assert not finite_update(loss, params, grads)
+
+
+@pytest.mark.parametrize(("loss", "ok"), [(math.nan, False), (math.inf, False), (-math.inf, False), (3e38, True)])
+def test_the_device_flag_checks_the_loss_itself(loss, ok):
+    """:func:`finite_flag` (the strategy's check, read back once per flush) on a loss tensor. ``finite_update``
+    answers a non-finite float loss on the host before calling it, so only this reaches the loss in the flag."""
+    params, grads = _tensors()
+    flag = finite_flag(torch.tensor(loss), params, grads)
+    assert flag.dtype == torch.bool and flag.dim() == 0 and bool(flag) is ok
 
 
 def test_tensors_of_several_dtypes_are_all_checked():

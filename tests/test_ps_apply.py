@@ -13,7 +13,7 @@ import json
 import pytest
 import torch
 
-from psbench.ps.apply import apply_update
+from psbench.ps.apply import apply_update, step_update
 
 BASE = (
     "learners=3",
@@ -70,6 +70,49 @@ def test_a_non_finite_update_changes_nothing():
     assert not apply_update(params, grads, 1.0, opt)
     assert all(torch.equal(p.detach(), b) for p, b in zip(params, before, strict=True))
     assert not opt.state  # no momentum buffer was made
+
+
+def _laid_out(device: str):
+    """A channels_last conv weight and a bias, and gradients laid out otherwise (a vmapped row is contiguous)."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(8, 3, 5, 5, generator=g).to(device, memory_format=torch.channels_last)
+    params = [w.requires_grad_(), torch.randn(8, generator=g).to(device).requires_grad_()]
+    grads = [torch.randn(8, 3, 5, 5, generator=g).to(device), torch.randn(16, generator=g).to(device)[::2]]
+    assert all(p.stride() != q.stride() for p, q in zip(params, grads, strict=True))
+    return params, grads
+
+
+def test_the_step_sees_each_gradient_in_its_weights_layout():
+    """p.grad has p's strides, as autograd gives them (CUDA's fused SGD and Adam refuse others), the same values, and
+    the aggregate itself is left as it was."""
+    params, grads = _laid_out("cpu")
+    before = [g.clone() for g in grads]
+    seen = []
+    opt = torch.optim.SGD(params, lr=0.1)
+    want = [(p - 0.1 * g).detach() for p, g in zip(params, grads, strict=True)]
+
+    def step():
+        seen.extend((p.grad.stride() == p.stride(), torch.equal(p.grad, g)) for p, g in zip(params, grads, strict=True))
+        opt.step()
+
+    step_update(params, grads, opt, step=step)
+    assert seen == [(True, True)] * 2
+    for p, w in zip(params, want, strict=True):
+        torch.testing.assert_close(p.detach(), w, rtol=0, atol=1e-6)
+    assert all(torch.equal(g, b) and g.stride() != p.stride() for g, b, p in zip(grads, before, params, strict=True))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: no fused CUDA step to run")
+@pytest.mark.parametrize("name", ["sgd", "adam"])
+def test_cuda_fused_steps_take_gradients_laid_out_otherwise_than_their_weights(name):
+    from psbench.optimizer.build import build_optimizer
+
+    params, grads = _laid_out("cuda")
+    opt = build_optimizer(params, {"name": name, "lr": 0.1, "momentum": 0.9})
+    assert opt.param_groups[0]["fused"] is True
+    for _ in range(2):  # Adam's first step makes its state in the weights' layout; the second reads it
+        step_update(params, grads, opt)
+    assert all(torch.isfinite(p).all() for p in params)
 
 
 def test_lr_scale_scales_this_updates_weight_decay_only():

@@ -16,6 +16,7 @@ Reference values, copied from BVLC/caffe ``examples/cifar10/cifar10_full_train_t
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -412,3 +413,40 @@ def test_single_learner_cifar10_full_learns_on_the_subset(run_psbench, psbench_r
         errors[label] = json.loads((out / "summary.json").read_text())["test_error"]
     assert errors["recipe"] <= 0.70, errors
     assert errors["unit"] >= 0.85, errors
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam"])
+def test_a_loaded_optimizer_state_keeps_the_devices_own_step(monkeypatch, name) -> None:
+    """:func:`load_optimizer_state` (what a resumed run loads): state written by the CPU's step loads into a
+    :data:`FUSED_DEVICES` device's optimizer as fused, with Adam's step count where a fused step keeps it, and
+    continues to the weights of a run that never stopped, to float tolerance; torch's ``load_state_dict`` would
+    take the CPU's ``foreach``."""
+    from psbench.optimizer import build
+
+    torch.manual_seed(0)
+    net = _recipe_net()
+    cfg = {"name": name, "lr": 0.01, "momentum": 0.9, "weight_decay": 0.004}
+    x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+
+    def steps(opt: torch.optim.Optimizer, k: int) -> None:
+        for _ in range(k):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+
+    cpu = build.build_optimizer(param_groups(net), cfg)
+    steps(cpu, 2)
+    state, mid = copy.deepcopy(cpu.state_dict()), {k: v.clone() for k, v in net.state_dict().items()}
+    monkeypatch.setattr(build, "FUSED_DEVICES", ("cpu",))
+    fused = build.build_optimizer(param_groups(net), cfg)
+    build.load_optimizer_state(fused, state)
+    assert all(g["fused"] is True and not g["foreach"] for g in fused.param_groups)
+    if name == "adam":  # a fused step keeps it as a float32 tensor on the weights' device
+        assert all(s["step"].dtype == torch.float32 and s["step"].item() == 2 for s in fused.state.values())
+    steps(fused, 1)
+    got = [p.detach().clone() for p in net.parameters()]
+    net.load_state_dict(mid)
+    steps(cpu, 1)
+    assert all(g["foreach"] is (True if name == "sgd" else None) for g in cpu.param_groups)
+    for a, b in zip(got, net.parameters(), strict=True):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)

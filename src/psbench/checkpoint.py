@@ -36,6 +36,7 @@ import pytorch_lightning as pl
 import torch
 
 from psbench import lightning_seams as seams
+from psbench.optimizer.build import load_optimizer_state
 
 # the keys that may differ between a run and its resume and the diff that names the others live in the torch-free
 # psbench.run_dir (the run-dir check before Hydra writes the dir uses them too)
@@ -175,7 +176,7 @@ class Checkpointer(pl.Callback):
         if s is None:
             return
         cast(torch.nn.Module, pl_module.net).load_state_dict(s["weights"])
-        trainer.optimizers[0].load_state_dict(s["optimizer"])
+        load_optimizer_state(trainer.optimizers[0], s["optimizer"])
         for cfg, sd in zip(trainer.lr_scheduler_configs, s["schedulers"], strict=True):
             cfg.scheduler.load_state_dict(sd)
         cast(Any, trainer.strategy).load_ps_state(s["strategy"])  # psbench's ParameterServerStrategy

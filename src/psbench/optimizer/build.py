@@ -84,6 +84,24 @@ def build_optimizer(params, cfg: Mapping) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=lr, betas=betas, weight_decay=wd, fused=fused or None)
 
 
+#: param-group keys that choose how a step runs, not what it computes: a resumed run keeps its own device's choice
+STEP_IMPLEMENTATION = ("foreach", "fused", "capturable")
+
+
+def load_optimizer_state(opt: torch.optim.Optimizer, state: Mapping[str, Any]) -> None:
+    """``opt.load_state_dict(state)``, keeping ``opt``'s own :data:`STEP_IMPLEMENTATION` per group.
+
+    torch takes every group key from the saved state, so a checkpoint written on a GPU (fused) would step fused on
+    the CPU (other floats) and one written on the CPU would stay ``foreach`` on a GPU; the saved ``step`` of Adam
+    also moves to where this optimizer's implementation keeps it.
+    """
+    groups = [
+        {**saved, **{k: g[k] for k in STEP_IMPLEMENTATION if k in g}}
+        for saved, g in zip(state["param_groups"], opt.param_groups, strict=False)  # torch checks the counts
+    ]
+    opt.load_state_dict({**state, "param_groups": groups})
+
+
 def finite_flag(loss: torch.Tensor, params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> torch.Tensor:
     """May the PS apply this update, as a 0-d bool tensor on the weights' device (no host synchronisation)?
 

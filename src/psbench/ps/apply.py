@@ -34,11 +34,13 @@ def step_update(
     Lightning's ``gradient_clip_val`` convention); the optimizer's step (``step``, e.g. Lightning's optimizer
     wrapper, which also counts the step; default ``optimizer.step``) — at ``step_scale`` × each group's lr when
     ``step_scale`` is given (an adaptive optimizer's lr policy, :func:`psbench.lr.steps.scales_step`; the weight
-    decay is then left to that lr); the lr schedules' steps; p.grad = None.
+    decay is then left to that lr); the lr schedules' steps; p.grad = None. p.grad has p's strides, as autograd
+    gives them (a copy where g's differ, e.g. a vmapped row of a channels_last weight): CUDA's fused SGD and Adam
+    refuse a gradient laid out otherwise than its weight.
     """
     scale_weight_decay(optimizer, lr_scale if step_scale is None else 1.0)
     for p, g in zip(params, grads, strict=True):
-        p.grad = g
+        p.grad = g if g.stride() == p.stride() else torch.empty_like(p).copy_(g)
     if clip:
         torch.nn.utils.clip_grad_norm_(params, float(clip))
     if step_scale is None:

@@ -447,13 +447,15 @@ class Lookahead:
         self.snapshots.load_state_dict(snapshots, readers)
 
     def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps; results and BatchNorm statistics that are views of a vmapped flush's tensors
+        are copied out, so that a checkpoint holds each once, not the whole flush's tensor per view."""
         return {
             "snapshots": self.snapshots.state_dict(),
             "readers": self.snapshots.readers.copy(),
             "computed": self.computed.copy(),
-            "results": {k: list(v) for k, v in self.results.items()},
+            "results": {k: [_owned(g), _owned(loss), n] for k, (g, loss, n) in self.results.items()},
             "peak_bytes": self.peak_bytes,
-            "row_stats": dict(self.row_stats),
+            "row_stats": {k: _owned(v) for k, v in self.row_stats.items()},
         }
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
@@ -464,3 +466,10 @@ class Lookahead:
         self._blocks = {}
         self.peak_bytes = int(sd["peak_bytes"])
         self.row_stats = {int(k): v for k, v in sd.get("row_stats", {}).items()}
+
+
+def _owned(t: Any) -> Any:
+    """``t`` (a tensor, or a dict of them) with every view of a larger tensor copied into a tensor of its own."""
+    if isinstance(t, dict):
+        return {k: _owned(v) for k, v in t.items()}
+    return t.clone() if t.untyped_storage().nbytes() > t.nbytes else t
