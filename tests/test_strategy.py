@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -184,3 +185,13 @@ def test_sample_stream_covers_every_sample_once_per_epoch():
     across = s.indices(8, 4)  # crosses into epoch 1
     assert across[:2].tolist() == first[8:].tolist()
     assert across[2:].tolist() == s.indices(10, 2).tolist()
+
+
+@pytest.mark.parametrize("starts", [[4, 0, 8], [8, 27, 3, 15], [29], []])
+def test_many_rows_samples_at_once_are_each_rows_samples(starts):
+    """``SampleStream.rows`` (a flush's rows in a few tensor ops) is ``indices`` of every start, concatenated: any
+    order, rows that cross an epoch's end or lie epochs apart."""
+    s = SampleStream(10, seed=3)
+    want = [i for p in starts for i in SampleStream(10, seed=3).indices(p, 3).tolist()]
+    got = s.rows(np.array(starts, dtype=np.int64), 3)
+    assert got.dtype == torch.int64 and got.tolist() == want

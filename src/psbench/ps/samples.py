@@ -7,6 +7,9 @@ Lightning strategy and the dist engine's learners read the same samples. Torch o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 
 
@@ -32,3 +35,19 @@ class SampleStream:
             return self._perm(e0)[off : off + count]
         pos = torch.arange(start, start + count)
         return torch.cat([self._perm(e)[pos[pos // self.n == e] - e * self.n] for e in range(e0, e1 + 1)])
+
+    def rows(self, starts: Sequence[int] | np.ndarray, count: int) -> torch.Tensor:
+        """The ``count`` samples from each of ``starts``, row-major: ``indices`` of every start, concatenated, in a
+        few tensor ops (one index of one epoch's permutation unless the rows cross an epoch's end)."""
+        pos = torch.from_numpy(np.asarray(starts, dtype=np.int64)).unsqueeze(1) + torch.arange(count)
+        pos = pos.reshape(-1)
+        if not len(pos):
+            return pos
+        e0, e1 = int(min(starts)) // self.n, (int(max(starts)) + count - 1) // self.n
+        if e0 == e1:
+            return self._perm(e0)[pos - e0 * self.n]
+        epoch, out = pos // self.n, torch.empty_like(pos)
+        for e in range(e0, e1 + 1):
+            here = epoch == e
+            out[here] = self._perm(e)[pos[here] - e * self.n]
+        return out

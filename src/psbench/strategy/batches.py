@@ -96,9 +96,8 @@ class UpdateBatches(torch.utils.data.Dataset):
 
     def samples(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
         """(x, y) of the given schedule rows' samples, row-major: [len(rows)·s, ...]."""
-        starts = self.s.sample_start[rows].tolist()
-        idx = torch.cat([self.stream.indices(p, self.spg) for p in starts])
-        return gather(self.x, self.y, idx, starts, self.spg)
+        starts = self.s.sample_start[rows]
+        return gather(self.x, self.y, self.stream.rows(starts, self.spg), starts.tolist(), self.spg)
 
     def __getitem__(self, i: int) -> UpdateBatch:
         s, rows = self.s, self.s.rows(i)

@@ -179,7 +179,7 @@ class LocalLearners:
             theta, commit = elastic_commit(
                 theta, {n: v.index_select(0, idx) for n, v in self.pull.items()}, self.rho, lr
             )
-        sample_idx = torch.cat([self.stream.indices(int(self.schedule.sample_start[r]), mu * H) for r in rows])
+        sample_idx = self.stream.rows(self.schedule.sample_start[np.asarray(rows)], mu * H)
         xs = self.x[sample_idx].view(k, H, mu, *self.x.shape[1:]).transpose(0, 1).contiguous()
         ys = self.y[sample_idx].view(k, H, mu, *self.y.shape[1:]).transpose(0, 1).contiguous()
         theta, acc, seen, right = local_window(

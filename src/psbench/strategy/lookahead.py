@@ -240,9 +240,13 @@ class Lookahead:
 
     def _row_weights(self, rows: np.ndarray) -> torch.Tensor:
         """w_l/c of each of ``rows``, in the data's dtype, on its device."""
-        first = self.s.offsets[self.upd[rows]]
-        vals = [self._weight_list(u)[j] for u, j in zip(self.upd[rows].tolist(), (rows - first).tolist(), strict=True)]
-        return upload(torch.tensor(vals, dtype=self.data.x.dtype), self.data.x.device)
+        upd = self.upd[rows]
+        if not len(upd):
+            return torch.empty(0, dtype=self.data.x.dtype, device=self.data.x.device)
+        lo, hi = int(upd.min()), int(upd.max())
+        flat = [w for u in range(lo, hi + 1) for w in self._weight_list(u)]  # rows offsets[lo] … offsets[hi + 1]
+        vals = torch.from_numpy(np.asarray(flat)[rows - self.s.offsets[lo]])
+        return upload(vals.to(self.data.x.dtype), self.data.x.device)
 
     def _weight_list(self, u: int) -> list[float]:
         w = self._wlist.get(u)

@@ -132,7 +132,7 @@ class UserUpdates(UpdateBatches):
     def batch(self, rows, layout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Any:
         """The rows' samples, row-major, collated as the user's DataLoader would, through the batch-transfer hooks
         (to the device); ``layout`` is applied to every tensor of the result."""
-        idx = torch.cat([self.stream.indices(p, self.spg) for p in self.s.sample_start[rows].tolist()]).tolist()
+        idx = self.stream.rows(self.s.sample_start[rows], self.spg).tolist()
         items = self._getitems(idx) if self._getitems is not None else [self.dataset[i] for i in idx]
         out = self.transfer(self.collate(items))
         return out if layout is None else apply_to_collection(out, torch.Tensor, layout)
