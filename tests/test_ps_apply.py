@@ -8,6 +8,7 @@ dist PS), weight decay, momentum, Adam, AdaGrad, step and polynomial lr schedule
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -60,6 +61,25 @@ def test_clip_scales_the_aggregate_to_the_global_norm_then_steps_and_schedules()
     for p, w in zip(params, want, strict=True):
         torch.testing.assert_close(p.detach(), w, rtol=0, atol=1e-6)
     assert opt.param_groups[0]["lr"] == 0.05  # the schedule stepped once
+
+
+def test_a_clipped_update_applied_again_after_a_rollback_gives_the_same_weights():
+    """Clipping scales p.grad in place; the update's aggregate (kept to apply it again after a rollback,
+    strategy/pending.py) stays as given, so the replay from the restored state gives the same weights bit for bit."""
+    params, grads = _params_and_grads()
+    before = [g.clone() for g in grads]
+    start = [p.detach().clone() for p in params]
+    opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
+    saved = copy.deepcopy(opt.state_dict())
+    step_update(params, grads, opt, clip=0.5)
+    first = [p.detach().clone() for p in params]
+    assert all(torch.equal(g, b) for g, b in zip(grads, before, strict=True))
+    with torch.no_grad():
+        for p, s0 in zip(params, start, strict=True):
+            p.copy_(s0)
+    opt.load_state_dict(saved)
+    step_update(params, grads, opt, clip=0.5)
+    assert all(torch.equal(p.detach(), f) for p, f in zip(params, first, strict=True))
 
 
 def test_a_non_finite_update_changes_nothing():

@@ -92,12 +92,16 @@ def load_optimizer_state(opt: torch.optim.Optimizer, state: Mapping[str, Any]) -
     """``opt.load_state_dict(state)``, keeping ``opt``'s own :data:`STEP_IMPLEMENTATION` per group.
 
     torch takes every group key from the saved state, so a checkpoint written on a GPU (fused) would step fused on
-    the CPU (other floats) and one written on the CPU would stay ``foreach`` on a GPU; the saved ``step`` of Adam
-    also moves to where this optimizer's implementation keeps it.
+    the CPU (other floats) and one written on the CPU would stay ``foreach`` on a GPU. Adam's saved ``step`` goes
+    to the weights' device as float32 when this optimizer steps fused (or capturable), else stays where it was
+    loaded (the CPU, for :func:`psbench.checkpoint.load`). A state with another number of groups is refused by
+    torch's own check.
     """
+    if len(state["param_groups"]) != len(opt.param_groups):
+        return opt.load_state_dict(dict(state))  # torch's ValueError: a different number of parameter groups
     groups = [
         {**saved, **{k: g[k] for k in STEP_IMPLEMENTATION if k in g}}
-        for saved, g in zip(state["param_groups"], opt.param_groups, strict=False)  # torch checks the counts
+        for saved, g in zip(state["param_groups"], opt.param_groups, strict=True)
     ]
     opt.load_state_dict({**state, "param_groups": groups})
 
