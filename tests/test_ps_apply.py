@@ -63,22 +63,25 @@ def test_clip_scales_the_aggregate_to_the_global_norm_then_steps_and_schedules()
     assert opt.param_groups[0]["lr"] == 0.05  # the schedule stepped once
 
 
-def test_a_clipped_update_applied_again_after_a_rollback_gives_the_same_weights():
-    """Clipping scales p.grad in place; the update's aggregate (kept to apply it again after a rollback,
-    strategy/pending.py) stays as given, so the replay from the restored state gives the same weights bit for bit."""
+@pytest.mark.parametrize("writes", ["clip", "nesterov"])
+def test_an_update_applied_again_after_a_rollback_gives_the_same_weights(writes):
+    """Clipping scales p.grad in place, and ``foreach`` Nesterov SGD adds the momentum into it; the update's aggregate
+    (kept to apply it again after a rollback, strategy/pending.py) stays as given, so the replay from the restored
+    state gives the same weights bit for bit."""
     params, grads = _params_and_grads()
     before = [g.clone() for g in grads]
     start = [p.detach().clone() for p in params]
-    opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=writes == "nesterov", foreach=True)
+    clip = 0.5 if writes == "clip" else None
     saved = copy.deepcopy(opt.state_dict())
-    step_update(params, grads, opt, clip=0.5)
+    step_update(params, grads, opt, clip=clip)
     first = [p.detach().clone() for p in params]
     assert all(torch.equal(g, b) for g, b in zip(grads, before, strict=True))
     with torch.no_grad():
         for p, s0 in zip(params, start, strict=True):
             p.copy_(s0)
     opt.load_state_dict(saved)
-    step_update(params, grads, opt, clip=0.5)
+    step_update(params, grads, opt, clip=clip)
     assert all(torch.equal(p.detach(), f) for p, f in zip(params, first, strict=True))
 
 

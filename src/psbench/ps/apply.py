@@ -36,12 +36,18 @@ def step_update(
     ``step_scale`` is given (an adaptive optimizer's lr policy, :func:`psbench.lr.steps.scales_step`; the weight
     decay is then left to that lr); the lr schedules' steps; p.grad = None. p.grad has p's strides, as autograd
     gives them (a copy where g's differ, e.g. a vmapped row of a channels_last weight): CUDA's fused SGD and Adam
-    refuse a gradient laid out otherwise than its weight. With ``clip``, which scales p.grad in place, p.grad is a
-    copy, so that ``grads`` stay as given (an update applied again after a rollback applies the same aggregate).
+    refuse a gradient laid out otherwise than its weight. Where the step writes into p.grad (``clip`` scales it,
+    ``foreach`` Nesterov SGD adds the momentum into it) p.grad is a copy, so that ``grads`` stay as given (an update
+    applied again after a rollback applies the same aggregate).
     """
     scale_weight_decay(optimizer, lr_scale if step_scale is None else 1.0)
+    writes = bool(clip) or any(g.get("nesterov") and not g.get("fused") for g in optimizer.param_groups)
     for p, g in zip(params, grads, strict=True):
-        p.grad = g if g.stride() == p.stride() and not clip else torch.empty_like(p).copy_(g)
+        if g.stride() != p.stride():
+            g = torch.empty_like(p).copy_(g)
+        elif writes:
+            g = g.clone()
+        p.grad = g
     if clip:
         torch.nn.utils.clip_grad_norm_(params, float(clip))
     if step_scale is None:

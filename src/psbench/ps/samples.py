@@ -33,8 +33,7 @@ class SampleStream:
         if e0 == e1:
             off = start - e0 * self.n
             return self._perm(e0)[off : off + count]
-        pos = torch.arange(start, start + count)
-        return torch.cat([self._perm(e)[pos[pos // self.n == e] - e * self.n] for e in range(e0, e1 + 1)])
+        return self.rows([start], count)
 
     def rows(self, starts: Sequence[int] | np.ndarray, count: int) -> torch.Tensor:
         """The ``count`` samples from each of ``starts``, row-major: ``indices`` of every start, concatenated, in a

@@ -518,8 +518,6 @@ class ParameterServerStrategyCore(_Base):
         applied = Applied(batch, loss_t, ok, glist, self._lr.after_update(batch.index), extra)
         if bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py), folded in after the step
             applied.bn_stats = ahead.running_stats(batch.index)
-        if any(g.get("nesterov") and not g.get("fused") for g in opt.param_groups):
-            glist = [g.clone() for g in glist]  # foreach SGD adds the momentum into p.grad in place; fused does not
         if self._optimizer_step is None:  # Lightning's wrapper (it counts the step), or as lean where it adds nothing
             self._optimizer_step = seams.lean_optimizer_step(trainer, module, opt) or module.optimizers().step
         self._step(applied, plist, glist, step=self._optimizer_step)
