@@ -201,6 +201,17 @@ def test_an_async_update_neither_copies_snapshots_into_new_buffers_nor_sums_its_
     assert more(GRADIENTS, "sum") < updates, long.top_ops(GRADIENTS)
 
 
+def test_the_divergence_check_is_finished_once_per_flush_not_per_update(counted):
+    """Per update only what must see θ before its step (``update_terms``: a product and a 1-norm per weight tensor);
+    the loss + Σ|θ·g| of every update since the last read-back and its t − t = 0 are one stack, sum, add, sub and
+    eq at the read-back (``finite_flags``), where they were five kernels per update."""
+    short, long = counted(24), counted(48)
+    updates, reads = long.updates - short.updates, long.flushes - short.flushes + 1
+    assert updates > 3 * reads
+    for op in ("eq", "sub"):
+        assert long.counts.phase_ops[UPDATE, op] - short.counts.phase_ops[UPDATE, op] <= reads, long.top_ops(UPDATE)
+
+
 @pytest.mark.parametrize("fused", [False, True])
 def test_a_nesterov_update_copies_its_aggregate_only_for_a_step_that_writes_into_it(counted, monkeypatch, fused):
     """``foreach`` SGD with Nesterov momentum adds the momentum into p.grad in place, so the update keeps a copy of

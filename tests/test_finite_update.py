@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from psbench.optimizer.build import finite_flag, finite_update
+from psbench.optimizer.build import finite_flag, finite_flags, finite_update, update_terms
 
 
 def _tensors():
@@ -59,3 +59,23 @@ def test_tensors_of_several_dtypes_are_all_checked():
     assert not finite_update(0.5, params, grads)
     grads[-1][1] = 1.0
     assert finite_update(0.5, params, grads)
+
+
+def test_the_checks_of_many_updates_finished_at_once_flag_each_update_on_its_own():
+    """The strategy keeps each update's :func:`update_terms` (taken before its step) and finishes the checks of a
+    whole flush at its read-back: each flag is that update's alone, as :func:`finite_flag` gives it."""
+    params, grads = _tensors()
+    kept, losses = [], []
+    for j in range(5):
+        g = [t * (j + 1) for t in grads]
+        if j == 1:
+            g[0][0, 0, 0, 0] = math.nan
+        if j == 3:
+            g[2][0, 0] = 1e36  # finite, but θ·g past the float range
+        kept.append(update_terms(params, g))
+        losses.append(torch.tensor(math.inf if j == 4 else 0.5))
+    flags = finite_flags(torch.stack(losses), kept)
+    assert flags.tolist() == [True, False, True, False, False]
+    for j, terms in enumerate(kept):
+        assert bool(finite_flags(losses[j].reshape(1), [terms])[0]) is flags.tolist()[j]
+    assert finite_flags(torch.tensor([0.5, math.nan]), [[], []]).tolist() == [True, False]  # no weights: the loss

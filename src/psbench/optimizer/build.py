@@ -106,26 +106,42 @@ def load_optimizer_state(opt: torch.optim.Optimizer, state: Mapping[str, Any]) -
     opt.load_state_dict({**state, "param_groups": groups})
 
 
-def finite_flag(loss: torch.Tensor, params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> torch.Tensor:
-    """May the PS apply this update, as a 0-d bool tensor on the weights' device (no host synchronisation)?
+def update_terms(params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The part of an update's divergence check that must see its weights before its step: Σ|θ·g| of each tensor,
+    as 0-d tensors on the weights' device (no host synchronisation, no value of ``params`` or ``grads`` changed).
 
-    True when loss + Σ|θ·g| is finite: NaN or ±inf anywhere in the loss, the weights or the aggregate — or a
-    product θ·g past the float range, where the surrogate Σ⟨θ, g⟩ (whose gradient is g) would overflow — makes it
-    False (so would a finite loss and sum whose own sum passes the float range, ~3.4e38 in float32). Two fused
-    kernels on a GPU (``torch._foreach_mul``, ``torch._foreach_norm``), a stack and sum of one value per tensor and
-    the check; on the CPU, whose 1-norm is the slow part (264 of 330 µs for the 89,578 weights of the CIFAR CNN, one
-    thread), |θ·g| in place and a sum per tensor: 0.55× the time. No value of ``params`` or ``grads`` changes. The
-    check is t − t = 0, false for ±inf and NaN: two ops where ``torch.isfinite`` dispatches four.
+    Two fused kernels on a GPU (``torch._foreach_mul``, ``torch._foreach_norm``); on the CPU, whose 1-norm is the
+    slow part (264 of 330 µs for the 89,578 weights of the CIFAR CNN, one thread), |θ·g| in place and a sum per
+    tensor: 0.55× the time. :func:`finite_flags` finishes the check, for many updates at once.
     """
     with torch.no_grad():
         products = torch._foreach_mul(list(params), list(grads))
         if products and products[0].device.type == "cpu":
             torch._foreach_abs_(products)
-            terms = torch.stack([t.sum() for t in products])
-        else:
-            terms = torch.stack(torch._foreach_norm(products, 1))
-        total = terms.sum() + loss
+            return [t.sum() for t in products]
+        return list(torch._foreach_norm(products, 1))
+
+
+def finite_flags(losses: torch.Tensor, terms: Sequence[Sequence[torch.Tensor]]) -> torch.Tensor:
+    """May the PS apply each of these updates? A bool tensor, one per update (``losses[j]`` and ``terms[j]``, its
+    :func:`update_terms`), on their device: a handful of kernels for any number of updates.
+
+    True when loss + Σ|θ·g| is finite: NaN or ±inf anywhere in the loss, the weights or the aggregate — or a
+    product θ·g past the float range, where the surrogate Σ⟨θ, g⟩ (whose gradient is g) would overflow — makes it
+    False (so would a finite loss and sum whose own sum passes the float range, ~3.4e38 in float32). The check is
+    t − t = 0, false for ±inf and NaN: two ops where ``torch.isfinite`` dispatches four.
+    """
+    with torch.no_grad():
+        width = len(terms[0]) if len(terms) else 0
+        if width:
+            losses = losses + torch.stack([t for ts in terms for t in ts]).view(len(terms), width).sum(1)
+        total = losses
         return (total - total) == 0
+
+
+def finite_flag(loss: torch.Tensor, params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """May the PS apply this update, as a 0-d bool tensor on the weights' device (:func:`finite_flags` of one)?"""
+    return finite_flags(loss.reshape(1), [update_terms(params, grads)])[0]
 
 
 def finite_update(loss: float, params: Iterable[torch.Tensor], grads: Iterable[torch.Tensor]) -> bool:

@@ -2,11 +2,13 @@
 
 A host synchronisation (``float(loss)``, ``bool(finite)``) stops a GPU's host until every queued kernel has run;
 one per PS update made asynchronous schedules run at one small step per update whatever the look-ahead batches.
-So the strategy applies each update without reading anything back: its loss and its divergence check
-(:func:`~psbench.optimizer.build.finite_flag`) stay 0-d tensors on the device, kept here with what the update
-needs to be applied again (its aggregate, its lr schedulers). :meth:`Pending.read` reads every kept loss and check
-back in one device-to-host copy — at the look-ahead's next flush, before an evaluation or a checkpoint, at the
-fit's end — and the strategy then logs and counts those updates as if each had been checked before its step.
+So the strategy applies each update without reading anything back: its loss and the part of its divergence
+check that must see the weights before the step (:func:`~psbench.optimizer.build.update_terms`) stay 0-d tensors
+on the device, kept here with what the update needs to be applied again (its aggregate, its lr schedulers).
+:meth:`Pending.read` finishes every kept check at once (:func:`~psbench.optimizer.build.finite_flags`) and reads
+the losses and checks back in one device-to-host copy — at the look-ahead's next flush, before an evaluation or a
+checkpoint, at the fit's end — and the strategy then logs and counts those updates as if each had been checked
+before its step.
 
 A divergence is rare and its handling may be slow: if the kept updates must end at position j (update j was not
 finite, or update j − 1 tripped the loss rule of :mod:`psbench.ps.divergence`), :meth:`Pending.rollback` restores
@@ -25,6 +27,8 @@ from typing import Any
 
 import torch
 
+from psbench.optimizer.build import finite_flags
+
 
 @dataclass
 class Applied:
@@ -32,7 +36,7 @@ class Applied:
 
     batch: Any  #: its UpdateBatch (index, samples, time, staleness_mean, lr_scale)
     loss: torch.Tensor  #: 0-d, on the device
-    ok: torch.Tensor  #: 0-d bool, on the device: :func:`~psbench.optimizer.build.finite_flag`
+    terms: list[torch.Tensor]  #: 0-d, on the device: :func:`~psbench.optimizer.build.update_terms`
     grads: list[torch.Tensor]  #: the aggregate it applied, in the parameters' order (kept to apply it again)
     schedulers: list  #: the lr schedulers it stepped
     extra: dict[str, float] = field(default_factory=dict)  #: host metrics of its own (learners' accuracy)
@@ -117,9 +121,9 @@ class Pending:
         read for all of them. The kept updates stay until :meth:`clear` or :meth:`rollback`."""
         if not self.updates:
             return [], None
-        losses = torch.stack([a.loss for a in self.updates]).to(torch.float64)
-        oks = torch.stack([a.ok for a in self.updates]).to(torch.float64)
-        values = torch.cat([losses, oks]).tolist()  # the one read-back
+        losses = torch.stack([a.loss for a in self.updates])
+        oks = finite_flags(losses, [a.terms for a in self.updates])
+        values = torch.cat([losses.to(torch.float64), oks.to(torch.float64)]).tolist()  # the one read-back
         n = len(self.updates)
         bad = next((j for j, ok in enumerate(values[n:]) if not ok), None)
         return values[:n], bad

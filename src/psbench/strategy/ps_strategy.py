@@ -51,7 +51,7 @@ from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench import lightning_seams as seams
 from psbench.lr.steps import scales_step
-from psbench.optimizer.build import finite_flag
+from psbench.optimizer.build import update_terms
 from psbench.ps import Schedule, divergence
 from psbench.ps import plan as run_plan
 from psbench.ps.apply import step_update
@@ -511,11 +511,11 @@ class ParameterServerStrategyCore(_Base):
             return None
         plist, glist = list(params.values()), [grads[k] for k in params]
         opt = trainer.optimizers[0]
-        loss_t = torch.as_tensor(loss, device=plist[0].device).detach()
+        loss_t = torch.as_tensor(loss, device=plist[0].device)
+        loss_t = loss_t.detach() if loss_t.requires_grad else loss_t
         bn = ahead.bn if self.local is None else None
         self.pending.begin(self._saved(plist), opt, self._lr.stepped_per_update)
-        ok = finite_flag(loss_t, plist, glist)
-        applied = Applied(batch, loss_t, ok, glist, self._lr.after_update(batch.index), extra)
+        applied = Applied(batch, loss_t, update_terms(plist, glist), glist, self._lr.after_update(batch.index), extra)
         if bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py), folded in after the step
             applied.bn_stats = ahead.running_stats(batch.index)
         if self._optimizer_step is None:  # Lightning's wrapper (it counts the step), or as lean where it adds nothing
