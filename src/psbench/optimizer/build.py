@@ -132,10 +132,9 @@ def finite_flags(losses: torch.Tensor, terms: Sequence[Sequence[torch.Tensor]]) 
     t − t = 0, false for ±inf and NaN: two ops where ``torch.isfinite`` dispatches four.
     """
     with torch.no_grad():
-        width = len(terms[0]) if len(terms) else 0
-        if width:
-            losses = losses + torch.stack([t for ts in terms for t in ts]).view(len(terms), width).sum(1)
-        total = losses
+        total, width = losses, len(terms[0]) if len(terms) else 0
+        if width:  # every update's terms in one stack: a row each
+            total = total + torch.stack([t for ts in terms for t in ts]).view(len(terms), width).sum(1)
         return (total - total) == 0
 
 
