@@ -1,4 +1,4 @@
-"""PS updates applied on the device and read back at most once per look-ahead flush (issue 38 item 2).
+"""PS updates applied on the device and read back once per look-ahead flush (issue 38 item 2).
 
 A host synchronisation (``float(loss)``, ``bool(finite)``) stops a GPU's host until every queued kernel has run;
 one per PS update made asynchronous schedules run at one small step per update whatever the look-ahead batches.
@@ -6,10 +6,9 @@ So the strategy applies each update without reading anything back: its loss and 
 check that must see the weights before the step (:func:`~psbench.optimizer.build.update_terms`) stay 0-d tensors
 on the device, kept here with what the update needs to be applied again (its aggregate, its lr schedulers).
 :meth:`Pending.read` finishes every kept check at once (:func:`~psbench.optimizer.build.finite_flags`) and reads
-the losses and checks back in one device-to-host copy — before the look-ahead's next flush where
-:meth:`Pending.due` says so (every flush of async and λ-softsync updates, every 64 of hardsync's, whose updates are
-a flush each), before an evaluation or a checkpoint, at the fit's end — and the strategy then logs and counts
-those updates as if each had been checked before its step.
+the losses and checks back in one device-to-host copy — at the look-ahead's next flush, before an evaluation or a
+checkpoint, at the fit's end — and the strategy then logs and counts those updates as if each had been checked
+before its step.
 
 A divergence is rare and its handling may be slow: if the kept updates must end at position j (update j was not
 finite, or update j − 1 tripped the loss rule of :mod:`psbench.ps.divergence`), :meth:`Pending.rollback` restores
@@ -100,17 +99,10 @@ def _refill(copies: list[torch.Tensor], live: list[torch.Tensor]) -> None:
 class Pending:
     """The updates applied since the last read-back, and the state before the first of them."""
 
-    #: the most updates kept between two read-backs (a rollback applies at most this many again) …
-    MAX_UPDATES = 64
-    #: … and the most bytes their aggregates may hold
-    MAX_BYTES = 64 << 20
-
     def __init__(self) -> None:
         self.updates: list[Applied] = []
         self.saved = Saved()
         self._schedulers: list = []  # every lr scheduler stepped per update (restored on a rollback)
-        self._views = 0  # kept updates whose aggregate is a view into a larger tensor (a vmapped flush's)
-        self._update_bytes = 0  # bytes of one update's aggregate of its own
 
     def __len__(self) -> int:
         return len(self.updates)
@@ -123,19 +115,6 @@ class Pending:
 
     def add(self, applied: Applied) -> None:
         self.updates.append(applied)
-        if applied.grads and applied.grads[0].untyped_storage().nbytes() > applied.grads[0].nbytes:
-            self._views += 1  # a row of a vmapped flush's tensor
-        elif not self._update_bytes:
-            self._update_bytes = sum(g.numel() * g.element_size() for g in applied.grads)
-
-    def due(self) -> bool:
-        """Must the kept updates be read back before the look-ahead's next flush? Only if one of them holds a view
-        of a flush's vmapped tensor (kept past the flush, it would keep that flush's whole tensor: async and
-        λ-softsync, whose flushes hold many updates each), or they reach :attr:`MAX_UPDATES` or :attr:`MAX_BYTES`.
-        Hardsync's updates are a flush each: read back per flush, a GPU's host would wait for every update's kernels
-        before it launched the next update's, where a plain training loop runs ahead of the GPU."""
-        n = len(self.updates)
-        return bool(self._views) or n >= self.MAX_UPDATES or n * self._update_bytes >= self.MAX_BYTES
 
     def read(self) -> tuple[list[float], int | None]:
         """(the kept updates' losses, the position of the first that was not finite or None): one device-to-host
@@ -150,7 +129,7 @@ class Pending:
         return values[:n], bad
 
     def clear(self) -> None:
-        self.updates, self._views = [], 0
+        self.updates = []
 
     def rollback(
         self,

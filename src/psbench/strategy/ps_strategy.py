@@ -496,7 +496,7 @@ class ParameterServerStrategyCore(_Base):
             extra["train_accuracy"] = self.local.last_accuracy  # AGN's f(t) for temporal efficiency (Eq 4)
         else:
             ahead = self._ahead()
-            ahead.before_flush = self._settle_if_due  # the updates applied so far: at most once per flush
+            ahead.before_flush = self.settle  # the updates applied so far are read back once per flush
             if self._by_step is None:  # before the first gradient: where the lr policy acts (psbench.lr.steps)
                 self._by_step = ahead.data.step_scaled = scales_step(trainer.optimizers[0], ahead.data.policy.name)
             params = ahead.weights()
@@ -562,11 +562,6 @@ class ParameterServerStrategyCore(_Base):
             or (self.schedule is not None and last is not None and last + 1 >= self.schedule.num_updates)
             or self._module.trainer.should_stop
         )
-
-    def _settle_if_due(self) -> None:
-        """Before a look-ahead flush: :meth:`settle` if the kept updates must be read back now (:meth:`Pending.due`)."""
-        if self.pending.due():
-            self.settle()
 
     def settle(self) -> None:
         """Read back every update applied since the last read-back (:meth:`Pending.read`, one device-to-host
