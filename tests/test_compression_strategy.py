@@ -64,3 +64,23 @@ def test_terngrad_compresses_every_learner_with_its_own_state(digits):
     assert torch.equal(weights(again), weights(net))  # seeded codec streams: deterministic
     state = strat2.compression.state_dict()
     assert set(state["codecs"]) == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("protocol", ["async", "hardsync"])
+def test_a_diverged_run_counts_the_bytes_pushed_up_to_its_divergence(compose_cfg, tmp_path, protocol):
+    """A divergence read back late (once per look-ahead flush) rolls back the updates after it: their pushes are
+    taken back too, so ``bytes_pushed_measured`` is that of checking every update before its step — the run
+    stopped just before the non-finite update, plus that update's own pushes (its learners pushed it; the PS did
+    not apply it). Before, a diverged async run counted every update of the flush it was read back in."""
+    from psbench.train import train
+
+    case = ("trainer.progress=none", "trainer.num_threads=1", "batch_size=8", "logger=none", f"protocol={protocol}")
+    case += ("learners=4", "epochs=1", "optimizer.lr=1000", "compression=signsgd")
+    (tmp_path / "div").mkdir()
+    (tmp_path / "ref").mkdir()
+    div = train(compose_cfg(*case), tmp_path / "div")
+    assert div["status"] == "diverged" and div["updates_done"] == div["diverged_at_update"] > 1
+    ref = train(compose_cfg(*case, f"trainer.max_updates={div['updates_done']}"), tmp_path / "ref")
+    per_update = ref["bytes_pushed_measured"] // ref["updates_done"]  # signSGD: the same bytes every push
+    assert ref["bytes_pushed_measured"] == per_update * ref["updates_done"]
+    assert div["bytes_pushed_measured"] == ref["bytes_pushed_measured"] + per_update

@@ -41,6 +41,7 @@ class Applied:
     schedulers: list  #: the lr schedulers it stepped
     extra: dict[str, float] = field(default_factory=dict)  #: host metrics of its own (learners' accuracy)
     bn_stats: list | None = None  #: the BatchNorm statistics it folds in (psbench.strategy.batchnorm), if any
+    pushed: int = 0  #: the bytes its learners pushed through a gradient codec (psbench.compression), if any
 
 
 class Saved:

@@ -488,6 +488,7 @@ class ParameterServerStrategyCore(_Base):
         seams.log_at(trainer, batch.index)  # the step evaluations log at
         self._last_update = batch.index
         extra: dict[str, float] = {}
+        pushed = 0
         if self.local is not None:  # the commits of H local steps per learner, in gradient units
             self.settle()  # (the CPU's local learners: read back per update, as they read their own losses)
             params = dict(module.net.named_parameters())
@@ -503,12 +504,12 @@ class ParameterServerStrategyCore(_Base):
             if self.compression is not None:
                 learners, weights, each, loss = ahead.learner_gradients(batch.index, params)
                 grads, pushed = self.compression.aggregate(learners, weights, each)
-                self.bytes_pushed += pushed
             else:
                 grads, loss = ahead.update_gradient(batch.index, params)
         if self.diverged_at is not None:  # the read-back before this update found an earlier one diverged
             trainer.should_stop = True
             return None
+        self.bytes_pushed += pushed
         plist, glist = list(params.values()), [grads[k] for k in params]
         opt = trainer.optimizers[0]
         loss_t = torch.as_tensor(loss, device=plist[0].device)
@@ -516,6 +517,7 @@ class ParameterServerStrategyCore(_Base):
         bn = ahead.bn if self.local is None else None
         self.pending.begin(self._saved(plist), opt, self._lr.stepped_per_update)
         applied = Applied(batch, loss_t, update_terms(plist, glist), glist, self._lr.after_update(batch.index), extra)
+        applied.pushed = pushed
         if bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py), folded in after the step
             applied.bn_stats = ahead.running_stats(batch.index)
         if self._optimizer_step is None:  # Lightning's wrapper (it counts the step), or as lean where it adds nothing
@@ -584,6 +586,9 @@ class ParameterServerStrategyCore(_Base):
             self.pending.clear()
             return
         trainer = self._module.trainer
+        # the updates after the divergence were never pushed where each is checked before its step (the non-finite
+        # one was: its learners pushed it, the PS did not apply it)
+        self.bytes_pushed -= sum(a.pushed for a in updates[keep + (why is None) :])
         if keep < len(updates):
             params = list(self._weights().values())
             self.pending.rollback(
