@@ -251,7 +251,10 @@ def test_the_step_runs_fused_on_a_gpu_and_foreach_on_the_cpu(monkeypatch, name) 
     monkeypatch.setattr(build, "FUSED_DEVICES", ("cpu",))
     fused, got = trained()
     assert fused.defaults["fused"] is True and not fused.defaults["foreach"]
-    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(got, want, strict=True))
+    # Adam divides by √v + ε: where a gradient component is near ε, the last bits by which the fused and foreach
+    # kernels differ grow to a small fraction of lr (7.1e-7 after 3 steps at lr 0.01 on an AMD EPYC VM, 2026-11-29)
+    atol = 1e-7 if name == "sgd" else 1e-3 * cfg["lr"]
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=atol) for a, b in zip(got, want, strict=True))
     assert not build._fused([torch.zeros(2, dtype=torch.int64)])  # only floating-point weights
 
 
