@@ -2,7 +2,7 @@
 # Pack, into .devcheck/ (git-ignored), what one device call on a GPU machine needs, then run it there in one go:
 #   bash benchmarks/gpu_pack.sh              (here: needs the venv and the project's shared notes beside the clone)
 #   bash .devcheck/run.sh OUTDIR             (there, from the checkout's root; the device tool's `carry` takes
-#                                            .devcheck along: ~25 MB)
+#                                            .devcheck along: ~20 MB)
 # The GPU machines seen so far have torch and pytorch-lightning but neither hydra-core, omegaconf and antlr4 nor a
 # package index (the GPU README of the shared notes): these three, pure Python, are copied from the venv into
 # .devcheck/deps, the 5,085-image CIFAR-10 subset into .devcheck/datasets, and the shared device-check.sh beside

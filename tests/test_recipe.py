@@ -458,7 +458,7 @@ def test_a_state_of_another_number_of_groups_is_refused_as_torch_refuses_it() ->
     from psbench.optimizer import build
 
     two = build.build_optimizer(
-        [{"params": [torch.nn.Parameter(torch.ones(2))]}] * 1 + [{"params": [torch.nn.Parameter(torch.ones(3))]}],
+        [{"params": [torch.nn.Parameter(torch.ones(2))]}, {"params": [torch.nn.Parameter(torch.ones(3))]}],
         {"name": "sgd", "lr": 0.1, "momentum": 0.9},
     )
     one = build.build_optimizer([torch.nn.Parameter(torch.ones(2))], {"name": "sgd", "lr": 0.1, "momentum": 0.9})

@@ -516,8 +516,8 @@ class ParameterServerStrategyCore(_Base):
         loss_t = loss_t.detach() if loss_t.requires_grad else loss_t
         bn = ahead.bn if self.local is None else None
         self.pending.begin(self._saved(plist), opt, self._lr.stepped_per_update)
-        applied = Applied(batch, loss_t, update_terms(plist, glist), glist, self._lr.after_update(batch.index), extra)
-        applied.pushed = pushed
+        terms, schedulers = update_terms(plist, glist), self._lr.after_update(batch.index)
+        applied = Applied(batch, loss_t, terms, glist, schedulers, extra, pushed=pushed)
         if bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py), folded in after the step
             applied.bn_stats = ahead.running_stats(batch.index)
         if self._optimizer_step is None:  # Lightning's wrapper (it counts the step), or as lean where it adds nothing
