@@ -201,6 +201,16 @@ def test_an_async_update_neither_copies_snapshots_into_new_buffers_nor_sums_its_
     assert more(GRADIENTS, "sum") < updates, long.top_ops(GRADIENTS)
 
 
+def test_hardsync_reads_back_once_per_64_updates_not_per_flush(counted):
+    """Hardsync's updates are a look-ahead flush each: read back before every flush, a GPU's host waited for each
+    update's kernels before it launched the next update's. In the psbench command nothing but psbench sees the
+    weights between read-backs, and hardsync's aggregates are tensors of their own (no flush's tensor kept alive):
+    read back once per ``Pending.MAX_UPDATES``, and at the fit's end."""
+    rc = counted(48, "protocol=hardsync", "batch_size=2")
+    assert rc.updates == 48 and rc.flushes == 48
+    assert rc.counts.host_reads[UPDATE] + rc.counts.host_reads[GRADIENTS] <= 1, rc.counts.read_sites
+
+
 def test_the_divergence_check_is_finished_once_per_flush_not_per_update(counted):
     """Per update only what must see θ before its step (``update_terms``: a product and a 1-norm per weight tensor);
     the loss + Σ|θ·g| of every update since the last read-back and its t − t = 0 are one stack, sum, add, sub and

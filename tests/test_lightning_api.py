@@ -637,3 +637,50 @@ def test_on_before_optimizer_step_runs_once_per_update_and_changes_nothing(digit
             assert len(norms) == strategy.summary.updates_done == 60 and all(n > 0 for n in norms)
     assert ends[0][0] == ends[1][0] == 60 and calls == [0, 60]
     assert all(torch.equal(a, b) for a, b in zip(ends[0][1], ends[1][1], strict=True))
+
+
+class HalveGrads(pl.Callback):
+    """A hook that changes each update's aggregate in p.grad before the optimizer's step, as gradient scalers do."""
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        for p in pl_module.parameters():
+            p.grad.mul_(0.5)
+
+
+class SeesWeights(Classifier):
+    """Records, per ``training_step``, whether the weights it runs on are finite."""
+
+    def __init__(self) -> None:
+        super().__init__(lr=1000.0)
+        self.finite: list[bool] = []
+
+    def training_step(self, batch, batch_idx):
+        self.finite.append(all(bool(p.isfinite().all()) for p in self.parameters()))
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_users_code_runs_only_on_weights_read_back_finite(digits, monkeypatch):
+    """Where a user's code computes the gradients or sees the update, the PS reads each hardsync update back before
+    the next flush (``Pending.defer`` off): the user's ``training_step`` never runs on weights a later read-back
+    would find diverged, and no rollback replays updates without the user's ``on_before_optimizer_step``. The same
+    run as a read-back forced before every flush, the divergence included."""
+    from psbench.strategy.pending import Pending
+
+    data = torch.utils.data.TensorDataset(digits.x_train[:480], digits.y_train[:480])
+    ends = []
+    for forced in (True, False):
+        if forced:
+            monkeypatch.setattr(Pending, "due", lambda self: True)
+        else:
+            monkeypatch.undo()
+        torch.manual_seed(0)
+        model = SeesWeights()
+        strategy = ParameterServerStrategy.simulated("hardsync", learners=4, seed=0, divergence_factor=None)
+        trainer = pl.Trainer(strategy=strategy, max_epochs=1, callbacks=[HalveGrads()], **QUIET)
+        trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=8, shuffle=True))
+        assert strategy.summary.diverged_at_update is not None and all(model.finite), model.finite
+        ends.append(
+            (strategy.summary.diverged_at_update, trainer.global_step, [p.detach().clone() for p in model.parameters()])
+        )
+    assert ends[0][:2] == ends[1][:2]
+    assert all(torch.equal(a, b) for a, b in zip(ends[0][2], ends[1][2], strict=True))

@@ -12,6 +12,7 @@ from pytorch_lightning.loggers.logger import Logger
 
 from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, load
 from psbench.strategy.chunks import MAX_UPDATES, auto_updates_per_step, bounds
+from psbench.strategy.pending import Pending
 from psbench.train import train
 
 BASE = ("trainer.progress=none", "trainer.num_threads=1", "batch_size=8", "trainer.log_every_n_updates=3")
@@ -113,3 +114,28 @@ def test_divergence_stops_at_the_same_update(compose_cfg, tmp_path):
         assert many[key] == one[key], key
     assert hist_many == hist_one
     assert "diverged" in {k for _, k, _ in hist_one}
+
+
+@pytest.mark.parametrize("kept", [64, 4])
+@pytest.mark.parametrize("lr", ["0.05", "1000"], ids=["learns", "diverges"])
+def test_hardsync_read_back_per_segment_is_the_run_read_back_per_update(compose_cfg, tmp_path, monkeypatch, lr, kept):
+    """Hardsync's updates are a look-ahead flush each, and in the psbench command nothing but psbench sees the weights
+    between two read-backs: the strategy reads its updates back once per ``kept`` (:attr:`Pending.MAX_UPDATES`) or
+    before an evaluation, not before every flush. Against a read-back before every update: the same weights, the
+    same metrics at the same steps, the divergence at the same update (found up to ``kept`` − 1 updates later: the
+    weights rolled back and the updates before it applied again)."""
+    case = ("protocol=hardsync", "learners=4", "epochs=1", f"optimizer.lr={lr}")
+    monkeypatch.setattr(Pending, "MAX_UPDATES", 1)
+    each, hist_each = _run(compose_cfg, tmp_path, "each", *case)
+    monkeypatch.setattr(Pending, "MAX_UPDATES", kept)
+    reads = []
+    read = Pending.read
+    monkeypatch.setattr(Pending, "read", lambda self: reads.append(len(self.updates)) or read(self))
+    got, hist_got = _run(compose_cfg, tmp_path, "kept", *case)
+    for key in ("status", "diverged_at_update", "updates_done", "weights_sha256", "test_error", "train_loss"):
+        assert got[key] == each[key], key
+    assert hist_got == hist_each
+    done = [n for n in reads if n]
+    assert max(done) > 1 and len(done) <= -(-(got["updates_done"] + 1) // kept) + 1, reads  # (+ the fit's end)
+    if lr == "1000":
+        assert got["status"] == "diverged" and got["diverged_at_update"] % kept not in (0, 1), got["diverged_at_update"]

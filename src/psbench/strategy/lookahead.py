@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -99,6 +99,9 @@ class Lookahead:
         ahead: compute rows of at most this many updates after the current one (None: all that can be;
             0: update by update, the execution without look-ahead).
     """
+
+    #: the gradients are a user's code (``training_step``), which must see only weights read back finite
+    runs_user_code: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -6,9 +6,16 @@ So the strategy applies each update without reading anything back: its loss and 
 check that must see the weights before the step (:func:`~psbench.optimizer.build.update_terms`) stay 0-d tensors
 on the device, kept here with what the update needs to be applied again (its aggregate, its lr schedulers).
 :meth:`Pending.read` finishes every kept check at once (:func:`~psbench.optimizer.build.finite_flags`) and reads
-the losses and checks back in one device-to-host copy — at the look-ahead's next flush, before an evaluation or a
-checkpoint, at the fit's end — and the strategy then logs and counts those updates as if each had been checked
-before its step.
+the losses and checks back in one device-to-host copy — before the look-ahead's next flush where :meth:`Pending.due`
+says so, before an evaluation or a checkpoint, at an epoch's and the fit's end — and the strategy then logs and
+counts those updates as if each had been checked before its step.
+
+Hardsync's updates are a flush each: read back before every flush, a GPU's host waits for each update's kernels
+before it launches the next update's, where a plain training loop runs ahead of the GPU. Where no code but
+psbench's sees the weights between two read-backs (:attr:`Pending.defer`, set by the strategy: psbench's own
+gradients, not a user's ``training_step``; an optimizer step without hooks; no codec, no local learners), kept
+updates outlive a flush up to :attr:`Pending.MAX_UPDATES` (or :attr:`Pending.MAX_BYTES` of aggregates); the
+gradients computed meanwhile on weights not yet checked are dropped with their updates if a rollback comes.
 
 A divergence is rare and its handling may be slow: if the kept updates must end at position j (update j was not
 finite, or update j − 1 tripped the loss rule of :mod:`psbench.ps.divergence`), :meth:`Pending.rollback` restores
@@ -100,10 +107,20 @@ def _refill(copies: list[torch.Tensor], live: list[torch.Tensor]) -> None:
 class Pending:
     """The updates applied since the last read-back, and the state before the first of them."""
 
+    #: the most updates kept between two read-backs where they may outlive a flush (a rollback applies at most
+    #: this many again) …
+    MAX_UPDATES = 64
+    #: … and the most bytes their aggregates may hold
+    MAX_BYTES = 64 << 20
+
     def __init__(self) -> None:
         self.updates: list[Applied] = []
         self.saved = Saved()
         self._schedulers: list = []  # every lr scheduler stepped per update (restored on a rollback)
+        #: may kept updates outlive a look-ahead flush (see the module docstring)? Set by the strategy.
+        self.defer = False
+        self._views = 0  # kept updates whose aggregate is a view into a larger tensor (a vmapped flush's)
+        self._bytes = 0  # bytes of the kept aggregates
 
     def __len__(self) -> int:
         return len(self.updates)
@@ -116,6 +133,22 @@ class Pending:
 
     def add(self, applied: Applied) -> None:
         self.updates.append(applied)
+        first = applied.grads[0] if applied.grads else None
+        if first is not None and first.untyped_storage().nbytes() > first.nbytes:
+            self._views += 1  # a row of a vmapped flush's tensor (its gradients are views of one block each)
+        self._bytes += sum(g.nbytes for g in applied.grads)
+
+    def due(self) -> bool:
+        """Must the kept updates be read back before the look-ahead's next flush? Yes unless :attr:`defer`; and where
+        one of them holds a view of a flush's vmapped tensor (kept past the flush it would keep that flush's whole
+        tensor: async and λ-softsync, whose flushes hold many updates each), or they reach :attr:`MAX_UPDATES` or
+        :attr:`MAX_BYTES`."""
+        return (
+            not self.defer
+            or bool(self._views)
+            or len(self.updates) >= self.MAX_UPDATES
+            or self._bytes >= self.MAX_BYTES
+        )
 
     def read(self) -> tuple[list[float], int | None]:
         """(the kept updates' losses, the position of the first that was not finite or None): one device-to-host
@@ -130,7 +163,7 @@ class Pending:
         return values[:n], bad
 
     def clear(self) -> None:
-        self.updates = []
+        self.updates, self._views, self._bytes = [], 0, 0
 
     def rollback(
         self,

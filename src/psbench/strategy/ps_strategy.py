@@ -477,8 +477,10 @@ class ParameterServerStrategyCore(_Base):
                 self._module.log(self.prefix + "loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
         else:
             self._apply(batch)
-        if batch_idx + 1 == trainer.num_training_batches and not self.diverged:
-            self._lr.epoch_done(trainer.current_epoch)
+        if batch_idx + 1 == trainer.num_training_batches:  # the epoch's schedulers step on read-back updates only
+            self.settle()
+            if not self.diverged:
+                self._lr.epoch_done(trainer.current_epoch)
         return None
 
     def _apply(self, batch: UpdateBatch) -> None:
@@ -497,7 +499,7 @@ class ParameterServerStrategyCore(_Base):
             extra["train_accuracy"] = self.local.last_accuracy  # AGN's f(t) for temporal efficiency (Eq 4)
         else:
             ahead = self._ahead()
-            ahead.before_flush = self.settle  # the updates applied so far are read back once per flush
+            ahead.before_flush = self._settle_if_due  # the updates applied so far: at most once per flush
             if self._by_step is None:  # before the first gradient: where the lr policy acts (psbench.lr.steps)
                 self._by_step = ahead.data.step_scaled = scales_step(trainer.optimizers[0], ahead.data.policy.name)
             params = ahead.weights()
@@ -521,7 +523,16 @@ class ParameterServerStrategyCore(_Base):
         if bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py), folded in after the step
             applied.bn_stats = ahead.running_stats(batch.index)
         if self._optimizer_step is None:  # Lightning's wrapper (it counts the step), or as lean where it adds nothing
-            self._optimizer_step = seams.lean_optimizer_step(trainer, module, opt) or module.optimizers().step
+            lean = seams.lean_optimizer_step(trainer, module, opt)
+            self._optimizer_step = lean or module.optimizers().step
+            # kept updates may outlive a flush only where no code but psbench's sees the weights before a read-back
+            self.pending.defer = (
+                lean is not None
+                and self.local is None
+                and self.compression is None
+                and self.lookahead is not None
+                and not self.lookahead.runs_user_code
+            )
         self._step(applied, plist, glist, step=self._optimizer_step)
         self.pending.add(applied)
         return None
@@ -564,6 +575,11 @@ class ParameterServerStrategyCore(_Base):
             or (self.schedule is not None and last is not None and last + 1 >= self.schedule.num_updates)
             or self._module.trainer.should_stop
         )
+
+    def _settle_if_due(self) -> None:
+        """Before a look-ahead flush: :meth:`settle` if the kept updates must be read back now (:meth:`Pending.due`)."""
+        if self.pending.due():
+            self.settle()
 
     def settle(self) -> None:
         """Read back every update applied since the last read-back (:meth:`Pending.read`, one device-to-host

@@ -146,6 +146,8 @@ class UserLookahead(Lookahead):
     (None: not checked yet).
     """
 
+    runs_user_code = True
+
     def __init__(
         self,
         schedule: Schedule,
