@@ -8,10 +8,13 @@ import torch
 
 
 def fit_updates(
-    strategy: pl.strategies.Strategy, module: pl.LightningModule, batches: torch.utils.data.Dataset
+    strategy: pl.strategies.Strategy,
+    module: pl.LightningModule,
+    batches: torch.utils.data.Dataset,
+    callbacks: list[pl.Callback] | None = None,
 ) -> None:
     """Fit ``module`` on ``batches`` (one item per PS update, already batched) for one epoch under ``strategy``:
-    CPU, deterministic, no logger, checkpoint, progress bar, model summary or validation."""
+    CPU, deterministic, no logger, checkpoint, progress bar, model summary or validation; ``callbacks``, if any."""
     trainer = pl.Trainer(
         strategy=strategy,
         accelerator="cpu",
@@ -22,5 +25,6 @@ def fit_updates(
         enable_model_summary=False,
         limit_val_batches=0,
         deterministic=True,
+        callbacks=callbacks,
     )
     trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))

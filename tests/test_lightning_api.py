@@ -659,9 +659,10 @@ class SeesWeights(Classifier):
         return super().training_step(batch, batch_idx)
 
 
-def test_a_users_code_runs_only_on_weights_read_back_finite(digits, monkeypatch):
-    """Where a user's code computes the gradients or sees the update, the PS reads each hardsync update back before
-    the next flush (``Pending.defer`` off): the user's ``training_step`` never runs on weights a later read-back
+@pytest.mark.parametrize("hooks", [[], [HalveGrads]], ids=["training_step", "and_on_before_optimizer_step"])
+def test_a_users_code_runs_only_on_weights_read_back_finite(digits, monkeypatch, hooks):
+    """In a user's Trainer the PS reads each hardsync update back before the next flush (``Pending.defer`` off: only
+    the psbench command's Trainer defers): the user's ``training_step`` never runs on weights a later read-back
     would find diverged, and no rollback replays updates without the user's ``on_before_optimizer_step``. The same
     run as a read-back forced before every flush, the divergence included."""
     from psbench.strategy.pending import Pending
@@ -676,7 +677,7 @@ def test_a_users_code_runs_only_on_weights_read_back_finite(digits, monkeypatch)
         torch.manual_seed(0)
         model = SeesWeights()
         strategy = ParameterServerStrategy.simulated("hardsync", learners=4, seed=0, divergence_factor=None)
-        trainer = pl.Trainer(strategy=strategy, max_epochs=1, callbacks=[HalveGrads()], **QUIET)
+        trainer = pl.Trainer(strategy=strategy, max_epochs=1, callbacks=[h() for h in hooks], **QUIET)
         trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=8, shuffle=True))
         assert strategy.summary.diverged_at_update is not None and all(model.finite), model.finite
         ends.append(

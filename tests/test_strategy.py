@@ -195,3 +195,32 @@ def test_many_rows_samples_at_once_are_each_rows_samples(starts):
     want = [i for p in starts for i in SampleStream(10, seed=3).indices(p, 3).tolist()]
     got = s.rows(np.array(starts, dtype=np.int64), 3)
     assert got.dtype == torch.int64 and got.tolist() == want
+
+
+def test_in_a_users_trainer_the_built_in_door_reads_back_before_each_flush(digits):
+    """``ParameterServerStrategy(schedule)`` in a user's Trainer: a user's callback may look at the weights after
+    any Trainer step, so hardsync's updates are read back before each flush, as a flush holds one update (only the
+    psbench command's strategy, ``defer_read_back=True``, keeps them longer): the callback sees non-finite weights
+    at most at the step of the update that diverged, never after it."""
+    import pytorch_lightning as pl
+
+    lam, mu = 4, 8
+    sched = schedule(Protocol("hardsync", lam), mu, 40 * lam)
+
+    class Watch(pl.Callback):
+        def __init__(self) -> None:
+            self.seen: list[tuple[int, bool]] = []
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            self.seen.append((batch.index, all(bool(p.isfinite().all()) for p in pl_module.parameters())))
+
+    torch.manual_seed(0)
+    module = ClassifierModule(build_model("mlp", digits.input_shape, digits.num_classes), {"name": "sgd", "lr": 1e3})
+    strategy = ParameterServerStrategy(sched, divergence_factor=None)
+    batches = UpdateBatches(sched, digits.x_train, digits.y_train, mu, LRPolicy(), mu, lam, 0)
+    watch = Watch()
+    fit_updates(strategy, module, batches, callbacks=[watch])
+    j = strategy.diverged_at
+    assert j is not None and 0 < j < sched.num_updates - 2
+    assert [i for i, finite in watch.seen if not finite] in ([], [j]), watch.seen
+    assert max(i for i, _ in watch.seen) <= j + 1

@@ -139,3 +139,60 @@ def test_hardsync_read_back_per_segment_is_the_run_read_back_per_update(compose_
     assert max(done) > 1 and len(done) <= -(-(got["updates_done"] + 1) // kept) + 1, reads  # (+ the fit's end)
     if lr == "1000":
         assert got["status"] == "diverged" and got["diverged_at_update"] % kept not in (0, 1), got["diverged_at_update"]
+
+
+@pytest.mark.parametrize("kept", [1, 64])
+def test_a_checkpoint_due_after_an_unread_divergence_ends_the_run_diverged_and_writes_nothing(
+    compose_cfg, tmp_path, monkeypatch, kept
+):
+    """A periodic checkpoint and a stop request read the kept updates back before writing: if one of them diverged,
+    the run ends diverged at it, as reading back per update would have ended it before the checkpoint was due —
+    no checkpoint of a diverged run, no stop reported over it, the summary of the run without them."""
+    case = ("protocol=hardsync", "learners=4", "epochs=1", "optimizer.lr=1000")
+    monkeypatch.setattr(Pending, "MAX_UPDATES", 1)
+    each, hist_each = _run(compose_cfg, tmp_path, "each", *case)
+    j = each["diverged_at_update"]
+    assert each["status"] == "diverged" and j > 2
+    monkeypatch.setattr(Pending, "MAX_UPDATES", kept)
+    d = tmp_path / f"cut{kept}"
+    got, hist = _run(
+        compose_cfg, tmp_path, d.name, *case, plan=Plan(d / CHECKPOINT_FILE, every=j + 2, stop_after=j + 3)
+    )
+    assert not (d / CHECKPOINT_FILE).exists()
+    for key in ("status", "diverged_at_update", "updates_done", "weights_sha256", "checkpoints_written"):
+        assert got[key] == each[key], key
+    assert hist == hist_each
+
+
+def test_hardsync_keeps_its_updates_for_a_read_back_within_the_memory_budget(compose_cfg, tmp_path, monkeypatch):
+    """The aggregates kept for a read-back count in ``trainer.memory_budget_mb``: they take what the budget leaves
+    over executing update by update (three weight copies for hardsync), so a budget of 0.25 MiB keeps a few of the
+    MLP's 38 KB aggregates, not 64; the peak the summary reports counts them and stays within the budget."""
+    budget = 2**18
+    sizes, reads = [], []
+    add, read = Pending.add, Pending.read
+    monkeypatch.setattr(Pending, "add", lambda self, a: sizes.append(sum(g.nbytes for g in a.grads)) or add(self, a))
+    monkeypatch.setattr(Pending, "read", lambda self: reads.append(len(self.updates)) or read(self))
+    got, _ = _run(
+        compose_cfg, tmp_path, "b", "protocol=hardsync", "learners=4", "epochs=1", "trainer.memory_budget_mb=0.25"
+    )
+    (size,) = set(sizes)
+    assert 1 < max(reads) <= (budget - 3 * size) // size < Pending.MAX_UPDATES, (size, reads)
+    assert max(reads) * size <= got["peak_snapshot_bytes"] <= budget
+
+
+def test_the_progress_bar_shows_the_loss_last_read_back_never_nan(compose_cfg, tmp_path, monkeypatch):
+    """With updates kept for a read-back, a Trainer step may end before any was read back: the bar then shows no loss
+    yet, not NaN, and afterwards the last one read back."""
+    import pytorch_lightning as pl
+
+    shown = []
+    log = pl.LightningModule.log
+    monkeypatch.setattr(
+        pl.LightningModule,
+        "log",
+        lambda self, name, value, **k: shown.append((name, value)) or log(self, name, value, **k),
+    )
+    _run(compose_cfg, tmp_path, "bar", "protocol=hardsync", "learners=4", "epochs=1", "trainer.progress=rich")
+    losses = [v for name, v in shown if name == "loss"]
+    assert losses and all(v == v for v in losses), losses

@@ -192,24 +192,29 @@ class Checkpointer(pl.Callback):
         self.on_ps_update_start(trainer, int(batch.index))
 
     def on_ps_update_start(self, trainer: pl.Trainer, i: int) -> None:
-        """Before update i (also between the updates of one Trainer step): the requested or periodic checkpoint."""
+        """Before update i (also between the updates of one Trainer step): the requested or periodic checkpoint. The
+        updates applied so far are read back first: if one of them diverged, the run ends there, as diverged (the
+        strategy stops the fit at its next update), and nothing is written."""
         stop_at = self.plan.stop_after
         if stop_at is not None and i >= stop_at and i > self.plan.start and self._stop is None:
             self._stop = f"trainer.stop_after_updates={self.plan.stop_after}"
+        if self._stop is None and not (self.plan.every and i > self.plan.start and i % self.plan.every == 0):
+            return
+        settle = getattr(trainer.strategy, "settle", None)
+        if settle is not None:  # (weights after a divergence restored)
+            settle()
+            if getattr(trainer.strategy, "diverged_at", None) is not None:
+                return
+        self.write(trainer, i)
         if self._stop is not None:
-            self.write(trainer, i)
             raise RunStopped(i, self._stop, self.plan.path)
-        if self.plan.every and i > self.plan.start and i % self.plan.every == 0:
-            self.write(trainer, i)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self in _active:
             _active.remove(self)
 
     def write(self, trainer: pl.Trainer, update: int) -> None:
-        settle = getattr(trainer.strategy, "settle", None)
-        if settle is not None:  # the updates applied so far read back (weights after a divergence restored)
-            settle()
+        """The checkpoint before update ``update`` (the strategy has read back every update applied before it)."""
         now = time.perf_counter()
         state = {
             "format": FORMAT,

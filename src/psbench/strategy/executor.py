@@ -202,6 +202,7 @@ def build_strategy(setup: RunSetup, sim: run_plan.SimulatedRun, plan=None):
         eval_every=every,
         sim=sim,
         samples_per_gradient=spg,
+        defer_read_back=True,  # build_trainer gives it psbench's callbacks only
     )
     updates = (
         WindowBatches(schedule, spg)

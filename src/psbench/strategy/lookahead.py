@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -100,9 +100,6 @@ class Lookahead:
             0: update by update, the execution without look-ahead).
     """
 
-    #: the gradients are a user's code (``training_step``), which must see only weights read back finite
-    runs_user_code: ClassVar[bool] = False
-
     def __init__(
         self,
         schedule: Schedule,
@@ -134,6 +131,9 @@ class Lookahead:
         self.batch_rows: list[int] = []  # rows computed by each batched call (a statistic; tests read it)
         self._wlist: dict[int, list[float]] = {}  # w_l/c of the updates in reach
         self.before_flush: Callable[[], None] | None = None  # called before each flush computes
+        #: bytes of gradients held for this look-ahead's updates outside it (aggregates applied and kept for a
+        #: read-back: :class:`~psbench.strategy.pending.Pending`), counted in its budget and peak
+        self.held_outside: Callable[[], int] = lambda: 0
         self.p_bytes = nbytes(dict(net.named_parameters()))  # one copy of the weights (or of a gradient)
         # functional_call's search for tied weights costs ~3 % of a 4-sample CIFAR CNN gradient (1.32 against
         # 1.28 ms, medians of 20 interleaved rounds); only a net sharing a parameter under two names needs it
@@ -176,8 +176,9 @@ class Lookahead:
         return minimum_bytes(self.s, param_bytes, self.by_row)
 
     def _held(self) -> int:
-        """Bytes the look-ahead needs now: its snapshots and pending results (free snapshot slots can be released)."""
-        return self.snapshots.bytes + self.result_bytes
+        """Bytes the look-ahead needs now: its snapshots, pending results and the aggregates held outside it (free
+        snapshot slots can be released)."""
+        return self.snapshots.bytes + self.result_bytes + self.held_outside()
 
     def _track(self, extra: int = 0) -> None:
         self.peak_bytes = max(self.peak_bytes, self._held() + self.snapshots.free_bytes + extra)

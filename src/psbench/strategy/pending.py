@@ -12,10 +12,11 @@ counts those updates as if each had been checked before its step.
 
 Hardsync's updates are a flush each: read back before every flush, a GPU's host waits for each update's kernels
 before it launches the next update's, where a plain training loop runs ahead of the GPU. Where no code but
-psbench's sees the weights between two read-backs (:attr:`Pending.defer`, set by the strategy: psbench's own
-gradients, not a user's ``training_step``; an optimizer step without hooks; no codec, no local learners), kept
-updates outlive a flush up to :attr:`Pending.MAX_UPDATES` (or :attr:`Pending.MAX_BYTES` of aggregates); the
-gradients computed meanwhile on weights not yet checked are dropped with their updates if a rollback comes.
+psbench's sees the weights between two read-backs (:attr:`Pending.defer`, set by the strategy: the psbench
+command's Trainer, an optimizer step without hooks, no codec, no local learners), kept updates outlive a flush up
+to :attr:`Pending.MAX_UPDATES` (or :attr:`Pending.max_bytes` of aggregates, counted in the look-ahead's memory
+budget); the gradients computed meanwhile on weights not yet checked are dropped with their updates if a rollback
+comes, and a checkpoint due meanwhile reads them back first (:mod:`psbench.checkpoint`).
 
 A divergence is rare and its handling may be slow: if the kept updates must end at position j (update j was not
 finite, or update j − 1 tripped the loss rule of :mod:`psbench.ps.divergence`), :meth:`Pending.rollback` restores
@@ -117,10 +118,12 @@ class Pending:
         self.updates: list[Applied] = []
         self.saved = Saved()
         self._schedulers: list = []  # every lr scheduler stepped per update (restored on a rollback)
-        #: may kept updates outlive a look-ahead flush (see the module docstring)? Set by the strategy.
-        self.defer = False
+        #: may kept updates outlive a look-ahead flush (see the module docstring)? Set by the strategy, with the bytes
+        #: their aggregates may hold (what the look-ahead's memory budget leaves, at most :attr:`MAX_BYTES`).
+        self.defer, self.max_bytes = False, self.MAX_BYTES
         self._views = 0  # kept updates whose aggregate is a view into a larger tensor (a vmapped flush's)
-        self._bytes = 0  # bytes of the kept aggregates
+        self.bytes = 0  #: bytes of the kept aggregates that are tensors of their own (in the look-ahead's budget)
+        self._last = 0  # … of the last one
 
     def __len__(self) -> int:
         return len(self.updates)
@@ -136,18 +139,20 @@ class Pending:
         first = applied.grads[0] if applied.grads else None
         if first is not None and first.untyped_storage().nbytes() > first.nbytes:
             self._views += 1  # a row of a vmapped flush's tensor (its gradients are views of one block each)
-        self._bytes += sum(g.nbytes for g in applied.grads)
+        else:
+            self._last = sum(g.nbytes for g in applied.grads)
+            self.bytes += self._last
 
     def due(self) -> bool:
         """Must the kept updates be read back before the look-ahead's next flush? Yes unless :attr:`defer`; and where
         one of them holds a view of a flush's vmapped tensor (kept past the flush it would keep that flush's whole
-        tensor: async and λ-softsync, whose flushes hold many updates each), or they reach :attr:`MAX_UPDATES` or
-        :attr:`MAX_BYTES`."""
+        tensor: async and λ-softsync, whose flushes hold many updates each), or they reach :attr:`MAX_UPDATES`, or
+        another update's aggregate would pass :attr:`max_bytes`."""
         return (
             not self.defer
             or bool(self._views)
             or len(self.updates) >= self.MAX_UPDATES
-            or self._bytes >= self.MAX_BYTES
+            or self.bytes + self._last > self.max_bytes
         )
 
     def read(self) -> tuple[list[float], int | None]:
@@ -163,7 +168,7 @@ class Pending:
         return values[:n], bad
 
     def clear(self) -> None:
-        self.updates, self._views, self._bytes = [], 0, 0
+        self.updates, self._views, self.bytes = [], 0, 0
 
     def rollback(
         self,

@@ -94,6 +94,10 @@ class ParameterServerStrategyCore(_Base):
         sim: the simulated run ``schedule`` is of (statistics and trace: :attr:`summary`).
         samples_per_gradient: μ·H (:attr:`summary`'s samples).
         plan: :meth:`simulated`'s setup: the schedule, the codecs and the gradient source are planned at ``setup``.
+        defer_read_back: the Trainer runs no code but psbench's (the psbench command's): hardsync's updates may be read
+            back once per :attr:`Pending.MAX_UPDATES <psbench.strategy.pending.Pending.MAX_UPDATES>`, not before each
+            of their one-update flushes (:mod:`psbench.strategy.pending`); a user's callbacks would see weights not
+            read back yet.
     """
 
     strategy_name = "parameter_server"
@@ -138,6 +142,7 @@ class ParameterServerStrategyCore(_Base):
         sim: run_plan.SimulatedRun | None = None,
         samples_per_gradient: int | None = None,
         plan: SimulatedSetup | None = None,
+        defer_read_back: bool = False,
     ) -> None:
         if plan is not None:  # the user's door: planned at setup, on the Trainer's accelerator, ps/… metrics
             batching, log_every_n_updates, device = plan.batching, plan.log_every_n_updates, None
@@ -178,6 +183,7 @@ class ParameterServerStrategyCore(_Base):
         self._clip_was: float | None = None
         self._fit_s = [0.0, 0.0]
         self.pending = Pending()  # updates applied, not read back yet (psbench.strategy.pending)
+        self.defer_read_back = defer_read_back
         self._by_step: bool | None = None  # the lr policy scales the optimizer's lr (psbench.lr.steps), not set yet
         self._optimizer_step: Any = None  # the fit's optimizer step, counted as Lightning's (set at its first update)
 
@@ -473,7 +479,7 @@ class ParameterServerStrategyCore(_Base):
                     break
             if self._reads_back_now():
                 self.settle()
-            if trainer.progress_bar_callback is not None:  # the last loss read back
+            if trainer.progress_bar_callback is not None and self.updates_done:  # the last loss read back
                 self._module.log(self.prefix + "loss", self.last_loss, prog_bar=True, logger=False, batch_size=1)
         else:
             self._apply(batch)
@@ -487,6 +493,9 @@ class ParameterServerStrategyCore(_Base):
         """Apply PS update ``batch.index``."""
         module = self._module
         trainer = module.trainer
+        if self.diverged_at is not None:  # a read-back since the last update (a checkpoint's) found one diverged
+            trainer.should_stop = True
+            return None
         seams.log_at(trainer, batch.index)  # the step evaluations log at
         self._last_update = batch.index
         extra: dict[str, float] = {}
@@ -527,12 +536,13 @@ class ParameterServerStrategyCore(_Base):
             self._optimizer_step = lean or module.optimizers().step
             # kept updates may outlive a flush only where no code but psbench's sees the weights before a read-back
             self.pending.defer = (
-                lean is not None
-                and self.local is None
-                and self.compression is None
-                and self.lookahead is not None
-                and not self.lookahead.runs_user_code
+                self.defer_read_back and lean is not None and self.local is None and self.compression is None
             )
+            if self.pending.defer and self.lookahead is not None:  # kept within what the memory budget leaves
+                la = self.lookahead
+                la.held_outside = lambda: self.pending.bytes
+                room = la.budget - la.minimum_bytes(la.p_bytes) if la.budget is not None else Pending.MAX_BYTES
+                self.pending.max_bytes = min(Pending.MAX_BYTES, room)
         self._step(applied, plist, glist, step=self._optimizer_step)
         self.pending.add(applied)
         return None

@@ -146,8 +146,6 @@ class UserLookahead(Lookahead):
     (None: not checked yet).
     """
 
-    runs_user_code = True
-
     def __init__(
         self,
         schedule: Schedule,
