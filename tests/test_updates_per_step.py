@@ -164,21 +164,26 @@ def test_a_checkpoint_due_after_an_unread_divergence_ends_the_run_diverged_and_w
     assert hist == hist_each
 
 
-def test_hardsync_keeps_its_updates_for_a_read_back_within_the_memory_budget(compose_cfg, tmp_path, monkeypatch):
-    """The aggregates kept for a read-back count in ``trainer.memory_budget_mb``: they take what the budget leaves
-    over executing update by update (three weight copies for hardsync), so a budget of 0.25 MiB keeps a few of the
-    MLP's 38 KB aggregates, not 64; the peak the summary reports counts them and stays within the budget."""
-    budget = 2**18
+@pytest.mark.parametrize("mb", [0.25, 0.5])
+def test_hardsync_keeps_its_updates_for_a_read_back_within_the_memory_budget(compose_cfg, tmp_path, monkeypatch, mb):
+    """The aggregates kept for a read-back take only what ``trainer.memory_budget_mb`` leaves beside each flush's
+    plan, and the peak the summary reports counts them; the plan itself never sees them, so the batching, and the
+    floats, are those of reading back per update (at 0.25 MiB the MLP's 38 KB rows are vmapped two by two: a plan
+    that counted the kept aggregates vmapped some one by one and changed the weights)."""
+    case = ("protocol=hardsync", "learners=4", "epochs=2", "optimizer.lr=0.3", f"trainer.memory_budget_mb={mb}")
+    monkeypatch.setattr(Pending, "MAX_UPDATES", 1)
+    each, hist_each = _run(compose_cfg, tmp_path, "each", *case)
+    monkeypatch.undo()
     sizes, reads = [], []
     add, read = Pending.add, Pending.read
     monkeypatch.setattr(Pending, "add", lambda self, a: sizes.append(sum(g.nbytes for g in a.grads)) or add(self, a))
     monkeypatch.setattr(Pending, "read", lambda self: reads.append(len(self.updates)) or read(self))
-    got, _ = _run(
-        compose_cfg, tmp_path, "b", "protocol=hardsync", "learners=4", "epochs=1", "trainer.memory_budget_mb=0.25"
-    )
+    got, hist = _run(compose_cfg, tmp_path, "kept", *case)
+    assert got["weights_sha256"] == each["weights_sha256"] and hist == hist_each
     (size,) = set(sizes)
-    assert 1 < max(reads) <= (budget - 3 * size) // size < Pending.MAX_UPDATES, (size, reads)
-    assert max(reads) * size <= got["peak_snapshot_bytes"] <= budget
+    assert max(reads) * size <= got["peak_snapshot_bytes"] <= mb * 2**20, (size, reads)
+    if mb == 0.5:
+        assert 1 < max(reads) < Pending.MAX_UPDATES, reads
 
 
 def test_the_progress_bar_shows_the_loss_last_read_back_never_nan(compose_cfg, tmp_path, monkeypatch):
@@ -196,3 +201,42 @@ def test_the_progress_bar_shows_the_loss_last_read_back_never_nan(compose_cfg, t
     _run(compose_cfg, tmp_path, "bar", "protocol=hardsync", "learners=4", "epochs=1", "trainer.progress=rich")
     losses = [v for name, v in shown if name == "loss"]
     assert losses and all(v == v for v in losses), losses
+
+
+def test_a_signal_after_a_divergence_not_read_back_yet_reports_it(compose_cfg, tmp_path, monkeypatch):
+    """A signal stops the run at the next update boundary, after the updates kept for a read-back are read back: a
+    run that diverged among them ends killed with its divergence said (``diverged_at_update``, the failure reason)
+    and the updates done before it, those of reading back per update, which ended diverged there."""
+    import signal
+
+    from psbench import lifecycle
+    from psbench.strategy.ps_strategy import ParameterServerStrategyCore as Core
+
+    case = ("protocol=hardsync", "learners=4", "epochs=1", "optimizer.lr=1000")
+    monkeypatch.setattr(Pending, "MAX_UPDATES", 1)
+    each, _ = _run(compose_cfg, tmp_path, "each", *case)
+    j = each["diverged_at_update"]
+    monkeypatch.undo()
+    apply = Core._apply
+
+    def signalled(self, batch) -> None:
+        apply(self, batch)
+        if batch.index == j + 2:  # a SIGTERM received while update j + 2 is applied (the handler records it so)
+            lifecycle._received.append(signal.SIGTERM)
+
+    monkeypatch.setattr(Core, "_apply", signalled)
+    lifecycle.reset()
+    try:
+        with pytest.raises(lifecycle.Killed) as k:
+            _run(compose_cfg, tmp_path, "signalled", *case)
+        got = lifecycle.summary(k.value)
+    finally:
+        lifecycle.reset()
+    assert (
+        got.status == "killed"
+        and got.diverged
+        and got.diverged_at_update == j == got.updates_done == each["updates_done"]
+    )
+    assert got.failure_reason.endswith(
+        f"after {j} of {got.updates_total} PS updates; diverged at update {j} ({each['divergence']})"
+    )

@@ -376,13 +376,17 @@ def reset() -> None:
 
 
 def summary(k: Killed) -> RunSummary:
-    """``summary.json`` of a killed run: status, signal, reason and what was done so far."""
+    """``summary.json`` of a killed run: status, signal, reason and what was done so far (a divergence found when the
+    updates applied before the signal were read back included)."""
     p = k.progress
     done = int(p.get("updates_done") or 0)
     return RunSummary(
         status="killed",
         signal=k.signal_name,
         failure_reason=describe(k),
+        diverged=p.get("diverged_at_update") is not None,
+        diverged_at_update=p.get("diverged_at_update"),
+        divergence=p.get("divergence"),
         updates_done=done,
         updates_total=p.get("updates_total"),
         ps_updates=done,
@@ -395,10 +399,14 @@ def summary(k: Killed) -> RunSummary:
 
 
 def describe(k: Killed) -> str:
-    """``killed by SIGTERM after 37 of 120 PS updates`` (the MLflow ``failure_reason``)."""
+    """``killed by SIGTERM after 37 of 120 PS updates`` (the MLflow ``failure_reason``), ``…; diverged at update 37 (a
+    non-finite loss or update)`` where the updates read back at the signal had."""
     p = k.progress
     total = p.get("updates_total")
     if "updates_done" not in p:
         return f"{k.reason} before training"
     of = f" of {total}" if total is not None else ""
-    return f"{k.reason} after {int(p['updates_done'])}{of} PS updates"
+    line = f"{k.reason} after {int(p['updates_done'])}{of} PS updates"
+    if p.get("diverged_at_update") is not None:
+        line += f"; diverged at update {p['diverged_at_update']} ({p.get('divergence')})"
+    return line

@@ -293,9 +293,11 @@ def fit(trainer, module, data, setup: RunSetup, plan=None) -> float:
             )
             lifecycle.check()
     except lifecycle.Killed as k:
-        strategy.settle()
+        strategy.settle()  # (a divergence among the updates not read back yet is said in the summary)
         net.cpu()
         k.progress.update(
+            diverged_at_update=strategy.diverged_at,
+            divergence=strategy.divergence,
             updates_done=strategy.updates_done,
             updates_total=strategy.schedule.num_updates,
             samples=strategy.samples_done,

@@ -130,9 +130,12 @@ class Lookahead:
         self.peak_bytes = 0
         self.batch_rows: list[int] = []  # rows computed by each batched call (a statistic; tests read it)
         self._wlist: dict[int, list[float]] = {}  # w_l/c of the updates in reach
-        self.before_flush: Callable[[], None] | None = None  # called before each flush computes
+        #: called before each flush computes, with the bytes its memory budget leaves beside what the flush plans to
+        #: hold (None: no budget): the strategy reads back the updates applied so far where it must
+        self.before_flush: Callable[[int | None], None] | None = None
         #: bytes of gradients held for this look-ahead's updates outside it (aggregates applied and kept for a
-        #: read-back: :class:`~psbench.strategy.pending.Pending`), counted in its budget and peak
+        #: read-back: :class:`~psbench.strategy.pending.Pending`): counted in its peak, never in its plans (a plan, and
+        #: so the batching and the floats, must not depend on when the strategy reads back)
         self.held_outside: Callable[[], int] = lambda: 0
         self.p_bytes = nbytes(dict(net.named_parameters()))  # one copy of the weights (or of a gradient)
         # functional_call's search for tied weights costs ~3 % of a 4-sample CIFAR CNN gradient (1.32 against
@@ -176,12 +179,12 @@ class Lookahead:
         return minimum_bytes(self.s, param_bytes, self.by_row)
 
     def _held(self) -> int:
-        """Bytes the look-ahead needs now: its snapshots, pending results and the aggregates held outside it (free
-        snapshot slots can be released)."""
-        return self.snapshots.bytes + self.result_bytes + self.held_outside()
+        """Bytes the look-ahead needs now: its snapshots and pending results (free snapshot slots can be released)."""
+        return self.snapshots.bytes + self.result_bytes
 
     def _track(self, extra: int = 0) -> None:
-        self.peak_bytes = max(self.peak_bytes, self._held() + self.snapshots.free_bytes + extra)
+        held = self._held() + self.snapshots.free_bytes + self.held_outside() + extra
+        self.peak_bytes = max(self.peak_bytes, held)
 
     # -- the update ----------------------------------------------------------------------------
     def update_gradient(self, i: int, params: Params) -> tuple[Params, torch.Tensor]:
@@ -222,8 +225,6 @@ class Lookahead:
 
     def _prepare(self, i: int, params: Params) -> None:
         if not self.computed[self.s.rows(i)].all():
-            if self.before_flush is not None:  # the strategy reads back the updates applied since the last flush
-                self.before_flush()
             self._flush(i, params)
         self.snapshots.advance(i, params)  # θ_i, if a row not computed yet reads it
         self._track()
@@ -266,7 +267,7 @@ class Lookahead:
         a, b = int(self.s.offsets[i]), int(self.s.offsets[min(self.s.num_updates, i + self.ahead)])
         rows = np.flatnonzero((self.ts[a:b] <= i) & ~self.computed[a:b]) + a
         p_bytes = self.p_bytes
-        chunk = self.max_rows
+        chunk, room = self.max_rows, None
         if self.budget is not None:
             own = rows[self.upd[rows] == i]  # update i's rows: always computed now
             later = rows[self.upd[rows] != i]
@@ -282,6 +283,9 @@ class Lookahead:
             # free snapshot slots only in the room left: the snapshots this flush releases become free slots, so
             # what is held stays what this plan counts
             self.snapshots.trim(self.budget - held - 2 * chunk * p_bytes)
+            room = self.budget - held - 2 * min(chunk, len(rows)) * p_bytes - self.snapshots.free_bytes
+        if self.before_flush is not None:
+            self.before_flush(room)
         at = lambda t: params if t == i else self.snapshots[t]  # noqa: E731
         for k in range(0, len(rows), chunk):
             part = rows[k : k + chunk]

@@ -14,7 +14,7 @@ Hardsync's updates are a flush each: read back before every flush, a GPU's host 
 before it launches the next update's, where a plain training loop runs ahead of the GPU. Where no code but
 psbench's sees the weights between two read-backs (:attr:`Pending.defer`, set by the strategy: the psbench
 command's Trainer, an optimizer step without hooks, no codec, no local learners), kept updates outlive a flush up
-to :attr:`Pending.MAX_UPDATES` (or :attr:`Pending.max_bytes` of aggregates, counted in the look-ahead's memory
+to :attr:`Pending.MAX_UPDATES` (or :attr:`Pending.MAX_BYTES` of aggregates, within the look-ahead's memory
 budget); the gradients computed meanwhile on weights not yet checked are dropped with their updates if a rollback
 comes, and a checkpoint due meanwhile reads them back first (:mod:`psbench.checkpoint`).
 
@@ -118,9 +118,8 @@ class Pending:
         self.updates: list[Applied] = []
         self.saved = Saved()
         self._schedulers: list = []  # every lr scheduler stepped per update (restored on a rollback)
-        #: may kept updates outlive a look-ahead flush (see the module docstring)? Set by the strategy, with the bytes
-        #: their aggregates may hold (what the look-ahead's memory budget leaves, at most :attr:`MAX_BYTES`).
-        self.defer, self.max_bytes = False, self.MAX_BYTES
+        #: may kept updates outlive a look-ahead flush (see the module docstring)? Set by the strategy.
+        self.defer = False
         self._views = 0  # kept updates whose aggregate is a view into a larger tensor (a vmapped flush's)
         self.bytes = 0  #: bytes of the kept aggregates that are tensors of their own (in the look-ahead's budget)
         self._last = 0  # … of the last one
@@ -143,16 +142,18 @@ class Pending:
             self._last = sum(g.nbytes for g in applied.grads)
             self.bytes += self._last
 
-    def due(self) -> bool:
+    def due(self, room: int | None = None) -> bool:
         """Must the kept updates be read back before the look-ahead's next flush? Yes unless :attr:`defer`; and where
         one of them holds a view of a flush's vmapped tensor (kept past the flush it would keep that flush's whole
         tensor: async and λ-softsync, whose flushes hold many updates each), or they reach :attr:`MAX_UPDATES`, or
-        another update's aggregate would pass :attr:`max_bytes`."""
+        another update's aggregate would pass :attr:`MAX_BYTES` or the ``room`` the memory budget leaves beside the
+        flush (None: no budget)."""
+        limit = self.MAX_BYTES if room is None else min(self.MAX_BYTES, room)
         return (
             not self.defer
             or bool(self._views)
             or len(self.updates) >= self.MAX_UPDATES
-            or self.bytes + self._last > self.max_bytes
+            or self.bytes + self._last > limit
         )
 
     def read(self) -> tuple[list[float], int | None]:

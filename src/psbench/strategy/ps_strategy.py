@@ -538,11 +538,8 @@ class ParameterServerStrategyCore(_Base):
             self.pending.defer = (
                 self.defer_read_back and lean is not None and self.local is None and self.compression is None
             )
-            if self.pending.defer and self.lookahead is not None:  # kept within what the memory budget leaves
-                la = self.lookahead
-                la.held_outside = lambda: self.pending.bytes
-                room = la.budget - la.minimum_bytes(la.p_bytes) if la.budget is not None else Pending.MAX_BYTES
-                self.pending.max_bytes = min(Pending.MAX_BYTES, room)
+            if self.pending.defer and self.lookahead is not None:  # the kept aggregates count in its peak
+                self.lookahead.held_outside = lambda: self.pending.bytes
         self._step(applied, plist, glist, step=self._optimizer_step)
         self.pending.add(applied)
         return None
@@ -586,9 +583,10 @@ class ParameterServerStrategyCore(_Base):
             or self._module.trainer.should_stop
         )
 
-    def _settle_if_due(self) -> None:
-        """Before a look-ahead flush: :meth:`settle` if the kept updates must be read back now (:meth:`Pending.due`)."""
-        if self.pending.due():
+    def _settle_if_due(self, room: int | None = None) -> None:
+        """Before a look-ahead flush: :meth:`settle` if the kept updates must be read back now (:meth:`Pending.due`;
+        ``room``: the bytes the memory budget leaves beside the flush)."""
+        if self.pending.due(room):
             self.settle()
 
     def settle(self) -> None:
