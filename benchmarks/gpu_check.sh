@@ -9,6 +9,8 @@
 #    30-softsync, async and SSP(3) on the GPU, as ratios of the batch-120 loop, and the per-update op and
 #    synchronisation counts there: OUTDIR/bench_cuda.txt and .json;
 # 3. the same on this machine's CPU (THREADS=0: torch's default, one per core): OUTDIR/bench_cpu.txt and .json;
+# 3b. a flush's momentum-SGD updates as one GEMM per parameter against the optimizer's steps, on the GPU:
+#    OUTDIR/flush_gemm_cuda.txt (benchmarks/bench_flush_gemm.py: what the closed form would save there);
 # 4. where the host's time goes per async update on the GPU: cProfile of one async run (PROFILE_EPOCHS=0.5 of the
 #    data), its 40 functions of most own time and of most cumulative time: OUTDIR/profile_cuda.txt.
 # OUTDIR/log.txt says what ran, on which device, how long each part took and its exit status. Without a CUDA
@@ -48,6 +50,8 @@ part "CUDA agreement and device tests" 150 "$OUT/cuda_tests.txt" \
   $PY -m pytest -q -rs -p no:cacheprovider \
   "tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance" tests/test_device.py \
   "tests/test_ps_apply.py::test_cuda_fused_steps_take_gradients_laid_out_otherwise_than_their_weights"
+part "bench_flush_gemm --device cuda" 60 "$OUT/flush_gemm_cuda.txt" \
+  $PY benchmarks/bench_flush_gemm.py --device cuda --repeats 5 --threads 1
 for dev in cuda cpu; do
   part "bench_gpu --device $dev" 300 "$OUT/bench_$dev.txt" \
     $PY benchmarks/bench_gpu.py --device $dev --epochs "$EPOCHS" --repeats "$REPEATS" \
