@@ -329,6 +329,13 @@ def test_refused_options_are_one_line_at_construction(options, key):
     assert e.value.key == key and "\n" not in str(e.value) and "is invalid: allowed" in str(e.value)
 
 
+def test_an_unknown_protocol_is_offered_the_four_a_module_runs():
+    """Not the ``protocol`` group's every option: the local-step ones are refused with a LightningModule."""
+    with pytest.raises(ConfigError) as e:
+        ParameterServerStrategy.simulated("nope", learners=4)
+    assert str(e.value).startswith("protocol.name='nope' is invalid: allowed hardsync, softsync, async or ssp with")
+
+
 @pytest.mark.parametrize(
     ("options", "overrides"),
     [
@@ -374,6 +381,23 @@ class TwoOptimizers(Classifier):
         return [torch.optim.SGD(self.net[1].parameters(), lr=0.1), torch.optim.SGD(self.net[3].parameters(), lr=0.1)]
 
 
+class OwnStep(Classifier):
+    """Warm-up in ``optimizer_step``, Lightning's documented idiom: no PS update calls it."""
+
+    def optimizer_step(self, *args, **kwargs):
+        super().optimizer_step(*args, **kwargs)
+
+
+class AfterBackward(Classifier):
+    def on_after_backward(self) -> None:
+        pass
+
+
+class OwnClipping(Classifier):
+    def configure_gradient_clipping(self, *args, **kwargs) -> None:
+        pass
+
+
 class Stream(torch.utils.data.IterableDataset):
     def __init__(self, data) -> None:
         self.data = data
@@ -404,6 +428,26 @@ class Stream(torch.utils.data.IterableDataset):
         (lambda d: (Classifier(), d(batch_size=8)), {"accumulate_grad_batches": 2}, "accumulate_grad_batches"),
         (lambda d: (Classifier(), d(batch_size=8)), {"max_epochs": -1, "max_steps": -1}, "max_epochs"),
         (lambda d: (Classifier(), d(batch_size=8)), {"precision": "bf16-mixed"}, "precision"),
+        (lambda d: (Classifier(), d(batch_size=8)), {"fast_dev_run": True}, "fast_dev_run"),
+        (lambda d: (Classifier(), d(batch_size=8)), {"overfit_batches": 2}, "overfit_batches"),
+        (
+            lambda d: (Classifier(), d(batch_size=8)),
+            {"reload_dataloaders_every_n_epochs": 1},
+            "reload_dataloaders_every_n_epochs",
+        ),
+        (lambda d: (OwnStep(), d(batch_size=8)), {}, "LightningModule.optimizer_step"),
+        (lambda d: (AfterBackward(), d(batch_size=8)), {}, "LightningModule.on_after_backward"),
+        (lambda d: (OwnClipping(), d(batch_size=8)), {}, "LightningModule.configure_gradient_clipping"),
+        (
+            lambda d: (Classifier(), d(batch_size=8)),
+            {"callbacks": [pl.callbacks.BackboneFinetuning(unfreeze_backbone_at_epoch=1)]},
+            "callbacks",
+        ),
+        (
+            lambda d: (Classifier(), d(batch_size=8)),
+            {"callbacks": [pl.callbacks.StochasticWeightAveraging(swa_lrs=0.01)]},
+            "callbacks",
+        ),
     ],
 )
 def test_refused_modules_data_and_trainers_are_one_line_before_any_update(digits, make, trainer, key):
@@ -685,3 +729,120 @@ def test_a_users_code_runs_only_on_weights_read_back_finite(digits, monkeypatch,
         )
     assert ends[0][:2] == ends[1][:2]
     assert all(torch.equal(a, b) for a, b in zip(ends[0][2], ends[1][2], strict=True))
+
+
+class OneCycle(Classifier):
+    """Lightning's documented way to size a schedule: ``estimated_stepping_batches`` in ``configure_optimizers``."""
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=self.lr)
+        self.total = self.trainer.estimated_stepping_batches
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.2, total_steps=self.total)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+@pytest.mark.parametrize("per_step", [1, None])
+def test_estimated_stepping_batches_counts_the_ps_updates(digits, per_step):
+    """A OneCycle sized by ``estimated_stepping_batches`` ends where plain Lightning's does with as many optimizer
+    steps: it counts PS updates, not Trainer steps (several updates each; before, reading it loaded the user's own
+    loader before the plan and the fit failed at its first update)."""
+    data = train_set(digits)
+    n = len(data) // 32 * 32
+    data = torch.utils.data.Subset(data, range(n))
+    ps = OneCycle()
+    strategy = ParameterServerStrategy.simulated(protocol="async", learners=4, updates_per_step=per_step)
+    t = fit(ps, torch.utils.data.DataLoader(data, batch_size=8), strategy, max_epochs=2)
+    plain = OneCycle()
+    tp = fit(plain, torch.utils.data.DataLoader(data, batch_size=8), max_epochs=2)
+    assert ps.total == t.global_step == plain.total == tp.global_step == 2 * n // 8
+    assert t.optimizers[0].param_groups[0]["lr"] == tp.optimizers[0].param_groups[0]["lr"]
+
+
+class DecayOff(pl.Callback):
+    """Weight decay scheduled through ``param_groups`` (DINO/ViT recipes): off from the second epoch."""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.current_epoch >= 1:
+            for g in trainer.optimizers[0].param_groups:
+                g["weight_decay"] = 0.0
+
+
+class AdamW(Classifier):
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=0.01, weight_decay=5.0)
+
+
+def test_a_users_weight_decay_set_through_param_groups_is_the_decay_applied(digits):
+    """Hardsync λ = 4, μ = 16 on 64 samples is plain Lightning's full-batch step, decay switched off by a callback
+    after the first epoch included (before, the PS reset each update's decay to the one of its first update)."""
+    data = torch.utils.data.Subset(train_set(digits), range(64))
+    ps, plain = AdamW(), AdamW()
+    ps_start = {k: v.clone() for k, v in ps.state_dict().items()}
+    plain.load_state_dict(ps_start)
+    strategy = ParameterServerStrategy.simulated(protocol="hardsync", learners=4, updates_per_step=1)
+    fit(ps, torch.utils.data.DataLoader(data, batch_size=16), strategy, max_epochs=3, callbacks=[DecayOff()])
+    fit(plain, torch.utils.data.DataLoader(data, batch_size=64), max_epochs=3, callbacks=[DecayOff()])
+    torch.testing.assert_close(weights(ps), weights(plain), rtol=1e-5, atol=1e-6)
+    kept = AdamW()  # the decay kept on: another run, far from it
+    kept.load_state_dict(ps_start)
+    fit(kept, torch.utils.data.DataLoader(data, batch_size=64), max_epochs=3)
+    assert (weights(kept) - weights(ps)).abs().max() > 1e-3
+
+
+class StepLosses(pl.Callback):
+    """What a user's ``on_train_batch_end`` reads: ``outputs["loss"]``."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.losses.append(float(outputs["loss"]))
+
+
+def test_on_train_batch_end_gets_the_loss_of_the_steps_last_update(digits):
+    """As in plain Lightning, a Trainer step's ``outputs`` hold its ``"loss"`` (before, None: ``outputs["loss"]``
+    failed): that of the last PS update the step applied, the fit's last equal to the loss psbench read back last."""
+    data = train_set(digits)
+    cb = StepLosses()
+    strategy = ParameterServerStrategy.simulated(protocol="async", learners=4)
+    t = fit(Classifier(), torch.utils.data.DataLoader(data, batch_size=8), strategy, max_epochs=1, callbacks=[cb])
+    assert len(cb.losses) == t.num_training_batches < t.global_step
+    assert cb.losses[-1] == strategy.last_loss
+
+
+class Evaluations(pl.Callback):
+    def __init__(self) -> None:
+        self.at: list[int] = []
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        self.at.append(trainer.global_step)
+
+
+def test_checkpoints_and_evaluations_every_so_many_steps_are_every_so_many_updates(digits, tmp_path):
+    """With ``updates_per_step`` unset, a Trainer that counts its steps (``every_n_train_steps``, a fractional
+    ``val_check_interval``) gets one update per step: the checkpoints and evaluations of plain Lightning with as many
+    optimizer steps (before, several updates per step skipped them: steps 6 and 12 of 3, 6, 9, 12)."""
+    data = torch.utils.data.Subset(train_set(digits), range(256))
+    val = torch.utils.data.DataLoader(torch.utils.data.Subset(train_set(digits), range(256, 320)), batch_size=64)
+    runs = {}
+    for name, strategy, mu in (
+        ("ps", ParameterServerStrategy.simulated(protocol="hardsync", learners=4), 16),
+        ("plain", None, 64),
+    ):
+        ck = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / name, save_top_k=-1, every_n_train_steps=3)
+        ev = Evaluations()
+        kw = {"strategy": strategy} if strategy is not None else {"accelerator": "cpu"}
+        t = pl.Trainer(
+            **kw,
+            max_epochs=3,
+            val_check_interval=0.5,
+            num_sanity_val_steps=0,
+            callbacks=[ck, ev],
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+        )
+        t.fit(Classifier(), torch.utils.data.DataLoader(data, batch_size=mu), val)
+        runs[name] = (sorted(p.name for p in (tmp_path / name).iterdir()), ev.at, t.global_step)
+    assert runs["ps"] == runs["plain"]
+    assert runs["ps"][2] == 12 and len(runs["ps"][0]) == 4 and runs["ps"][1] == [2, 4, 6, 8, 10, 12]

@@ -100,6 +100,43 @@ def test_train_dataloader_is_the_users_loader_at_setup():
     assert seen == [data]
 
 
+def test_checkpoint_every_n_train_steps_is_what_model_checkpoint_saves_by(tmp_path):
+    """The Trainer's ModelCheckpoint callbacks' step interval: three checkpoints of a 9-step fit at every 3."""
+    seen: list[list[int]] = []
+
+    class AtSetup(pl.Callback):
+        def setup(self, trainer, pl_module, stage) -> None:
+            seen.append(seams.checkpoint_every_n_train_steps(trainer))
+
+    for name, every in (("by_steps", {"every_n_train_steps": 3}), ("by_epochs", {})):
+        ck = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / name, save_top_k=-1, **every)
+        pl.Trainer(max_steps=9, logger=False, callbacks=[AtSetup(), ck], enable_progress_bar=False).fit(
+            Tiny(), loader(n=18)
+        )
+    assert seen == [[3], [0]] and len(list((tmp_path / "by_steps").iterdir())) == 3
+
+
+def test_batches_are_updates_is_what_estimated_stepping_batches_counts():
+    """While ``configure_optimizers`` runs: 7 batches per epoch, where the loader has 4; after it, the loader's 4."""
+    seen = []
+
+    class Reads(Tiny):
+        def configure_optimizers(self):
+            seen.append(self.trainer.estimated_stepping_batches)
+            return super().configure_optimizers()
+
+    t = pl.Trainer(max_epochs=3, logger=False, **QUIET)
+    original = t.strategy.setup_optimizers
+
+    def setup_optimizers(trainer) -> None:
+        with seams.batches_are_updates(trainer, 7):
+            original(trainer)
+
+    t.strategy.setup_optimizers = setup_optimizers
+    t.fit(Reads(), loader())
+    assert seen == [21] and t.num_training_batches == 4 and t.global_step == 12
+
+
 def test_evaluate_when_decides_the_validation_runs():
     """Validation after Trainer step 2 only (batch 1 of 4), though Lightning would validate at the epoch's end."""
     module = Tiny()

@@ -65,6 +65,8 @@ def simulated_setup(
 
     proto: dict[str, Any] = {"name": protocol} if isinstance(protocol, str) else dict(protocol)
     proto.update({k: v for k, v in (("n", n), ("staleness_bound", staleness_bound)) if v is not None})
+    if proto.get("name") is not None:  # (none: the config's default protocol)
+        _check_protocol(proto["name"])
     groups = {"protocol": proto, "lr_policy": lr_policy, "compression": compression, "hardware": hardware}
     cfg = compose_groups({**groups, "topology": topology}, {"learners": learners, "seed": seed})
     _check_groups(cfg)
@@ -107,19 +109,22 @@ def _check_knobs(knobs: dict[str, Any], batching: str) -> None:
     check_keys("", {**knobs, "batching": batching}, allowed, "ParameterServerStrategy.simulated")
 
 
-def _check_groups(cfg: dict[str, Any]) -> None:
-    """What a LightningModule cannot run: a local-step protocol (psbench's own loss for H steps), calibration (it
-    times psbench's own models)."""
+def _check_protocol(name: Any) -> None:
+    """The protocols a LightningModule runs (the ``protocol`` group's others are the local-step ones, which run
+    psbench's own loss for H steps), before the group is composed: its error would list those too."""
     from psbench.ps.local import LOCAL_PROTOCOLS
 
-    name = cfg["protocol"]["name"]
     require(
-        name not in LOCAL_PROTOCOLS,
+        name in ("hardsync", "softsync", "async", "ssp"),
         "protocol.name",
         name,
         "hardsync, softsync, async or ssp with a LightningModule (the local-step protocols "
         f"{', '.join(LOCAL_PROTOCOLS)} run psbench's own loss for H steps: use the psbench command)",
     )
+
+
+def _check_groups(cfg: dict[str, Any]) -> None:
+    """What a LightningModule cannot run with a group's option: calibration (it times psbench's own models)."""
     require(
         not cfg["hardware"].get("calibrate"),
         "hardware.calibrate",

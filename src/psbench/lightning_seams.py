@@ -13,7 +13,8 @@ loudly at ``setup``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 #: the Lightning minor versions the seam tests ran on
@@ -26,6 +27,7 @@ def check(trainer) -> None:
     seams: dict[str, Callable[[], Any]] = {
         "fit_loop._data_source.dataloader": lambda: loop._data_source.dataloader,
         "fit_loop._can_stop_early": lambda: type(loop)._can_stop_early,
+        "fit_loop.max_batches, fit_loop.setup_data": lambda: (loop.max_batches, loop.setup_data),
         "fit_loop.epoch_loop._should_check_val_fx": lambda: loop.epoch_loop._should_check_val_fx,
         "fit_loop.epoch_loop._batches_that_stepped": lambda: loop.epoch_loop._batches_that_stepped,
         "Trainer._results": lambda: trainer._results,
@@ -49,6 +51,25 @@ def check(trainer) -> None:
 def train_dataloader(trainer) -> Any:
     """The train DataLoader the user passed to ``fit`` (or their datamodule's), before the loop iterates it."""
     return trainer.fit_loop._data_source.dataloader()
+
+
+@contextlib.contextmanager
+def batches_are_updates(trainer, per_epoch: int) -> Iterator[None]:
+    """While the module's ``configure_optimizers`` runs: the Trainer's train batches per epoch are ``per_epoch``, the
+    PS updates (``trainer.estimated_stepping_batches`` counts optimizer steps; a Trainer step carries several
+    updates). The train data is set up first, as Lightning does when that property is read before the loop."""
+    loop = trainer.fit_loop
+    loop.setup_data()
+    was, loop.max_batches = loop.max_batches, per_epoch
+    try:
+        yield
+    finally:
+        loop.max_batches = was
+
+
+def checkpoint_every_n_train_steps(trainer) -> list[int]:
+    """``every_n_train_steps`` of each of the Trainer's ``ModelCheckpoint`` callbacks (0: not by steps)."""
+    return [int(cb._every_n_train_steps or 0) for cb in trainer.checkpoint_callbacks]
 
 
 def evaluate_when(trainer, should: Callable[..., bool]) -> None:

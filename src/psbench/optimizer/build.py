@@ -158,12 +158,16 @@ def scale_weight_decay(opt: torch.optim.Optimizer, factor: float) -> None:
     sets the step size α = α0·w (Rudra Eq 6: α0/⟨σ⟩, Zhang Eq 3: α0/τ); in Caffe's solver, which
     ``cifar10_full`` is trained with, the step size multiplies the regularized gradient g + wd·θ, so
     the decay scales with it — else an n-softsync run, with n× the PS updates of hardsync per epoch,
-    would decay n× harder per epoch. A no-op for groups without decay (bit-identical runs).
+    would decay n× harder per epoch. A no-op for groups without decay (bit-identical runs). The configured decay is
+    the group's ``weight_decay`` at the first update, or as a user's code set it since the last update (a callback
+    that schedules the decay through ``param_groups``): ``decay_set`` remembers what this function set.
     """
     for g in opt.param_groups:
-        base = g.setdefault("decay_base", g["weight_decay"])
-        if base:
-            g["weight_decay"] = base * factor
+        if "decay_base" not in g or g.get("decay_set", g["weight_decay"]) != g["weight_decay"]:
+            g["decay_base"] = g["weight_decay"]
+        if g["decay_base"]:
+            g["weight_decay"] = g["decay_base"] * factor
+        g["decay_set"] = g["weight_decay"]
 
 
 def step_decay(milestones: Sequence[float], gamma: float, updates_per_epoch: float):

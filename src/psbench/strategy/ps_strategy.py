@@ -186,6 +186,7 @@ class ParameterServerStrategyCore(_Base):
         self.defer_read_back = defer_read_back
         self._by_step: bool | None = None  # the lr policy scales the optimizer's lr (psbench.lr.steps), not set yet
         self._optimizer_step: Any = None  # the fit's optimizer step, counted as Lightning's (set at its first update)
+        self._step_loss: torch.Tensor | None = None  # the loss of the Trainer step's last update, not read back
 
     @property
     def _module(self) -> Any:
@@ -229,8 +230,11 @@ class ParameterServerStrategyCore(_Base):
         simulated.check_trainer(trainer)
         seams.check(trainer)
         self._stopped_by, self._optimizer_step = None, None
-        super().setup(trainer)
+        super().setup(trainer)  # (the plan first: setup_optimizers)
         self._lr = SchedulerSteps(self._module, simulated.schedulers(trainer))
+
+    def _plan(self, trainer) -> None:
+        """With ``plan``: the schedule, the gradient source and the Trainer's data (:func:`simulated.plan_run`)."""
         simulated.skip_chunks_in_batch_hook(self._module)
         if self.plan is not None:
             planned = simulated.plan_run(self.plan, self, trainer)
@@ -241,13 +245,21 @@ class ParameterServerStrategyCore(_Base):
     def setup_optimizers(self, trainer) -> None:
         """The module's optimizer and lr scheduler configs as Lightning's automatic optimization reads them (a
         scheduler's ``monitor`` and ``strict`` kept: :mod:`psbench.strategy.schedulers` steps them); several
-        optimizers refused in one line."""
+        optimizers refused in one line. The run is planned first, so that ``configure_optimizers`` reads the PS's
+        run from the Trainer: ``estimated_stepping_batches`` counts its PS updates (Lightning's way to size a
+        OneCycle or warm-up schedule), rounded up to a multiple of ``max_epochs`` where an epoch's updates vary."""
         module = self._module
         if not self._fitting:
             return super().setup_optimizers(trainer)
+        self._plan(trainer)
         module.automatic_optimization = True
         try:
-            super().setup_optimizers(trainer)
+            if self.plan is not None and self.schedule is not None:
+                epochs = max(trainer.max_epochs or 1, 1)
+                with seams.batches_are_updates(trainer, math.ceil(self.schedule.num_updates / epochs)):
+                    super().setup_optimizers(trainer)
+            else:
+                super().setup_optimizers(trainer)
         except RuntimeError as e:
             if "multiple optimizers" not in str(e):
                 raise
@@ -460,10 +472,12 @@ class ParameterServerStrategyCore(_Base):
         """Apply one PS update, or each update of a chunk in order (see the module docstring); a Trainer step also
         steps the lr schedulers Lightning would step around its batch (:mod:`psbench.strategy.schedulers`); nothing is
         read back per update (:mod:`psbench.strategy.pending`): at the chunk's end only when an evaluation or the
-        fit's end follows."""
+        fit's end follows. Returns ``{"loss": …}`` of the step's last update, as a Trainer step's ``outputs`` hold it
+        for ``on_train_batch_end`` (a tensor, not read back)."""
         if kwargs.pop("_of_chunk", False):
             return self._apply(cast(UpdateBatch, batch))
         trainer = self._module.trainer
+        self._step_loss = None
         self._lr.settle(trainer.callback_metrics)  # what the evaluation after the last Trainer step decides
         if batch_idx == 0 or self._epoch != trainer.current_epoch:  # a new epoch: its steps count from its first update
             self._epoch, self._lr.epoch_start = trainer.current_epoch, None
@@ -487,7 +501,7 @@ class ParameterServerStrategyCore(_Base):
             self.settle()
             if not self.diverged:
                 self._lr.epoch_done(trainer.current_epoch)
-        return None
+        return None if self._step_loss is None else {"loss": self._step_loss}
 
     def _apply(self, batch: UpdateBatch) -> None:
         """Apply PS update ``batch.index``."""
@@ -524,7 +538,7 @@ class ParameterServerStrategyCore(_Base):
         plist, glist = list(params.values()), [grads[k] for k in params]
         opt = trainer.optimizers[0]
         loss_t = torch.as_tensor(loss, device=plist[0].device)
-        loss_t = loss_t.detach() if loss_t.requires_grad else loss_t
+        loss_t = self._step_loss = loss_t.detach() if loss_t.requires_grad else loss_t
         bn = ahead.bn if self.local is None else None
         self.pending.begin(self._saved(plist), opt, self._lr.stepped_per_update)
         terms, schedulers = update_terms(plist, glist), self._lr.after_update(batch.index)

@@ -22,7 +22,8 @@ returns one optimizer, the PS's (with lr schedulers, if any, stepped where Light
   ``trainer.global_step`` counts PS updates. Lightning epoch e holds the PS updates whose first sample lies in
   [e·N, (e+1)·N) of the sample stream (:func:`epoch_bounds`: an epoch is N samples consumed by the PS); every epoch
   runs as the same number of Trainer steps, each carrying consecutive updates (:func:`step_bounds`;
-  ``updates_per_step``, null: the updates of ~128 samples, as in the CLI).
+  ``updates_per_step``, null: the updates of ~128 samples, as in the CLI, or one update where the Trainer counts
+  its steps for checkpoints or evaluations: :func:`counts_trainer_steps`).
 
 Then it plans the run as the psbench command does (:func:`plan_run`, through :mod:`psbench.ps.plan`): G, the codec's
 payloads in the cost model (else the module's trainable parameters in fp32), the simulation of the protocol × λ
@@ -38,8 +39,12 @@ run as usual; psbench adds ``ps/train_loss``, ``ps/staleness_mean_update`` and `
 update's aggregate by its norm. The module trains on the Trainer's accelerator (cpu, or cuda without a codec).
 
 Refused, each with one line (:class:`~psbench.errors.ConfigError`), before any update: manual optimization,
-several optimizers or none (``configure_optimizers`` returning None), ``accumulate_grad_batches``,
-``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the PS runs every update of its schedule), precisions
+several optimizers or none (``configure_optimizers`` returning None), ``accumulate_grad_batches``, a module that
+overrides a hook no PS update calls (:data:`SKIPPED_HOOKS`: ``backward``, ``on_after_backward``, ``optimizer_step``,
+``configure_gradient_clipping``, …), a callback that changes the trainable parameters or the lr schedulers during the
+fit (:data:`REFUSED_CALLBACKS`: ``BackboneFinetuning``, ``StochasticWeightAveraging``),
+``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the PS runs every update of its schedule),
+``reload_dataloaders_every_n_epochs``, precisions
 other than 32-true, resuming a fit from a Lightning checkpoint (the snapshots and the schedule position are not in
 it; ``validate``/``test``/``predict`` take any ``ckpt_path``), a train loader that is not one ``DataLoader`` over a
 map-style dataset, a ``training_step`` that returns no loss. Known differences from a real cluster: the learners share
@@ -56,6 +61,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from psbench import lightning_namespaces as namespaces
 from psbench import lightning_seams as seams
 from psbench.errors import require
 from psbench.ps import Protocol, Schedule, plan
@@ -63,8 +69,25 @@ from psbench.run_setup import SimulatedSetup
 from psbench.strategy.chunks import UpdateChunk, UpdateChunks
 from psbench.strategy.device import run_device
 
-
 # -- the Trainer, the module --------------------------------------------------------------------------------
+#: LightningModule hooks of automatic optimization that no PS update calls: a learner's gradient is
+#: ``torch.autograd.grad`` of its ``training_step`` loss (no backward pass of the Trainer's), and the PS steps and clips
+#: the optimizer itself (:func:`psbench.ps.apply.step_update`); a module that overrides one is refused, not ignored
+SKIPPED_HOOKS = {
+    "backward": "the learners' gradients are torch.autograd.grad of training_step's loss",
+    "on_before_backward": "the learners' gradients are torch.autograd.grad of training_step's loss",
+    "on_after_backward": "the learners' gradients are torch.autograd.grad of training_step's loss",
+    "optimizer_step": "the PS steps the optimizer once per update; schedule warm-up with an lr scheduler",
+    "configure_gradient_clipping": "the PS clips each update's aggregate by the Trainer's gradient_clip_val",
+}
+#: callbacks whose work the PS cannot do: they change which parameters train, or swap the lr schedulers, during the fit
+#: (the trainable parameters and the schedulers are read once, at setup)
+REFUSED_CALLBACKS = {
+    "callbacks.BaseFinetuning": "it unfreezes parameters during the fit; the PS trains those trainable at its start",
+    "callbacks.StochasticWeightAveraging": "it swaps the lr schedulers during the fit; the PS steps those of setup",
+}
+
+
 def check_module(model) -> float | None:
     """Refuse what cannot be a learner or a PS step; the Trainer's ``gradient_clip_val`` (the PS's, per update)."""
     require(
@@ -74,7 +97,21 @@ def check_module(model) -> float | None:
         "True (the strategy applies every PS update itself; a training_step that steps its own optimizers "
         "cannot be a learner)",
     )
+    namespace = namespaces.of(model)
+    if namespace is not None:
+        base = namespaces.get(namespace, "LightningModule")
+        for hook, why in SKIPPED_HOOKS.items():
+            require(
+                getattr(type(model), hook) is getattr(base, hook),
+                f"LightningModule.{hook}",
+                f"overridden by {type(model).__name__}",
+                f"not overridden ({why})",
+            )
     trainer = model.trainer
+    for cb in trainer.callbacks:
+        for dotted, why in REFUSED_CALLBACKS.items():
+            name = dotted.rpartition(".")[2]
+            require(not namespaces.is_instance(cb, dotted), "callbacks", type(cb).__name__, f"no {name} ({why})")
     require(
         trainer.accumulate_grad_batches == 1,
         "accumulate_grad_batches",
@@ -82,10 +119,11 @@ def check_module(model) -> float | None:
         "1 (a PS update already sums the c gradients of its learners)",
     )
     clip = trainer.gradient_clip_val
+    algorithm = trainer.gradient_clip_algorithm
     require(
-        not clip or trainer.gradient_clip_algorithm in (None, "norm"),
+        not clip or algorithm in (None, "norm"),
         "gradient_clip_algorithm",
-        trainer.gradient_clip_algorithm,
+        getattr(algorithm, "value", algorithm),
         "norm (each PS update's aggregate is clipped to its global norm)",
     )
     return float(clip) if clip else None
@@ -95,9 +133,15 @@ def check_trainer(trainer) -> None:
     """Refuse the Trainer settings that would skip updates of the schedule, resume, or change the float type."""
     limit = trainer.limit_train_batches
     why = "(the PS runs every update of its schedule: size the run with max_epochs or max_steps)"
-    require(isinstance(limit, float) and limit == 1.0, "limit_train_batches", limit, f"1.0 {why}")
+    require(not trainer.fast_dev_run, "fast_dev_run", trainer.fast_dev_run, f"False {why}")  # each sets limit_*
     require(not trainer.overfit_batches, "overfit_batches", trainer.overfit_batches, f"0 {why}")
-    require(not trainer.fast_dev_run, "fast_dev_run", trainer.fast_dev_run, f"False {why}")
+    require(isinstance(limit, float) and limit == 1.0, "limit_train_batches", limit, f"1.0 {why}")
+    require(
+        not trainer.reload_dataloaders_every_n_epochs,
+        "reload_dataloaders_every_n_epochs",
+        trainer.reload_dataloaders_every_n_epochs,
+        "0 (the PS plans every update of the fit from the train loader's dataset at setup)",
+    )
     require(
         trainer.ckpt_path is None,
         "ckpt_path",
@@ -251,6 +295,15 @@ class EpochLoader:
         return iter(()) if self.epoch >= self.epochs else (self.chunks[j] for j in range(first, first + self.steps))
 
 
+def counts_trainer_steps(trainer) -> bool:
+    """Does the Trainer do something every so many batches that must mean PS updates — a ``ModelCheckpoint`` with
+    ``every_n_train_steps``, a ``val_check_interval`` other than once per epoch? Then a Trainer step carries one
+    update (``updates_per_step`` unset): Lightning counts its batches, and several updates per batch would skip
+    checkpoints and evaluations."""
+    interval = trainer.val_check_interval
+    return any(seams.checkpoint_every_n_train_steps(trainer)) or isinstance(interval, int) or interval != 1.0
+
+
 def epoch_loader(
     schedule: Schedule, updates, mu: int, num_train: int, max_epochs: int | None, per_step: int | None
 ) -> EpochLoader:
@@ -377,7 +430,8 @@ def plan_run(setup: SimulatedSetup, strategy, trainer) -> Planned:
         transfer(strategy, trainer, seams.batch_hook(module)),
     )
     check_loss(module, updates.batch([0]))
-    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, setup.updates_per_step)
+    per_step = setup.updates_per_step or (1 if counts_trainer_steps(trainer) else None)
+    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, per_step)
     p_bytes = sum(p.numel() * p.element_size() for p in params.values())
     by_row = codecs is not None or setup.batching == "loop"
     lookahead = UserLookahead(
