@@ -846,3 +846,18 @@ def test_checkpoints_and_evaluations_every_so_many_steps_are_every_so_many_updat
         runs[name] = (sorted(p.name for p in (tmp_path / name).iterdir()), ev.at, t.global_step)
     assert runs["ps"] == runs["plain"]
     assert runs["ps"][2] == 12 and len(runs["ps"][0]) == 4 and runs["ps"][1] == [2, 4, 6, 8, 10, 12]
+
+
+def test_a_strategy_fits_with_one_trainer(digits):
+    """A second Trainer with the same strategy (a notebook's rerun cell, a loop over seeds) is refused in one line
+    before any update: the strategy's counts, snapshots and schedule are its first fit's (before, they carried over
+    and its summary failed with an IndexError)."""
+    loader = torch.utils.data.DataLoader(train_set(digits), batch_size=8)
+    strategy = ParameterServerStrategy.simulated(protocol="async", learners=4)
+    fit(Classifier(), loader, strategy, max_steps=5)
+    module = Classifier()
+    start = weights(module).clone()
+    with pytest.raises(ConfigError) as e:
+        fit(module, loader, strategy, max_steps=5)
+    assert e.value.key == "strategy" and "\n" not in str(e.value)
+    assert strategy.updates_done == 5 and torch.equal(weights(module), start)

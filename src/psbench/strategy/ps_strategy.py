@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import weakref
 from collections import deque
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -50,6 +51,7 @@ import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench import lightning_seams as seams
+from psbench.errors import require
 from psbench.lr.steps import scales_step
 from psbench.optimizer.build import update_terms
 from psbench.ps import Schedule, divergence
@@ -187,6 +189,7 @@ class ParameterServerStrategyCore(_Base):
         self._by_step: bool | None = None  # the lr policy scales the optimizer's lr (psbench.lr.steps), not set yet
         self._optimizer_step: Any = None  # the fit's optimizer step, counted as Lightning's (set at its first update)
         self._step_loss: torch.Tensor | None = None  # the loss of the Trainer step's last update, not read back
+        self._fit_trainer: weakref.ref | None = None  # the Trainer this strategy fits with
 
     @property
     def _module(self) -> Any:
@@ -229,6 +232,14 @@ class ParameterServerStrategyCore(_Base):
             return
         simulated.check_trainer(trainer)
         seams.check(trainer)
+        require(
+            self._fit_trainer is None or self._fit_trainer() is trainer,
+            "strategy",
+            "a ParameterServerStrategy another Trainer has fit with",
+            "a new strategy per Trainer (its counts, snapshots and schedule are that fit's; the same Trainer may "
+            "fit again)",
+        )
+        self._fit_trainer = weakref.ref(trainer)
         self._stopped_by, self._optimizer_step = None, None
         super().setup(trainer)  # (the plan first: setup_optimizers)
         self._lr = SchedulerSteps(self._module, simulated.schedulers(trainer))
