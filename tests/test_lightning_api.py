@@ -448,6 +448,11 @@ class Stream(torch.utils.data.IterableDataset):
             {"callbacks": [pl.callbacks.StochasticWeightAveraging(swa_lrs=0.01)]},
             "callbacks",
         ),
+        (
+            lambda d: (Classifier(), d(batch_size=8)),
+            {"callbacks": [pl.callbacks.GradientAccumulationScheduler(scheduling={0: 1, 2: 2})]},
+            "callbacks",
+        ),
     ],
 )
 def test_refused_modules_data_and_trainers_are_one_line_before_any_update(digits, make, trainer, key):
@@ -861,3 +866,21 @@ def test_a_strategy_fits_with_one_trainer(digits):
         fit(module, loader, strategy, max_steps=5)
     assert e.value.key == "strategy" and "\n" not in str(e.value)
     assert strategy.updates_done == 5 and torch.equal(weights(module), start)
+
+
+def test_on_before_optimizer_step_sees_the_aggregate_before_gradient_clipping(digits):
+    """As in plain Lightning, a gradient-norm logger sees each update's aggregate unclipped, and the Trainer's
+    ``gradient_clip_val`` clips after it (before, it saw the clipped norm, 0.01 every update): the weights those of the
+    same fit without the hook, bit for bit."""
+    data = torch.utils.data.TensorDataset(digits.x_train[:240], digits.y_train[:240])
+    ends, seen = [], []
+    for callbacks in ([], [GradNorms()]):
+        torch.manual_seed(0)
+        model = Classifier()
+        strategy = ParameterServerStrategy.simulated("async", learners=4, seed=0)
+        trainer = pl.Trainer(strategy=strategy, max_epochs=1, callbacks=callbacks, gradient_clip_val=0.01, **QUIET)
+        trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=8))
+        ends.append(weights(model))
+        seen += [n for cb in callbacks for n in cb.norms]
+    assert len(seen) == 30 and min(seen) > 0.1
+    assert torch.equal(ends[0], ends[1])

@@ -31,7 +31,8 @@ def step_update(
 
     In order: this update's weight decay (``lr_scale``, the mean lr-policy weight of its gradients:
     :func:`scale_weight_decay`); p.grad = g; gradient clipping by the global norm ``clip`` (None or 0: none —
-    Lightning's ``gradient_clip_val`` convention); the optimizer's step (``step``, e.g. Lightning's optimizer
+    Lightning's ``gradient_clip_val`` convention; with ``step``, inside the optimizer's step after its closure, where
+    Lightning runs ``on_before_optimizer_step``); the optimizer's step (``step``, e.g. Lightning's optimizer
     wrapper, which also counts the step; default ``optimizer.step``) — at ``step_scale`` × each group's lr when
     ``step_scale`` is given (an adaptive optimizer's lr policy, :func:`psbench.lr.steps.scales_step`; the weight
     decay is then left to that lr); the lr schedules' steps; p.grad = None. p.grad has p's strides, as autograd
@@ -48,23 +49,56 @@ def step_update(
         elif writes:
             g = g.clone()
         p.grad = g
-    if clip:
+    restore = None
+    if clip and step is None:
         torch.nn.utils.clip_grad_norm_(params, float(clip))
-    if step_scale is None:
-        (step or optimizer.step)()
-    else:
-        lrs = [group["lr"] for group in optimizer.param_groups]
-        for group, lr in zip(optimizer.param_groups, lrs, strict=True):
-            group["lr"] = lr * step_scale
-        try:
+    elif clip:  # after the hooks of Lightning's step, as Lightning clips: on_before_optimizer_step sees g unclipped
+        restore = _clip_in_step(optimizer, params, float(clip))
+    try:
+        if step_scale is None:
             (step or optimizer.step)()
-        finally:
+        else:
+            lrs = [group["lr"] for group in optimizer.param_groups]
             for group, lr in zip(optimizer.param_groups, lrs, strict=True):
-                group["lr"] = lr
+                group["lr"] = lr * step_scale
+            try:
+                (step or optimizer.step)()
+            finally:
+                for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+                    group["lr"] = lr
+    finally:
+        if restore is not None:
+            restore()
     for s in schedulers:
         s.step()
     for p in params:
         p.grad = None
+
+
+def _clip_in_step(optimizer: torch.optim.Optimizer, params: Sequence[torch.Tensor], clip: float) -> Callable[[], None]:
+    """``optimizer.step``, until the returned function restores it: its closure first (where Lightning's optimizer
+    wrapper runs the ``on_before_optimizer_step`` hooks), then the clipping by the global norm ``clip``, then the step
+    as it was (an lr scheduler's wrapper of it included)."""
+    was = optimizer.__dict__.get("step")
+    own = optimizer.step
+
+    def step(closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        torch.nn.utils.clip_grad_norm_(params, clip)
+        own()
+        return loss
+
+    def restore() -> None:
+        if was is None:
+            optimizer.__dict__.pop("step", None)
+        else:
+            optimizer.step = was  # type: ignore[method-assign]
+
+    optimizer.step = step  # type: ignore[method-assign]
+    return restore
 
 
 def apply_update(

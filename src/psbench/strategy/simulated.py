@@ -42,7 +42,8 @@ Refused, each with one line (:class:`~psbench.errors.ConfigError`), before any u
 several optimizers or none (``configure_optimizers`` returning None), ``accumulate_grad_batches``, a module that
 overrides a hook no PS update calls (:data:`SKIPPED_HOOKS`: ``backward``, ``on_after_backward``, ``optimizer_step``,
 ``configure_gradient_clipping``, …), a callback that changes the trainable parameters or the lr schedulers during the
-fit (:data:`REFUSED_CALLBACKS`: ``BackboneFinetuning``, ``StochasticWeightAveraging``),
+fit or accumulate gradients (:data:`REFUSED_CALLBACKS`: ``BackboneFinetuning``, ``StochasticWeightAveraging``,
+``GradientAccumulationScheduler``),
 ``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the PS runs every update of its schedule),
 ``reload_dataloaders_every_n_epochs``, precisions
 other than 32-true, resuming a fit from a Lightning checkpoint (the snapshots and the schedule position are not in
@@ -81,10 +82,11 @@ SKIPPED_HOOKS = {
     "configure_gradient_clipping": "the PS clips each update's aggregate by the Trainer's gradient_clip_val",
 }
 #: callbacks whose work the PS cannot do: they change which parameters train, or swap the lr schedulers, during the fit
-#: (the trainable parameters and the schedulers are read once, at setup)
+#: (the trainable parameters and the schedulers are read once, at setup), or accumulate batches
 REFUSED_CALLBACKS = {
     "callbacks.BaseFinetuning": "it unfreezes parameters during the fit; the PS trains those trainable at its start",
     "callbacks.StochasticWeightAveraging": "it swaps the lr schedulers during the fit; the PS steps those of setup",
+    "callbacks.GradientAccumulationScheduler": "a PS update already sums the c gradients of its learners",
 }
 
 
