@@ -189,7 +189,8 @@ class UserLookahead(Lookahead):
         self, rows, u: int, params: Mapping[str, torch.Tensor], scale: torch.Tensor, layout: bool, record: bool = True
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
         """(scale·∇L of the rows' samples concatenated at ``params``, L·samples, samples); a BatchNorm module's row
-        runs on fresh buffers and, if ``record``, keeps its batch statistics (:mod:`psbench.strategy.batchnorm`)."""
+        runs its layers in train mode on fresh buffers and, if ``record``, keeps their batch statistics; its layers
+        in eval mode read the module's running statistics (:mod:`psbench.strategy.batchnorm`)."""
         batch = self.data.batch(rows, _channels_last if layout else None)
         leaves = [v.detach().requires_grad_() for v in params.values()]
         trainer = seams.attached_trainer(self.module)
@@ -199,7 +200,7 @@ class UserLookahead(Lookahead):
         if self.bn is None:
             loss = step_loss(functional_call(self.step, weights, (batch, u), tie_weights=self.tied))
         else:
-            buffers = self.bn.fresh()
+            buffers = self.bn.fresh(training_only=True)
             with self.bn.capturing():
                 loss = step_loss(functional_call(self.step, (weights, buffers), (batch, u), tie_weights=self.tied))
             if record:
