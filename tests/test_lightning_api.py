@@ -186,6 +186,12 @@ def test_a_parameter_the_loss_does_not_use_is_left_alone_as_in_plain_lightning()
     opt = ps.trainer.optimizers[0]
     assert all(p not in opt.state for p in ps.aux.parameters()) and all(p in opt.state for p in ps.head.parameters())
     assert float((weights(ps.head) - weights(AuxHead().head)).abs().max()) > 1e-2  # not vacuous
+    ahead = strategy.lookahead  # a checkpoint keeps which weights the gradients computed ahead reached
+    ahead.reached = {7: {"head.weight", "head.bias"}}
+    sd = ahead.state_dict()
+    ahead.reached = {}
+    ahead.load_state_dict(sd)
+    assert ahead.gradless(7) == {"aux.weight", "aux.bias"} and ahead.gradless(8) == frozenset()
 
 
 class SummedLoss(Classifier):
