@@ -246,6 +246,53 @@ def test_the_cli_and_the_lightning_api_agree_on_a_batchnorm_network(compose_cfg,
     assert int(module.net.model[1].num_batches_tracked) == cli.gradients > 0
 
 
+class FrozenBN(pl.LightningModule):
+    """Fine-tuning with a frozen BatchNorm: ``frozen`` in eval mode from each epoch's start (its "pretrained"
+    statistics, far from the data's), ``live`` in train mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.frozen, self.l1 = nn.BatchNorm1d(8), nn.Linear(8, 8)
+        self.live, self.l2 = nn.BatchNorm1d(8, momentum=0.3), nn.Linear(8, 2)
+        with torch.no_grad():
+            self.frozen.running_mean.fill_(3.0)
+            self.frozen.running_var.fill_(4.0)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self.l2(self.live(torch.relu(self.l1(self.frozen(x))))), y)
+
+    def on_train_epoch_start(self) -> None:
+        self.frozen.eval()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_a_batchnorm_layer_in_eval_mode_keeps_its_statistics_as_in_plain_lightning():
+    """A user's module that puts one BatchNorm layer in eval mode during training: hardsync with one learner of
+    the full batch (one update per epoch) is plain Lightning at that batch, weights and buffers: the frozen layer
+    normalises with its running statistics and keeps them (num_batches_tracked 0), the other one trains."""
+    g = torch.Generator().manual_seed(1)
+    x = 3 + 2 * torch.randn(64, 8, generator=g)
+    data = torch.utils.data.TensorDataset(x, (x[:, 0] > 3).long())
+    quiet = dict(logger=False, enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False)
+    out = []
+    for strategy in ("auto", ParameterServerStrategy.simulated(protocol="hardsync", learners=1, progress="none")):
+        module = FrozenBN()
+        pl.Trainer(strategy=strategy, accelerator="cpu", max_epochs=4, deterministic=True, **quiet).fit(
+            module, torch.utils.data.DataLoader(data, batch_size=64)
+        )
+        out.append(module)
+    plain, ps = out
+    assert ps.trainer.strategy.updates_done == 4 and not ps.trainer.strategy.summary.diverged
+    assert_states_close(state(ps), state(plain), atol=1e-5)
+    assert int(ps.frozen.num_batches_tracked) == 0 and bool((ps.frozen.running_mean == 3.0).all())
+    assert int(ps.live.num_batches_tracked) == 4
+    assert float((ps.l1.weight - FrozenBN().l1.weight).abs().max()) > 1e-2  # not vacuous: training moved it
+
+
 def test_what_cannot_keep_the_statistics_is_refused_in_one_line(compose_cfg):
     from psbench.validate import validate
 

@@ -153,6 +153,47 @@ def test_async_with_one_learner_equals_plain_sgd(digits):
     assert strategy.summary.staleness_hist == {0: steps} and strategy.summary.updates_done == steps
 
 
+class AuxHead(pl.LightningModule):
+    """A head the training loss does not use (validation only, say), AdamW with weight decay."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.head, self.aux = torch.nn.Linear(8, 2), torch.nn.Linear(8, 2)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.cross_entropy(self.head(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=0.05, weight_decay=1.0)
+
+
+def test_a_parameter_the_loss_does_not_use_is_left_alone_as_in_plain_lightning():
+    """Hardsync of λ = 4 learners of μ = 16 on N = 64 (one update per epoch) ≡ plain Lightning at batch 64: the head
+    the loss does not use has no gradient in any learner, so AdamW skips it (no weight decay, no moments) and it
+    keeps its initial weights; the used head trains as in plain Lightning."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 8, generator=g)
+    data = torch.utils.data.TensorDataset(x, (x[:, 0] > 0).long())
+    strategy = ParameterServerStrategy.simulated(protocol="hardsync", learners=4, progress="none")
+    ps, plain = AuxHead(), AuxHead()
+    fit(ps, torch.utils.data.DataLoader(data, batch_size=16), strategy, max_epochs=5)
+    fit(plain, torch.utils.data.DataLoader(data, batch_size=64), max_epochs=5)
+    assert strategy.updates_done == 5
+    assert float((weights(ps) - weights(plain)).abs().max()) <= 1e-5
+    assert torch.equal(weights(ps.aux), weights(AuxHead().aux))
+    opt = ps.trainer.optimizers[0]
+    assert all(p not in opt.state for p in ps.aux.parameters()) and all(p in opt.state for p in ps.head.parameters())
+    assert float((weights(ps.head) - weights(AuxHead().head)).abs().max()) > 1e-2  # not vacuous
+    ahead = strategy.lookahead  # a checkpoint keeps which weights the gradients computed ahead reached
+    ahead.reached = {7: {"head.weight", "head.bias"}}
+    sd = ahead.state_dict()
+    ahead.reached = {}
+    ahead.load_state_dict(sd)
+    assert ahead.gradless(7) == {"aux.weight", "aux.bias"} and ahead.gradless(8) == frozenset()
+
+
 class SummedLoss(Classifier):
     """A loss summed over the batch: concatenating learners would multiply the update by k."""
 

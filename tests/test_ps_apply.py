@@ -95,6 +95,23 @@ def test_a_non_finite_update_changes_nothing():
     assert not opt.state  # no momentum buffer was made
 
 
+def test_a_gradless_weight_has_no_grad_at_the_step_so_the_optimizer_skips_it():
+    """``gradless`` positions (weights no gradient reached, their aggregate 0) have p.grad None during the step, as
+    autograd leaves an unused weight: AdamW neither decays them nor keeps moments for them, as a torch step would."""
+    params, grads = _params_and_grads()
+    grads[1] = torch.zeros_like(grads[1])
+    ref = [p.detach().clone().requires_grad_() for p in params]
+    ref[0].grad = grads[0].clone()
+    want = torch.optim.AdamW(ref, lr=0.05, weight_decay=1.0)
+    want.step()
+    opt = torch.optim.AdamW(params, lr=0.05, weight_decay=1.0)
+    before = params[1].detach().clone()
+    step_update(params, grads, opt, gradless={1})
+    assert torch.equal(params[0].detach(), ref[0].detach())
+    assert torch.equal(params[1].detach(), before) and params[1] not in opt.state
+    assert all(p.grad is None for p in params)
+
+
 def _laid_out(device: str):
     """A channels_last conv weight and a bias, and gradients laid out otherwise (a vmapped row is contiguous)."""
     g = torch.Generator().manual_seed(0)

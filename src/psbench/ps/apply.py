@@ -9,7 +9,7 @@ look-ahead flush (:mod:`psbench.strategy.pending`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import torch
 
@@ -26,6 +26,7 @@ def step_update(
     clip: float | None = None,
     schedulers: Iterable = (),
     step: Callable[[], object] | None = None,
+    gradless: Collection[int] = (),
 ) -> None:
     """Apply one PS update, unchecked; no host synchronisation (every value stays where the tensors are).
 
@@ -40,10 +41,18 @@ def step_update(
     refuse a gradient laid out otherwise than its weight. Where the step writes into p.grad (``clip`` scales it,
     ``foreach`` Nesterov SGD adds the momentum into it) p.grad is a copy, so that ``grads`` stay as given (an update
     applied again after a rollback applies the same aggregate).
+
+    ``gradless``: the positions in ``params`` that no gradient of the update reached (a parameter the loss does not
+    use, :meth:`psbench.strategy.user_steps.UserLookahead.gradless`): their p.grad is None during the step, as
+    autograd leaves it, so that torch's optimizers skip them (no weight decay, no moment update); their ``grads``
+    (zeros) are only checked.
     """
     scale_weight_decay(optimizer, lr_scale if step_scale is None else 1.0)
     writes = bool(clip) or any(g.get("nesterov") and not g.get("fused") for g in optimizer.param_groups)
-    for p, g in zip(params, grads, strict=True):
+    for j, (p, g) in enumerate(zip(params, grads, strict=True)):
+        if j in gradless:
+            p.grad = None
+            continue
         if g.stride() != p.stride():
             g = torch.empty_like(p).copy_(g)
         elif writes:

@@ -15,6 +15,11 @@ The semantics (stated here, tested in ``tests/test_batchnorm.py``):
   the update ``torch.nn.BatchNorm*`` makes in train mode; ``num_batches_tracked`` counts applied gradients. A
   diverged update applies neither its gradients nor their statistics. With λ = 1 this is plain training of the
   module (a test holds async λ = 1 equal to a torch loop, buffers included).
+* **A layer in eval mode during training** (``training=False``: the "frozen BatchNorm" of fine-tuning, a user's
+  ``bn.eval()`` in ``on_train_epoch_start``) behaves as torch's: a learner's forward normalises with the PS's
+  running statistics (the module's own buffers) and records no batch statistics, so the PS leaves that layer's
+  ``running_mean``/``running_var``/``num_batches_tracked`` as they are (``BatchStats.fresh(training_only=True)``
+  in :class:`~psbench.strategy.user_steps.UserLookahead`; the built-in networks train every layer).
 * **Evaluation** uses the PS's running statistics (eval mode), as Lightning's validation and
   :func:`psbench.models.evaluate.evaluate` put the module.
 
@@ -57,11 +62,15 @@ class BatchStats:
         self.layers = [(f"{prefix}{n}." if n else prefix, m) for n, m in batchnorm_layers(net)]
         self.tracked = [(n, m) for n, m in self.layers if m.track_running_stats and m.running_mean is not None]
 
-    def fresh(self, rows: int | None = None) -> dict[str, torch.Tensor]:
+    def fresh(self, rows: int | None = None, *, training_only: bool = False) -> dict[str, torch.Tensor]:
         """Zeroed ``running_mean``/``running_var``/``num_batches_tracked`` for one learner (``rows`` None) or
-        ``rows`` learners stacked (for ``vmap``, ``in_dims=0``)."""
+        ``rows`` learners stacked (for ``vmap``, ``in_dims=0``). ``training_only``: for the layers in train mode
+        only; a ``functional_call`` given these runs a layer in eval mode on its own running statistics, which
+        it reads and does not update, and :meth:`batch_stats` then holds no statistics of that layer."""
         out: dict[str, torch.Tensor] = {}
         for n, m in self.tracked:
+            if training_only and not m.training:
+                continue
             mean, var, nbt = m.running_mean, m.running_var, m.num_batches_tracked
             assert mean is not None and var is not None and nbt is not None
             lead = () if rows is None else (rows,)
@@ -95,9 +104,12 @@ class BatchStats:
     @torch.no_grad()
     def apply(self, stats: Sequence[Stats]) -> None:
         """The PS's rule, gradient by gradient in ``stats``' order: num_batches_tracked += 1, then
-        ``ps ← (1 − m)·ps + m·stat`` with the layer's momentum m (None: 1/num_batches_tracked)."""
+        ``ps ← (1 − m)·ps + m·stat`` with the layer's momentum m (None: 1/num_batches_tracked); a layer without
+        statistics in a gradient's (in eval mode when it was computed) is left as it is."""
         for s in stats:
             for n, m in self.tracked:
+                if n + "running_mean" not in s:
+                    continue
                 mean, var, nbt = m.running_mean, m.running_var, m.num_batches_tracked
                 assert mean is not None and var is not None and nbt is not None
                 nbt.add_(1)

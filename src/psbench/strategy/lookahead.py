@@ -219,6 +219,11 @@ class Lookahead:
         first = int(self.s.offsets[i])
         return [first + j for j in contribution_order(self.ts[self.s.rows(i)].tolist())]
 
+    def gradless(self, i: int) -> frozenset[str]:
+        """The weights no gradient of update i reached: none here (the built-in losses use every parameter);
+        :meth:`psbench.strategy.user_steps.UserLookahead.gradless` for a user's ``training_step``."""
+        return frozenset()
+
     def running_stats(self, i: int) -> list[Stats]:
         """The batch statistics of update i's gradients, in the order the PS sums them (BatchNorm nets; popped)."""
         return [self.row_stats.pop(r) for r in self._order(i) if r in self.row_stats]

@@ -50,6 +50,7 @@ class Applied:
     extra: dict[str, float] = field(default_factory=dict)  #: host metrics of its own (learners' accuracy)
     bn_stats: list | None = None  #: the BatchNorm statistics it folds in (psbench.strategy.batchnorm), if any
     pushed: int = 0  #: the bytes its learners pushed through a gradient codec (psbench.compression), if any
+    gradless: frozenset[int] = frozenset()  #: positions of the weights no gradient reached (p.grad None at its step)
 
 
 class Saved:

@@ -525,6 +525,7 @@ class ParameterServerStrategyCore(_Base):
         self._last_update = batch.index
         extra: dict[str, float] = {}
         pushed = 0
+        gone: frozenset[str] = frozenset()
         if self.local is not None:  # the commits of H local steps per learner, in gradient units
             self.settle()  # (the CPU's local learners: read back per update, as they read their own losses)
             params = dict(module.net.named_parameters())
@@ -542,6 +543,7 @@ class ParameterServerStrategyCore(_Base):
                 grads, pushed = self.compression.aggregate(learners, weights, each)
             else:
                 grads, loss = ahead.update_gradient(batch.index, params)
+            gone = ahead.gradless(batch.index)
         if self.diverged_at is not None:  # the read-back before this update found an earlier one diverged
             trainer.should_stop = True
             return None
@@ -554,6 +556,8 @@ class ParameterServerStrategyCore(_Base):
         self.pending.begin(self._saved(plist), opt, self._lr.stepped_per_update)
         terms, schedulers = update_terms(plist, glist), self._lr.after_update(batch.index)
         applied = Applied(batch, loss_t, terms, glist, schedulers, extra, pushed=pushed)
+        if gone:  # weights the loss did not use: p.grad None at the step (psbench.ps.apply.step_update)
+            applied.gradless = frozenset(j for j, k in enumerate(params) if k in gone)
         if bn is not None:  # the PS's BatchNorm statistics (strategy/batchnorm.py), folded in after the step
             applied.bn_stats = ahead.running_stats(batch.index)
         if self._optimizer_step is None:  # Lightning's wrapper (it counts the step), or as lean where it adds nothing
@@ -588,6 +592,7 @@ class ParameterServerStrategyCore(_Base):
             clip=self.gradient_clip_val,
             schedulers=a.schedulers,
             step=step,
+            gradless=a.gradless,
         )
         if a.bn_stats is not None:
             assert self.lookahead is not None and self.lookahead.bn is not None

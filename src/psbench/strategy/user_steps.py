@@ -8,6 +8,13 @@ aggregate is Σ_l (w_l/c)·∇L_l(θ_{ts_l}) (Zhang Eq 2, Rudra Eqs 3–5), as i
 the user's map-style train dataset's items at the global sample stream's positions (:class:`UserUpdates`),
 collated by the DataLoader's ``collate_fn`` and passed through the module's batch-transfer hooks.
 
+A parameter that no learner's loss of an update uses (autograd gives None for it in every one of the update's
+``training_step`` calls: an auxiliary head used only in validation, a branch not taken) has ``p.grad = None`` at that
+update's optimizer step, as in plain training, so that torch's optimizers skip it (no weight decay, no Adam moments):
+:meth:`UserLookahead.gradless`. A parameter that some of the update's learners use gets the aggregate, 0 standing
+for the learners that did not (their loss does not depend on it). One module's loss graph is usually the same for
+every mini-batch, so it is all or none in practice.
+
 Two speed-ups, each checked on the first gradients it would apply to, never assumed:
 
 * concatenation — the rows of one (update, snapshot) unit share their weight w (the lr policy's w depends on σ
@@ -179,6 +186,21 @@ class UserLookahead(Lookahead):
         if self.bn is not None:  # BatchNorm: the wrapper's names; each learner normalised alone, never concatenated
             self.bn, self.concat = BatchStats(module, "m."), False
         self.check: dict[str, Any] = {"concat": None, "channels_last": self.layout}
+        self.reached: dict[int, set[str]] = {}  # update -> the weights a gradient of its computed rows reached
+
+    def gradless(self, i: int) -> frozenset[str]:
+        """The weights that none of update i's gradients reached (autograd's None in each of its rows' calls; see
+        the module docstring); popped. An update none of whose rows was recorded (not computed here): none."""
+        reached = self.reached.pop(i, None)
+        return frozenset() if reached is None else frozenset(k for k in self.params if k not in reached)
+
+    def state_dict(self) -> dict[str, Any]:
+        """:meth:`Lookahead.state_dict`, and which weights the gradients computed ahead reached."""
+        return {**super().state_dict(), "reached": {u: sorted(ks) for u, ks in self.reached.items()}}
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        super().load_state_dict(sd)
+        self.reached = {int(u): set(ks) for u, ks in sd.get("reached", {}).items()}
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The weights whose gradients this source computes: the module's trainable parameters, by name."""
@@ -189,7 +211,8 @@ class UserLookahead(Lookahead):
         self, rows, u: int, params: Mapping[str, torch.Tensor], scale: torch.Tensor, layout: bool, record: bool = True
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor, int]:
         """(scale·∇L of the rows' samples concatenated at ``params``, L·samples, samples); a BatchNorm module's row
-        runs on fresh buffers and, if ``record``, keeps its batch statistics (:mod:`psbench.strategy.batchnorm`)."""
+        runs its layers in train mode on fresh buffers and, if ``record``, keeps their batch statistics; its layers
+        in eval mode read the module's running statistics (:mod:`psbench.strategy.batchnorm`)."""
         batch = self.data.batch(rows, _channels_last if layout else None)
         leaves = [v.detach().requires_grad_() for v in params.values()]
         trainer = seams.attached_trainer(self.module)
@@ -199,15 +222,17 @@ class UserLookahead(Lookahead):
         if self.bn is None:
             loss = step_loss(functional_call(self.step, weights, (batch, u), tie_weights=self.tied))
         else:
-            buffers = self.bn.fresh()
+            buffers = self.bn.fresh(training_only=True)
             with self.bn.capturing():
                 loss = step_loss(functional_call(self.step, (weights, buffers), (batch, u), tie_weights=self.tied))
             if record:
                 assert len(rows) == 1, "a BatchNorm module's rows are never concatenated"
                 self.row_stats[int(rows[0])] = self.bn.batch_stats(buffers)
         grads = torch.autograd.grad(loss * scale, leaves, allow_unused=True)
+        self.reached.setdefault(u, set()).update(k for k, g in zip(params, grads, strict=True) if g is not None)
         n = len(rows) * self.data.spg
         out = {
+            # an unused weight's 0 keeps the sums' shapes; gradless() says it had none
             k: (torch.zeros_like(p) if g is None else g.contiguous())  # NHWC-strided weight gradients made flat
             for k, p, g in zip(params, leaves, grads, strict=True)
         }
