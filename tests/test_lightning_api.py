@@ -884,6 +884,7 @@ def test_checkpoints_and_evaluations_every_so_many_steps_are_every_so_many_updat
             val_check_interval=0.5,
             num_sanity_val_steps=0,
             callbacks=[ck, ev],
+            default_root_dir=tmp_path,
             logger=False,
             enable_progress_bar=False,
             enable_model_summary=False,
