@@ -113,12 +113,14 @@ def _check_protocol(name: Any) -> None:
     """The protocols a LightningModule runs (the ``protocol`` group's others are the local-step ones, which run
     psbench's own loss for H steps), before the group is composed: its error would list those too."""
     from psbench.ps.local import LOCAL_PROTOCOLS
+    from psbench.ps.protocols import PROTOCOLS
 
+    runs = [p for p in PROTOCOLS if p not in LOCAL_PROTOCOLS]
     require(
-        name in ("hardsync", "softsync", "async", "ssp"),
+        name in runs,
         "protocol.name",
         name,
-        "hardsync, softsync, async or ssp with a LightningModule (the local-step protocols "
+        f"{', '.join(runs[:-1])} or {runs[-1]} with a LightningModule (the local-step protocols "
         f"{', '.join(LOCAL_PROTOCOLS)} run psbench's own loss for H steps: use the psbench command)",
     )
 
