@@ -8,7 +8,9 @@ the PS's running statistics follow the applied gradients' batch statistics in th
   is *not* one learner of μλ (Rudra Eq 7 needs a network without BatchNorm);
 * a BatchNorm ResNet (torchvision's, vendored) and the lightning-hydra-template's SimpleDenseNet train through the
   CLI, and the CLI and the Lightning API give the same weights and running statistics;
-* what cannot keep the statistics (the dist engine, local-step protocols) is refused in one line.
+* what cannot keep the statistics (the dist engine, local-step protocols) is refused in one line;
+* a callback that puts a layer in eval mode (and freezes a weight) at an epoch's start: plain Lightning's weights and
+  buffers at λ = 1.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.ps.aggregate import contribution_order
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+from test_lightning_namespaces import NAMESPACES, QUIET, EpochOfStream, namespace, strategy_class
 from thirdparty.dense_net import SimpleDenseNet
 from thirdparty.tv_resnet import resnet10_small
 
@@ -358,3 +361,79 @@ def test_a_checkpoint_of_the_look_ahead_holds_each_result_once(digits, monkeypat
     fit_cli_path(mlp_bn(), digits.x_train, digits.y_train, proto, schedule(proto, 160, mu), mu, "vmap")
     assert len(checked) == 40
     assert all(saved <= held for saved, held in checked), checked  # the tensors' bytes and a record each
+
+
+def frozen_from_epoch_1(name: str) -> tuple[type, type]:
+    """(module, callback) of Lightning namespace ``name``. The module: ``frozen`` and ``live`` BatchNorm layers
+    around ``l1``; each ``training_step`` call records (batch_idx: the PS update, the Trainer's epoch, whether
+    ``frozen`` was in train mode, whether ``l1.weight`` required grad). The callback, from epoch 1's
+    ``on_train_epoch_start`` on: ``frozen`` in eval mode and, with ``weight``, ``l1.weight`` frozen
+    (``requires_grad_(False)``; its value then kept in ``at_freeze``)."""
+    pl_ns = namespace(name)
+
+    class Recorded(pl_ns.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.frozen, self.l1 = nn.BatchNorm1d(8), nn.Linear(8, 8)
+            self.live, self.l2 = nn.BatchNorm1d(8, momentum=0.3), nn.Linear(8, 2)
+            self.seen: list[tuple[int, int, bool, bool]] = []
+
+        def training_step(self, batch, batch_idx):
+            epoch = self.trainer.current_epoch
+            self.seen.append((batch_idx, epoch, self.frozen.training, self.l1.weight.requires_grad))
+            x, y = batch
+            return F.cross_entropy(self.l2(self.live(torch.relu(self.l1(self.frozen(x))))), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+
+    class FreezeFromEpoch1(pl_ns.Callback):
+        def __init__(self, weight: bool) -> None:
+            self.weight, self.at_freeze = weight, None
+
+        def on_train_epoch_start(self, trainer, pl_module) -> None:
+            if trainer.current_epoch >= 1:
+                pl_module.frozen.eval()
+                if self.weight and self.at_freeze is None:
+                    pl_module.l1.weight.requires_grad_(False)
+                    self.at_freeze = pl_module.l1.weight.detach().clone()
+
+    return Recorded, FreezeFromEpoch1
+
+
+def shifted_data(n: int = 64) -> torch.utils.data.TensorDataset:
+    """Features of mean 3, std 2 (far from a fresh BatchNorm's running statistics 0 and 1), a linear label."""
+    g = torch.Generator().manual_seed(1)
+    x = 3 + 2 * torch.randn(n, 8, generator=g)
+    return torch.utils.data.TensorDataset(x, (x[:, 0] > 3).long())
+
+
+@pytest.mark.parametrize("weight", [False, True])
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_a_callback_that_freezes_at_an_epochs_start_is_plain_lightning(name, weight):
+    """Async λ = 1 (μ = 16, N = 64: 4 updates an epoch, 3 epochs) ≡ plain Lightning on the same samples: a callback
+    puts a BatchNorm layer in eval mode (and freezes ``l1.weight``) at epoch 1's start; from then on it normalises
+    with the running statistics the PS gathered in epoch 0 and keeps them, and the frozen weight gets no gradient
+    (the optimizer skips it: no momentum, no weight decay), weights and buffers as in plain Lightning."""
+    pl_ns, data, mu = namespace(name), shifted_data(), 16
+    module_cls, callback_cls = frozen_from_epoch_1(name)
+    runs = []
+    for ps in (True, False):
+        module, callback = module_cls(), callback_cls(weight)
+        strategy = strategy_class(name).simulated("async", learners=1, seed=2, progress="none") if ps else "auto"
+        sampler = None if ps else EpochOfStream(len(data), 2)
+        loader = torch.utils.data.DataLoader(data, batch_size=mu, sampler=sampler)
+        trainer = pl_ns.Trainer(
+            strategy=strategy, accelerator="cpu", max_epochs=3, deterministic=True, callbacks=[callback], **QUIET
+        )
+        trainer.fit(module, loader)
+        runs.append((module, callback))
+    (ps_module, ps_callback), (plain, _) = runs
+    assert ps_module.trainer.strategy.updates_done == 12
+    assert_states_close(state(ps_module), state(plain), atol=1e-5)
+    assert int(ps_module.frozen.num_batches_tracked) == 4 and int(ps_module.live.num_batches_tracked) == 12
+    assert float(ps_module.frozen.running_mean.min()) > 0.5  # not vacuous: epoch 0 moved them towards the data
+    if weight:  # the frozen weight is where it was at epoch 1's start; the others moved on
+        assert torch.equal(ps_module.l1.weight, ps_callback.at_freeze)
+        assert not torch.equal(ps_module.l1.bias, module_cls().l1.bias)
