@@ -10,7 +10,7 @@ the PS's running statistics follow the applied gradients' batch statistics in th
   CLI, and the CLI and the Lightning API give the same weights and running statistics;
 * what cannot keep the statistics (the dist engine, local-step protocols) is refused in one line;
 * a callback that puts a layer in eval mode (and freezes a weight) at an epoch's start: plain Lightning's weights and
-  buffers at λ = 1.
+  buffers at λ = 1; with staleness, no gradient of an epoch's updates is computed before that epoch's start hooks.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.ps.aggregate import contribution_order
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+from psbench.strategy.simulated import epoch_bounds
 from test_lightning_namespaces import NAMESPACES, QUIET, EpochOfStream, namespace, strategy_class
 from thirdparty.dense_net import SimpleDenseNet
 from thirdparty.tv_resnet import resnet10_small
@@ -437,3 +438,49 @@ def test_a_callback_that_freezes_at_an_epochs_start_is_plain_lightning(name, wei
     if weight:  # the frozen weight is where it was at epoch 1's start; the others moved on
         assert torch.equal(ps_module.l1.weight, ps_callback.at_freeze)
         assert not torch.equal(ps_module.l1.bias, module_cls().l1.bias)
+
+
+class UpdateByUpdate:
+    """A callback (mixed into the namespace's ``Callback``) that makes the look-ahead compute each update's gradients
+    at its own update, none ahead."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        trainer.strategy.lookahead.ahead = 1
+
+
+@pytest.mark.parametrize(("name", "per_step"), [("pytorch_lightning", None), ("lightning.pytorch", 1)])
+def test_no_gradient_of_an_epochs_update_is_computed_before_that_epochs_start_hooks(name, per_step):
+    """1-softsync, λ = 4, μ = 4, N = 64 (4 updates an epoch, 3 epochs): rows of epoch e + 1's first updates read
+    weights of epoch e, so the look-ahead could compute them before epoch e + 1's ``on_train_epoch_start``. Every
+    ``training_step`` call of an update runs in that update's Lightning epoch and sees its hooks' state (the layer
+    in eval mode and the weight frozen from epoch 1 on); the frozen layer's statistics count epoch 0's gradients
+    only; the weights and buffers are those of computing each update's gradients at its own update."""
+    pl_ns, data, mu, epochs = namespace(name), shifted_data(), 4, 3
+    module_cls, callback_cls = frozen_from_epoch_1(name)
+    runs = []
+    for ahead in (True, False):
+        module = module_cls()
+        callbacks = [callback_cls(weight=True)]
+        if not ahead:
+            callbacks.append(type("UpdateByUpdate", (UpdateByUpdate, pl_ns.Callback), {})())
+        strategy = strategy_class(name).simulated(
+            "softsync", n=1, learners=4, seed=0, progress="none", updates_per_step=per_step
+        )
+        loader = torch.utils.data.DataLoader(data, batch_size=mu)
+        pl_ns.Trainer(strategy=strategy, max_epochs=epochs, deterministic=True, callbacks=callbacks, **QUIET).fit(
+            module, loader
+        )
+        runs.append((module, strategy))
+    (module, strategy), (by_update, _) = runs
+    sched = strategy.schedule
+    b = epoch_bounds(sched, mu, len(data), epochs)
+    assert b == [0, 4, 8, 12]
+    epoch_of = np.searchsorted(b, np.arange(sched.num_updates), side="right") - 1
+    upd, ts = sched.update_index, sched.ts
+    assert any(((ts < b[e]) & (upd >= b[e])).any() for e in (1, 2))  # not vacuous: rows that read the last epoch
+    assert len(module.seen) == sched.num_gradients + 1  # (and the loss check at setup)
+    for u, epoch, training, requires_grad in module.seen:
+        assert (epoch, training, requires_grad) == (epoch_of[u], epoch_of[u] == 0, epoch_of[u] == 0), (u, epoch)
+    assert int(module.frozen.num_batches_tracked) == int(sched.offsets[b[1]]) == 16
+    assert int(module.live.num_batches_tracked) == sched.num_gradients
+    assert_states_close(state(module), state(by_update), atol=1e-6)

@@ -34,7 +34,7 @@ Two speed-ups, each checked on the first gradients it would apply to, never assu
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -150,9 +150,9 @@ class UserUpdates(UpdateBatches):
 class UserLookahead(Lookahead):
     """:class:`Lookahead` whose rows are the user's ``training_step`` (see the module docstring).
 
-    ``batching``: ``auto`` (both checks), ``loop`` (one call per row, NCHW: the reference). ``check``: the
-    (update, snapshot) unit whose concatenation was checked and the outcome, and the channels_last outcome
-    (None: not checked yet).
+    ``batching``: ``auto`` (both checks), ``loop`` (one call per row, NCHW: the reference). ``epochs``: the Trainer's
+    epochs (:class:`Lookahead`: no row computed before its epoch's start hooks). ``check``: the (update, snapshot)
+    unit whose concatenation was checked and the outcome, and the channels_last outcome (None: not checked yet).
     """
 
     def __init__(
@@ -165,6 +165,7 @@ class UserLookahead(Lookahead):
         per_learner: bool = False,
         budget_bytes: int | None = None,
         ahead: int | None = None,
+        epochs: Sequence[int] | None = None,
     ) -> None:
         super().__init__(
             schedule,
@@ -176,6 +177,7 @@ class UserLookahead(Lookahead):
             budget_bytes=budget_bytes,
             ahead=ahead,
             max_samples=None,
+            epochs=epochs,
         )
         self.data: UserUpdates = data
         self.module, self.step = module, _TrainingStep(module)
