@@ -8,7 +8,9 @@ the PS's running statistics follow the applied gradients' batch statistics in th
   is *not* one learner of μλ (Rudra Eq 7 needs a network without BatchNorm);
 * a BatchNorm ResNet (torchvision's, vendored) and the lightning-hydra-template's SimpleDenseNet train through the
   CLI, and the CLI and the Lightning API give the same weights and running statistics;
-* what cannot keep the statistics (the dist engine, local-step protocols) is refused in one line.
+* what cannot keep the statistics (the dist engine, local-step protocols) is refused in one line;
+* a callback that puts a layer in eval mode (and freezes a weight) at an epoch's start: plain Lightning's weights and
+  buffers at λ = 1; with staleness, no gradient of an epoch's updates is computed before that epoch's start hooks.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from psbench.lr import LRPolicy
 from psbench.ps import Protocol, Schedule, Simulator
 from psbench.ps.aggregate import contribution_order
 from psbench.strategy import ClassifierModule, ParameterServerStrategy, UpdateBatches
+from psbench.strategy.simulated import epoch_bounds
+from test_lightning_namespaces import NAMESPACES, QUIET, EpochOfStream, namespace, strategy_class
 from thirdparty.dense_net import SimpleDenseNet
 from thirdparty.tv_resnet import resnet10_small
 
@@ -358,3 +362,125 @@ def test_a_checkpoint_of_the_look_ahead_holds_each_result_once(digits, monkeypat
     fit_cli_path(mlp_bn(), digits.x_train, digits.y_train, proto, schedule(proto, 160, mu), mu, "vmap")
     assert len(checked) == 40
     assert all(saved <= held for saved, held in checked), checked  # the tensors' bytes and a record each
+
+
+def frozen_from_epoch_1(name: str) -> tuple[type, type]:
+    """(module, callback) of Lightning namespace ``name``. The module: ``frozen`` and ``live`` BatchNorm layers
+    around ``l1``; each ``training_step`` call records (batch_idx: the PS update, the Trainer's epoch, whether
+    ``frozen`` was in train mode, whether ``l1.weight`` required grad). The callback, from epoch 1's
+    ``on_train_epoch_start`` on: ``frozen`` in eval mode and, with ``weight``, ``l1.weight`` frozen
+    (``requires_grad_(False)``; its value then kept in ``at_freeze``)."""
+    pl_ns = namespace(name)
+
+    class Recorded(pl_ns.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.frozen, self.l1 = nn.BatchNorm1d(8), nn.Linear(8, 8)
+            self.live, self.l2 = nn.BatchNorm1d(8, momentum=0.3), nn.Linear(8, 2)
+            self.seen: list[tuple[int, int, bool, bool]] = []
+
+        def training_step(self, batch, batch_idx):
+            epoch = self.trainer.current_epoch
+            self.seen.append((batch_idx, epoch, self.frozen.training, self.l1.weight.requires_grad))
+            x, y = batch
+            return F.cross_entropy(self.l2(self.live(torch.relu(self.l1(self.frozen(x))))), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+
+    class FreezeFromEpoch1(pl_ns.Callback):
+        def __init__(self, weight: bool) -> None:
+            self.weight, self.at_freeze = weight, None
+
+        def on_train_epoch_start(self, trainer, pl_module) -> None:
+            if trainer.current_epoch >= 1:
+                pl_module.frozen.eval()
+                if self.weight and self.at_freeze is None:
+                    pl_module.l1.weight.requires_grad_(False)
+                    self.at_freeze = pl_module.l1.weight.detach().clone()
+
+    return Recorded, FreezeFromEpoch1
+
+
+def shifted_data(n: int = 64) -> torch.utils.data.TensorDataset:
+    """Features of mean 3, std 2 (far from a fresh BatchNorm's running statistics 0 and 1), a linear label."""
+    g = torch.Generator().manual_seed(1)
+    x = 3 + 2 * torch.randn(n, 8, generator=g)
+    return torch.utils.data.TensorDataset(x, (x[:, 0] > 3).long())
+
+
+@pytest.mark.parametrize("weight", [False, True])
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_a_callback_that_freezes_at_an_epochs_start_is_plain_lightning(name, weight):
+    """Async λ = 1 (μ = 16, N = 64: 4 updates an epoch, 3 epochs) ≡ plain Lightning on the same samples: a callback
+    puts a BatchNorm layer in eval mode (and freezes ``l1.weight``) at epoch 1's start; from then on it normalises
+    with the running statistics the PS gathered in epoch 0 and keeps them, and the frozen weight gets no gradient
+    (the optimizer skips it: no momentum, no weight decay), weights and buffers as in plain Lightning."""
+    pl_ns, data, mu = namespace(name), shifted_data(), 16
+    module_cls, callback_cls = frozen_from_epoch_1(name)
+    runs = []
+    for ps in (True, False):
+        module, callback = module_cls(), callback_cls(weight)
+        strategy = strategy_class(name).simulated("async", learners=1, seed=2, progress="none") if ps else "auto"
+        sampler = None if ps else EpochOfStream(len(data), 2)
+        loader = torch.utils.data.DataLoader(data, batch_size=mu, sampler=sampler)
+        trainer = pl_ns.Trainer(
+            strategy=strategy, accelerator="cpu", max_epochs=3, deterministic=True, callbacks=[callback], **QUIET
+        )
+        trainer.fit(module, loader)
+        runs.append((module, callback))
+    (ps_module, ps_callback), (plain, _) = runs
+    assert ps_module.trainer.strategy.updates_done == 12
+    assert_states_close(state(ps_module), state(plain), atol=1e-5)
+    assert int(ps_module.frozen.num_batches_tracked) == 4 and int(ps_module.live.num_batches_tracked) == 12
+    assert float(ps_module.frozen.running_mean.min()) > 0.5  # not vacuous: epoch 0 moved them towards the data
+    if weight:  # the frozen weight is where it was at epoch 1's start; the others moved on
+        assert torch.equal(ps_module.l1.weight, ps_callback.at_freeze)
+        assert not torch.equal(ps_module.l1.bias, module_cls().l1.bias)
+
+
+class UpdateByUpdate:
+    """A callback (mixed into the namespace's ``Callback``) that makes the look-ahead compute each update's gradients
+    at its own update, none ahead."""
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        trainer.strategy.lookahead.ahead = 1
+
+
+@pytest.mark.parametrize(("name", "per_step"), [("pytorch_lightning", None), ("lightning.pytorch", 1)])
+def test_no_gradient_of_an_epochs_update_is_computed_before_that_epochs_start_hooks(name, per_step):
+    """1-softsync, λ = 4, μ = 4, N = 64 (4 updates an epoch, 3 epochs): rows of epoch e + 1's first updates read
+    weights of epoch e, so the look-ahead could compute them before epoch e + 1's ``on_train_epoch_start``. Every
+    ``training_step`` call of an update runs in that update's Lightning epoch and sees its hooks' state (the layer
+    in eval mode and the weight frozen from epoch 1 on); the frozen layer's statistics count epoch 0's gradients
+    only; the weights and buffers are those of computing each update's gradients at its own update."""
+    pl_ns, data, mu, epochs = namespace(name), shifted_data(), 4, 3
+    module_cls, callback_cls = frozen_from_epoch_1(name)
+    runs = []
+    for ahead in (True, False):
+        module = module_cls()
+        callbacks = [callback_cls(weight=True)]
+        if not ahead:
+            callbacks.append(type("UpdateByUpdate", (UpdateByUpdate, pl_ns.Callback), {})())
+        strategy = strategy_class(name).simulated(
+            "softsync", n=1, learners=4, seed=0, progress="none", updates_per_step=per_step
+        )
+        loader = torch.utils.data.DataLoader(data, batch_size=mu)
+        pl_ns.Trainer(strategy=strategy, max_epochs=epochs, deterministic=True, callbacks=callbacks, **QUIET).fit(
+            module, loader
+        )
+        runs.append((module, strategy))
+    (module, strategy), (by_update, _) = runs
+    sched = strategy.schedule
+    b = epoch_bounds(sched, mu, len(data), epochs)
+    assert b == [0, 4, 8, 12]
+    epoch_of = np.searchsorted(b, np.arange(sched.num_updates), side="right") - 1
+    upd, ts = sched.update_index, sched.ts
+    assert any(((ts < b[e]) & (upd >= b[e])).any() for e in (1, 2))  # not vacuous: rows that read the last epoch
+    assert len(module.seen) == sched.num_gradients + 1  # (and the loss check at setup)
+    for u, epoch, training, requires_grad in module.seen:
+        assert (epoch, training, requires_grad) == (epoch_of[u], epoch_of[u] == 0, epoch_of[u] == 0), (u, epoch)
+    assert int(module.frozen.num_batches_tracked) == int(sched.offsets[b[1]]) == 16
+    assert int(module.live.num_batches_tracked) == sched.num_gradients
+    assert_states_close(state(module), state(by_update), atol=1e-6)

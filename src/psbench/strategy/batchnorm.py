@@ -19,7 +19,10 @@ The semantics (stated here, tested in ``tests/test_batchnorm.py``):
   ``bn.eval()`` in ``on_train_epoch_start``) behaves as torch's: a learner's forward normalises with the PS's
   running statistics (the module's own buffers) and records no batch statistics, so the PS leaves that layer's
   ``running_mean``/``running_var``/``num_batches_tracked`` as they are (``BatchStats.fresh(training_only=True)``
-  in :class:`~psbench.strategy.user_steps.UserLookahead`; the built-in networks train every layer).
+  in :class:`~psbench.strategy.user_steps.UserLookahead`; the built-in networks train every layer). The mode is read
+  when the gradient is computed, and no gradient of an epoch's updates is computed before that epoch's
+  ``on_train_epoch_start`` hooks ran (the look-ahead's ``epochs``), even one that reads a snapshot of the epoch
+  before: a layer put in eval mode there is in eval mode for every gradient of the epoch, as in plain Lightning.
 * **Evaluation** uses the PS's running statistics (eval mode), as Lightning's validation and
   :func:`psbench.models.evaluate.evaluate` put the module.
 

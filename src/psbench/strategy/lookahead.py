@@ -5,7 +5,8 @@ update i (master weights θ_i) every row with ts_r ≤ i can be computed: its sn
 needs a row that is not computed yet, :class:`Lookahead` computes *every* uncomputed row with ts_r ≤ i of the
 updates i, i+1, … in one batched call — for 30-softsync at λ = 30 that is ~λ rows of the next ~λ updates, each
 on its own snapshot — keeps what each update needs, drops the snapshots nobody reads any more, and the
-strategy applies the updates in order, as before.
+strategy applies the updates in order, as before. With ``epochs`` (a user's Trainer) it stops at the end of update
+i's epoch: a row of the next epoch's updates is computed after that epoch's start hooks ran, whatever it reads.
 
 Kept per pending update: the partial sum Σ_l (w_l/c)·∇L_l(θ_{ts_l}) of its computed rows; or, per row, the
 row's gradient (``loop``, summed in :func:`~psbench.ps.aggregate.contribution_order` at the update — bit for
@@ -28,7 +29,7 @@ held at once.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,6 +99,10 @@ class Lookahead:
             CPU, else None (the whole unit at once).
         ahead: compute rows of at most this many updates after the current one (None: all that can be;
             0: update by update, the execution without look-ahead).
+        epochs: the first update of each epoch, b_0 = 0 ≤ b_1 ≤ … ≤ b_E = U (a user's Trainer's epochs:
+            :func:`~psbench.strategy.simulated.epoch_bounds`): no row of an update past the current one's epoch is
+            computed ahead, so that every gradient of epoch e's updates sees what epoch e's ``on_train_epoch_start``
+            hooks set (a layer in eval mode, a frozen weight), as in plain Lightning; None: one epoch.
     """
 
     def __init__(
@@ -113,8 +118,10 @@ class Lookahead:
         max_rows: int = 64,
         ahead: int | None = None,
         max_samples: int | str | None = "auto",
+        epochs: Sequence[int] | None = None,
     ) -> None:
         self.s, self.data, self.net, self.loss = schedule, data, net, loss
+        self.epochs = None if epochs is None else np.asarray(epochs, dtype=np.int64)
         self.mode, self.vmap_threshold, self.per_learner = mode, vmap_threshold, per_learner
         self.by_row = per_learner or mode == "loop"  # results per row, else per update
         self.budget, self.max_rows = budget_bytes, max(1, max_rows)
@@ -268,8 +275,11 @@ class Lookahead:
 
     # -- computing rows ahead ------------------------------------------------------------------
     def _flush(self, i: int, params: Params) -> None:
-        """Compute every uncomputed row with ts ≤ i of updates i, i+1, … that fits the budget."""
-        a, b = int(self.s.offsets[i]), int(self.s.offsets[min(self.s.num_updates, i + self.ahead)])
+        """Compute every uncomputed row with ts ≤ i of updates i, i+1, … of update i's epoch that fits the budget."""
+        stop = min(self.s.num_updates, i + self.ahead)
+        if self.epochs is not None:  # the next epoch's first update
+            stop = min(stop, int(self.epochs[np.searchsorted(self.epochs, i, side="right")]))
+        a, b = int(self.s.offsets[i]), int(self.s.offsets[stop])
         rows = np.flatnonzero((self.ts[a:b] <= i) & ~self.computed[a:b]) + a
         p_bytes = self.p_bytes
         chunk, room = self.max_rows, None

@@ -289,6 +289,11 @@ class EpochLoader:
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    @property
+    def bounds(self) -> list[int]:
+        """The first update of each epoch, and U: epoch e's updates are ``bounds[e]`` … ``bounds[e + 1]`` − 1."""
+        return self.chunks.b[:: self.steps]
+
     def __len__(self) -> int:
         return self.steps
 
@@ -444,6 +449,7 @@ def plan_run(setup: SimulatedSetup, strategy, trainer) -> Planned:
         setup.batching,
         per_learner=codecs is not None,
         budget_bytes=memory_budget(sim.schedule, p_bytes, by_row, setup.memory_budget_mb, "memory_budget_mb"),
+        epochs=loader.bounds,  # each epoch's gradients after its start hooks
     )
     return Planned(sim, mu, len(ds), lookahead, codecs, loader, artifacts)
 

@@ -13,7 +13,9 @@ A parameter that no learner's loss of an update uses (autograd gives None for it
 update's optimizer step, as in plain training, so that torch's optimizers skip it (no weight decay, no Adam moments):
 :meth:`UserLookahead.gradless`. A parameter that some of the update's learners use gets the aggregate, 0 standing
 for the learners that did not (their loss does not depend on it). One module's loss graph is usually the same for
-every mini-batch, so it is all or none in practice.
+every mini-batch, so it is all or none in practice. A weight the user's code freezes during the fit
+(``requires_grad_(False)``, e.g. in ``on_train_epoch_start``) is such a weight from then on: no gradient, no ``.grad``
+at the step; the weights are those trainable at setup (one frozen then is not among them, even if unfrozen later).
 
 Two speed-ups, each checked on the first gradients it would apply to, never assumed:
 
@@ -32,7 +34,7 @@ Two speed-ups, each checked on the first gradients it would apply to, never assu
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -148,9 +150,9 @@ class UserUpdates(UpdateBatches):
 class UserLookahead(Lookahead):
     """:class:`Lookahead` whose rows are the user's ``training_step`` (see the module docstring).
 
-    ``batching``: ``auto`` (both checks), ``loop`` (one call per row, NCHW: the reference). ``check``: the
-    (update, snapshot) unit whose concatenation was checked and the outcome, and the channels_last outcome
-    (None: not checked yet).
+    ``batching``: ``auto`` (both checks), ``loop`` (one call per row, NCHW: the reference). ``epochs``: the Trainer's
+    epochs (:class:`Lookahead`: no row computed before its epoch's start hooks). ``check``: the (update, snapshot)
+    unit whose concatenation was checked and the outcome, and the channels_last outcome (None: not checked yet).
     """
 
     def __init__(
@@ -163,6 +165,7 @@ class UserLookahead(Lookahead):
         per_learner: bool = False,
         budget_bytes: int | None = None,
         ahead: int | None = None,
+        epochs: Sequence[int] | None = None,
     ) -> None:
         super().__init__(
             schedule,
@@ -174,6 +177,7 @@ class UserLookahead(Lookahead):
             budget_bytes=budget_bytes,
             ahead=ahead,
             max_samples=None,
+            epochs=epochs,
         )
         self.data: UserUpdates = data
         self.module, self.step = module, _TrainingStep(module)
@@ -214,7 +218,8 @@ class UserLookahead(Lookahead):
         runs its layers in train mode on fresh buffers and, if ``record``, keeps their batch statistics; its layers
         in eval mode read the module's running statistics (:mod:`psbench.strategy.batchnorm`)."""
         batch = self.data.batch(rows, _channels_last if layout else None)
-        leaves = [v.detach().requires_grad_() for v in params.values()]
+        # a weight the user's code froze since setup (requires_grad_(False)) gets no gradient, as in plain training
+        leaves = [v.detach().requires_grad_(self.params[k].requires_grad) for k, v in params.items()]
         trainer = seams.attached_trainer(self.module)
         if trainer is not None:  # self.log infers its batch size from this batch
             seams.log_batch(trainer, batch)
@@ -228,7 +233,9 @@ class UserLookahead(Lookahead):
             if record:
                 assert len(rows) == 1, "a BatchNorm module's rows are never concatenated"
                 self.row_stats[int(rows[0])] = self.bn.batch_stats(buffers)
-        grads = torch.autograd.grad(loss * scale, leaves, allow_unused=True)
+        wanted = [v for v in leaves if v.requires_grad]
+        found = iter(torch.autograd.grad(loss * scale, wanted, allow_unused=True))
+        grads = [next(found) if v.requires_grad else None for v in leaves]
         self.reached.setdefault(u, set()).update(k for k, g in zip(params, grads, strict=True) if g is not None)
         n = len(rows) * self.data.spg
         out = {
