@@ -856,7 +856,7 @@ class LoggedLr(Logger):
 @pytest.mark.parametrize(
     ("kind", "interval"), [("plateau", "epoch"), ("plateau", "step"), ("step_lr", "epoch"), ("one_cycle", "step")]
 )
-def test_learning_rate_monitor_logs_plain_lightnings_lr_series(digits, kind, interval):
+def test_learning_rate_monitor_logs_plain_lightnings_lr_series(digits, tmp_path, kind, interval):
     """LearningRateMonitor, at every epoch's start and every step's, logs the lr series plain Lightning logs (async
     λ = 1 ≡ plain SGD, one update per Trainer step, four epochs of 15 updates, an evaluation every 5): the lr the
     next update uses. Before, a ReduceLROnPlateau stepped at the next Trainer step's start, after the monitor's
@@ -883,6 +883,7 @@ def test_learning_rate_monitor_logs_plain_lightnings_lr_series(digits, kind, int
             log_every_n_steps=1,
             deterministic=True,
             logger=logged,
+            default_root_dir=tmp_path,  # (timeline.png)
             callbacks=[LearningRateMonitor("epoch"), LearningRateMonitor("step")],
             enable_progress_bar=False,
             enable_checkpointing=False,
