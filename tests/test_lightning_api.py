@@ -16,6 +16,8 @@ import pytest
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from pytorch_lightning.callbacks import LearningRateMonitor
+from pytorch_lightning.loggers.logger import Logger
 
 from psbench import ParameterServerStrategy
 from psbench.errors import ConfigError
@@ -60,16 +62,20 @@ class Classifier(pl.LightningModule):
 
 
 class StreamOrder(torch.utils.data.Sampler):
-    """Plain Lightning's sampler in the order of psbench's sample stream (positions 0, 1, …, across epochs)."""
+    """Plain Lightning's sampler in the order of psbench's sample stream (positions 0, 1, …, across epochs): epoch e
+    of ``samples`` each takes positions e·samples … (e+1)·samples − 1 (Lightning calls ``set_epoch``)."""
 
     def __init__(self, n: int, samples: int, seed: int = 0) -> None:
-        self.n, self.samples, self.seed = n, samples, seed
+        self.n, self.samples, self.seed, self.epoch = n, samples, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
 
     def __len__(self) -> int:
         return self.samples
 
     def __iter__(self):
-        return iter(SampleStream(self.n, self.seed).indices(0, self.samples).tolist())
+        return iter(SampleStream(self.n, self.seed).indices(self.epoch * self.samples, self.samples).tolist())
 
 
 class EpochEnds(pl.Callback):
@@ -802,6 +808,93 @@ def test_estimated_stepping_batches_counts_the_ps_updates(digits, per_step):
     tp = fit(plain, torch.utils.data.DataLoader(data, batch_size=8), max_epochs=2)
     assert ps.total == t.global_step == plain.total == tp.global_step == 2 * n // 8
     assert t.optimizers[0].param_groups[0]["lr"] == tp.optimizers[0].param_groups[0]["lr"]
+
+
+class Scheduled(Classifier):
+    """A user's module with one lr scheduler of plain SGD: ``kind`` at ``interval``. Its ReduceLROnPlateau watches the
+    validation loss in ``mode="max"``, so a falling loss is a plateau at every look (factor ½, patience 0)."""
+
+    def __init__(self, kind: str, interval: str) -> None:
+        super().__init__(lr=0.1)
+        self.kind, self.interval = kind, interval
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=self.lr)
+        lr = torch.optim.lr_scheduler
+        config: dict = {"interval": self.interval}
+        if self.kind == "plateau":  # (a step-interval one steps before the first evaluation too: strict=False)
+            config.update(monitor="val_loss", strict=False, scheduler=lr.ReduceLROnPlateau(opt, "max", 0.5, 0))
+        elif self.kind == "step_lr":
+            config.update(scheduler=lr.StepLR(opt, step_size=1, gamma=0.5))
+        else:
+            config.update(scheduler=lr.OneCycleLR(opt, max_lr=0.2, total_steps=self.trainer.estimated_stepping_batches))
+        return {"optimizer": opt, "lr_scheduler": config}
+
+
+class LoggedLr(Logger):
+    """The ``lr-…`` values the Trainer's LearningRateMonitor callbacks log, with their steps, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[int | None, str, float]] = []
+
+    @property
+    def name(self) -> str:
+        return "lr"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, params, *args, **kwargs) -> None:
+        pass
+
+    def log_metrics(self, metrics, step=None) -> None:
+        self.rows += [(step, k, float(v)) for k, v in metrics.items() if k.startswith("lr-")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "interval"), [("plateau", "epoch"), ("plateau", "step"), ("step_lr", "epoch"), ("one_cycle", "step")]
+)
+def test_learning_rate_monitor_logs_plain_lightnings_lr_series(digits, tmp_path, kind, interval):
+    """LearningRateMonitor, at every epoch's start and every step's, logs the lr series plain Lightning logs (async
+    λ = 1 ≡ plain SGD, one update per Trainer step, four epochs of 15 updates, an evaluation every 5): the lr the
+    next update uses. Before, a ReduceLROnPlateau stepped at the next Trainer step's start, after the monitor's
+    hooks, which logged each of its steps one step (interval "step") or one epoch ("epoch") late; the weights and
+    the final lr were right."""
+    data = torch.utils.data.Subset(train_set(digits), range(240))
+    val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(digits.x_test, digits.y_test), batch_size=360)
+    runs = []
+    for ps in (True, False):
+        torch.manual_seed(0)
+        module, logged = Scheduled(kind, interval), LoggedLr()
+        if ps:
+            strategy = ParameterServerStrategy.simulated(protocol="async", learners=1, seed=3, updates_per_step=1)
+            loader = torch.utils.data.DataLoader(data, batch_size=16, shuffle=True)
+            kw: dict = {"strategy": strategy}
+        else:
+            loader = torch.utils.data.DataLoader(data, batch_size=16, sampler=StreamOrder(len(data), len(data), 3))
+            kw = {"accelerator": "cpu"}
+        pl.Trainer(
+            **kw,
+            max_epochs=4,
+            val_check_interval=5,
+            num_sanity_val_steps=0,
+            log_every_n_steps=1,
+            deterministic=True,
+            logger=logged,
+            default_root_dir=tmp_path,  # (timeline.png)
+            callbacks=[LearningRateMonitor("epoch"), LearningRateMonitor("step")],
+            enable_progress_bar=False,
+            enable_checkpointing=False,
+            enable_model_summary=False,
+        ).fit(module, loader, val)
+        runs.append((module, logged.rows))
+    (ps_module, ps_rows), (plain, plain_rows) = runs
+    assert len(plain_rows) == 4 + 4 * 15  # each epoch's start, each step's start
+    assert len({lr for _, _, lr in plain_rows}) >= 3  # not vacuous: the lr changed within the fit
+    assert ps_rows == plain_rows
+    assert torch.equal(weights(ps_module), weights(plain))  # the lr the updates used, as before
 
 
 class DecayOff(pl.Callback):

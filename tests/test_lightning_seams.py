@@ -209,6 +209,39 @@ def test_the_batch_hook_sees_every_batch_before_the_move_and_unwraps():
     assert seams.attached_trainer(module) is not None and seams.attached_trainer(Tiny()) is None
 
 
+def test_plateau_steps_at_runs_where_lightning_steps_a_plateau_scheduler():
+    """In a manual-optimization fit of 2 epochs of 2 steps, evaluated every step: ``"step"`` after each evaluation,
+    ``"epoch"`` after each ``on_train_epoch_end``, each before the next step's or epoch's start hooks; unwrapped, the
+    loop's own method again."""
+    seen: list[str] = []
+
+    class Order(pl.Callback):
+        def setup(self, trainer, pl_module, stage) -> None:
+            seams.plateau_steps_at(trainer, seen.append)
+            seams.plateau_steps_at(trainer, seen.append)  # a Trainer that fits again: still one step each
+
+        def on_train_epoch_start(self, trainer, pl_module) -> None:
+            seen.append("epoch start")
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+            seen.append("batch start")
+
+        def on_validation_end(self, trainer, pl_module) -> None:
+            seen.append("evaluated")
+
+        def on_train_epoch_end(self, trainer, pl_module) -> None:
+            seen.append("epoch end")
+
+    t = pl.Trainer(
+        max_epochs=2, val_check_interval=1, num_sanity_val_steps=0, logger=False, callbacks=[Order()], **QUIET
+    )
+    t.fit(Tiny(manual=True), loader(4), loader(2))
+    step = ["batch start", "evaluated", "step"]
+    assert seen == 2 * ["epoch start", *step, *step, "epoch end", "epoch"]
+    seams.unwrap_plateau_steps(t)
+    assert t.fit_loop.epoch_loop.update_lr_schedulers.__func__ is type(t.fit_loop.epoch_loop).update_lr_schedulers
+
+
 def test_step_counters_carry_global_step_across_optimization_modes():
     """A manual-optimization fit of 3 steps: after the copy, global_step in automatic optimization is 3; resuming
     sets every counter (and the logging step) to k."""

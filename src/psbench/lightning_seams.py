@@ -30,6 +30,7 @@ def check(trainer) -> None:
         "fit_loop.max_batches, fit_loop.setup_data": lambda: (loop.max_batches, loop.setup_data),
         "fit_loop.epoch_loop._should_check_val_fx": lambda: loop.epoch_loop._should_check_val_fx,
         "fit_loop.epoch_loop._batches_that_stepped": lambda: loop.epoch_loop._batches_that_stepped,
+        "fit_loop.epoch_loop.update_lr_schedulers": lambda: loop.epoch_loop.update_lr_schedulers,
         "Trainer._results": lambda: trainer._results,
         "LightningModule._on_before_batch_transfer": lambda: module._on_before_batch_transfer,
         "LightningModule._trainer": lambda: module._trainer,
@@ -75,6 +76,28 @@ def checkpoint_every_n_train_steps(trainer) -> list[int]:
 def evaluate_when(trainer, should: Callable[..., bool]) -> None:
     """Lightning asks ``should(data_fetcher)`` after every Trainer step whether to run the validation loop."""
     trainer.fit_loop.epoch_loop._should_check_val_fx = should
+
+
+def plateau_steps_at(trainer, step: Callable[[str], None]) -> None:
+    """``step(interval)`` runs where Lightning's automatic optimization steps its ReduceLROnPlateau schedulers of that
+    ``interval``: ``"step"`` after the evaluation that follows a Trainer step, ``"epoch"`` after an epoch's
+    ``on_train_epoch_end`` hooks — both before the next step's or epoch's hooks (a ``LearningRateMonitor``'s). In
+    manual optimization Lightning steps no scheduler there; what it would step still runs first."""
+    loop = trainer.fit_loop.epoch_loop
+    loop.__dict__.pop("update_lr_schedulers", None)  # (a Trainer that fits again: one wrapper)
+    lightnings = loop.update_lr_schedulers
+
+    def update_lr_schedulers(interval: str, update_plateau_schedulers: bool) -> None:
+        lightnings(interval, update_plateau_schedulers=update_plateau_schedulers)
+        if update_plateau_schedulers:
+            step(interval)
+
+    loop.update_lr_schedulers = update_lr_schedulers
+
+
+def unwrap_plateau_steps(trainer) -> None:
+    """Lightning's own scheduler steps again (:func:`plateau_steps_at` undone)."""
+    trainer.fit_loop.epoch_loop.__dict__.pop("update_lr_schedulers", None)
 
 
 def can_stop_early(trainer) -> bool:

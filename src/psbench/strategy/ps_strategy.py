@@ -243,6 +243,7 @@ class ParameterServerStrategyCore(_Base):
         self._stopped_by, self._optimizer_step = None, None
         super().setup(trainer)  # (the plan first: setup_optimizers)
         self._lr = SchedulerSteps(self._module, simulated.schedulers(trainer))
+        seams.plateau_steps_at(trainer, lambda interval: self._lr.plateau_steps(interval, trainer.callback_metrics))
 
     def _plan(self, trainer) -> None:
         """With ``plan``: the schedule, the gradient source and the Trainer's data (:func:`simulated.plan_run`)."""
@@ -307,11 +308,10 @@ class ParameterServerStrategyCore(_Base):
         super().on_validation_start()
 
     def on_train_end(self) -> None:
-        """The ReduceLROnPlateau steps the last evaluation owes; the fit's end (:attr:`summary`: why it stopped)."""
+        """The fit's end (:attr:`summary`: why it stopped)."""
         self.settle()  # (a fit stopped by Lightning between read-backs)
         self._fit_s[1] = time.perf_counter()
         trainer = self._module.trainer
-        self._lr.settle(trainer.callback_metrics)
         if self.plan is not None:  # the psbench command says how its runs end itself (psbench.lifecycle)
             self._stopped_by = stop.reason(trainer, self)
         super().on_train_end()
@@ -489,7 +489,6 @@ class ParameterServerStrategyCore(_Base):
             return self._apply(cast(UpdateBatch, batch))
         trainer = self._module.trainer
         self._step_loss = None
-        self._lr.settle(trainer.callback_metrics)  # what the evaluation after the last Trainer step decides
         if batch_idx == 0 or self._epoch != trainer.current_epoch:  # a new epoch: its steps count from its first update
             self._epoch, self._lr.epoch_start = trainer.current_epoch, None
         if isinstance(batch, UpdateChunk):

@@ -8,12 +8,14 @@ them (``monitor``, ``interval``, ``frequency``, ``strict`` kept, a ReduceLROnPla
 standing for one batch, through the module's ``lr_scheduler_step`` hook (a custom scheduler's too):
 
 * ``interval="step"``: after PS update i when (i + 1) % frequency == 0, i counted from the epoch's first update (as
-  Lightning counts ``batch_idx``); a ReduceLROnPlateau after the evaluation that
-  follows the Trainer step holding update i (at the next Trainer step, or the fit's end), with its monitor's value
-  then;
+  Lightning counts ``batch_idx``); a ReduceLROnPlateau after the evaluation that follows the Trainer step holding
+  update i, with its monitor's value then;
 * ``interval="epoch"``: after the epoch's last update when (e + 1) % frequency == 0 (epoch e from 0); a
   ReduceLROnPlateau after the epoch's end (its evaluation and ``on_train_epoch_end`` hooks, where it reads the
-  monitor), before the next epoch's first update.
+  monitor).
+
+The ReduceLROnPlateau steps run where Lightning's loops step them (:func:`psbench.lightning_seams.plateau_steps_at`):
+before the next Trainer step's or epoch's hooks, so a ``LearningRateMonitor`` there logs the lr the next update uses.
 
 A monitor no metric holds ends the fit with one line naming it and the logged metrics (Lightning's ``strict``,
 its default); with ``strict=False`` the step is skipped, as in Lightning.
@@ -80,14 +82,16 @@ class SchedulerSteps:
                 self.module.lr_scheduler_step(c.scheduler, None)
         self._epoch = epoch
 
-    def settle(self, metrics: Mapping[str, Any]) -> None:
-        """The ReduceLROnPlateau steps owed, with the monitors' values in ``metrics`` (``trainer.callback_metrics``)."""
-        for i in self._updates:
-            for c in self.plateau_update:
-                if (i + 1) % c.frequency == 0:
-                    self._plateau(c, metrics)
-        self._updates.clear()
-        if self._epoch is not None:
+    def plateau_steps(self, interval: str, metrics: Mapping[str, Any]) -> None:
+        """The ReduceLROnPlateau steps of ``interval`` owed (``"step"``: the Trainer step's updates; ``"epoch"``: the
+        epoch's), with the monitors' values in ``metrics`` (``trainer.callback_metrics``)."""
+        if interval == "step":
+            for i in self._updates:
+                for c in self.plateau_update:
+                    if (i + 1) % c.frequency == 0:
+                        self._plateau(c, metrics)
+            self._updates.clear()
+        elif self._epoch is not None:
             for c in self.plateau_epoch:
                 if (self._epoch + 1) % c.frequency == 0:
                     self._plateau(c, metrics)

@@ -371,11 +371,13 @@ def skip_chunks_in_batch_hook(module) -> None:
 
 def restore(module, clip: float | None) -> None:
     """The module and its Trainer as the user made them (:meth:`ParameterServerStrategy.teardown`): Lightning's batch
-    hook, automatic optimization (``global_step`` still counting the PS updates), ``gradient_clip_val``."""
+    hook, automatic optimization (``global_step`` still counting the PS updates), Lightning's scheduler steps,
+    ``gradient_clip_val``."""
     seams.unwrap_batch_hook(module)
     trainer = seams.attached_trainer(module)
     if trainer is not None:
         seams.count_manual_steps_as_automatic(trainer)
+        seams.unwrap_plateau_steps(trainer)
         if clip is not None:
             trainer.gradient_clip_val = clip
     module.automatic_optimization = True
