@@ -1019,3 +1019,43 @@ def test_on_before_optimizer_step_sees_the_aggregate_before_gradient_clipping(di
         seen += [n for cb in callbacks for n in cb.norms]
     assert len(seen) == 30 and min(seen) > 0.1
     assert torch.equal(ends[0], ends[1])
+
+
+class Monitored(Classifier):
+    """A constant lr high enough that ``val_loss`` stops improving within a few epochs."""
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+
+
+def test_early_stopping_and_the_best_checkpoint_are_plain_lightnings(digits, tmp_path):
+    """Async λ = 1 ≡ plain SGD: ``EarlyStopping(monitor="val_loss")`` stops at plain Lightning's epoch and
+    ``ModelCheckpoint(monitor="val_loss", save_top_k=1)`` keeps plain Lightning's best checkpoint, named by Lightning's
+    epoch (before, ``epoch=1-step=16.ckpt`` for plain's ``epoch=0-step=16.ckpt``: the strategy's evaluation logged
+    psbench's ``epoch`` — samples / N, 1.0 after epoch 0 — over Lightning's, and the checkpoint's name reads it)."""
+    n = 256
+    data = torch.utils.data.Subset(train_set(digits), range(n))
+    val = torch.utils.data.DataLoader(torch.utils.data.Subset(train_set(digits), range(n, n + 64)), batch_size=64)
+    runs = {}
+    for name, strategy, loader in (
+        ("ps", ParameterServerStrategy.simulated(protocol="async", learners=1), dict(shuffle=True)),
+        ("plain", None, dict(sampler=StreamOrder(n, n))),
+    ):
+        torch.manual_seed(0)
+        module = Monitored(lr=0.5)
+        stop = pl.callbacks.EarlyStopping(monitor="val_loss", patience=1, min_delta=0.02)
+        best = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / name, monitor="val_loss", save_top_k=1)
+        kw = {"strategy": strategy} if strategy is not None else {"accelerator": "cpu"}
+        t = pl.Trainer(
+            **kw,
+            max_epochs=20,
+            callbacks=[stop, best],
+            default_root_dir=tmp_path,
+            **{**QUIET, "enable_checkpointing": True},
+        )
+        t.fit(module, torch.utils.data.DataLoader(data, batch_size=16, **loader), val)
+        runs[name] = (stop.stopped_epoch, t.global_step, Path(best.best_model_path).name, float(best.best_model_score))
+        runs[name + " weights"] = weights(module)
+    assert runs["ps"] == runs["plain"]
+    assert 0 < runs["ps"][0] < 19  # not vacuous: it stopped early
+    assert torch.equal(runs["ps weights"], runs["plain weights"])

@@ -34,8 +34,9 @@ module's ``training_step`` on its mini-batch at the weights it read
 (:class:`~psbench.strategy.user_steps.UserLookahead`), and the PS update goes through
 :func:`psbench.ps.apply.apply_update` with the module's optimizer — the step both engines use — with the lr
 policy's w_l and the codec as in the CLI. The user's validation loop, ``self.log`` metrics, loggers and callbacks
-run as usual; psbench adds ``ps/train_loss``, ``ps/staleness_mean_update`` and ``ps/sim_time_s`` to the loggers every
-``log_every_n_updates`` updates and ``ps/loss`` to the progress bar. Lightning's ``gradient_clip_val`` clips each PS
+run as usual; psbench adds ``ps/train_loss``, ``ps/staleness_mean_update``, ``ps/sim_time_s`` and ``ps/epoch`` to the
+loggers every ``log_every_n_updates`` updates (``ps/epoch`` at evaluations too; ``epoch`` stays Lightning's) and
+``ps/loss`` to the progress bar. Lightning's ``gradient_clip_val`` clips each PS
 update's aggregate by its norm. The module trains on the Trainer's accelerator (cpu, or cuda without a codec).
 
 Refused, each with one line (:class:`~psbench.errors.ConfigError`), before any update: manual optimization,
