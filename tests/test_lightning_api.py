@@ -1019,3 +1019,85 @@ def test_on_before_optimizer_step_sees_the_aggregate_before_gradient_clipping(di
         seen += [n for cb in callbacks for n in cb.norms]
     assert len(seen) == 30 and min(seen) > 0.1
     assert torch.equal(ends[0], ends[1])
+
+
+class Monitored(Classifier):
+    """A constant lr high enough that ``val_loss`` stops improving within a few epochs."""
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+
+
+def test_early_stopping_and_the_best_checkpoint_are_plain_lightnings(digits, tmp_path):
+    """Async λ = 1 ≡ plain SGD: ``EarlyStopping(monitor="val_loss")`` stops at plain Lightning's epoch and
+    ``ModelCheckpoint(monitor="val_loss", save_top_k=1)`` keeps plain Lightning's best checkpoint, named by Lightning's
+    epoch (before, ``epoch=1-step=16.ckpt`` for plain's ``epoch=0-step=16.ckpt``: the strategy's evaluation logged
+    psbench's ``epoch`` — samples / N, 1.0 after epoch 0 — over Lightning's, and the checkpoint's name reads it)."""
+    n = 256
+    data = torch.utils.data.Subset(train_set(digits), range(n))
+    val = torch.utils.data.DataLoader(torch.utils.data.Subset(train_set(digits), range(n, n + 64)), batch_size=64)
+    runs = {}
+    for name, strategy, loader in (
+        ("ps", ParameterServerStrategy.simulated(protocol="async", learners=1), dict(shuffle=True)),
+        ("plain", None, dict(sampler=StreamOrder(n, n))),
+    ):
+        torch.manual_seed(0)
+        module = Monitored(lr=0.5)
+        stop = pl.callbacks.EarlyStopping(monitor="val_loss", patience=1, min_delta=0.02)
+        best = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / name, monitor="val_loss", save_top_k=1)
+        kw = {"strategy": strategy} if strategy is not None else {"accelerator": "cpu"}
+        t = pl.Trainer(
+            **kw,
+            max_epochs=20,
+            callbacks=[stop, best],
+            default_root_dir=tmp_path,
+            **{**QUIET, "enable_checkpointing": True},
+        )
+        t.fit(module, torch.utils.data.DataLoader(data, batch_size=16, **loader), val)
+        runs[name] = (stop.stopped_epoch, t.global_step, Path(best.best_model_path).name, float(best.best_model_score))
+        runs[name + " weights"] = weights(module)
+    assert runs["ps"] == runs["plain"]
+    assert 0 < runs["ps"][0] < 19  # not vacuous: it stopped early
+    assert torch.equal(runs["ps weights"], runs["plain weights"])
+
+
+class EvaluatedAt(pl.Callback):
+    """(``global_step``, ``val_loss``) of every evaluation after the sanity check."""
+
+    def __init__(self) -> None:
+        self.at: list[tuple[int, float]] = []
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if not trainer.sanity_checking:
+            self.at.append((trainer.global_step, float(trainer.callback_metrics["val_loss"])))
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "trainer"),
+    [(20, {}), (5, {}), (30, {"max_epochs": 3}), (16, {}), (20, {"val_check_interval": 0.5}), (20, {"max_epochs": 1})],
+)
+def test_max_steps_ends_an_epoch_where_plain_lightning_ends_it(digits, tmp_path, max_steps, trainer):
+    """Async λ = 1 ≡ plain SGD on N = 256 at μ = 16 (16 updates an epoch): ``max_steps`` inside an epoch stops it
+    mid-way, as in plain Lightning — no end-of-epoch evaluation there, the evaluations (``val_check_interval``) and the
+    epoch-interval lr steps of plain Lightning (before, the cut epoch ran as a whole epoch of its few updates: an extra
+    evaluation after update 20 of max_steps = 20, evaluations after updates 2 and 4 of max_steps = 5 at
+    ``val_check_interval=0.5``). At 16 (an epoch's end) and with ``max_epochs=1`` the epoch ends as before."""
+    n = 256
+    data = torch.utils.data.Subset(train_set(digits), range(n))
+    val = torch.utils.data.DataLoader(torch.utils.data.Subset(train_set(digits), range(n, n + 64)), batch_size=64)
+    runs = {}
+    for name, strategy, loader in (
+        ("ps", ParameterServerStrategy.simulated(protocol="async", learners=1), dict(shuffle=True)),
+        ("plain", None, dict(sampler=StreamOrder(n, n))),
+    ):
+        torch.manual_seed(0)
+        module = Scheduled("step_lr", "epoch")
+        seen = EvaluatedAt()
+        kw = {"strategy": strategy} if strategy is not None else {"accelerator": "cpu"}
+        t = pl.Trainer(**kw, max_steps=max_steps, callbacks=[seen], default_root_dir=tmp_path, **QUIET, **trainer)
+        t.fit(module, torch.utils.data.DataLoader(data, batch_size=16, **loader), val)
+        lr = t.optimizers[0].param_groups[0]["lr"]
+        runs[name] = (t.global_step, t.current_epoch, seen.at, lr, weights(module))
+    ps, plain = runs["ps"], runs["plain"]
+    assert ps[:4] == plain[:4] and torch.equal(ps[4], plain[4])
+    assert ps[0] == min(max_steps, 16 * trainer.get("max_epochs", 99))

@@ -336,9 +336,13 @@ class ParameterServerStrategyCore(_Base):
         return every is not None and last is not None and (last + 1) % every == 0
 
     def validation_step(self, *args, **kwargs):
+        """An evaluation also logs the PS's ``epoch`` (samples / N; ``ps/epoch`` in a user's script, where
+        ``epoch`` stays Lightning's: a ``ModelCheckpoint`` names its files by it)."""
         out = super().validation_step(*args, **kwargs)
         if self.num_train:  # the evaluation's ``epoch`` too, not Lightning's 0
-            self._module.log("epoch", self.epoch, on_step=False, on_epoch=True, reduce_fx="max", batch_size=1)
+            self._module.log(
+                self.prefix + "epoch", self.epoch, on_step=False, on_epoch=True, reduce_fx="max", batch_size=1
+            )
         return out
 
     def batch_to_device(self, batch, device=None, dataloader_idx: int = 0):

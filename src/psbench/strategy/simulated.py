@@ -20,7 +20,8 @@ returns one optimizer, the PS's (with lr schedulers, if any, stepped where Light
 * the run's length (:func:`run_gradients`): G = ⌊max_epochs·N/μ⌋ gradients (the CLI's ``epochs``), or max_steps PS
   updates (G = max_steps·c) when that is fewer; the simulator rounds G down to a multiple of c.
   ``trainer.global_step`` counts PS updates. Lightning epoch e holds the PS updates whose first sample lies in
-  [e·N, (e+1)·N) of the sample stream (:func:`epoch_bounds`: an epoch is N samples consumed by the PS); every epoch
+  [e·N, (e+1)·N) of the sample stream (:func:`epoch_bounds`: an epoch is N samples consumed by the PS; one that
+  ``max_steps`` ends early is stopped mid-way, as in plain Lightning: :func:`step_bounds`); every epoch
   runs as the same number of Trainer steps, each carrying consecutive updates (:func:`step_bounds`;
   ``updates_per_step``, null: the updates of ~128 samples, as in the CLI, or one update where the Trainer counts
   its steps for checkpoints or evaluations: :func:`counts_trainer_steps`).
@@ -34,8 +35,9 @@ module's ``training_step`` on its mini-batch at the weights it read
 (:class:`~psbench.strategy.user_steps.UserLookahead`), and the PS update goes through
 :func:`psbench.ps.apply.apply_update` with the module's optimizer — the step both engines use — with the lr
 policy's w_l and the codec as in the CLI. The user's validation loop, ``self.log`` metrics, loggers and callbacks
-run as usual; psbench adds ``ps/train_loss``, ``ps/staleness_mean_update`` and ``ps/sim_time_s`` to the loggers every
-``log_every_n_updates`` updates and ``ps/loss`` to the progress bar. Lightning's ``gradient_clip_val`` clips each PS
+run as usual; psbench adds ``ps/train_loss``, ``ps/staleness_mean_update``, ``ps/sim_time_s`` and ``ps/epoch`` to the
+loggers every ``log_every_n_updates`` updates (``ps/epoch`` at evaluations too; ``epoch`` stays Lightning's) and
+``ps/loss`` to the progress bar. Lightning's ``gradient_clip_val`` clips each PS
 update's aggregate by its norm. The module trains on the Trainer's accelerator (cpu, or cuda without a codec).
 
 Refused, each with one line (:class:`~psbench.errors.ConfigError`), before any update: manual optimization,
@@ -259,15 +261,36 @@ def epoch_bounds(schedule: Schedule, samples_per_gradient: int, num_train: int, 
     return [min(x, schedule.num_updates) for x in b]
 
 
-def step_bounds(epochs: list[int], per_step: int) -> tuple[list[int], int]:
+def step_bounds(epochs: list[int], per_step: int, cut: int = 0) -> tuple[list[int], int]:
     """(chunk bounds, S): each epoch's updates in S near-equal Trainer steps (some empty if an epoch has fewer
-    than S updates), S = the most any epoch needs at ``per_step`` updates a step."""
-    sizes = np.diff(epochs)
-    steps = max(1, int(-(-sizes.max(initial=0) // per_step)))
+    than S updates), S = the most any epoch needs at ``per_step`` updates a step. ``cut`` (:func:`cut_updates`): the
+    last epoch's updates ``max_steps`` left out; that epoch is laid out whole (S ≥ 2), its updates before its last
+    step, so that Lightning stops it at ``max_steps`` before its end, as in plain Lightning (no end-of-epoch
+    evaluation or epoch-interval lr step; its evaluations by ``val_check_interval`` at plain Lightning's updates)."""
+    u, sizes = epochs[-1], np.diff(epochs)
+    last = epochs.index(u) - 1  # the last epoch with updates
+    if cut:
+        sizes[last] += cut
+    steps = max(2 if cut else 1, int(-(-sizes.max(initial=0) // per_step)))
     b = [epochs[0]]
-    for a, n in zip(epochs[:-1], sizes.tolist(), strict=True):
-        b += [a + j * n // steps for j in range(1, steps + 1)]
+    for e, (a, n) in enumerate(zip(epochs[:-1], sizes.tolist(), strict=True)):
+        ends = [min(u, a + j * n // steps) for j in range(1, steps + 1)]
+        if cut and e == last:
+            ends[-2] = u  # (its last step, never reached, empty)
+        b += ends
     return b, steps
+
+
+def cut_updates(schedule: Schedule, mu: int, num_train: int, c: int, max_epochs: int | None) -> int:
+    """The updates ``max_steps`` leaves out of the run's last epoch: those of the run to ``max_epochs`` (unbounded:
+    None or -1) whose first sample lies in that epoch after the run's last update (c gradients of μ samples each);
+    0 where the run ends at an epoch's end."""
+    u = schedule.num_updates
+    end = (int(schedule.offsets[-2]) * mu // num_train + 1) * num_train  # the first sample of the next epoch
+    k = -(-(end - int(schedule.offsets[-1]) * mu) // (c * mu))
+    if max_epochs is not None and max_epochs >= 0:
+        k = min(k, max_epochs * num_train // mu // c - u)
+    return max(0, k)
 
 
 class EpochChunks(UpdateChunks):
@@ -312,14 +335,15 @@ def counts_trainer_steps(trainer) -> bool:
 
 
 def epoch_loader(
-    schedule: Schedule, updates, mu: int, num_train: int, max_epochs: int | None, per_step: int | None
+    schedule: Schedule, updates, mu: int, num_train: int, max_epochs: int | None, per_step: int | None, cut: int = 0
 ) -> EpochLoader:
-    """The :class:`EpochLoader` of a schedule: as many epochs as ``max_epochs`` (or as the updates reach)."""
+    """The :class:`EpochLoader` of a schedule: as many epochs as ``max_epochs`` (or as the updates reach); ``cut``:
+    :func:`step_bounds`'."""
     from psbench.strategy.chunks import auto_updates_per_step
 
     reach = int(schedule.offsets[-2] * mu // num_train) + 1  # the epoch of the last update, + 1
     bounds = epoch_bounds(schedule, mu, num_train, max(max_epochs, reach) if max_epochs and max_epochs > 0 else reach)
-    b, steps = step_bounds(bounds, per_step or auto_updates_per_step(schedule, mu))
+    b, steps = step_bounds(bounds, per_step or auto_updates_per_step(schedule, mu), cut)
     return EpochLoader(EpochChunks(updates, b), steps, len(bounds) - 1)
 
 
@@ -440,7 +464,8 @@ def plan_run(setup: SimulatedSetup, strategy, trainer) -> Planned:
     )
     check_loss(module, updates.batch([0]))
     per_step = setup.updates_per_step or (1 if counts_trainer_steps(trainer) else None)
-    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, per_step)
+    cut = cut_updates(sim.schedule, mu, len(ds), protocol.gradients_per_update, trainer.max_epochs)
+    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, per_step, cut)
     p_bytes = sum(p.numel() * p.element_size() for p in params.values())
     by_row = codecs is not None or setup.batching == "loop"
     lookahead = UserLookahead(
