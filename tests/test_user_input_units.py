@@ -327,6 +327,11 @@ def test_what_a_run_dir_holds_and_when_it_may_be_reused(tmp_path):
     assert held_run(d) is None
     _record(d, "failed", None)  # bad input refused before anything ran: nothing to lose
     assert held_run(d) is None and reuse_refusal("hydra.run.dir", d, None, False, None) is None
+    # killed before training (no MLflow run, no update, no resolved_config.yaml): resume=auto starts it afresh
+    (d / "summary.json").write_text(json.dumps({"status": "killed", "mlflow_run_id": None, "updates_done": 0}))
+    assert held_run(d) is None and reuse_refusal("resume", d, "auto", False, {"seed": 0}) is None
+    (d / "summary.json").write_text(json.dumps({"status": "killed", "mlflow_run_id": None, "updates_done": 3}))
+    assert held_run(d) == f"a killed run ({d / 'summary.json'})"  # it trained: refused unless the config matches
     cfg = {"seed": 0, "learners": 4, "resume": None, "paths": {"output_dir": str(d)}}
     _record(d, "finished", "abc", cfg)
     assert held_run(d) == f"a finished run ({d / 'summary.json'}, MLflow run abc)"

@@ -99,6 +99,8 @@ def held_run(run_dir: str | os.PathLike[str]) -> str | None:
     status, run_id = data.get("status"), data.get("mlflow_run_id")
     if status == "failed" and not run_id:
         return None  # bad input, refused before anything ran: nothing of it to lose
+    if status == "killed" and not run_id and not data.get("updates_done"):
+        return None  # killed before training (a sweep's queued job at a session's end): nothing of it to lose
     return f"a {status} run ({summary}{f', MLflow run {run_id}' if run_id else ''})"
 
 
