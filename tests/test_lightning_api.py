@@ -17,8 +17,8 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from pytorch_lightning.callbacks import LearningRateMonitor
-from pytorch_lightning.loggers.logger import Logger
 
+from logged_metrics import LoggedMetrics
 from psbench import ParameterServerStrategy
 from psbench.errors import ConfigError
 from psbench.ps.samples import SampleStream
@@ -90,6 +90,18 @@ class EpochEnds(pl.Callback):
 
 def train_set(digits):
     return torch.utils.data.TensorDataset(digits.x_train, digits.y_train)
+
+
+def async_one_and_plain(data, mu: int = 16):
+    """The exact pair: async λ = 1 ≡ plain SGD, plain Lightning in psbench's sample order. Yields ``(name, the
+    Trainer's strategy or accelerator, the training loader of μ)``, each after ``torch.manual_seed(0)``."""
+    n = len(data)
+    for name, kw, order in (
+        ("ps", {"strategy": ParameterServerStrategy.simulated(protocol="async", learners=1)}, dict(shuffle=True)),
+        ("plain", {"accelerator": "cpu"}, dict(sampler=StreamOrder(n, n))),
+    ):
+        torch.manual_seed(0)
+        yield name, kw, torch.utils.data.DataLoader(data, batch_size=mu, **order)
 
 
 def fit(module, loader, strategy=None, **trainer) -> pl.Trainer:
@@ -831,28 +843,6 @@ class Scheduled(Classifier):
         return {"optimizer": opt, "lr_scheduler": config}
 
 
-class LoggedLr(Logger):
-    """The ``lr-…`` values the Trainer's LearningRateMonitor callbacks log, with their steps, in order."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[tuple[int | None, str, float]] = []
-
-    @property
-    def name(self) -> str:
-        return "lr"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, params, *args, **kwargs) -> None:
-        pass
-
-    def log_metrics(self, metrics, step=None) -> None:
-        self.rows += [(step, k, float(v)) for k, v in metrics.items() if k.startswith("lr-")]
-
-
 @pytest.mark.parametrize(
     ("kind", "interval"), [("plateau", "epoch"), ("plateau", "step"), ("step_lr", "epoch"), ("one_cycle", "step")]
 )
@@ -867,7 +857,7 @@ def test_learning_rate_monitor_logs_plain_lightnings_lr_series(digits, tmp_path,
     runs = []
     for ps in (True, False):
         torch.manual_seed(0)
-        module, logged = Scheduled(kind, interval), LoggedLr()
+        module, logged = Scheduled(kind, interval), LoggedMetrics()
         if ps:
             strategy = ParameterServerStrategy.simulated(protocol="async", learners=1, seed=3, updates_per_step=1)
             loader = torch.utils.data.DataLoader(data, batch_size=16, shuffle=True)
@@ -889,7 +879,8 @@ def test_learning_rate_monitor_logs_plain_lightnings_lr_series(digits, tmp_path,
             enable_checkpointing=False,
             enable_model_summary=False,
         ).fit(module, loader, val)
-        runs.append((module, logged.rows))
+        lrs = [(step, k, float(v)) for step, m in logged.logged for k, v in m.items() if k.startswith("lr-")]
+        runs.append((module, lrs))
     (ps_module, ps_rows), (plain, plain_rows) = runs
     assert len(plain_rows) == 4 + 4 * 15  # each epoch's start, each step's start
     assert len({lr for _, _, lr in plain_rows}) >= 3  # not vacuous: the lr changed within the fit
@@ -1037,15 +1028,10 @@ def test_early_stopping_and_the_best_checkpoint_are_plain_lightnings(digits, tmp
     data = torch.utils.data.Subset(train_set(digits), range(n))
     val = torch.utils.data.DataLoader(torch.utils.data.Subset(train_set(digits), range(n, n + 64)), batch_size=64)
     runs = {}
-    for name, strategy, loader in (
-        ("ps", ParameterServerStrategy.simulated(protocol="async", learners=1), dict(shuffle=True)),
-        ("plain", None, dict(sampler=StreamOrder(n, n))),
-    ):
-        torch.manual_seed(0)
+    for name, kw, loader in async_one_and_plain(data):
         module = Monitored(lr=0.5)
         stop = pl.callbacks.EarlyStopping(monitor="val_loss", patience=1, min_delta=0.02)
         best = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / name, monitor="val_loss", save_top_k=1)
-        kw = {"strategy": strategy} if strategy is not None else {"accelerator": "cpu"}
         t = pl.Trainer(
             **kw,
             max_epochs=20,
@@ -1053,7 +1039,7 @@ def test_early_stopping_and_the_best_checkpoint_are_plain_lightnings(digits, tmp
             default_root_dir=tmp_path,
             **{**QUIET, "enable_checkpointing": True},
         )
-        t.fit(module, torch.utils.data.DataLoader(data, batch_size=16, **loader), val)
+        t.fit(module, loader, val)
         runs[name] = (stop.stopped_epoch, t.global_step, Path(best.best_model_path).name, float(best.best_model_score))
         runs[name + " weights"] = weights(module)
     assert runs["ps"] == runs["plain"]
@@ -1086,16 +1072,11 @@ def test_max_steps_ends_an_epoch_where_plain_lightning_ends_it(digits, tmp_path,
     data = torch.utils.data.Subset(train_set(digits), range(n))
     val = torch.utils.data.DataLoader(torch.utils.data.Subset(train_set(digits), range(n, n + 64)), batch_size=64)
     runs = {}
-    for name, strategy, loader in (
-        ("ps", ParameterServerStrategy.simulated(protocol="async", learners=1), dict(shuffle=True)),
-        ("plain", None, dict(sampler=StreamOrder(n, n))),
-    ):
-        torch.manual_seed(0)
+    for name, kw, loader in async_one_and_plain(data):
         module = Scheduled("step_lr", "epoch")
         seen = EvaluatedAt()
-        kw = {"strategy": strategy} if strategy is not None else {"accelerator": "cpu"}
         t = pl.Trainer(**kw, max_steps=max_steps, callbacks=[seen], default_root_dir=tmp_path, **QUIET, **trainer)
-        t.fit(module, torch.utils.data.DataLoader(data, batch_size=16, **loader), val)
+        t.fit(module, loader, val)
         lr = t.optimizers[0].param_groups[0]["lr"]
         runs[name] = (t.global_step, t.current_epoch, seen.at, lr, weights(module))
     ps, plain = runs["ps"], runs["plain"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.loggers.logger import Logger
 
+from logged_metrics import LoggedMetrics
 from psbench import lightning_seams as seams
 
 QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False)
@@ -49,28 +49,6 @@ class Tiny(pl.LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
-class Steps(Logger):
-    """The steps metrics were logged at."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.logged: list[tuple[int, dict]] = []
-
-    @property
-    def name(self) -> str:
-        return "steps"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, params, *args, **kwargs) -> None:
-        pass
-
-    def log_metrics(self, metrics, step=None) -> None:
-        self.logged.append((step, dict(metrics)))
 
 
 def test_check_passes_here_and_names_a_missing_seam(monkeypatch):
@@ -170,7 +148,7 @@ def test_log_at_sets_the_step_metrics_are_logged_at():
         seams.log_at(module.trainer, 100 + batch_idx)
         module.log("m", float(batch_idx))
 
-    logger = Steps()
+    logger = LoggedMetrics()
     pl.Trainer(max_steps=3, logger=logger, log_every_n_steps=1, **QUIET).fit(Tiny(step, manual=True), loader())
     assert [s for s, m in logger.logged if "m" in m] == [100, 101, 102]
 
