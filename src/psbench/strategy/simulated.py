@@ -281,13 +281,12 @@ def step_bounds(epochs: list[int], per_step: int, cut: int = 0) -> tuple[list[in
     return b, steps
 
 
-def cut_updates(schedule: Schedule, mu: int, num_train: int, c: int, max_epochs: int | None) -> int:
-    """The updates ``max_steps`` leaves out of the run's last epoch: those of the run to ``max_epochs`` (unbounded:
-    None or -1) whose first sample lies in that epoch after the run's last update (c gradients of μ samples each);
-    0 where the run ends at an epoch's end."""
+def cut_updates(schedule: Schedule, mu: int, num_train: int, c: int, max_epochs: int | None, reach: int) -> int:
+    """The updates ``max_steps`` leaves out of the run's last epoch (``reach`` − 1: the last update's): those of the
+    run to ``max_epochs`` (unbounded: None or -1) whose first sample lies in that epoch after the run's last update
+    (c gradients of μ samples each); 0 where the run ends at an epoch's end."""
     u = schedule.num_updates
-    end = (int(schedule.offsets[-2]) * mu // num_train + 1) * num_train  # the first sample of the next epoch
-    k = -(-(end - int(schedule.offsets[-1]) * mu) // (c * mu))
+    k = -(-(reach * num_train - int(schedule.offsets[-1]) * mu) // (c * mu))  # to the next epoch's first sample
     if max_epochs is not None and max_epochs >= 0:
         k = min(k, max_epochs * num_train // mu // c - u)
     return max(0, k)
@@ -335,14 +334,15 @@ def counts_trainer_steps(trainer) -> bool:
 
 
 def epoch_loader(
-    schedule: Schedule, updates, mu: int, num_train: int, max_epochs: int | None, per_step: int | None, cut: int = 0
+    schedule: Schedule, updates, mu: int, num_train: int, max_epochs: int | None, per_step: int | None, c: int
 ) -> EpochLoader:
-    """The :class:`EpochLoader` of a schedule: as many epochs as ``max_epochs`` (or as the updates reach); ``cut``:
-    :func:`step_bounds`'."""
+    """The :class:`EpochLoader` of a schedule of c gradients an update: as many epochs as ``max_epochs`` (or as the
+    updates reach), an epoch ``max_steps`` cuts laid out whole (:func:`cut_updates`, :func:`step_bounds`)."""
     from psbench.strategy.chunks import auto_updates_per_step
 
     reach = int(schedule.offsets[-2] * mu // num_train) + 1  # the epoch of the last update, + 1
     bounds = epoch_bounds(schedule, mu, num_train, max(max_epochs, reach) if max_epochs and max_epochs > 0 else reach)
+    cut = cut_updates(schedule, mu, num_train, c, max_epochs, reach)
     b, steps = step_bounds(bounds, per_step or auto_updates_per_step(schedule, mu), cut)
     return EpochLoader(EpochChunks(updates, b), steps, len(bounds) - 1)
 
@@ -464,8 +464,8 @@ def plan_run(setup: SimulatedSetup, strategy, trainer) -> Planned:
     )
     check_loss(module, updates.batch([0]))
     per_step = setup.updates_per_step or (1 if counts_trainer_steps(trainer) else None)
-    cut = cut_updates(sim.schedule, mu, len(ds), protocol.gradients_per_update, trainer.max_epochs)
-    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, per_step, cut)
+    c = protocol.gradients_per_update
+    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, per_step, c)
     p_bytes = sum(p.numel() * p.element_size() for p in params.values())
     by_row = codecs is not None or setup.batching == "loop"
     lookahead = UserLookahead(
