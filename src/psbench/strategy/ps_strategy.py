@@ -51,6 +51,7 @@ import torch
 from pytorch_lightning.strategies import SingleDeviceStrategy
 
 from psbench import lightning_seams as seams
+from psbench.checkpoint import set_rng_state
 from psbench.errors import require
 from psbench.lr.steps import scales_step
 from psbench.optimizer.build import update_terms
@@ -59,7 +60,7 @@ from psbench.ps import plan as run_plan
 from psbench.ps.apply import step_update
 from psbench.ps.divergence import DEFAULT_FACTOR
 from psbench.run_setup import SimulatedSetup
-from psbench.strategy import simulated, stop
+from psbench.strategy import resume, simulated, stop
 from psbench.strategy.batches import UpdateBatch
 from psbench.strategy.chunks import UpdateChunk
 from psbench.strategy.local_steps import LocalLearners
@@ -190,6 +191,8 @@ class ParameterServerStrategyCore(_Base):
         self._optimizer_step: Any = None  # the fit's optimizer step, counted as Lightning's (set at its first update)
         self._step_loss: torch.Tensor | None = None  # the loss of the Trainer step's last update, not read back
         self._fit_trainer: weakref.ref | None = None  # the Trainer this strategy fits with
+        self._resumed: tuple[dict, Any] | None = None  # (PS state, ckpt_path) of a fit resumed from a checkpoint
+        self._rng: dict | None = None  # the RNG streams a resumed fit sets at the training loop's start
 
     @property
     def _module(self) -> Any:
@@ -216,6 +219,7 @@ class ParameterServerStrategyCore(_Base):
         optimization. To validate, test or predict (after a fit, from a checkpoint, or alone): a single-device
         strategy, as Lightning's own."""
         self._fitting = model.trainer.state.fn == "fit"
+        self._resumed = self._rng = None  # (a ckpt_path's state: set by load_checkpoint, after this)
         if self._fitting:
             clip = simulated.check_module(model)
             if clip is not None:
@@ -243,6 +247,9 @@ class ParameterServerStrategyCore(_Base):
         self._stopped_by, self._optimizer_step = None, None
         super().setup(trainer)  # (the plan first: setup_optimizers)
         self._lr = SchedulerSteps(self._module, simulated.schedulers(trainer))
+        if self._resumed is not None:
+            state, path = self._resumed
+            self._resumed, self._rng = None, resume.restore(self, state, path)
         seams.plateau_steps_at(trainer, lambda interval: self._lr.plateau_steps(interval, trainer.callback_metrics))
 
     def _plan(self, trainer) -> None:
@@ -294,8 +301,38 @@ class ParameterServerStrategyCore(_Base):
         training = self.lightning_module.trainer.training
         return self.loader if training and self.loader is not None else dataloader
 
+    def load_checkpoint(self, checkpoint_path, *args, **kwargs) -> dict:
+        """Lightning's checkpoint; to resume a fit, its PS state (:mod:`psbench.strategy.resume`, refused in one line
+        before the checkpoint's weights are loaded into the module), restored at :meth:`setup` once planned."""
+        checkpoint = super().load_checkpoint(checkpoint_path, *args, **kwargs)
+        if self._fitting:
+            require(
+                self.plan is not None,
+                "ckpt_path",
+                str(checkpoint_path),
+                "None (the psbench command resumes its runs with resume=)",
+            )
+            self._resumed = (resume.stashed(checkpoint, checkpoint_path), checkpoint_path)
+        return checkpoint
+
+    def lightning_module_state_dict(self) -> dict:
+        """The module's weights for a checkpoint: the updates applied so far read back first."""
+        if self._fitting and self.pending and self.lightning_module is not None:
+            self.settle()
+        return super().lightning_module_state_dict()
+
+    def save_checkpoint(self, checkpoint: dict, filepath, storage_options=None) -> None:
+        """Lightning's checkpoint, with the PS's state a fit resumes from (:mod:`psbench.strategy.resume`) when a
+        user's fit saves it."""
+        if self._fitting and self.plan is not None and self.loader is not None and self.lightning_module is not None:
+            checkpoint[resume.KEY] = resume.entry(self, self._module.trainer)
+        super().save_checkpoint(checkpoint, filepath, storage_options)
+
     def on_train_start(self) -> None:
         super().on_train_start()
+        if self._rng is not None:  # a resumed fit: the RNG streams where its checkpoint was saved
+            set_rng_state(self._rng)
+            self._rng = None
         self._fit_s[0] = time.perf_counter()
         if self.eval_every:  # evaluations counted in updates, whatever the updates per Trainer step
             seams.evaluate_when(self._module.trainer, self._evaluate_now)
@@ -434,8 +471,11 @@ class ParameterServerStrategyCore(_Base):
 
     def load_ps_state(self, s: dict) -> None:
         # a checkpoint from before look-ahead execution holds only the snapshots: resume update by update
-        self._lookahead_state = s.get("lookahead") or {"update": s["updates_done"], "snapshots": s["snapshots"]}
-        self.lookahead = None
+        la = s.get("lookahead") or {"update": s["updates_done"], "snapshots": s["snapshots"]}
+        if self.lookahead is not None and "computed" in la:  # planned (a user's fit): its state
+            self.lookahead.load_state_dict(la)
+        else:  # built at the first update (the psbench command)
+            self._lookahead_state, self.lookahead = la, None
         self.updates_done, self.samples_done = s["updates_done"], s["samples_done"]
         self.bytes_pushed = s["bytes_pushed"]
         self.last_loss, self.diverged_at = s["last_loss"], s["diverged_at"]
@@ -494,7 +534,8 @@ class ParameterServerStrategyCore(_Base):
         trainer = self._module.trainer
         self._step_loss = None
         if batch_idx == 0 or self._epoch != trainer.current_epoch:  # a new epoch: its steps count from its first update
-            self._epoch, self._lr.epoch_start = trainer.current_epoch, None
+            self._epoch = trainer.current_epoch  # (a planned epoch's first update, also where a fit resumes mid-epoch)
+            self._lr.epoch_start = None if self.loader is None else self.loader.bounds[self._epoch]
         if isinstance(batch, UpdateChunk):
             for j, update in enumerate(batch.updates):
                 if j:  # an update boundary inside the Trainer step: checkpoints, signals

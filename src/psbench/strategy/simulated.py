@@ -48,8 +48,8 @@ fit or accumulate gradients (:data:`REFUSED_CALLBACKS`: ``BackboneFinetuning``, 
 ``GradientAccumulationScheduler``),
 ``limit_train_batches``/``overfit_batches``/``fast_dev_run`` (the PS runs every update of its schedule),
 ``reload_dataloaders_every_n_epochs``, precisions
-other than 32-true, resuming a fit from a Lightning checkpoint (the snapshots and the schedule position are not in
-it; ``validate``/``test``/``predict`` take any ``ckpt_path``), a train loader that is not one ``DataLoader`` over a
+other than 32-true, a ``ckpt_path`` the fit cannot resume from (:mod:`psbench.strategy.resume`;
+``validate``/``test``/``predict`` take any), a train loader that is not one ``DataLoader`` over a
 map-style dataset, a ``training_step`` that returns no loss. Known differences from a real cluster: the learners share
 the module's buffers (BatchNorm's running statistics are updated by every learner's call, in schedule order), and
 ``training_step``'s ``batch_idx`` is the index of the PS update its gradient is applied in. Torch only (no config).
@@ -145,12 +145,6 @@ def check_trainer(trainer) -> None:
         "reload_dataloaders_every_n_epochs",
         trainer.reload_dataloaders_every_n_epochs,
         "0 (the PS plans every update of the fit from the train loader's dataset at setup)",
-    )
-    require(
-        trainer.ckpt_path is None,
-        "ckpt_path",
-        trainer.ckpt_path,
-        "None (a Lightning checkpoint holds the weights, not the PS's snapshots and schedule position)",
     )
     require(
         str(trainer.precision) in ("32-true", "32"),
@@ -307,9 +301,32 @@ class EpochLoader:
     def __init__(self, chunks: EpochChunks, steps: int, epochs: int) -> None:
         self.chunks, self.steps, self.epochs, self.epoch = chunks, steps, epochs, 0
         self.sampler = self
+        self._resume: int | None = None  # the chunk a resumed fit's first epoch starts at
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def resume_at(self, step: int, update: int) -> None:
+        """A fit resumed at Trainer step ``step`` (counted across epochs), before PS update ``update``
+        (:mod:`psbench.strategy.resume`): the next iteration starts there."""
+        from psbench.errors import require
+
+        b = self.chunks.b
+        require(
+            b[min(step, len(b) - 1)] == update,
+            "ckpt_path",
+            f"a checkpoint at Trainer step {step}, before update {update}",
+            "one a ModelCheckpoint or trainer.save_checkpoint saved between Trainer steps of this schedule",
+        )
+        self._resume = step
+
+    def state_dict(self) -> dict:
+        """Nothing: the position is the PS's (its updates applied, in the checkpoint's PS state); having
+        ``state_dict``/``load_state_dict`` makes the loader resumable mid-epoch for Lightning."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
 
     @property
     def bounds(self) -> list[int]:
@@ -320,8 +337,15 @@ class EpochLoader:
         return self.steps
 
     def __iter__(self):
-        first = self.epoch * self.steps
-        return iter(()) if self.epoch >= self.epochs else (self.chunks[j] for j in range(first, first + self.steps))
+        """Lazily, as a DataLoader's sampler: Lightning makes the iterator before it calls ``set_epoch`` (and, on a
+        resumed fit, before the strategy knows where it resumes)."""
+        if self.epoch >= self.epochs:
+            return
+        first, end = self.epoch * self.steps, (self.epoch + 1) * self.steps
+        if self._resume is not None:
+            first, self._resume = max(first, self._resume), None
+        for j in range(first, end):
+            yield self.chunks[j]
 
 
 def counts_trainer_steps(trainer) -> bool:

@@ -199,10 +199,22 @@ class UserLookahead(Lookahead):
         return frozenset() if reached is None else frozenset(k for k in self.params if k not in reached)
 
     def state_dict(self) -> dict[str, Any]:
-        """:meth:`Lookahead.state_dict`, and which weights the gradients computed ahead reached."""
-        return {**super().state_dict(), "reached": {u: sorted(ks) for u, ks in self.reached.items()}}
+        """:meth:`Lookahead.state_dict`, which weights the gradients computed ahead reached, and the checks' outcomes
+        (a resumed fit computes its gradients as the uninterrupted one: the same calls, the same floats)."""
+        return {
+            **super().state_dict(),
+            "reached": {u: sorted(ks) for u, ks in self.reached.items()},
+            "checks": {"layout": self.layout, "concat": self.concat, "check": self.check},
+        }
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
+        checks = sd.get("checks", {})
+        self.layout, self.concat = checks.get("layout", self.layout), checks.get("concat", self.concat)
+        self.check = checks.get("check", self.check)
+        if self.layout and not self.by_row and not self.snapshots.channels_last:  # (as _check_layout chose it)
+            from psbench.ps.snapshots import SnapshotStore
+
+            self.snapshots = SnapshotStore(self.s, channels_last=True)
         super().load_state_dict(sd)
         self.reached = {int(u): set(ks) for u, ks in sd.get("reached", {}).items()}
 
