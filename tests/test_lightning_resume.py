@@ -203,3 +203,29 @@ def test_a_refused_checkpoint_leaves_the_modules_weights_as_they_were(digits, tm
     with pytest.raises(ConfigError, match="holds no PS state"):
         trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=MU), ckpt_path=tmp_path / "plain.ckpt")
     assert all(torch.equal(module.state_dict()[k], v) for k, v in before.items())
+
+
+def test_a_checkpoint_saved_inside_a_trainer_step_is_refused(digits, tmp_path):
+    """``trainer.save_checkpoint`` where a signal lands (SLURM's auto-requeue handler saves there): inside a Trainer
+    step a PS update may be half applied, so resuming from it is refused in one line rather than resumed wrong."""
+    pl = namespace("pytorch_lightning")
+    path = tmp_path / "hpc_ckpt_1.ckpt"
+
+    class SavesInside(module_class("pytorch_lightning")):
+        def training_step(self, batch, batch_idx):
+            if batch_idx == 5 and not path.exists():  # (the look-ahead's call, inside update 5's Trainer step)
+                self.trainer.save_checkpoint(path)
+            return super().training_step(batch, batch_idx)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(digits.x_train, digits.y_train), batch_size=MU)
+    for ckpt_path in (None, path):
+        torch.manual_seed(0)
+        trainer = pl.Trainer(
+            strategy=strategy_class("pytorch_lightning").simulated(learners=2, seed=1), max_epochs=1, **QUIET
+        )
+        if ckpt_path is None:
+            trainer.fit(SavesInside(), data, data)
+            assert path.exists()
+            continue
+        with pytest.raises(ConfigError, match="saved inside one"):
+            trainer.fit(SavesInside(), data, data, ckpt_path=ckpt_path)

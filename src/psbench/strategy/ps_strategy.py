@@ -193,6 +193,7 @@ class ParameterServerStrategyCore(_Base):
         self._fit_trainer: weakref.ref | None = None  # the Trainer this strategy fits with
         self._resumed: tuple[dict, Any] | None = None  # (PS state, ckpt_path) of a fit resumed from a checkpoint
         self._rng: dict | None = None  # the RNG streams a resumed fit sets at the training loop's start
+        self._in_step = False  # inside a Trainer step (a checkpoint saved now, by a signal handler, is not resumable)
 
     @property
     def _module(self) -> Any:
@@ -532,7 +533,7 @@ class ParameterServerStrategyCore(_Base):
         if kwargs.pop("_of_chunk", False):
             return self._apply(cast(UpdateBatch, batch))
         trainer = self._module.trainer
-        self._step_loss = None
+        self._step_loss, self._in_step = None, True  # (until its updates are all applied: a checkpoint's boundary)
         if batch_idx == 0 or self._epoch != trainer.current_epoch:  # a new epoch: its steps count from its first update
             self._epoch = trainer.current_epoch  # (a planned epoch's first update, also where a fit resumes mid-epoch)
             self._lr.epoch_start = None if self.loader is None else self.loader.bounds[self._epoch]
@@ -556,6 +557,7 @@ class ParameterServerStrategyCore(_Base):
             self.settle()
             if not self.diverged:
                 self._lr.epoch_done(trainer.current_epoch)
+        self._in_step = False
         return None if self._step_loss is None else {"loss": self._step_loss}
 
     def _apply(self, batch: UpdateBatch) -> None:

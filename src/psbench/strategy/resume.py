@@ -13,7 +13,8 @@ fit's weights and logged metrics equal the uninterrupted fit's, bit for bit.
 Refused in one line, before any update: a checkpoint without that entry (plain Lightning's, or one saved outside a
 PS fit: load its weights into the module and fit without ``ckpt_path``), one of another schedule (other
 ``max_epochs``/``max_steps``, protocol, λ, seed, data — the snapshots and the computed gradients are that
-schedule's), one from a newer format.
+schedule's), one saved inside a Trainer step (``trainer.save_checkpoint`` from a signal handler, as SLURM's
+auto-requeue does: a PS update may be half applied there), one from a newer format.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def entry(strategy, trainer) -> dict[str, Any]:
     """The PS's state at a Trainer step's boundary (:meth:`ParameterServerStrategy.ps_state` reads back first), as
     tensors and plain data (a checkpoint Lightning loads with ``weights_only=True``); ``step``: the Trainer step the
     fit resumes at, counted across epochs (each epoch runs ``loader.steps``)."""
+    if strategy._in_step:  # e.g. SLURM's auto-requeue handler (trainer.save_checkpoint wherever the signal lands)
+        return {"format": FORMAT, "inside_step": True}
     step = trainer.current_epoch * strategy.loader.steps + trainer.fit_loop.epoch_loop.batch_idx + 1
     return _plain(
         {
@@ -58,6 +61,13 @@ def stashed(checkpoint: dict[str, Any], path: Any) -> dict[str, Any]:
     )
     assert isinstance(found, dict)
     require(found.get("format") == FORMAT, "ckpt_path", str(path), f"a checkpoint of PS state format {FORMAT} or older")
+    require(
+        not found.get("inside_step"),
+        "ckpt_path",
+        str(path),
+        "a checkpoint saved between Trainer steps (this one was saved inside one, where a PS update may be half "
+        "applied — by a signal handler such as SLURM's auto-requeue: resume from the last ModelCheckpoint's)",
+    )
     return _numpy(found)
 
 
