@@ -229,3 +229,44 @@ def test_a_checkpoint_saved_inside_a_trainer_step_is_refused(digits, tmp_path):
             continue
         with pytest.raises(ConfigError, match="saved inside one"):
             trainer.fit(SavesInside(), data, data, ckpt_path=ckpt_path)
+
+
+def test_a_fit_preempted_by_sigterm_resumes_from_the_checkpoint_saved_on_it(digits, tmp_path):
+    """A cluster's preemption: SIGTERM to the process mid-fit. Lightning ends the fit after the Trainer step it lands
+    in (``SIGTERMException``) and ``ModelCheckpoint(save_on_exception=True)`` saves there, between Trainer steps; the
+    fit resumed from that ``last.ckpt`` is the uninterrupted one."""
+    import os
+    import signal
+
+    pl = namespace("pytorch_lightning")
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+    class Preemption(pl.Callback):
+        def on_train_batch_end(self, trainer, *args) -> None:
+            if trainer.global_step >= 70 and not trainer.received_sigterm:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    def run(folder, stop: bool, ckpt_path=None):
+        torch.manual_seed(0)
+        module = module_class("pytorch_lightning", dropout=True)()
+        checkpoint = pl.callbacks.ModelCheckpoint(dirpath=folder, save_last=True, save_on_exception=True)
+        trainer = pl.Trainer(
+            strategy=strategy_class("pytorch_lightning").simulated(protocol="async", learners=4, seed=1),
+            max_epochs=2,
+            callbacks=[checkpoint, *([Preemption()] if stop else [])],
+            deterministic=True,
+            **QUIET,
+        )
+        data = torch.utils.data.TensorDataset(digits.x_train, digits.y_train)
+        val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(digits.x_test, digits.y_test), 256)
+        trainer.fit(module, torch.utils.data.DataLoader(data, MU, shuffle=True), val, ckpt_path=ckpt_path)
+        return module, trainer
+
+    whole, t_whole = run(tmp_path / "whole", stop=False)
+    with pytest.raises(SIGTERMException):
+        run(tmp_path / "cut", stop=True)
+    at = torch.load(tmp_path / "cut" / "last.ckpt", weights_only=True)["global_step"]
+    assert 70 <= at < 80  # (a Trainer step carries 8 updates here)
+    resumed, t_res = run(tmp_path / "cut", stop=False, ckpt_path="last")
+    assert t_res.global_step == t_whole.global_step > at
+    assert all(torch.equal(resumed.state_dict()[k], v) for k, v in whole.state_dict().items())
