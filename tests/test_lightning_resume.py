@@ -23,9 +23,10 @@ QUIET = dict(logger=False, enable_progress_bar=False, enable_model_summary=False
 EPOCHS, MU = 3, 16
 
 
-def module_class(name: str, bn: bool = False, dropout: bool = False):
+def module_class(name: str, bn: bool = False, dropout: bool = False, plateau: str = "epoch"):
     """A user's module in namespace ``name``: an MLP (optionally with BatchNorm and dropout), momentum SGD, a StepLR
-    every 7 steps, an ExponentialLR every epoch and a ReduceLROnPlateau on ``val_loss``."""
+    every 7 steps, an ExponentialLR every epoch and a ReduceLROnPlateau on ``val_loss`` (``plateau``: ``epoch``, each
+    epoch; ``reduces``, each epoch, reducing at every step after its first; ``step``, every 10 updates, reducing)."""
     pl = namespace(name)
 
     class Net(pl.LightningModule):
@@ -47,10 +48,15 @@ def module_class(name: str, bn: bool = False, dropout: bool = False):
         def configure_optimizers(self):
             opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
             sched = torch.optim.lr_scheduler
+            reduce = {"threshold": 100.0, "threshold_mode": "abs"} if plateau != "epoch" else {}
             return [opt], [
                 {"scheduler": sched.StepLR(opt, step_size=1, gamma=0.97), "interval": "step", "frequency": 7},
                 {"scheduler": sched.ExponentialLR(opt, gamma=0.9), "interval": "epoch"},
-                {"scheduler": sched.ReduceLROnPlateau(opt, factor=0.5, patience=0), "monitor": "val_loss"},
+                {
+                    "scheduler": sched.ReduceLROnPlateau(opt, factor=0.7, patience=0, **reduce),
+                    "monitor": "val_loss",
+                    **({"interval": "step", "frequency": 10} if plateau == "step" else {}),
+                },
             ]
 
     return Net
@@ -60,8 +66,8 @@ class Preempted(Exception):
     pass
 
 
-def callbacks(name: str, folder, every_n_train_steps: int | None, stop_at: int | None) -> list:
-    """A ``ModelCheckpoint`` keeping ``last.ckpt`` (every epoch, or every so many steps), a recorder of each Trainer
+def callbacks(name: str, folder, checkpoint: dict, stop_at: int | None) -> list:
+    """A ``ModelCheckpoint`` keeping ``last.ckpt`` (``checkpoint``: its other arguments), a recorder of each Trainer
     step's loss, and a preemption at ``stop_at`` steps."""
     pl = namespace(name)
 
@@ -74,22 +80,22 @@ def callbacks(name: str, folder, every_n_train_steps: int | None, stop_at: int |
             if stop_at is not None and trainer.global_step >= stop_at:
                 raise Preempted(f"at step {trainer.global_step}")
 
-    every = {"every_n_train_steps": every_n_train_steps} if every_n_train_steps else {}
-    return [Losses(), pl.callbacks.ModelCheckpoint(dirpath=folder, save_last=True, **every)]
+    return [Losses(), pl.callbacks.ModelCheckpoint(dirpath=folder, save_last=True, **checkpoint)]
 
 
-def fit(name, digits, folder, options, module_kw, every=None, stop_at=None, ckpt_path=None, epochs=EPOCHS):
-    """One fit (torch seeded first, as a script's ``seed_everything``): (module, Trainer, strategy, losses)."""
+def fit(digits, folder, case: dict, stop_at=None, ckpt_path=None, **trainer_kw):
+    """One fit of ``case`` (torch seeded first, as a script's ``seed_everything``): (module, Trainer, strategy,
+    losses)."""
+    name = case.get("name", "pytorch_lightning")
     pl = namespace(name)
     data = torch.utils.data.TensorDataset(digits.x_train, digits.y_train)
     val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(digits.x_test, digits.y_test), batch_size=256)
     torch.manual_seed(0)
-    module = module_class(name, **module_kw)()
-    strategy = strategy_class(name).simulated(seed=1, **options)
-    cbs = callbacks(name, folder, every, stop_at)
-    trainer = pl.Trainer(
-        strategy=strategy, max_epochs=epochs, callbacks=cbs, default_root_dir=folder, deterministic=True, **QUIET
-    )
+    module = module_class(name, **case.get("module", {}))()
+    strategy = strategy_class(name).simulated(seed=1, **case["options"])
+    cbs = callbacks(name, folder, case.get("checkpoint", {}), stop_at)
+    kw = {"max_epochs": EPOCHS, **case.get("trainer", {}), **trainer_kw}
+    trainer = pl.Trainer(strategy=strategy, callbacks=cbs, default_root_dir=folder, deterministic=True, **QUIET, **kw)
     try:
         trainer.fit(
             module,
@@ -102,39 +108,51 @@ def fit(name, digits, folder, options, module_kw, every=None, stop_at=None, ckpt
     return module, trainer, strategy, cbs[0].by_step
 
 
+ASYNC = dict(protocol="async", learners=4)
 CASES = {
-    "softsync n=2, λ=4, at an epoch's end": ("pytorch_lightning", dict(protocol="softsync", n=2, learners=4), {}, None),
-    "async λ=4 mid-epoch, lightning.pytorch": ("lightning.pytorch", dict(protocol="async", learners=4), {}, 5),
-    "ssp s=2 λ=4 with TernGrad mid-epoch": (
-        "pytorch_lightning",
-        dict(protocol="ssp", staleness_bound=2, learners=4, compression={"name": "terngrad", "clip": 2.5}),
-        {},
-        7,
+    "softsync n=2, λ=4, at an epoch's end, a plateau that reduces": dict(
+        options=dict(protocol="softsync", n=2, learners=4), module=dict(plateau="reduces")
     ),
-    "async λ=4, BatchNorm and dropout, mid-epoch": (
-        "pytorch_lightning",
-        dict(protocol="async", learners=4),
-        dict(bn=True, dropout=True),
-        6,
+    "async λ=4 mid-epoch, lightning.pytorch": dict(
+        name="lightning.pytorch", options=ASYNC, checkpoint=dict(every_n_train_steps=5)
+    ),
+    "ssp s=2 λ=4 with TernGrad mid-epoch": dict(
+        options=dict(protocol="ssp", staleness_bound=2, learners=4, compression={"name": "terngrad", "clip": 2.5}),
+        checkpoint=dict(every_n_train_steps=7),
+    ),
+    "async λ=4, BatchNorm and dropout, mid-epoch": dict(
+        options=ASYNC, module=dict(bn=True, dropout=True), checkpoint=dict(every_n_train_steps=6)
+    ),
+    "async λ=4, max_steps without max_epochs, at an epoch's end": dict(
+        options=ASYNC, trainer=dict(max_epochs=None, max_steps=250)
+    ),
+    "async λ=4, a per-step plateau that reduces, saved after each evaluation": dict(
+        options=ASYNC,
+        module=dict(plateau="step"),
+        trainer=dict(val_check_interval=10),
+        checkpoint=dict(monitor="val_loss"),
+        stop_at=105,
     ),
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_fit_resumed_from_its_last_checkpoint_is_the_uninterrupted_fit(digits, tmp_path, case):
-    """Preempted after 100 PS updates, resumed with ``ckpt_path="last"`` by a new Trainer and module: everything the
+    """Preempted after ~100 PS updates, resumed with ``ckpt_path="last"`` by a new Trainer and module: everything the
     uninterrupted fit ends with, bit for bit, and the same loss at every Trainer step after the checkpoint."""
-    name, options, module_kw, every = CASES[case]
-    whole, t_whole, s_whole, losses = fit(name, digits, tmp_path / "whole", options, module_kw, every)
-    *_, s_cut, _ = fit(name, digits, tmp_path / "cut", options, module_kw, every, stop_at=100)
+    c = CASES[case]
+    stop = c.get("stop_at", 100)
+    whole, t_whole, s_whole, losses = fit(digits, tmp_path / "whole", c)
+    *_, s_cut, _ = fit(digits, tmp_path / "cut", c, stop_at=stop)
     saved = torch.load(tmp_path / "cut" / "last.ckpt", weights_only=True)  # tensors and plain data only
     at = saved["global_step"]
-    assert 0 < at < 100 <= s_cut.updates_done < s_whole.updates_done
-    assert (at % s_whole.loader.bounds[1] != 0) is (every is not None)  # mid-epoch where saved every so many steps
-    resumed, t_res, s_res, res_losses = fit(name, digits, tmp_path / "cut", options, module_kw, every, ckpt_path="last")
+    assert 0 < at < stop <= s_cut.updates_done < s_whole.updates_done
+    mid = "every_n_train_steps" in c.get("checkpoint", {}) or "monitor" in c.get("checkpoint", {})
+    assert (at not in s_whole.loader.bounds) is mid  # mid-epoch where saved every so many steps
+    resumed, t_res, s_res, res_losses = fit(digits, tmp_path / "cut", c, ckpt_path="last")
 
     assert t_res.global_step == t_whole.global_step == s_res.updates_done == s_whole.updates_done
-    assert t_res.current_epoch == t_whole.current_epoch == EPOCHS
+    assert t_res.current_epoch == t_whole.current_epoch
     for k, v in whole.state_dict().items():  # weights and buffers (BatchNorm's statistics)
         assert torch.equal(resumed.state_dict()[k], v), k
     momentum = [t_whole.optimizers[0].state[p]["momentum_buffer"] for p in whole.parameters()]
@@ -142,12 +160,14 @@ def test_a_fit_resumed_from_its_last_checkpoint_is_the_uninterrupted_fit(digits,
         torch.equal(t_res.optimizers[0].state[p]["momentum_buffer"], m)
         for p, m in zip(resumed.parameters(), momentum, strict=True)
     )
+    for a, b in zip(t_res.lr_scheduler_configs, t_whole.lr_scheduler_configs, strict=True):
+        assert a.scheduler.state_dict() == b.scheduler.state_dict()
     assert t_res.optimizers[0].param_groups[0]["lr"] == t_whole.optimizers[0].param_groups[0]["lr"] < 0.1 * 0.9**2
     assert min(res_losses) > at and sum(v is not None for v in res_losses.values()) >= 10  # (an empty step: None)
     assert res_losses == {k: v for k, v in losses.items() if k > at}
     summary = s_res.summary
     assert summary.status == "finished" and summary.staleness_max == s_whole.summary.staleness_max >= 1
-    if "compression" in options:
+    if "compression" in c["options"]:
         assert summary.bytes_pushed_measured is not None
 
 
@@ -156,11 +176,11 @@ def test_without_the_ps_state_the_rng_and_the_checks_it_would_not_be(digits, tmp
     weights."""
     from psbench.strategy import ps_strategy
 
-    name, options, module_kw, every = CASES["async λ=4, BatchNorm and dropout, mid-epoch"]
-    whole, *_ = fit(name, digits, tmp_path / "whole", options, module_kw, every)
-    fit(name, digits, tmp_path / "cut", options, module_kw, every, stop_at=100)
+    case = CASES["async λ=4, BatchNorm and dropout, mid-epoch"]
+    whole, *_ = fit(digits, tmp_path / "whole", case)
+    fit(digits, tmp_path / "cut", case, stop_at=100)
     monkeypatch.setattr(ps_strategy, "set_rng_state", lambda state: None)
-    resumed, *_ = fit(name, digits, tmp_path / "cut", options, module_kw, every, ckpt_path="last")
+    resumed, *_ = fit(digits, tmp_path / "cut", case, ckpt_path="last")
     assert not torch.equal(resumed.net[1].weight, whole.net[1].weight)
 
 
@@ -168,8 +188,8 @@ def test_a_checkpoint_the_fit_cannot_resume_from_is_one_line_before_the_weights_
     """Plain Lightning's checkpoint (no PS state), one of another schedule (max_epochs), one saved with another
     number of PS updates per Trainer step: each a ``ConfigError`` naming ``ckpt_path``, the module untouched."""
     pl = namespace("pytorch_lightning")
-    options = dict(protocol="async", learners=4)
-    fit("pytorch_lightning", digits, tmp_path / "ps", options, {}, every=5, stop_at=40)
+    case = dict(options=ASYNC, checkpoint=dict(every_n_train_steps=5))
+    fit(digits, tmp_path / "ps", case, stop_at=40)
     torch.manual_seed(0)
     plain = module_class("pytorch_lightning")()
     data = torch.utils.data.TensorDataset(digits.x_train, digits.y_train)
@@ -179,11 +199,11 @@ def test_a_checkpoint_the_fit_cannot_resume_from_is_one_line_before_the_weights_
 
     for path, kw, words in (
         (tmp_path / "plain.ckpt", {}, "holds no PS state"),
-        (tmp_path / "ps" / "last.ckpt", {"epochs": EPOCHS + 1}, "a checkpoint of this fit's schedule"),
-        (tmp_path / "ps" / "last.ckpt", {"every": None}, "Trainer steps per epoch"),
+        (tmp_path / "ps" / "last.ckpt", {"trainer": {"max_epochs": EPOCHS + 1}}, "a checkpoint of this fit's schedule"),
+        (tmp_path / "ps" / "last.ckpt", {"checkpoint": {}}, "Trainer steps per epoch"),
     ):
         with pytest.raises(ConfigError, match="ckpt_path") as e:
-            fit("pytorch_lightning", digits, tmp_path / "again", options, {}, ckpt_path=path, **{"every": 5, **kw})
+            fit(digits, tmp_path / "again", {**case, **kw}, ckpt_path=path)
         assert words in str(e.value) and "\n" not in str(e.value)
 
 

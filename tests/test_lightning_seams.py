@@ -189,14 +189,20 @@ def test_the_batch_hook_sees_every_batch_before_the_move_and_unwraps():
 
 def test_plateau_steps_at_runs_where_lightning_steps_a_plateau_scheduler():
     """In a manual-optimization fit of 2 epochs of 2 steps, evaluated every step: ``"step"`` after each evaluation,
-    ``"epoch"`` after each ``on_train_epoch_end``, each before the next step's or epoch's start hooks; unwrapped, the
-    loop's own method again."""
+    ``"epoch"`` after each ``on_train_epoch_end``, each before the next step's or epoch's start hooks (the epoch's
+    step offered twice, as its owner steps what it owes once); unwrapped, the loops' own methods again."""
     seen: list[str] = []
+    owed: set[str] = set()
+
+    def step(interval: str) -> None:
+        if interval == "step" or interval in owed:
+            seen.append(interval)
+            owed.discard(interval)
 
     class Order(pl.Callback):
         def setup(self, trainer, pl_module, stage) -> None:
-            seams.plateau_steps_at(trainer, seen.append)
-            seams.plateau_steps_at(trainer, seen.append)  # a Trainer that fits again: still one step each
+            seams.plateau_steps_at(trainer, step)
+            seams.plateau_steps_at(trainer, step)  # a Trainer that fits again: still one step each
 
         def on_train_epoch_start(self, trainer, pl_module) -> None:
             seen.append("epoch start")
@@ -209,15 +215,17 @@ def test_plateau_steps_at_runs_where_lightning_steps_a_plateau_scheduler():
 
         def on_train_epoch_end(self, trainer, pl_module) -> None:
             seen.append("epoch end")
+            owed.add("epoch")
 
     t = pl.Trainer(
         max_epochs=2, val_check_interval=1, num_sanity_val_steps=0, logger=False, callbacks=[Order()], **QUIET
     )
     t.fit(Tiny(manual=True), loader(4), loader(2))
-    step = ["batch start", "evaluated", "step"]
-    assert seen == 2 * ["epoch start", *step, *step, "epoch end", "epoch"]
+    one = ["batch start", "evaluated", "step"]
+    assert seen == 2 * ["epoch start", *one, *one, "epoch end", "epoch"]
     seams.unwrap_plateau_steps(t)
     assert t.fit_loop.epoch_loop.update_lr_schedulers.__func__ is type(t.fit_loop.epoch_loop).update_lr_schedulers
+    assert t.fit_loop.on_advance_end.__func__ is type(t.fit_loop).on_advance_end
 
 
 def test_step_counters_carry_global_step_across_optimization_modes():

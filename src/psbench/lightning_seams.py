@@ -31,6 +31,7 @@ def check(trainer) -> None:
         "fit_loop.epoch_loop._should_check_val_fx": lambda: loop.epoch_loop._should_check_val_fx,
         "fit_loop.epoch_loop._batches_that_stepped": lambda: loop.epoch_loop._batches_that_stepped,
         "fit_loop.epoch_loop.update_lr_schedulers": lambda: loop.epoch_loop.update_lr_schedulers,
+        "fit_loop.on_advance_end": lambda: loop.on_advance_end,
         "Trainer._results": lambda: trainer._results,
         "LightningModule._on_before_batch_transfer": lambda: module._on_before_batch_transfer,
         "LightningModule._trainer": lambda: module._trainer,
@@ -82,22 +83,30 @@ def plateau_steps_at(trainer, step: Callable[[str], None]) -> None:
     """``step(interval)`` runs where Lightning's automatic optimization steps its ReduceLROnPlateau schedulers of that
     ``interval``: ``"step"`` after the evaluation that follows a Trainer step, ``"epoch"`` after an epoch's
     ``on_train_epoch_end`` hooks — both before the next step's or epoch's hooks (a ``LearningRateMonitor``'s). In
-    manual optimization Lightning steps no scheduler there; what it would step still runs first."""
-    loop = trainer.fit_loop.epoch_loop
-    loop.__dict__.pop("update_lr_schedulers", None)  # (a Trainer that fits again: one wrapper)
-    lightnings = loop.update_lr_schedulers
+    manual optimization Lightning steps no scheduler there; what it would step still runs first. The epoch a fit
+    resumed in mid-way, where Lightning steps no scheduler (it has not seen the epoch's metrics), steps at the end of
+    ``fit_loop.on_advance_end``, still before the next epoch's hooks (``step`` steps what is owed, once)."""
+    fit_loop = trainer.fit_loop
+    loop = fit_loop.epoch_loop
+    unwrap_plateau_steps(trainer)  # (a Trainer that fits again: one wrapper)
+    lightnings, epoch_end = loop.update_lr_schedulers, fit_loop.on_advance_end
 
     def update_lr_schedulers(interval: str, update_plateau_schedulers: bool) -> None:
         lightnings(interval, update_plateau_schedulers=update_plateau_schedulers)
         if update_plateau_schedulers:
             step(interval)
 
-    loop.update_lr_schedulers = update_lr_schedulers
+    def on_advance_end() -> None:
+        epoch_end()
+        step("epoch")
+
+    loop.update_lr_schedulers, fit_loop.on_advance_end = update_lr_schedulers, on_advance_end
 
 
 def unwrap_plateau_steps(trainer) -> None:
     """Lightning's own scheduler steps again (:func:`plateau_steps_at` undone)."""
     trainer.fit_loop.epoch_loop.__dict__.pop("update_lr_schedulers", None)
+    trainer.fit_loop.__dict__.pop("on_advance_end", None)
 
 
 def can_stop_early(trainer) -> bool:

@@ -331,9 +331,10 @@ class ParameterServerStrategyCore(_Base):
 
     def on_train_start(self) -> None:
         super().on_train_start()
-        if self._rng is not None:  # a resumed fit: the RNG streams where its checkpoint was saved
+        if self._rng is not None:  # a resumed fit: the RNG streams where its checkpoint was saved, the steps it owed
             set_rng_state(self._rng)
             self._rng = None
+            self._lr.step_owed()
         self._fit_s[0] = time.perf_counter()
         if self.eval_every:  # evaluations counted in updates, whatever the updates per Trainer step
             seams.evaluate_when(self._module.trainer, self._evaluate_now)

@@ -2,11 +2,12 @@
 
 A Lightning checkpoint holds the weights, the optimizer, the lr schedulers and the loops' counters; a PS fit also
 depends on what a checkpoint of the psbench command keeps (:mod:`psbench.checkpoint`): the weight snapshots that
-pending gradients still read, the gradients the look-ahead computed ahead, the codecs' and local learners' state,
-the counters and the divergence rule, and every RNG stream. :func:`entry` is that state, under the checkpoint's
-``"psbench"`` key (the strategy's ``save_checkpoint``, at a Trainer step's boundary, the updates applied so far read
-back first); :func:`restore` loads it at ``setup``, once the run is planned again from the same Trainer, module and
-data, and the Trainer's data resumes at the first update not applied (:meth:`EpochLoader.resume_at`) — mid-epoch too
+pending gradients still read, the gradients the look-ahead computed ahead, the codecs' state, the counters and the
+divergence rule, and every RNG stream — and on the ReduceLROnPlateau steps owed when Lightning saves (it saves
+before it steps them). :func:`entry` is that state, under the checkpoint's ``"psbench"`` key (the strategy's
+``save_checkpoint``, at a Trainer step's boundary, the updates applied so far read back first); :func:`restore`
+loads it at ``setup``, once the run is planned again from the same Trainer, module and data, and the Trainer's data
+resumes at the first update not applied (:meth:`EpochLoader.resume_at`) — mid-epoch too
 (``ModelCheckpoint(every_n_train_steps=…)``), the loader being resumable in Lightning's sense. On the CPU the resumed
 fit's weights and logged metrics equal the uninterrupted fit's, bit for bit.
 
@@ -44,6 +45,7 @@ def entry(strategy, trainer) -> dict[str, Any]:
             "schedule_sha256": strategy.schedule.sha256(),
             "strategy": strategy.ps_state(),
             "rng": rng_state(),
+            "plateau": strategy._lr.owed(trainer.callback_metrics),
         }
     )
 
@@ -94,6 +96,7 @@ def restore(strategy, state: dict[str, Any], path: Any) -> dict[str, Any]:
         "with the Trainer it was saved by — updates_per_step, ModelCheckpoint(every_n_train_steps=…) and "
         "val_check_interval decide how many PS updates a Trainer step carries)",
     )
+    strategy._lr.resume_owed(state["plateau"])
     if strategy.diverged_at is None:  # (a diverged fit stops at its first step)
         strategy.loader.resume_at(int(state["step"]), update)
     return state["rng"]

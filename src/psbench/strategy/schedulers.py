@@ -60,6 +60,29 @@ class SchedulerSteps:
         self._updates: list[int] = []  # updates whose ReduceLROnPlateau steps wait for the evaluation
         self.epoch_start: int | None = None  # the index of the current epoch's first update (None: none applied yet)
         self._epoch: int | None = None  # the epoch whose ReduceLROnPlateau steps wait for its end
+        self._owed_metrics: dict[str, Any] = {}  # a resumed fit's monitors, as its checkpoint saw them
+
+    def owed(self, metrics: Mapping[str, Any]) -> dict[str, Any]:
+        """The ReduceLROnPlateau steps owed when a checkpoint is saved (Lightning saves it before it steps them: at a
+        Trainer step's or an epoch's end, after an evaluation) and their monitors' values then (``metrics``)."""
+        monitors = {c.monitor for c in self.plateau_update + self.plateau_epoch}
+        return {
+            "updates": list(self._updates),
+            "epoch": self._epoch,
+            "metrics": {k: v for k, v in metrics.items() if k in monitors},
+        }
+
+    def resume_owed(self, owed: Mapping[str, Any]) -> None:
+        """A resumed fit owes what its checkpoint owed (:meth:`owed`): stepped by :meth:`step_owed`."""
+        self._updates, self._epoch = [int(u) for u in owed["updates"]], owed["epoch"]
+        self._owed_metrics = dict(owed["metrics"])
+
+    def step_owed(self) -> None:
+        """At a resumed fit's start: the plateau steps its checkpoint owed, with the values it saw (no evaluation has
+        run yet), where the uninterrupted fit took them, before its next Trainer step."""
+        metrics, self._owed_metrics = self._owed_metrics, {}
+        self.plateau_steps("step", metrics)
+        self.plateau_steps("epoch", metrics)
 
     @property
     def stepped_per_update(self) -> list:

@@ -294,23 +294,17 @@ class EpochChunks(UpdateChunks):
 
 
 class EpochLoader:
-    """The Trainer's train data: Lightning epoch e yields chunks e·S … e·S + S − 1 (S = ``steps``; none past the
-    schedule's epochs). Lightning calls ``loader.sampler.set_epoch(e)`` before every epoch: the loader is its own
-    sampler."""
+    """The Trainer's train data: Lightning epoch e (``epoch()``, the Trainer's ``current_epoch``) yields chunks
+    e·S … e·S + S − 1 (S = ``steps``; none past the schedule's epochs). The Trainer's epoch, not the one Lightning
+    hands a sampler's ``set_epoch``: a fit of ``max_steps`` resumed at an epoch's end sets that one ahead."""
 
-    def __init__(self, chunks: EpochChunks, steps: int, epochs: int) -> None:
-        self.chunks, self.steps, self.epochs, self.epoch = chunks, steps, epochs, 0
-        self.sampler = self
+    def __init__(self, chunks: EpochChunks, steps: int, epochs: int, epoch: Callable[[], int]) -> None:
+        self.chunks, self.steps, self.epochs, self.epoch = chunks, steps, epochs, epoch
         self._resume: int | None = None  # the chunk a resumed fit's first epoch starts at
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
 
     def resume_at(self, step: int, update: int) -> None:
         """A fit resumed at Trainer step ``step`` (counted across epochs), before PS update ``update``
         (:mod:`psbench.strategy.resume`): the next iteration starts there."""
-        from psbench.errors import require
-
         b = self.chunks.b
         require(
             b[min(step, len(b) - 1)] == update,
@@ -337,11 +331,12 @@ class EpochLoader:
         return self.steps
 
     def __iter__(self):
-        """Lazily, as a DataLoader's sampler: Lightning makes the iterator before it calls ``set_epoch`` (and, on a
-        resumed fit, before the strategy knows where it resumes)."""
-        if self.epoch >= self.epochs:
+        """Lazily, as a DataLoader's sampler: Lightning makes the iterator before the epoch starts (and, on a resumed
+        fit, before the strategy knows where it resumes)."""
+        epoch = self.epoch()
+        if epoch >= self.epochs:
             return
-        first, end = self.epoch * self.steps, (self.epoch + 1) * self.steps
+        first, end = epoch * self.steps, (epoch + 1) * self.steps
         if self._resume is not None:
             first, self._resume = max(first, self._resume), None
         for j in range(first, end):
@@ -358,17 +353,18 @@ def counts_trainer_steps(trainer) -> bool:
 
 
 def epoch_loader(
-    schedule: Schedule, updates, mu: int, num_train: int, max_epochs: int | None, per_step: int | None, c: int
+    schedule: Schedule, updates, mu: int, num_train: int, trainer, per_step: int | None, c: int
 ) -> EpochLoader:
-    """The :class:`EpochLoader` of a schedule of c gradients an update: as many epochs as ``max_epochs`` (or as the
-    updates reach), an epoch ``max_steps`` cuts laid out whole (:func:`cut_updates`, :func:`step_bounds`)."""
+    """The :class:`EpochLoader` of a schedule of c gradients an update: as many epochs as the Trainer's ``max_epochs``
+    (or as the updates reach), an epoch ``max_steps`` cuts laid out whole (:func:`cut_updates`, :func:`step_bounds`)."""
     from psbench.strategy.chunks import auto_updates_per_step
 
+    max_epochs = trainer.max_epochs
     reach = int(schedule.offsets[-2] * mu // num_train) + 1  # the epoch of the last update, + 1
     bounds = epoch_bounds(schedule, mu, num_train, max(max_epochs, reach) if max_epochs and max_epochs > 0 else reach)
     cut = cut_updates(schedule, mu, num_train, c, max_epochs, reach)
     b, steps = step_bounds(bounds, per_step or auto_updates_per_step(schedule, mu), cut)
-    return EpochLoader(EpochChunks(updates, b), steps, len(bounds) - 1)
+    return EpochLoader(EpochChunks(updates, b), steps, len(bounds) - 1, lambda: trainer.current_epoch)
 
 
 # -- the learners' mini-batches -------------------------------------------------------------------------------
@@ -489,7 +485,7 @@ def plan_run(setup: SimulatedSetup, strategy, trainer) -> Planned:
     check_loss(module, updates.batch([0]))
     per_step = setup.updates_per_step or (1 if counts_trainer_steps(trainer) else None)
     c = protocol.gradients_per_update
-    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer.max_epochs, per_step, c)
+    loader = epoch_loader(sim.schedule, updates, mu, len(ds), trainer, per_step, c)
     p_bytes = sum(p.numel() * p.element_size() for p in params.values())
     by_row = codecs is not None or setup.batching == "loop"
     lookahead = UserLookahead(
