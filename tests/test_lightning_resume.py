@@ -219,7 +219,8 @@ def test_a_refused_checkpoint_leaves_the_modules_weights_as_they_were(digits, tm
     torch.manual_seed(0)
     module = module_class("pytorch_lightning")()
     before = {k: v.clone() for k, v in module.state_dict().items()}
-    trainer = pl.Trainer(strategy=strategy_class("pytorch_lightning").simulated(learners=2), max_epochs=1, **QUIET)
+    strategy = strategy_class("pytorch_lightning").simulated(learners=2)
+    trainer = pl.Trainer(strategy=strategy, max_epochs=1, default_root_dir=tmp_path, **QUIET)
     with pytest.raises(ConfigError, match="holds no PS state"):
         trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=MU), ckpt_path=tmp_path / "plain.ckpt")
     assert all(torch.equal(module.state_dict()[k], v) for k, v in before.items())
@@ -241,7 +242,10 @@ def test_a_checkpoint_saved_inside_a_trainer_step_is_refused(digits, tmp_path):
     for ckpt_path in (None, path):
         torch.manual_seed(0)
         trainer = pl.Trainer(
-            strategy=strategy_class("pytorch_lightning").simulated(learners=2, seed=1), max_epochs=1, **QUIET
+            strategy=strategy_class("pytorch_lightning").simulated(learners=2, seed=1),
+            max_epochs=1,
+            default_root_dir=tmp_path,
+            **QUIET,
         )
         if ckpt_path is None:
             trainer.fit(SavesInside(), data, data)
@@ -274,6 +278,7 @@ def test_a_fit_preempted_by_sigterm_resumes_from_the_checkpoint_saved_on_it(digi
             strategy=strategy_class("pytorch_lightning").simulated(protocol="async", learners=4, seed=1),
             max_epochs=2,
             callbacks=[checkpoint, *([Preemption()] if stop else [])],
+            default_root_dir=folder,
             deterministic=True,
             **QUIET,
         )
