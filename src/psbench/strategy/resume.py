@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from psbench.checkpoint import _numpy, _plain, rng_state
-from psbench.errors import ConfigError, require
+from psbench.errors import require
 
 KEY = "psbench"  #: the Lightning checkpoint's key for the PS's state
 FORMAT = 1
@@ -39,7 +39,6 @@ def entry(strategy, trainer) -> dict[str, Any]:
     return _plain(
         {
             "format": FORMAT,
-            "update": strategy.updates_done,
             "step": step,
             "steps_per_epoch": strategy.loader.steps,
             "schedule_sha256": strategy.schedule.sha256(),
@@ -74,19 +73,18 @@ def stashed(checkpoint: dict[str, Any], path: Any) -> dict[str, Any]:
 
 
 def restore(strategy, state: dict[str, Any], path: Any) -> dict[str, Any]:
-    """Load ``state`` (:func:`stashed`) into the planned ``strategy``; return the RNG streams, which the caller sets
-    at the training loop's start (where they were saved, after Lightning's RNG-isolated sanity check)."""
+    """Check ``state`` (:func:`stashed`) against the planned ``strategy``, then load it; return the RNG streams, which
+    the caller sets at the training loop's start (where they were saved, after Lightning's RNG-isolated sanity
+    check)."""
     sha = strategy.schedule.sha256()
-    if state["schedule_sha256"] != sha:
-        raise ConfigError(
-            "ckpt_path",
-            str(path),
-            "a checkpoint of this fit's schedule (the same max_epochs/max_steps, protocol, learners, seed and data: "
-            f"the snapshots and gradients it holds are its schedule's; saved {state['schedule_sha256'][:12]}, "
-            f"planned {sha[:12]})",
-        )
-    strategy.load_ps_state(state["strategy"])
-    update = int(state["update"])
+    require(
+        state["schedule_sha256"] == sha,
+        "ckpt_path",
+        str(path),
+        "a checkpoint of this fit's schedule (the same max_epochs/max_steps, protocol, learners, seed and data: "
+        f"the snapshots and gradients it holds are its schedule's; saved {state['schedule_sha256'][:12]}, "
+        f"planned {sha[:12]})",
+    )
     steps, saved = strategy.loader.steps, int(state["steps_per_epoch"])
     require(
         steps == saved,
@@ -96,7 +94,9 @@ def restore(strategy, state: dict[str, Any], path: Any) -> dict[str, Any]:
         "with the Trainer it was saved by — updates_per_step, ModelCheckpoint(every_n_train_steps=…) and "
         "val_check_interval decide how many PS updates a Trainer step carries)",
     )
+    ps = state["strategy"]
+    if ps["diverged_at"] is None:  # (a diverged fit stops at its first step)
+        strategy.loader.resume_at(int(state["step"]), int(ps["updates_done"]))
+    strategy.load_ps_state(ps)
     strategy._lr.resume_owed(state["plateau"])
-    if strategy.diverged_at is None:  # (a diverged fit stops at its first step)
-        strategy.loader.resume_at(int(state["step"]), update)
     return state["rng"]
