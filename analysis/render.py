@@ -200,6 +200,18 @@ def figure(path: Path, nrows: int = 1, ncols: int = 1, **subplots: Any) -> Itera
         plt.close(fig)
 
 
+def error_axis(ax: Any, min_span: float = 10.0) -> None:
+    """A test-error axis in %: at least ``min_span`` pp tall within [0, 100], without offset notation. A run stuck
+    at chance is a flat line at 90 % whose float noise (1e-6 pp) autoscaling would blow up to the whole panel, with
+    ticks read as "1e-6 + 89.99999"."""
+    lo, hi = ax.get_ylim()
+    if hi - lo < min_span:
+        mid = min(max((lo + hi) / 2, min_span / 2), 100 - min_span / 2)
+        lo, hi = mid - min_span / 2, mid + min_span / 2
+    ax.set_ylim(lo, hi)
+    ax.ticklabel_format(axis="y", useOffset=False)
+
+
 def legend(ax: Any, **kwargs: Any) -> None:
     """``ax.legend(**kwargs)`` where some artist has a label: a panel without runs gets no empty legend (and no
     matplotlib warning)."""

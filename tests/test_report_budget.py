@@ -249,3 +249,49 @@ def test_the_docs_counts_are_generated_never_typed():
     assert "[The current verdicts](verdicts.md)" in index and "--docs docs/papers/verdicts.md" in index
     assert "| holds |" not in index and "| claims |" not in index  # no counts table typed by hand
     assert not re.search(r"\*\*(holds|hold|does not hold|not resolvable|not measured)\*\*", index)  # nor a verdict
+
+
+def test_a_running_run_at_the_papers_budget_is_drawn_dashed_and_said_not_final(psbench_root, tmp_path, monkeypatch):
+    """Zhang Fig 3's plot at ``paper_jpeg`` draws a case whose 140-epoch run still RUNNING (dashed, "running, not
+    final"), its epochs from the run's latest ``epoch`` metric: a run at epoch 92 of 140 was missing from the plot."""
+    from contextlib import contextmanager
+
+    from analysis import render
+
+    drawn: dict[str, object] = {}
+
+    @contextmanager
+    def keep(path, *a, **k):
+        with render.figure(path, *a, **k) as axes:
+            drawn[Path(path).name] = axes
+            yield axes
+
+    monkeypatch.setattr(zhang, "figure", keep)
+    _fig3_and_table2(psbench_root)
+    _paper_jpeg(ReportStore(psbench_root), ("s30_alpha0", "s30_tau"), ("hardsync",))
+    main(["--root", str(psbench_root), "--out", str(tmp_path / "r")])
+    axes = drawn["zhang_fig3_paper_jpeg.png"]
+    for row in (0, 1):  # hardsync is drawn in both rows, beside α0 and beside α0/τ
+        lines = {ln.get_label(): ln for ln in axes[row][1].get_lines()}
+        hardsync = lines["hardsync (SSGD) (running, not final)"]
+        assert hardsync.get_linestyle() == "--"
+        assert list(hardsync.get_xdata()) == pytest.approx([0.4]) and list(hardsync.get_ydata()) == [61.0]
+    finished = {ln.get_label(): ln.get_linestyle() for ln in axes[1][1].get_lines()}
+    assert finished["30-softsync"] == "-"
+
+
+def test_a_test_error_axis_stays_readable_for_a_run_stuck_at_chance(tmp_path):
+    """A flat line at 90 % with float noise (a collapsed run) gets an axis ≥ 10 pp tall within [0, 100] and plain
+    tick labels, not one blown up to 1e-6 pp with an offset; a curve spanning more keeps its autoscaled range."""
+    from analysis.render import error_axis, figure
+
+    with figure(tmp_path / "axis.png", 1, 2) as (ax, bx):
+        ax.plot([1, 2, 3], [89.9999976, 89.9999976, 90.0])
+        error_axis(ax)
+        lo, hi = ax.get_ylim()
+        assert hi - lo >= 10 and 0 <= lo < 89.9 and 90.1 < hi <= 100
+        assert ax.yaxis.get_major_formatter().get_useOffset() is False
+        bx.plot([1, 2, 3], [62.0, 30.0, 20.0])
+        before = bx.get_ylim()
+        error_axis(bx)
+        assert bx.get_ylim() == before

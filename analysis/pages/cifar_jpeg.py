@@ -16,7 +16,7 @@ from pathlib import Path
 
 from analysis.evidence import Errors, run_errors, run_value, two_se
 from analysis.page import Context, preset_cases
-from analysis.render import cell, data_note, figure, jpeg_quality, legend, md_table
+from analysis.render import cell, data_note, error_axis, figure, jpeg_quality, legend, md_table
 from analysis.runs import Run, history, select
 
 #: the ``experiment`` tags of the cost runs and of the reference run
@@ -182,17 +182,22 @@ def cost_section(ctx: Context) -> str:
     return "".join(md)
 
 
-def curve(ctx: Context, run: Run) -> list[tuple[float, float]]:
-    """(epoch, test error) of ``run`` as it was evaluated; a run not finished has no totals yet, so its epochs come
-    from its latest ``epoch`` metric and the update it was logged at."""
-    pts = history(ctx.tracking_uri, run, "test_error")
+def updates_per_epoch(ctx: Context, run: Run) -> float | None:
+    """PS updates per epoch of ``run``: from its totals, or, for a run not finished (no totals yet), from its latest
+    ``epoch`` metric and the update it was logged at; None before its first."""
     updates, epochs = run.metrics.get("ps_updates"), run.metrics.get("epochs_done")
     if not (updates and epochs):
         last = history(ctx.tracking_uri, run, "epoch")[-1:]
-        if not last or not last[0][0]:
-            return []
+        if not last or not last[0][0] or not last[0][1]:
+            return None
         updates, epochs = last[0]
-    return [(s / updates * epochs, v) for s, v in pts]
+    return updates / epochs
+
+
+def curve(ctx: Context, run: Run, key: str = "test_error") -> list[tuple[float, float]]:
+    """(epoch, ``key``) of ``run`` as it was logged, finished or not (:func:`updates_per_epoch`)."""
+    per = updates_per_epoch(ctx, run)
+    return [] if per is None else [(s / per, v) for s, v in history(ctx.tracking_uri, run, key)]
 
 
 def _latest(ctx: Context, run: Run, want: str) -> str:
@@ -321,6 +326,7 @@ def _plot(
         ax.set_xlim(0, float(want))
         ax.set_xlabel("epoch")
         ax.set_ylabel("test error (%)")
+        error_axis(ax)
         ax.set_title(
             "cifar10_full solver, JPEG q75 images" + ("" if finished else f" — not finished (of {want})"), fontsize=9
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 from analysis.evidence import Errors, run_errors, run_value
 from analysis.page import PAPER_SCALES, Context
 from analysis.pages.cifar_jpeg import REFERENCE, _latest, curve
-from analysis.render import data_note, figure, legend, md_table
+from analysis.render import data_note, error_axis, figure, legend, md_table
 from analysis.runs import SCALE_ORDER, Run, scales_of, select
 
 
@@ -162,6 +162,7 @@ def plot(
         ax.set_xlim(0, 140)
         ax.set_xlabel("epoch")
         ax.set_ylabel("test error (%)")
+        error_axis(ax)
         ax.set_title(title, fontsize=9)
         legend(ax, fontsize=7)
     return path

@@ -15,7 +15,7 @@ from analysis.page import CIFAR_140, NO_RUNS, PAPER_SCALES, Context, Page, Shown
 from analysis.pages import cifar_jpeg, cluster_model, paper_budget
 from analysis.pages import rudra_paper as P
 from analysis.pages.rudra import by_config, diverged
-from analysis.render import cell, data_note, figure, legend, md_table, mean_std, scale_data
+from analysis.render import cell, data_note, error_axis, figure, legend, md_table, mean_std, scale_data
 from analysis.runs import Run, attach_summaries, history, scales_of, select
 from analysis.verdicts import Claim, at_scales, pending, simulated
 from analysis.verdicts import tail as tail_claim
@@ -308,6 +308,7 @@ def _fig5_plot(
             ax.set_xlabel("epoch")
             legend(ax, fontsize=7)
         axes[0].set_ylabel("test error (%)")
+        error_axis(axes[0])  # after both panels: their y axis is shared
     return path
 
 

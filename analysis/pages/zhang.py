@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
 
 from analysis.evidence import Errors, run_errors
@@ -18,8 +18,8 @@ from analysis.page import CIFAR_140, NO_RUNS, PAPER_SCALES, Context, Page, Shown
 from analysis.pages import cifar_jpeg, cluster_model, paper_budget
 from analysis.pages import zhang_paper as P
 from analysis.pages.rudra_figs import mean_curve
-from analysis.render import cell, data_note, figure, legend, md_table, scale_data
-from analysis.runs import Run, attach_summaries, epoch_means, history, scales_of, select
+from analysis.render import cell, data_note, error_axis, figure, legend, md_table, scale_data
+from analysis.runs import Run, attach_summaries, epoch_means, scales_of, select
 from analysis.verdicts import Claim, at_scales, band, in_range, not_measured, pending, simulated
 from analysis.verdicts import tail as tail_claim
 from psbench.calibration.paper_fit import RUDRA_SSGD_OVER_ASGD
@@ -421,15 +421,13 @@ def _fig2_plot(sps: Mapping[int, Speedups], path: Path) -> Path | None:
 
 # --------------------------------------------------------------------------- Fig 3
 def fig3_curves(ctx: Context, runs: Sequence[Run]) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """``{case: {"test_error"|"train_loss": [(epoch, value), ...]}}``, the mean over the case's seeds;
-    epoch = step · epochs_done / ps_updates."""
+    """``{case: {"test_error"|"train_loss": [(epoch, value), ...]}}``, the mean over the case's seeds, finished or
+    still running (:func:`cifar_jpeg.curve`)."""
     per_seed: dict[str, dict[str, list[list[tuple[float, float]]]]] = defaultdict(lambda: defaultdict(list))
     for r in runs:
-        upe = r.metrics.get("ps_updates", 0) / max(r.metrics.get("epochs_done", 0) or 1e-12, 1e-12)
-        if upe <= 0:
-            continue
         for k in ("test_error", "train_loss"):
-            per_seed[r.tags.get("case", "")][k].append([(s / upe, v) for s, v in history(ctx.tracking_uri, r, k)])
+            if pts := cifar_jpeg.curve(ctx, r, k):
+                per_seed[r.tags.get("case", "")][k].append(pts)
     return {case: {k: mean_curve(cs) for k, cs in keys.items()} for case, keys in per_seed.items()}
 
 
@@ -517,8 +515,15 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
             wanted = {c: cases[c] for c in PAPER_JPEG_CASES} if scale == "paper_jpeg" else cases
             here = select(going, scale=scale)
             md.append(paper_budget.section(ctx, scale, wanted, rs, here, select(f3, scale="full")))
-        curves = fig3_curves(ctx, rs)
-        png = _fig3_plot(curves, ctx.out / f"zhang_fig3_{scale}.png", ref if at_budget else None)
+        # at the paper's budget a case still RUNNING is drawn too (dashed, "not final") where it has no finished run
+        going_only = [r for r in select(going, scale=scale) if at_budget and r.tags.get("case") not in by_case]
+        curves = fig3_curves(ctx, [*rs, *going_only])
+        png = _fig3_plot(
+            curves,
+            ctx.out / f"zhang_fig3_{scale}.png",
+            ref if at_budget else None,
+            running={r.tags.get("case", "") for r in going_only},
+        )
         if png:
             md.append(f"\n![test error and training loss vs epoch]({png.name})\n")
         epochs = "/".join(sorted({r.params["epochs"] for r in rs if r.params.get("epochs")}))
@@ -595,9 +600,15 @@ def fig3_claims(err: Mapping[str, Errors | None], scale: str, epochs: str = "") 
     return claims
 
 
-def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path, reference: Errors | None = None) -> Path | None:
+def _fig3_plot(
+    curves: Mapping[str, Mapping[str, list]],
+    path: Path,
+    reference: Errors | None = None,
+    running: Set[str] = frozenset(),
+) -> Path | None:
     """Training loss and test error vs epoch, α0 (top) and α0/τ (bottom), with the paper's numbers; at the paper's
-    budget also ``reference``, the recipe's single learner after 140 epochs on the same images."""
+    budget also ``reference``, the recipe's single learner after 140 epochs on the same images. The ``running``
+    cases' runs are not finished: dashed, labelled "not final"."""
     if not any(v.get("test_error") for v in curves.values()):
         return None
     with figure(path, 2, 2, figsize=(9, 6), sharex=True) as axes:
@@ -606,7 +617,8 @@ def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path, reference: 
                 if case not in curves or (lr_c != lr and case != "hardsync"):
                     continue
                 color = "k" if case == "hardsync" else f"C{list(P.FIG3).index(case)}"
-                raw = [(e, v) for e, v in curves[case]["train_loss"] if math.isfinite(v)]
+                ls, note = ("--", "running, not final; ") if case in running else ("-", "")
+                raw = [(e, v) for e, v in curves[case].get("train_loss", []) if math.isfinite(v)]
                 if raw:  # the per-update loss, faint, behind its per-epoch means
                     axes[row][0].plot([e for e, _ in raw], [v for _, v in raw], color=color, lw=0.5, alpha=0.25)
                     means = epoch_means(raw)
@@ -614,13 +626,20 @@ def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path, reference: 
                         [e for e, _ in means],
                         [v for _, v in means],
                         color=color,
+                        ls=ls,
                         marker="o",
                         ms=3,
-                        label=f"{name} (per-epoch mean)",
+                        label=f"{name} ({note}per-epoch mean)",
                     )
-                pts = [(e, v) for e, v in curves[case]["test_error"] if math.isfinite(v)]
+                pts = [(e, v) for e, v in curves[case].get("test_error", []) if math.isfinite(v)]
                 if pts:
-                    axes[row][1].plot([e for e, _ in pts], [v * 100 for _, v in pts], color=color, label=name)
+                    axes[row][1].plot(
+                        [e for e, _ in pts],
+                        [v * 100 for _, v in pts],
+                        color=color,
+                        ls=ls,
+                        label=name + (" (running, not final)" if note else ""),
+                    )
             axes[row][0].set_ylabel(f"lr = {lr}")
             losses = [v for c in curves.values() for _, v in c.get("train_loss", []) if math.isfinite(v) and v > 0]
             if losses and max(losses) / min(losses) > 100:  # a diverging loss flattens a linear axis
@@ -646,6 +665,7 @@ def _fig3_plot(curves: Mapping[str, Mapping[str, list]], path: Path, reference: 
                     lw=0.8,
                     label=f"ours, one learner, 140 epochs: {reference.mean * 100:.2f} %",
                 )
+            error_axis(axes[row][1])
             legend(axes[row][1], fontsize=7)
         axes[0][0].set_title("training loss: per-epoch mean (faint: per update)")
         axes[0][1].set_title("test error (%)")
