@@ -11,11 +11,13 @@ import importlib
 import os
 import pkgutil
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from analysis import pages as pages_pkg
+from analysis.arguments import refusal
 from analysis.page import PAPER_SCALES, Budget, Context, Page, Shown, status
 from analysis.pages.cifar_jpeg import COST, REFERENCE
 from analysis.render import RESTS_ON_NOTE, claims_md, md_table, md_to_html, provenance_md
@@ -383,6 +385,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     root = Path(a.root).resolve()
     out = Path(a.out) if a.out else root / "reports"
+    uri = a.tracking_uri or f"sqlite:///{root / 'mlflow.db'}"
+    if why := refusal(root, uri, a.tracking_uri, a.experiment, out, Path(a.docs) if a.docs else None):
+        print(f"python -m analysis: error: {why}", file=sys.stderr)
+        return 2
     said = (
         ["python -m analysis", "--root", a.root]
         if not a.tracking_uri
