@@ -28,6 +28,7 @@ on the second half of the run, out of sample for the noise fit) and the relative
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import replace
@@ -195,10 +196,24 @@ def compare_run(run_dir: str | Path) -> dict[str, Any]:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    print(json.dumps(compare_run(argv[0]), indent=2))
+#: what compare_run reads from a run's directory
+RUN_FILES = ("resolved_config.yaml", "summary.json", "schedule.npz", "dist_timing.npz")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m psbench.calibration.free_run", description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path, help="the directory of a finished engine=dist free run")
+    run_dir = ap.parse_args(argv).run_dir
+    if missing := [f for f in RUN_FILES if not (run_dir / f).is_file()]:
+        print(
+            f"python -m psbench.calibration.free_run: error: run_dir='{run_dir}' is invalid: allowed the directory of "
+            f"a finished engine=dist free run (it has no {', '.join(missing)})",
+            file=sys.stderr,
+        )
+        return 2
+    print(json.dumps(compare_run(run_dir), indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -437,6 +437,12 @@ RUDRA_SSGD_OVER_ASGD = {
 
 
 if __name__ == "__main__":  # python -m psbench.calibration.paper_fit: refit, then check the profile as it stands
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="python -m psbench.calibration.paper_fit",
+        description="Refit the p775_cluster profile to Rudra's measured times, then check it against the papers.",
+    ).parse_args()
     print(fit_p775_cluster())
     print(checks_markdown(checks()))
     print(

@@ -253,9 +253,13 @@ def fig5(out: Path, gpus: tuple[int, ...] = GPUS) -> tuple[Path, Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m psbench.compression.perf_model", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("fig5"))
     args = ap.parse_args(argv)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        ap.error(f"--out='{args.out}' is invalid: allowed a directory that can be written ({err.strerror})")
     csv_path, png = fig5(args.out)
     for ck in CLUSTERS:
         print(ck, " ".join(f"{mk}@8={speedup(mk, ck, 8):.2f}x @512={speedup(mk, ck, 512):.2f}x" for mk in MODELS))

@@ -24,6 +24,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -79,7 +80,14 @@ def compare_runs(tracking_uri: str, run_a: str, run_b: str, metric: str = "train
     """E(run_a, run_b) on ``metric`` from an MLflow store; > 1 means run a is better."""
     from mlflow import MlflowClient
 
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+        raise ValueError(f"--tracking-uri={tracking_uri!r} is invalid: allowed an existing store (no such file)")
     client = MlflowClient(tracking_uri)
+    for run in (run_a, run_b):
+        try:
+            client.get_run(run)
+        except Exception:  # MLflow's RESOURCE_DOES_NOT_EXIST, a malformed id
+            raise ValueError(f"run {run!r} is invalid: allowed a run id of {tracking_uri}") from None
     a, b = mlflow_curve(client, run_a, metric), mlflow_curve(client, run_b, metric)
     if "error" in metric:
         return temporal_efficiency((a[0], 1 - a[1]), (b[0], 1 - b[1]))
@@ -102,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         e = compare_runs(args.tracking_uri, args.run_a, args.run_b, args.metric)
     except Exception as err:  # one line, non-zero exit
-        print(f"temporal_efficiency: {err}", file=sys.stderr)
+        print(f"python -m psbench.tracking.temporal_efficiency: error: {err}", file=sys.stderr)
         return 2
     print(f"E({args.run_a}, {args.run_b}) on {args.metric} = {e:.4f}")
     return 0
