@@ -187,6 +187,12 @@ def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(p
     done = "| (1,4,30) α0/n | 18.09 % | 18.50 (n=1, 10,000 test images) | finished; MLflow run "
     assert re.search(re.escape(done) + r"[0-9a-f]{8} \| ± 0\.20 pp \(std of 3 seeds", block), block
     assert "| (30,4,30) α0/n | 18.41 % | — | running: update 1,000 of " in block and "not final" in block
+    # the pair was chosen from an earlier full study: this store's puts (1,4,30) and (2,64,2) furthest apart
+    assert (
+        "This store's `full` study under α0/n puts (1,4,30) 59.70 % (n=3) and (2,64,2) 54.50 % (n=3) furthest apart; "
+        "the two trained here were chosen from an earlier `full` study (2e6595d: (1,4,30) 59.71 %, (30,4,30) "
+        "55.68 %) and end here at (1,4,30) 59.70 % (n=3) and (30,4,30) 56.40 % (n=3)." in block
+    ), block
     claim = next(line for line in md.splitlines() if "[paper_jpeg] under α0/n, the two μλ ≈ 128 rows" in line)
     assert f"| pending (1 of 2 runs) | {PAPER_140} |" in claim
     # their curves beside the paper's numbers: the finished run's and the running one's (dashed, not final)
@@ -201,6 +207,27 @@ def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(p
     md = _page(psbench_root, tmp_path / "r2")
     claim = next(line for line in md.splitlines() if "[paper_jpeg] under α0/n, the two μλ ≈ 128 rows" in line)
     assert f"| {NOT_MEASURED} | {PAPER_140} |" in claim and "has 1 seed (the rule needs ≥ 3)" in claim
+
+
+def test_the_papers_budget_pair_is_checked_against_this_stores_full_study(psbench_root, tmp_path):
+    """The page says whether this store's α0/n ``full`` study puts the two rows trained at ``paper_jpeg`` furthest
+    apart of the six μλ ≈ 128 rows, or how many rows it has so far."""
+    s = _store(psbench_root, {**T2_ROWS, "s30_mu4_lam30": 0.54}, schedule=False)
+    s.run(
+        {"scale": "paper_jpeg", "dataset": "cifar10_jpeg", "experiment": rudra_eq6.NOMINAL, "case": "s1_mu4_lam30"},
+        params={"epochs": 140},
+        histories={"test_error": [(999, 0.70)], "epoch": [(999, 2.0)]},
+        status="RUNNING",
+    )
+    block = _page(psbench_root, tmp_path / "r")
+    block = block[block.index("## scale = paper_jpeg") :]
+    agrees = "This store's `full` study under α0/n agrees: (1,4,30) 59.70 % (n=3) and (30,4,30) 54.00 % (n=3) are "
+    assert agrees + "its furthest apart." in block, block
+    from analysis.pages.rudra import _furthest_apart
+
+    assert _furthest_apart([]) == (
+        "This store's `full` study under α0/n has 0 of the 6 rows: which two it puts furthest apart is not known yet."
+    )
 
 
 def test_two_studies_of_one_table_no_paper_claims_are_kept_apart(psbench_root):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from analysis.evidence import Errors, errors, run_errors, two_se
@@ -209,7 +209,7 @@ def _t2_paper_budget(
     }
     md.append(
         f"\n## scale = {scale}{scale_data(nom)}\n\nTable 2 under Eq 6 as written (α0/n) at the paper's budget: the "
-        "two μλ ≈ 128 rows the `full` study under α0/n was to put furthest apart.\n"
+        f"two μλ ≈ 128 rows the `full` study under α0/n was to put furthest apart. {_furthest_apart(full)}\n"
     )
     md.append(paper_budget.section(ctx, scale, cases, nom, select(going, scale=scale), full))
     paper = {c: (label, float(e.rstrip(" %"))) for c, (label, e) in cases.items()}
@@ -232,6 +232,32 @@ def _t2_paper_budget(
         ours=True,
     )
     return pending([claim], *planned(scale, len(cases), nom), running=len(select(going, scale=scale)))
+
+
+def _furthest_apart(full: Sequence[Run]) -> str:
+    """Whether this store's ``full`` study under α0/n puts :data:`rudra_eq6.NOMINAL_PAPER_JPEG` furthest apart of
+    the six μλ ≈ 128 rows (its mean final test errors), or which two it puts there: the pair was chosen from an
+    earlier ``full`` study (2e6595d: (1,4,30) 59.71 %, (30,4,30) 55.68 %, 3 seeds each)."""
+    rows = {P.case_label(s, mu, lam): f"({s},{mu},{lam})" for s, mu, lam, _, _ in P.TABLE2[128]}
+    errs = {c: g for c in rows if (g := run_errors(rows[c], select(full, case=c))) is not None}
+    if len(errs) < len(rows):
+        return (
+            f"This store's `full` study under α0/n has {len(errs)} of the {len(rows)} rows: which two it puts "
+            "furthest apart is not known yet."
+        )
+    lo, hi = min(errs, key=lambda c: errs[c].mean), max(errs, key=lambda c: errs[c].mean)
+
+    def said(c: str) -> str:
+        return f"{rows[c]} {errs[c].mean * 100:.2f} % (n={errs[c].n})"
+
+    if {lo, hi} == set(rudra_eq6.NOMINAL_PAPER_JPEG):
+        return f"This store's `full` study under α0/n agrees: {said(hi)} and {said(lo)} are its furthest apart."
+    chosen = " and ".join(said(c) for c in rudra_eq6.NOMINAL_PAPER_JPEG)
+    return (
+        f"This store's `full` study under α0/n puts {said(hi)} and {said(lo)} furthest apart; the two trained here "
+        f"were chosen from an earlier `full` study (2e6595d: (1,4,30) 59.71 %, (30,4,30) 55.68 %) and end here at "
+        f"{chosen}."
+    )
 
 
 _T2_HEADER = ["μλ", "σ", "μ", "λ", "paper error %", "ours error %", "paper time s", "ours sim time s", "runs", "data"]
