@@ -333,3 +333,46 @@ def test_optuna_retry_of_a_killed_trial_resumes_its_checkpoint(psbench_root, run
     assert done["resumed_from_update"] == 3 and done["mlflow_run_id"] == state["mlflow_run_id"]
     assert retry[0].user_attrs["mlflow_run_id"] == state["mlflow_run_id"]
     assert {r["run_id"]: r["status"] for r in mlflow_runs(root)}[state["mlflow_run_id"]] == "FINISHED"
+
+
+def test_the_rng_streams_hold_each_cuda_devices_where_the_run_used_cuda(monkeypatch, tmp_path):
+    """A checkpoint's RNG streams include each CUDA device's when the run initialised CUDA (dropout on a GPU draws
+    from them; they were not saved) and are set again on as many devices, not on another count; a run that never
+    touched CUDA (every CPU run) stores exactly the streams it did. The CUDA calls are faked here: a CPU machine has
+    none (``test_cuda_rng_streams_resume_on_a_gpu`` runs them for real where one is lent)."""
+    import torch
+
+    from psbench import checkpoint as ck
+
+    assert set(ck.rng_state()) == {"torch", "numpy", "python"} and not torch.cuda.is_initialized()
+    states = [torch.arange(8, dtype=torch.uint8), torch.arange(8, 16, dtype=torch.uint8)]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [s.clone() for s in states])
+    torch.save(ck._plain(ck.rng_state()), tmp_path / "rng.pt")  # as a checkpoint is written and read
+    loaded = ck._numpy(torch.load(tmp_path / "rng.pt", weights_only=True))
+    assert all(torch.equal(a, b) for a, b in zip(loaded["cuda"], states, strict=True))
+    set_to: list = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", set_to.append)
+    for devices, expect in ((2, 1), (1, 0)):  # as many devices: set; another count: left as they are
+        monkeypatch.setattr(torch.cuda, "device_count", lambda d=devices: d)
+        set_to.clear()
+        ck.set_rng_state(loaded)
+        assert len(set_to) == expect
+    assert all(torch.equal(a, b) for a, b in zip(set_to[0] if set_to else states, states, strict=True))
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_rng_streams_resume_on_a_gpu():
+    """On a GPU: dropout masks drawn after the streams are saved and set again are the same masks."""
+    import torch
+
+    from psbench import checkpoint as ck
+
+    x = torch.ones(1024, device="cuda")
+    torch.nn.functional.dropout(x, 0.5)
+    saved = ck.rng_state()
+    first = torch.nn.functional.dropout(x, 0.5)
+    torch.nn.functional.dropout(x, 0.5)
+    ck.set_rng_state(saved)
+    assert "cuda" in saved and torch.equal(torch.nn.functional.dropout(x, 0.5), first)

@@ -110,13 +110,23 @@ def _load_error(e: Exception) -> str:
 
 
 def rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """The RNG streams a resumed run continues: torch's CPU generator, numpy's, python's, and each CUDA device's
+    where the run has used CUDA (dropout on a GPU draws from those; an unused CUDA is not initialised for this)."""
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(s: Mapping[str, Any]) -> None:
+    """Set the streams of :func:`rng_state`; the CUDA ones where this process has as many CUDA devices (a checkpoint
+    of a GPU run resumed on the CPU, or on another device count, draws other dropout masks there)."""
     torch.set_rng_state(s["torch"])
     np.random.set_state(s["numpy"])
     random.setstate(s["python"])
+    cuda = s.get("cuda")
+    if cuda is not None and torch.cuda.is_available() and torch.cuda.device_count() == len(cuda):
+        torch.cuda.set_rng_state_all(cuda)
 
 
 @dataclass
