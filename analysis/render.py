@@ -5,6 +5,7 @@ figures saved byte-identically, and the "Claims" and "Provenance" sections the r
 from __future__ import annotations
 
 import html
+import json
 import math
 import re
 import statistics
@@ -247,10 +248,14 @@ def provenance_md(runs: Sequence[Run]) -> str:
     untagged = sum(not r.tags.get("scale") for r in runs)
 
     def commit(r: Run) -> str:
-        c = r.tags.get("psbench.git_commit")
-        if not c:
-            return "unknown"
-        return c[:7] + ("-dirty" if r.tags.get("psbench.git_dirty") == "true" else "")
+        """The commit a run started under, then each one a resume continued it under (``a → b``)."""
+        c, dirty = r.tags.get("psbench.git_commit"), r.tags.get("psbench.git_dirty")
+        said = [(c[:7] + ("-dirty" if dirty == "true" else "")) if c else "unknown"]
+        for ch in provenance_changes(r):
+            c, dirty = ch.get("git_commit", c), ch.get("git_dirty", dirty)
+            if "git_commit" in ch or "git_dirty" in ch:
+                said.append((c[:7] + ("-dirty" if dirty == "true" else "")) if c else "unknown")
+        return " → ".join(said)
 
     lines = [
         f"- runs: {len(runs)}" + (f" ({untagged} without a scale tag: not counted in any scale)" if untagged else ""),
@@ -258,4 +263,32 @@ def provenance_md(runs: Sequence[Run]) -> str:
     ]
     lines += [f"- {name}: {_counted(r.tags.get(tag) or 'unknown' for r in runs)}" for tag, name in PROVENANCE.items()]
     lines.append(f"- data: {_counted(data_note(r) or 'unknown' for r in runs)}")
+    resumed = [
+        f"{r.run_id[:8]} from update {ch['update']:,}: "
+        + ", ".join(_changed(k, v) for k, v in ch.items() if k != "update")
+        for r in runs
+        for ch in provenance_changes(r)
+    ]
+    if resumed:
+        lines.append(
+            "- resumed under other code, libraries, host or threads (the lines above count what each run started "
+            "with): " + "; ".join(resumed)
+        )
     return md + "\n".join(lines) + "\n"
+
+
+def _changed(key: str, value: Any) -> str:
+    if key == "git_commit":
+        return f"commit {str(value)[:7]}"
+    return f"{PROVENANCE.get('psbench.' + key, key.replace('_', ' '))} {value}"
+
+
+def provenance_changes(run: Run) -> list[dict[str, Any]]:
+    """What differed at each of ``run``'s resumes (tag ``psbench.provenance_changes``, see
+    :mod:`psbench.tracking.provenance`): ``[{"update": U, "<key>": "<value>", …}, …]``, ``[]`` for a run never
+    resumed under anything else."""
+    try:
+        found = json.loads(run.tags.get("psbench.provenance_changes") or "[]")
+    except ValueError:
+        return []
+    return [c for c in found if isinstance(c, dict) and isinstance(c.get("update"), int)]

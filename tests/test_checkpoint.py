@@ -230,17 +230,25 @@ def test_cli_resume_continues_the_same_mlflow_run(psbench_root, run_psbench, mlf
     assert len(lines) == 1 and lines[0].startswith("psbench: error: resume=") and "protocol.n (4 → 2)" in lines[0]
     assert len(mlflow_runs(root)) == 2  # refused before any MLflow run
 
+    # the first 17 updates "ran" under another torch: the resume records what differs, from which update
+    import torch
+    from mlflow import MlflowClient
+
+    MlflowClient(f"sqlite:///{root / 'mlflow.db'}").set_tag(run_id, "psbench.torch_version", "1.0.0")
     resumed = run_psbench(*CLI, f"resume={root / 'cut'}", root=root)
     assert resumed.returncode == 0, resumed.stderr
     a = json.loads((root / "full" / "summary.json").read_text())
     b = json.loads((root / "cut" / "summary.json").read_text())
     assert b["weights_sha256"] == a["weights_sha256"] and b["test_error"] == a["test_error"]
     assert b["mlflow_run_id"] == run_id and b["resumed_from_update"] == 17
+    assert b["provenance_changes"] == [{"update": 17, "torch_version": torch.__version__}]
+    assert a["provenance_changes"] is None  # never resumed
     assert not (root / "cut" / CHECKPOINT_FILE).exists()  # finished: no checkpoint left
 
     runs = {r["run_id"]: r for r in mlflow_runs(root)}
     assert len(runs) == 2 and runs[run_id]["status"] == "FINISHED"
     assert runs[run_id]["tags"]["psbench.resumed_from_update"] == "17"
+    assert json.loads(runs[run_id]["tags"]["psbench.provenance_changes"]) == b["provenance_changes"]
     for key in ("train_loss", "sim_time_s"):  # per-update metrics: one point per update, as uninterrupted
         want, got = _history(root, a["mlflow_run_id"], key), _history(root, run_id, key)
         steps = [s for s, _ in got]
@@ -248,13 +256,9 @@ def test_cli_resume_continues_the_same_mlflow_run(psbench_root, run_psbench, mlf
         assert got == want, key  # no gaps, and bit-identical values
     # evaluations (every epoch, and the final one) at the same steps with the same values
     assert _history(root, run_id, "test_error") == _history(root, a["mlflow_run_id"], "test_error")
-    from mlflow import MlflowClient
-
     arts = [f.path for f in MlflowClient(f"sqlite:///{root / 'mlflow.db'}").list_artifacts(run_id)]
     assert "weights.pt" in arts
     from types import SimpleNamespace
-
-    import torch
 
     from psbench.models.evaluate import weights_sha256
 
@@ -376,3 +380,30 @@ def test_cuda_rng_streams_resume_on_a_gpu():
     torch.nn.functional.dropout(x, 0.5)
     ck.set_rng_state(saved)
     assert "cuda" in saved and torch.equal(torch.nn.functional.dropout(x, 0.5), first)
+
+
+def test_provenance_changes_list_what_differed_at_each_resume():
+    """A run started under commit a and torch 2.0, resumed at update 100 under the same code (nothing recorded), at
+    200 under commit b, at 300 under b again and at 400 under commit c with 4 threads: each resume compares with
+    the values the run had last, so the changes say b from 200 and c with 4 threads from 400, and the report's
+    provenance says "a → b → c" with the resumes."""
+    import sys
+    from pathlib import Path
+
+    from psbench.tracking.provenance import CHANGES_TAG, changes
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from analysis.render import provenance_md
+    from analysis.runs import Run
+
+    tags = {"psbench.git_commit": "a" * 40, "psbench.torch_version": "2.0", "psbench.threads": "1"}
+    now = dict(tags)
+    assert changes(tags, 100, now) == []
+    for update, commit, threads in ((200, "b", "1"), (300, "b", "1"), (400, "c", "4")):
+        now = {**now, "psbench.git_commit": commit * 40, "psbench.threads": threads}
+        tags[CHANGES_TAG] = json.dumps(changes(tags, update, now))
+    want = [{"update": 200, "git_commit": "b" * 40}, {"update": 400, "git_commit": "c" * 40, "threads": "4"}]
+    assert json.loads(tags[CHANGES_TAG]) == want
+    md = provenance_md([Run("0123456789ab", tags, {}, {}, 0)])
+    assert "- commit: aaaaaaa → bbbbbbb → ccccccc (1 run)" in md
+    assert "01234567 from update 200: commit bbbbbbb; 01234567 from update 400: commit ccccccc, threads 4" in md

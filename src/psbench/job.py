@@ -123,6 +123,7 @@ def execute(cfg: DictConfig) -> float | None:
                 engine="sim",
                 mlflow_run_id=run.run_id,
                 provenance=prov,
+                provenance_changes=run.provenance_changes or None,
                 data_note=note,
             )
             write_json(summary_file, stopped)
@@ -133,6 +134,7 @@ def execute(cfg: DictConfig) -> float | None:
             summary,
             mlflow_run_id=run.run_id,
             provenance=prov,
+            provenance_changes=run.provenance_changes or None,
             data_note=note,
             data_warning=getattr(getattr(setup, "data", None), "unseen_labels", None),
         )
@@ -167,6 +169,7 @@ def execute(cfg: DictConfig) -> float | None:
             engine=engine.get("name"),
             mlflow_run_id=run.run_id if run is not None else None,
             provenance=prov,
+            provenance_changes=(run.provenance_changes or None) if run is not None else None,
             data_note=note,
         )
         with contextlib.suppress(OSError, DiskFull):  # an output dir that cannot be written is the error itself
@@ -263,6 +266,7 @@ def _end_killed(
         mode=engine.get("mode", "free_run") if dist else None,
         mlflow_run_id=run.run_id if run is not None else None,
         provenance=prov,
+        provenance_changes=(run.provenance_changes or None) if run is not None else None,
         data_note=note,
     )
     with contextlib.suppress(OSError, DiskFull):  # a full disk: the summary where space allows

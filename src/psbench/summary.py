@@ -107,6 +107,7 @@ class RunSummary:
     artifacts: list[str] = field(default_factory=list)  #: files logged with the run (schedule, plots, weights)
     mlflow_run_id: str | None = None  #: the MLflow run (null with logger=none)
     provenance: dict[str, Any] | None = None  #: code and machine that ran it (psbench.tracking.provenance)
+    provenance_changes: list[dict[str, Any]] | None = None  #: what differed at each resume: update, new values
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -46,6 +46,7 @@ class JobRun:
         self.run_id: str | None = None
         self.ended = False
         self.last_steps: dict[str, int] = {}  # a resumed run's metric history: last step per key
+        self.provenance_changes: list[dict[str, Any]] = []  # what differed at each resume (tracking.provenance)
         if not self.enabled:
             return
         from psbench import tracking
@@ -55,7 +56,9 @@ class JobRun:
         if resume is not None and resume.get("mlflow_run_id"):  # the same run, RUNNING again
             self.run_id = resume["mlflow_run_id"]
             tracking.set_tags(self.uri, self.run_id, tracking.process_tags())
-            self.last_steps = tracking.reopen_run(self.uri, self.run_id, int(resume["update"]))
+            self.last_steps, self.provenance_changes = tracking.reopen_run(
+                self.uri, self.run_id, int(resume["update"]), tracking.provenance_tags(provenance)
+            )
             log.info("MLflow run %s resumed before update %s in %s", self.run_id, resume["update"], self.uri)
             return
         exp_id = tracking.ensure_experiment(

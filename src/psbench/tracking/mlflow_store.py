@@ -470,12 +470,20 @@ def end_runs_of(tracking_uri: str, run_dir: str, pid: str, status: str, reason: 
     return found
 
 
-def reopen_run(tracking_uri: str, run_id: str, update: int) -> dict[str, int]:
-    """Set a run back to RUNNING to resume it before ``update``; return the last step logged per metric.
+def reopen_run(
+    tracking_uri: str, run_id: str, update: int, provenance: Mapping[str, str] | None = None
+) -> tuple[dict[str, int], list[dict[str, Any]]]:
+    """Set a run back to RUNNING to resume it before ``update``; return the last step logged per metric, and the
+    run's provenance changes with this resume's (``provenance``: this process's ``psbench.<key>`` tags; see
+    :func:`psbench.tracking.provenance.changes`, recorded in tag ``psbench.provenance_changes``).
 
     A run missing from the store (or deleted) is a :class:`ConfigError` on ``resume``.
     """
+    import json
+
     from mlflow.exceptions import MlflowException
+
+    from psbench.tracking.provenance import CHANGES_TAG, changes
 
     c = client(tracking_uri)
     try:
@@ -487,5 +495,11 @@ def reopen_run(tracking_uri: str, run_id: str, update: int) -> dict[str, int]:
     except MlflowException:
         raise ConfigError("resume", run_id, f"a run dir whose MLflow run exists (active) in {tracking_uri}") from None
     resumed = run.data.tags.get("psbench.resumed_from_update")
-    set_tags(tracking_uri, run_id, {"psbench.resumed_from_update": f"{resumed},{update}" if resumed else update})
-    return last
+    tags: dict[str, Any] = {"psbench.resumed_from_update": f"{resumed},{update}" if resumed else update}
+    found = changes(run.data.tags, update, provenance or {})
+    while found and len(json.dumps(found, separators=(",", ":"))) > MAX_TAG_VALUE:  # the oldest go first
+        found = found[1:]
+    if found:
+        tags[CHANGES_TAG] = json.dumps(found, separators=(",", ":"))
+    set_tags(tracking_uri, run_id, tags)
+    return last, found

@@ -4,10 +4,15 @@
 :func:`provenance_tags`, as MLflow tags ``psbench.<key>``. The git lookup only trusts a
 checkout whose ``src/psbench`` is the imported package, so a non-editable install (the
 package in ``site-packages``, possibly inside some other repository) records ``null``.
+
+A resumed run may continue under other code, libraries, host or threads: the ``psbench.<key>`` tags keep the values
+it started with, and :func:`changes` lists what differed at each resume (tag :data:`CHANGES_TAG`, and
+``summary.json``'s ``provenance_changes``), so a number from such a run says every commit it trained under.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 from collections.abc import Mapping
@@ -16,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # …/src/psbench when run from a checkout
+#: the MLflow tag listing a resumed run's provenance changes: JSON ``[{"update": U, "<key>": "<value>", …}, …]``
+CHANGES_TAG = "psbench.provenance_changes"
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -71,3 +78,15 @@ def provenance(threads: int | None = None) -> dict[str, Any]:
 def provenance_tags(prov: Mapping[str, Any]) -> dict[str, str]:
     """``psbench.<key>`` tags (``git_dirty`` as ``"true"``/``"false"``); unknown values are left out."""
     return {f"psbench.{k}": str(v).lower() if isinstance(v, bool) else str(v) for k, v in prov.items() if v is not None}
+
+
+def changes(tags: Mapping[str, str], update: int, now: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A run's provenance changes (its MLflow ``tags``: the ``psbench.<key>`` values it started with and
+    :data:`CHANGES_TAG`), with this resume's before ``update`` appended where ``now`` (:func:`provenance_tags` of
+    this process) differs from the values the run had last."""
+    found = json.loads(tags.get(CHANGES_TAG) or "[]")
+    last = {k: tags.get(k) for k in now}
+    for c in found:
+        last.update({f"psbench.{k}": v for k, v in c.items() if k != "update"})
+    differ = {k.removeprefix("psbench."): v for k, v in now.items() if last.get(k) != v}
+    return [*found, {"update": update, **differ}] if differ else found
