@@ -240,10 +240,10 @@ def test_two_studies_of_one_table_no_paper_claims_are_kept_apart(psbench_root):
     assert sorted(r.tags["experiment"] for r in runs) == sorted([rudra.NO_STALENESS, rudra_eq6.NOMINAL])
 
 
-def test_the_lr_per_sample_of_each_reading():
+def test_the_lr_per_sample_of_each_reading(tmp_path):
     run = Run("r", {}, _params(4, 32, 4), {"staleness_mean": 3.0}, 0)
     assert rudra_eq6.lr_nominal(run) == 1.0  # 1/4 × 128/(1 · 32)
-    ctx = Context([], Path("."), "sqlite:///nowhere.db")
+    ctx = Context([], tmp_path, f"sqlite:///{tmp_path / 'nowhere.db'}")
     assert rudra_eq6.lr_measured(ctx, run) == (128 / 96, True)  # 1/3 × 128/32, from the mean staleness
     assert rudra_eq6.lr_nominal(Run("r", {}, _params(1, 4, 30), {}, 0)) == 128 / 120
     assert rudra_eq6.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0 and rudra_eq6.spearman([1, 2], [2, 1]) is None

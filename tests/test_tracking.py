@@ -142,7 +142,7 @@ def test_the_sweepers_results_file_is_an_artifact_of_the_parent_run(store, tmp_p
     run when the sweep ends."""
     from omegaconf import OmegaConf
 
-    eid = tracking.ensure_experiment(store, "psbench", None)
+    eid = tracking.ensure_experiment(store, "psbench", str(tmp_path / "art"))  # not ./mlruns in the cwd
     sweep_dir = tmp_path / "multirun" / "opt"
     config = OmegaConf.create(
         {
@@ -361,7 +361,7 @@ def test_a_run_whose_params_fail_is_not_left_running(store):
 def test_an_interrupted_sweep_ends_its_parent_killed_and_a_rerun_reuses_it(store, tmp_path):
     from omegaconf import OmegaConf
 
-    eid = tracking.ensure_experiment(store, "psbench", None)
+    eid = tracking.ensure_experiment(store, "psbench", str(tmp_path / "art"))  # not ./mlruns in the cwd
     config = OmegaConf.create(
         {
             "hydra": {"sweep": {"dir": str(tmp_path / "multirun" / "s")}, "overrides": {"task": ["seed=0,1"]}},
