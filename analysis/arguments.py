@@ -1,7 +1,8 @@
 """``python -m analysis``'s arguments, each checked before anything is written: a ``--root`` without ``mlflow.db``
-(a typo there made a report of "no runs" and a directory at the typo), a store that does not answer (a tracking
-server down retried for minutes, then a traceback), an ``--experiment`` the store does not hold, an ``--out`` or
-``--docs`` that cannot be written. Each refusal is one line naming the option and what it allows.
+(a typo there made a report of "no runs" and a directory at the typo), a local store that does not exist (MLflow would
+create one at the typo), a store that does not answer (a tracking server down was retried for minutes, then a
+traceback), an ``--experiment`` the store does not hold, an ``--out`` or ``--docs`` that cannot be written. Each
+refusal is one line naming the option and what it allows.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ PROBE_TIMEOUT_S = 10
 
 def refusal(root: Path, uri: str, tracking_uri: str | None, experiment: str, out: Path, docs: Path | None) -> str:
     """Why the report cannot be built from these arguments (``"--key='value' is invalid: allowed …"``), "" if it
-    can. ``uri`` is the store ``tracking_uri`` names, or ``root``'s ``mlflow.db``."""
+    can; then ``out`` and ``docs``' folder exist. ``uri`` is the store ``tracking_uri`` names, or ``root``'s
+    ``mlflow.db``. Nothing is created before every check has passed (MLflow would make a store at a mistyped path)."""
     if tracking_uri is None and not (root / "mlflow.db").is_file():
         return (
             f"--root='{root}' is invalid: allowed a dir holding mlflow.db, the store psbench and python -m sweeps "
             "write under $PSBENCH_ROOT or the current dir (or --tracking-uri for another store)"
         )
+    if tracking_uri is not None and (missing := _missing_local_store(tracking_uri)):
+        return f"--tracking-uri='{tracking_uri}' is invalid: allowed an existing store ({missing})"
     try:
         with _one_try():
             from mlflow import MlflowClient
@@ -35,10 +39,32 @@ def refusal(root: Path, uri: str, tracking_uri: str | None, experiment: str, out
     if experiment not in names:
         held = ", ".join(names) or "none"
         return f"--experiment='{experiment}' is invalid: allowed one of the store's experiments: {held}"
-    for key, given, folder in (("--docs", docs, docs.parent if docs else None), ("--out", out, out)):
-        if folder is not None and (why := _unwritable(folder)):
+    if docs is not None and docs.is_dir():
+        return f"--docs='{docs}' is invalid: allowed a file path (it is a directory)"
+    folders = [("--out", out, out)]
+    if docs is not None:
+        folders.insert(0, ("--docs", docs, docs.parent))
+    for key, given, folder in folders:
+        if why := _unwritable(folder):
             return f"{key}='{given}' is invalid: allowed a path that can be written ({why})"
+    for key, given, folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            return f"{key}='{given}' is invalid: allowed a path that can be written ({err.strerror})"
     return ""
+
+
+def _missing_local_store(uri: str) -> str:
+    """Why a local store ``uri`` (``sqlite:///path``, ``file:path``, a plain path) does not exist, "" if it does or
+    is a server's (whose answer :func:`refusal` checks)."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        return "" if path.is_file() else f"no such file: {path}"
+    if ("://" in uri and not uri.startswith("file:")) or uri.startswith("databricks"):
+        return ""
+    path = Path(uri.removeprefix("file://").removeprefix("file:"))
+    return "" if path.is_dir() else f"no such directory: {path}"
 
 
 @contextmanager
@@ -59,11 +85,10 @@ def _one_try() -> Iterator[None]:
 
 
 def _unwritable(path: Path) -> str:
-    """Why ``path`` (a dir, made if missing) cannot be written, "" if it can."""
-    if file := next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None):
-        return f"{file} is a file"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        return err.strerror or type(err).__name__
-    return "" if os.access(path, os.W_OK) else "not writable"
+    """Why the dir ``path`` could not be made or written, "" if it can (nothing is created here)."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file"
+            return "" if os.access(p, os.W_OK) else f"{p} is not writable"
+    return ""

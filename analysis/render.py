@@ -272,15 +272,17 @@ def provenance_md(runs: Sequence[Run]) -> str:
     if resumed:
         lines.append(
             "- resumed under other code, libraries, host or threads (the lines above count what each run started "
-            "with): " + "; ".join(resumed)
+            "with, its host where it ran last): " + "; ".join(resumed)
         )
     return md + "\n".join(lines) + "\n"
 
 
 def _changed(key: str, value: Any) -> str:
-    if key == "git_commit":
-        return f"commit {str(value)[:7]}"
-    return f"{PROVENANCE.get('psbench.' + key, key.replace('_', ' '))} {value}"
+    if value is None:
+        value = "unknown"
+    elif key == "git_commit":
+        value = str(value)[:7]
+    return f"{'commit' if key == 'git_commit' else PROVENANCE.get('psbench.' + key, key.replace('_', ' '))} {value}"
 
 
 def provenance_changes(run: Run) -> list[dict[str, Any]]:

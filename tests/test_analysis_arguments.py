@@ -60,3 +60,31 @@ def test_an_out_or_docs_path_under_a_file_is_refused(capsys, psbench_root, tmp_p
     argv = ["--root", str(psbench_root), "--out", str(tmp_path / "reports"), key, str(bad)]
     err = _refused(capsys, argv)
     assert f"{key}='{bad}' is invalid: allowed a path that can be written ({blocker} is a file)" in err
+
+
+@pytest.mark.parametrize("form", ["sqlite", "file"])
+def test_a_local_store_that_does_not_exist_is_refused_and_not_created(capsys, tmp_path, form):
+    """MLflow makes a store at a mistyped sqlite path or file: dir when asked for its experiments; the check does
+    not ask it."""
+    typo = tmp_path / "typo" / ("mlflow.db" if form == "sqlite" else "mlruns")
+    uri = f"sqlite:///{typo}" if form == "sqlite" else f"file:{typo}"
+    err = _refused(capsys, ["--tracking-uri", uri, "--out", str(tmp_path / "reports")])
+    assert f"--tracking-uri='{uri}' is invalid: allowed an existing store (no such " in err
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "reports").exists()
+
+
+def test_a_docs_path_that_is_a_directory_is_refused_before_the_report(capsys, psbench_root, tmp_path):
+    ReportStore(psbench_root)
+    (tmp_path / "docsdir").mkdir()
+    out = tmp_path / "reports"
+    err = _refused(capsys, ["--root", str(psbench_root), "--out", str(out), "--docs", str(tmp_path / "docsdir")])
+    assert f"--docs='{tmp_path / 'docsdir'}' is invalid: allowed a file path (it is a directory)" in err
+    assert not out.exists()
+
+
+def test_nothing_is_created_when_a_later_path_is_refused(capsys, psbench_root, tmp_path):
+    ReportStore(psbench_root)
+    (tmp_path / "file").write_text("")
+    docs = tmp_path / "new" / "verdicts.md"
+    _refused(capsys, ["--root", str(psbench_root), "--out", str(tmp_path / "file" / "x"), "--docs", str(docs)])
+    assert not docs.parent.exists()

@@ -363,7 +363,8 @@ def test_the_rng_streams_hold_each_cuda_devices_where_the_run_used_cuda(monkeypa
         set_to.clear()
         ck.set_rng_state(loaded)
         assert len(set_to) == expect
-    assert all(torch.equal(a, b) for a, b in zip(set_to[0] if set_to else states, states, strict=True))
+        if expect:  # each device's own stream, in order
+            assert all(torch.equal(a, b) for a, b in zip(set_to[0], states, strict=True))
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
@@ -407,3 +408,41 @@ def test_provenance_changes_list_what_differed_at_each_resume():
     md = provenance_md([Run("0123456789ab", tags, {}, {}, 0)])
     assert "- commit: aaaaaaa → bbbbbbb → ccccccc (1 run)" in md
     assert "01234567 from update 200: commit bbbbbbb; 01234567 from update 400: commit ccccccc, threads 4" in md
+
+
+def test_provenance_changes_say_what_became_unknown_and_fold_to_fit_the_tag():
+    """A resume under an install outside a checkout (commit unknown) records the commit as None, where it recorded
+    nothing; a malformed tag counts as no changes before; folding the oldest entries to fit MLflow's tag length keeps
+    the values the run had last, so the next resume compares with them."""
+    from psbench.tracking.provenance import CHANGES_TAG, changes, folded
+
+    tags = {"psbench.git_commit": "a" * 40, "psbench.host": "h"}
+    assert changes(tags, 10, {"psbench.host": "h"}) == [{"update": 10, "git_commit": None}]
+    assert changes({**tags, CHANGES_TAG: "{not json"}, 10, dict(tags)) == []
+    history = [{"update": u, "git_commit": c * 40} for u, c in ((100, "b"), (200, "c"), (300, "a"))]
+    short = folded(history, 2 * len(json.dumps(history[0])))
+    assert short[-1] == history[-1] and len(short) < len(history) and short[0]["update"] == 100
+    assert changes({**tags, CHANGES_TAG: json.dumps(short)}, 400, dict(tags)) == short  # back at a: nothing new
+
+
+def test_a_resume_on_another_host_is_recorded(psbench_root):
+    """The resume compares the host before this process's liveness tags overwrite ``psbench.host``: a run started
+    on ``oldhost`` and resumed here records this host (it recorded nothing)."""
+    import socket
+
+    from psbench import tracking
+    from psbench.tracking.job_run import JobRun
+
+    store = f"sqlite:///{psbench_root / 'mlflow.db'}"
+    eid = tracking.ensure_experiment(store, "psbench", str(psbench_root / "art"))
+    prov = {"git_commit": "a" * 40, "host": socket.gethostname(), "threads": 1}
+    started = {**tracking.provenance_tags(prov), "psbench.host": "oldhost"}
+    run_id = tracking.start_run(store, eid, "r", tags=started)
+    tracking.end_run(store, run_id, tracking.KILLED)
+    run = JobRun(
+        {"logger": {"name": "mlflow", "tracking_uri": store}},
+        psbench_root,
+        prov,
+        {"mlflow_run_id": run_id, "update": 5},
+    )
+    assert run.provenance_changes == [{"update": 5, "host": socket.gethostname()}]

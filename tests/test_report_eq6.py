@@ -225,6 +225,10 @@ def test_the_papers_budget_pair_is_checked_against_this_stores_full_study(psbenc
     assert agrees + "its furthest apart." in block, block
     from analysis.pages.rudra import _furthest_apart
 
+    even = _store(tmp_path / "even", {c: 0.55 for c in T2_ROWS}, schedule=False)  # all six alike: a tie agrees
+    runs = [r for r in load_runs(even.uri) if r.tags.get("experiment") == rudra_eq6.NOMINAL]
+    tie = _furthest_apart([r for r in runs if r.tags.get("scale") == "full"])
+    assert tie.startswith("This store's `full` study under α0/n agrees: (1,4,30) 55.") and "(30,4,30) 5" in tie
     assert _furthest_apart([]) == (
         "This store's `full` study under α0/n has 0 of the 6 rows: which two it puts furthest apart is not known yet."
     )

@@ -49,3 +49,15 @@ def test_free_run_refuses_a_dir_that_is_not_a_dist_free_run(capsys, tmp_path):
     line = _one_line(capsys)
     assert line.startswith(f"python -m psbench.calibration.free_run: error: run_dir='{tmp_path}' is invalid: ")
     assert line.endswith("(it has no resolved_config.yaml, schedule.npz, dist_timing.npz)")
+
+
+def test_temporal_efficiency_says_a_store_that_does_not_answer_not_a_bad_run_id(capsys, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert temporal_efficiency.main(["a", "b", "--tracking-uri", f"http://127.0.0.1:{port}"]) == 2
+    line = _one_line(capsys)
+    assert "API request to" in line and "is invalid: allowed a run id" not in line

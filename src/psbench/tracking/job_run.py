@@ -55,10 +55,11 @@ class JobRun:
         self.t = tracking
         if resume is not None and resume.get("mlflow_run_id"):  # the same run, RUNNING again
             self.run_id = resume["mlflow_run_id"]
-            tracking.set_tags(self.uri, self.run_id, tracking.process_tags())
+            # the changes first: this process's tags overwrite psbench.host, one of the values compared
             self.last_steps, self.provenance_changes = tracking.reopen_run(
                 self.uri, self.run_id, int(resume["update"]), tracking.provenance_tags(provenance)
             )
+            tracking.set_tags(self.uri, self.run_id, tracking.process_tags())
             log.info("MLflow run %s resumed before update %s in %s", self.run_id, resume["update"], self.uri)
             return
         exp_id = tracking.ensure_experiment(

@@ -483,7 +483,7 @@ def reopen_run(
 
     from mlflow.exceptions import MlflowException
 
-    from psbench.tracking.provenance import CHANGES_TAG, changes
+    from psbench.tracking.provenance import CHANGES_TAG, changes, folded
 
     c = client(tracking_uri)
     try:
@@ -496,9 +496,7 @@ def reopen_run(
         raise ConfigError("resume", run_id, f"a run dir whose MLflow run exists (active) in {tracking_uri}") from None
     resumed = run.data.tags.get("psbench.resumed_from_update")
     tags: dict[str, Any] = {"psbench.resumed_from_update": f"{resumed},{update}" if resumed else update}
-    found = changes(run.data.tags, update, provenance or {})
-    while found and len(json.dumps(found, separators=(",", ":"))) > MAX_TAG_VALUE:  # the oldest go first
-        found = found[1:]
+    found = folded(changes(run.data.tags, update, provenance or {}), MAX_TAG_VALUE)
     if found:
         tags[CHANGES_TAG] = json.dumps(found, separators=(",", ":"))
     set_tags(tracking_uri, run_id, tags)

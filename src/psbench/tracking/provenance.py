@@ -6,7 +6,8 @@ checkout whose ``src/psbench`` is the imported package, so a non-editable instal
 package in ``site-packages``, possibly inside some other repository) records ``null``.
 
 A resumed run may continue under other code, libraries, host or threads: the ``psbench.<key>`` tags keep the values
-it started with, and :func:`changes` lists what differed at each resume (tag :data:`CHANGES_TAG`, and
+it started with (``psbench.host`` where it ran last, which the liveness checks read), and :func:`changes` lists what
+differed at each resume (tag :data:`CHANGES_TAG`, and
 ``summary.json``'s ``provenance_changes``), so a number from such a run says every commit it trained under.
 """
 
@@ -23,6 +24,18 @@ from typing import Any
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # …/src/psbench when run from a checkout
 #: the MLflow tag listing a resumed run's provenance changes: JSON ``[{"update": U, "<key>": "<value>", …}, …]``
 CHANGES_TAG = "psbench.provenance_changes"
+#: the keys of :func:`provenance` (``threads_from`` is added by the job)
+KEYS = (
+    "git_commit",
+    "git_dirty",
+    "version",
+    "torch_version",
+    "lightning_version",
+    "mlflow_version",
+    "host",
+    "threads",
+    "threads_from",
+)
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -83,10 +96,23 @@ def provenance_tags(prov: Mapping[str, Any]) -> dict[str, str]:
 def changes(tags: Mapping[str, str], update: int, now: Mapping[str, str]) -> list[dict[str, Any]]:
     """A run's provenance changes (its MLflow ``tags``: the ``psbench.<key>`` values it started with and
     :data:`CHANGES_TAG`), with this resume's before ``update`` appended where ``now`` (:func:`provenance_tags` of
-    this process) differs from the values the run had last."""
-    found = json.loads(tags.get(CHANGES_TAG) or "[]")
-    last = {k: tags.get(k) for k in now}
+    this process) differs from the values the run had last; a value this process does not know (a commit outside a
+    checkout) is recorded as None. A malformed tag counts as no changes before."""
+    try:
+        found = json.loads(tags.get(CHANGES_TAG) or "[]")
+    except ValueError:
+        found = []
+    keys = [k.removeprefix("psbench.") for k in now] + [k for k in KEYS if f"psbench.{k}" not in now]
+    last = {k: tags.get(f"psbench.{k}") for k in keys}
     for c in found:
-        last.update({f"psbench.{k}": v for k, v in c.items() if k != "update"})
-    differ = {k.removeprefix("psbench."): v for k, v in now.items() if last.get(k) != v}
+        last.update({k: v for k, v in c.items() if k != "update"})
+    differ = {k: now.get(f"psbench.{k}") for k in keys if last.get(k) != now.get(f"psbench.{k}")}
     return [*found, {"update": update, **differ}] if differ else found
+
+
+def folded(found: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """``found`` (:func:`changes`) whose JSON fits in ``limit`` characters: the two oldest entries folded into one
+    (from the older's update, with the newer's values) until it fits, so the values a run had last stay right."""
+    while len(found) > 1 and len(json.dumps(found, separators=(",", ":"))) > limit:
+        found = [{**found[0], **found[1], "update": found[0]["update"]}, *found[2:]]
+    return found

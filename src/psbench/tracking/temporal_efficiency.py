@@ -83,10 +83,14 @@ def compare_runs(tracking_uri: str, run_a: str, run_b: str, metric: str = "train
     if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
         raise ValueError(f"--tracking-uri={tracking_uri!r} is invalid: allowed an existing store (no such file)")
     client = MlflowClient(tracking_uri)
+    from mlflow.exceptions import MlflowException
+
     for run in (run_a, run_b):
         try:
             client.get_run(run)
-        except Exception:  # MLflow's RESOURCE_DOES_NOT_EXIST, a malformed id
+        except MlflowException as err:  # a run the store lacks, or a malformed id; anything else is the store's
+            if err.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+                raise
             raise ValueError(f"run {run!r} is invalid: allowed a run id of {tracking_uri}") from None
     a, b = mlflow_curve(client, run_a, metric), mlflow_curve(client, run_b, metric)
     if "error" in metric:
