@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from psbench.tracking.mlflow_store import sqlite_path
+
 #: how long the store may take to answer the check (a tracking server's first request), in seconds
 PROBE_TIMEOUT_S = 10
 
@@ -58,8 +60,7 @@ def refusal(root: Path, uri: str, tracking_uri: str | None, experiment: str, out
 def _missing_local_store(uri: str) -> str:
     """Why a local store ``uri`` (``sqlite:///path``, ``file:path``, a plain path) does not exist, "" if it does or
     is a server's (whose answer :func:`refusal` checks)."""
-    if uri.startswith("sqlite:///"):
-        path = Path(uri.removeprefix("sqlite:///"))
+    if (path := sqlite_path(uri)) is not None:
         return "" if path.is_file() else f"no such file: {path}"
     if ("://" in uri and not uri.startswith("file:")) or uri.startswith("databricks"):
         return ""

@@ -5,7 +5,6 @@ figures saved byte-identically, and the "Claims" and "Provenance" sections the r
 from __future__ import annotations
 
 import html
-import json
 import math
 import re
 import statistics
@@ -16,6 +15,7 @@ from typing import Any
 
 from analysis.runs import Run
 from analysis.verdicts import RULE, Claim, budget_label
+from psbench.tracking.provenance import recorded
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float] | None:
@@ -251,7 +251,7 @@ def provenance_md(runs: Sequence[Run]) -> str:
         """The commit a run started under, then each one a resume continued it under (``a → b``)."""
         c, dirty = r.tags.get("psbench.git_commit"), r.tags.get("psbench.git_dirty")
         said = [(c[:7] + ("-dirty" if dirty == "true" else "")) if c else "unknown"]
-        for ch in provenance_changes(r):
+        for ch in recorded(r.tags):
             c, dirty = ch.get("git_commit", c), ch.get("git_dirty", dirty)
             if "git_commit" in ch or "git_dirty" in ch:
                 said.append((c[:7] + ("-dirty" if dirty == "true" else "")) if c else "unknown")
@@ -267,7 +267,7 @@ def provenance_md(runs: Sequence[Run]) -> str:
         f"{r.run_id[:8]} from update {ch['update']:,}: "
         + ", ".join(_changed(k, v) for k, v in ch.items() if k != "update")
         for r in runs
-        for ch in provenance_changes(r)
+        for ch in recorded(r.tags)
     ]
     if resumed:
         lines.append(
@@ -283,14 +283,3 @@ def _changed(key: str, value: Any) -> str:
     elif key == "git_commit":
         value = str(value)[:7]
     return f"{'commit' if key == 'git_commit' else PROVENANCE.get('psbench.' + key, key.replace('_', ' '))} {value}"
-
-
-def provenance_changes(run: Run) -> list[dict[str, Any]]:
-    """What differed at each of ``run``'s resumes (tag ``psbench.provenance_changes``, see
-    :mod:`psbench.tracking.provenance`): ``[{"update": U, "<key>": "<value>", …}, …]``, ``[]`` for a run never
-    resumed under anything else."""
-    try:
-        found = json.loads(run.tags.get("psbench.provenance_changes") or "[]")
-    except ValueError:
-        return []
-    return [c for c in found if isinstance(c, dict) and isinstance(c.get("update"), int)]

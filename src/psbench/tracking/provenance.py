@@ -98,16 +98,25 @@ def changes(tags: Mapping[str, str], update: int, now: Mapping[str, str]) -> lis
     :data:`CHANGES_TAG`), with this resume's before ``update`` appended where ``now`` (:func:`provenance_tags` of
     this process) differs from the values the run had last; a value this process does not know (a commit outside a
     checkout) is recorded as None. A malformed tag counts as no changes before."""
-    try:
-        found = json.loads(tags.get(CHANGES_TAG) or "[]")
-    except ValueError:
-        found = []
+    found = recorded(tags)
     keys = [k.removeprefix("psbench.") for k in now] + [k for k in KEYS if f"psbench.{k}" not in now]
     last = {k: tags.get(f"psbench.{k}") for k in keys}
     for c in found:
         last.update({k: v for k, v in c.items() if k != "update"})
     differ = {k: now.get(f"psbench.{k}") for k in keys if last.get(k) != now.get(f"psbench.{k}")}
     return [*found, {"update": update, **differ}] if differ else found
+
+
+def recorded(tags: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The changes a run's :data:`CHANGES_TAG` holds, ``[{"update": U, "<key>": "<value>", …}, …]``; ``[]`` for a run
+    never resumed under anything else, or a malformed tag."""
+    try:
+        found = json.loads(tags.get(CHANGES_TAG) or "[]")
+    except ValueError:
+        return []
+    if not isinstance(found, list):
+        return []
+    return [c for c in found if isinstance(c, dict) and isinstance(c.get("update"), int)]
 
 
 def folded(found: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:

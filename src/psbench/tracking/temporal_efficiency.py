@@ -24,7 +24,6 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -80,7 +79,9 @@ def compare_runs(tracking_uri: str, run_a: str, run_b: str, metric: str = "train
     """E(run_a, run_b) on ``metric`` from an MLflow store; > 1 means run a is better."""
     from mlflow import MlflowClient
 
-    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).is_file():
+    from psbench.tracking.mlflow_store import sqlite_path
+
+    if (db := sqlite_path(tracking_uri)) is not None and not db.is_file():
         raise ValueError(f"--tracking-uri={tracking_uri!r} is invalid: allowed an existing store (no such file)")
     client = MlflowClient(tracking_uri)
     from mlflow.exceptions import MlflowException
