@@ -2,6 +2,7 @@
 speed).
 
     python benchmarks/bench_batchnorm.py [--epochs 0.25] [--threads 1] [--repeats 3] [--width 16]
+                                         [--accelerator cpu|gpu]
 
 Case: torchvision's ResNet code (vendored in ``tests/thirdparty/tv_resnet.py``, ``resnet10_small``: BasicBlocks with
 BatchNorm, ``width`` channels at the first stage) on ``cifar10_subset``, λ = 8, μ = 8, momentum SGD, a user's
@@ -55,7 +56,7 @@ class UserModule(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=OPT["lr"], momentum=OPT["momentum"])
 
 
-def run(dm, samples: int, width: int, batch: int, protocol: str | None):
+def run(dm, samples: int, width: int, batch: int, protocol: str | None, accelerator: str = "cpu"):
     """A timer of one fit: plain Lightning at ``batch`` (``protocol`` None), else the strategy at μ = ``batch``."""
     x, y = dm.x_train[:samples], dm.y_train[:samples]
 
@@ -71,7 +72,8 @@ def run(dm, samples: int, width: int, batch: int, protocol: str | None):
                 "max_steps": samples // (batch * (LAM if protocol == "hardsync" else 1)),
             }
         trainer = pl.Trainer(
-            accelerator="cpu",
+            accelerator=accelerator,
+            devices=1,
             logger=False,
             enable_checkpointing=False,
             enable_progress_bar=False,
@@ -92,6 +94,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--width", type=int, default=16, help="the ResNet's first-stage channels")
+    ap.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="every row's Trainer's")
     args = ap.parse_args()
     pinned = pin_malloc()
     if args.threads:
@@ -100,13 +103,16 @@ def main() -> None:
     dm.setup("fit")
     samples = int(args.epochs * dm.num_train) // (MU * LAM) * (MU * LAM)
     rows = {
-        f"plain Lightning, batch {MU * LAM} (anchor)": run(dm, samples, args.width, MU * LAM, None),
-        f"plain Lightning, batch {MU}": run(dm, samples, args.width, MU, None),
-        f"psbench hardsync λ={LAM} μ={MU}": run(dm, samples, args.width, MU, "hardsync"),
-        f"psbench async λ={LAM} μ={MU}": run(dm, samples, args.width, MU, "async"),
+        f"plain Lightning, batch {MU * LAM} (anchor)": run(dm, samples, args.width, MU * LAM, None, args.accelerator),
+        f"plain Lightning, batch {MU}": run(dm, samples, args.width, MU, None, args.accelerator),
+        f"psbench hardsync λ={LAM} μ={MU}": run(dm, samples, args.width, MU, "hardsync", args.accelerator),
+        f"psbench async λ={LAM} μ={MU}": run(dm, samples, args.width, MU, "async", args.accelerator),
     }
     print(
         f"resnet10_small(width={args.width}) with BatchNorm, cifar10_subset, {samples} samples per fit, "
+        f"accelerator={args.accelerator}"
+        + (f" ({torch.cuda.get_device_name()})" if args.accelerator == "gpu" else "")
+        + ", "
         f"threads={torch.get_num_threads()} malloc={'pinned' if pinned else 'default'}; median of {args.repeats} "
         "rounds, rows interleaved; ratio: to the anchor of the same round",
         flush=True,

@@ -4,15 +4,20 @@
 #                                            CHECK_S=540: the whole check's bound in seconds, each part cut to fit)
 # 1. the CUDA agreement test (tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance) and the
 #    device-rule tests (tests/test_device.py), the fused CUDA step on gradients laid out otherwise than their weights
-#    (tests/test_ps_apply.py): OUTDIR/cuda_tests.txt;
-# 2. benchmarks/bench_gpu.py --device cuda: the plain batch-120 and batch-4 loops and psbench's hardsync,
+#    (tests/test_ps_apply.py), the CUDA RNG streams of a checkpoint (tests/test_checkpoint.py) and a user's BatchNorm
+#    module with Adam and a scheduler through the Lightning API, both namespaces (tests/test_batchnorm.py):
+#    OUTDIR/cuda_tests.txt;
+# 2. a flush's momentum-SGD updates as one GEMM per parameter against the optimizer's steps, on the GPU:
+#    OUTDIR/flush_gemm_cuda.txt (benchmarks/bench_flush_gemm.py: what the closed form would save there);
+# 3. benchmarks/bench_gpu.py --device cuda: the plain batch-120 and batch-4 loops and psbench's hardsync,
 #    30-softsync, async and SSP(3) on the GPU, as ratios of the batch-120 loop, and the per-update op and
 #    synchronisation counts there: OUTDIR/bench_cuda.txt and .json;
-# 3. the same on this machine's CPU (THREADS=0: torch's default, one per core): OUTDIR/bench_cpu.txt and .json;
-# 3b. a flush's momentum-SGD updates as one GEMM per parameter against the optimizer's steps, on the GPU:
-#    OUTDIR/flush_gemm_cuda.txt (benchmarks/bench_flush_gemm.py: what the closed form would save there);
-# 4. where the host's time goes per async update on the GPU: cProfile of one async run (PROFILE_EPOCHS=0.5 of the
-#    data), its 40 functions of most own time and of most cumulative time: OUTDIR/profile_cuda.txt.
+# 4. a BatchNorm ResNet in a user's LightningModule (benchmarks/bench_batchnorm.py --accelerator gpu): plain
+#    Lightning at batch 64 and 8, the strategy's hardsync and async, on the GPU: OUTDIR/batchnorm_gpu.txt;
+# 5. where the host's time goes per async update on the GPU: cProfile of one async run (PROFILE_EPOCHS=0.5 of the
+#    data), its 40 functions of most own time and of most cumulative time: OUTDIR/profile_cuda.txt;
+# 6. bench_gpu on this machine's CPU (THREADS=0: torch's default, one per core), last, where CHECK_S cuts first:
+#    OUTDIR/bench_cpu.txt and .json.
 # OUTDIR/log.txt says what ran, on which device, how long each part took and its exit status. Without a CUDA
 # device the CUDA parts are refused in one line each and the CPU part runs.
 # On a GPU machine whose Python lacks hydra/omegaconf (see the GPU README of the project's shared notes), put them
@@ -49,18 +54,24 @@ part() {  # name, timeout (s), output file, command...: cut to the deadline, ski
 part "CUDA agreement and device tests" 150 "$OUT/cuda_tests.txt" \
   $PY -m pytest -q -rs -p no:cacheprovider \
   "tests/test_lookahead.py::test_cuda_gives_the_cpu_weights_to_float_tolerance" tests/test_device.py \
-  "tests/test_ps_apply.py::test_cuda_fused_steps_take_gradients_laid_out_otherwise_than_their_weights"
+  "tests/test_ps_apply.py::test_cuda_fused_steps_take_gradients_laid_out_otherwise_than_their_weights" \
+  "tests/test_checkpoint.py::test_cuda_rng_streams_resume_on_a_gpu" \
+  "tests/test_batchnorm.py::test_cuda_gives_the_cpu_weights_for_a_users_batchnorm_adam_module"
 part "bench_flush_gemm --device cuda" 60 "$OUT/flush_gemm_cuda.txt" \
   $PY benchmarks/bench_flush_gemm.py --device cuda --repeats 5 --threads 1
-for dev in cuda cpu; do
-  part "bench_gpu --device $dev" 300 "$OUT/bench_$dev.txt" \
-    $PY benchmarks/bench_gpu.py --device $dev --epochs "$EPOCHS" --repeats "$REPEATS" \
-    --count-updates "$COUNT_UPDATES" --threads "$THREADS" --json "$OUT/bench_$dev.json"
-done
+bench() {  # device: bench_gpu's table on it
+  part "bench_gpu --device $1" 300 "$OUT/bench_$1.txt" \
+    $PY benchmarks/bench_gpu.py --device "$1" --epochs "$EPOCHS" --repeats "$REPEATS" \
+    --count-updates "$COUNT_UPDATES" --threads "$THREADS" --json "$OUT/bench_$1.json"
+}
+bench cuda
+part "bench_batchnorm --accelerator gpu" 90 "$OUT/batchnorm_gpu.txt" \
+  $PY benchmarks/bench_batchnorm.py --accelerator gpu --epochs 0.5 --repeats 2 --threads 0
 part "profile of async on cuda" 120 "$OUT/profile_cuda.txt" \
   $PY -c "import cProfile, pstats, sys, runpy; sys.argv = ['bench_gpu.py', '--device', 'cuda', '--cases', 'async',
 '--epochs', '${PROFILE_EPOCHS:-0.5}', '--repeats', '1', '--no-count', '--threads', '$THREADS']; sys.path.insert(0, 'benchmarks')
 pr = cProfile.Profile(); pr.enable(); runpy.run_path('benchmarks/bench_gpu.py', run_name='__main__'); pr.disable()
 st = pstats.Stats(pr); st.sort_stats('tottime').print_stats(40); st.sort_stats('cumulative').print_stats(40)"
+bench cpu  # last: the GPU parts first, where CHECK_S cuts
 echo DONE >>"$log"
 cat "$log"

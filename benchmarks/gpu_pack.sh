@@ -26,13 +26,13 @@ find .devcheck/deps -name __pycache__ -prune -exec rm -rf {} +
 cp -r "$SHARED/datasets/cifar10-subset" .devcheck/datasets/
 cat >.devcheck/run.sh <<'RUN'
 #!/usr/bin/env bash
-# made by benchmarks/gpu_pack.sh: both GPU checks in one call, RUN_S seconds in all (3/5 to gpu_check.sh, the rest
+# made by benchmarks/gpu_pack.sh: both GPU checks in one call, RUN_S seconds in all (3/4 to gpu_check.sh, the rest
 # to device-check.sh, whose last run is stopped at the end: psbench ends it KILLED, its summary written)
 OUT=${1:?usage: bash .devcheck/run.sh OUTDIR}
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT"
 END=$(( $(date +%s) + ${RUN_S:-540} ))
-CHECK_S=$(( ${RUN_S:-540} * 3 / 5 )) bash benchmarks/gpu_check.sh "$OUT/gpu_check" >/dev/null 2>&1
+CHECK_S=$(( ${RUN_S:-540} * 3 / 4 )) bash benchmarks/gpu_check.sh "$OUT/gpu_check" >/dev/null 2>&1
 LEFT=$(( END - $(date +%s) ))
 [ $LEFT -gt 20 ] && CHECK_S=$(( LEFT * 3 / 4 )) timeout $LEFT bash .devcheck/device-check.sh "$OUT/device_check" >/dev/null 2>&1
 for f in "$OUT"/gpu_check/log.txt "$OUT"/device_check/log.txt "$OUT"/device_check/results.jsonl; do

@@ -484,3 +484,49 @@ def test_no_gradient_of_an_epochs_update_is_computed_before_that_epochs_start_ho
     assert int(module.frozen.num_batches_tracked) == int(sched.offsets[b[1]]) == 16
     assert int(module.live.num_batches_tracked) == sched.num_gradients
     assert_states_close(state(module), state(by_update), atol=1e-6)
+
+
+def adam_bn_module(name: str):
+    """A user's module as projects write it, in namespace ``name``: BatchNorm, Adam with a StepLR each epoch and
+    ``self.log`` in every step (an MLP: cuDNN's convolutions would add their own rounding on the GPU)."""
+    lpl = namespace(name)
+
+    class AdamBN(lpl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = mlp_bn()
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            loss = F.cross_entropy(self.net(x), y)
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            opt = torch.optim.Adam(self.parameters(), lr=1e-2)
+            return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)}
+
+    return AdamBN()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: nothing to compare")
+@pytest.mark.parametrize("name", NAMESPACES)
+def test_cuda_gives_the_cpu_weights_for_a_users_batchnorm_adam_module(digits, name, tmp_path):
+    """The Lightning door on a GPU: a user's BatchNorm module with Adam and a scheduler, async with λ = 4 (stale
+    snapshots, the PS's running statistics) for 2 epochs on CUDA ends at the CPU's weights and buffers."""
+    lpl = namespace(name)
+    data = torch.utils.data.TensorDataset(digits.x_train[:256], digits.y_train[:256])
+    out = []
+    for accelerator in ("cpu", "gpu"):
+        module = adam_bn_module(name)
+        strategy = strategy_class(name).simulated("async", learners=4, progress="none", seed=0)
+        trainer = lpl.Trainer(
+            strategy=strategy, accelerator=accelerator, devices=1, max_epochs=2, default_root_dir=tmp_path, **QUIET
+        )
+        trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=16))
+        assert strategy.updates_done == 32 and not strategy.summary.diverged
+        out.append({k: v.detach().cpu() for k, v in module.net.state_dict().items()})
+    cpu, cuda = out
+    assert_states_close(cuda, cpu, atol=1e-4)
+    assert float((cpu["1.weight"] - mlp_bn().state_dict()["1.weight"]).abs().max()) > 1e-2  # training moved it
