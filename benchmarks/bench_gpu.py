@@ -314,7 +314,7 @@ def main() -> None:
             )
             print(
                 f"{'case':<14}{'⟨σ⟩':>6}{'flushes':>8}{'ops':>8}{'grads':>8}{'update':>8}{'loop':>7}"
-                f"{'syncs':>7}{'grads':>7}{'update':>8}{'loop':>7}{'/flush':>8}{'reads':>7}{'uploads':>8}"
+                f"{'syncs':>7}{'grads':>7}{'update':>8}{'loop':>7}{'/flush':>8}{'reads':>7}{'uploads':>9}"
             )
             for c, rc in found.items():
                 ops, syn, up = rc.per_update("ops"), rc.per_update("syncs"), rc.per_update("uploads")
@@ -324,7 +324,7 @@ def main() -> None:
                     f"{c:<14}{rc.staleness_mean or 0:>6.1f}{rc.flushes:>8}{ops['all']:>8.1f}{ops['gradients']:>8.1f}"
                     f"{ops['update']:>8.1f}{ops['loop']:>7.1f}{syn['all']:>7.2f}{syn['gradients']:>7.2f}"
                     f"{syn['update']:>8.2f}{syn['loop']:>7.2f}{rc.syncs_per_flush:>8.2f}"
-                    f"{rc.per_update('host_reads')['all']:>7.2f}{uploads:>8}"
+                    f"{rc.per_update('host_reads')['all']:>7.2f}{uploads:>9}"
                 )
             last = list(found.values())[-1]
             print(f"\n{last.protocol}: the update's ops (per PS update, most first):")
