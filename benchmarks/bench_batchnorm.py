@@ -96,6 +96,8 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=16, help="the ResNet's first-stage channels")
     ap.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu"], help="every row's Trainer's")
     args = ap.parse_args()
+    if args.accelerator == "gpu" and not torch.cuda.is_available():
+        raise SystemExit(f"bench_batchnorm: --accelerator gpu: no CUDA device here (torch {torch.__version__})")
     pinned = pin_malloc()
     if args.threads:
         torch.set_num_threads(args.threads)

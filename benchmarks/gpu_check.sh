@@ -14,9 +14,8 @@
 #    synchronisation counts there: OUTDIR/bench_cuda.txt and .json;
 # 4. a BatchNorm ResNet in a user's LightningModule (benchmarks/bench_batchnorm.py --accelerator gpu): plain
 #    Lightning at batch 64 and 8, the strategy's hardsync and async, on the GPU: OUTDIR/batchnorm_gpu.txt;
-# 5. where the host's time goes per async update on the GPU: cProfile of one async run (PROFILE_EPOCHS=0.5 of the
-#    data; the imports before the profiler starts), its 40 functions of most own time and of most cumulative time:
-#    OUTDIR/profile_cuda.txt;
+# 5. where the time of an async and a hardsync run goes on the GPU (benchmarks/profile_run.py: cProfile of the run
+#    alone, torch.profiler's device-busy share): OUTDIR/profile_cuda.txt;
 # 6. bench_gpu on this machine's CPU (THREADS=0: torch's default, one per core), last, where CHECK_S cuts first:
 #    OUTDIR/bench_cpu.txt and .json.
 # OUTDIR/log.txt says what ran, on which device, how long each part took and its exit status. Without a CUDA
@@ -68,12 +67,8 @@ bench() {  # device: bench_gpu's table on it
 bench cuda
 part "bench_batchnorm --accelerator gpu" 90 "$OUT/batchnorm_gpu.txt" \
   $PY benchmarks/bench_batchnorm.py --accelerator gpu --epochs 0.5 --repeats 2 --threads 0
-part "profile of async on cuda" 120 "$OUT/profile_cuda.txt" \
-  $PY -c "import cProfile, pstats, sys, runpy; sys.argv = ['bench_gpu.py', '--device', 'cuda', '--cases', 'async',
-'--epochs', '${PROFILE_EPOCHS:-0.5}', '--repeats', '1', '--no-count', '--threads', '$THREADS']; sys.path.insert(0, 'benchmarks')
-import pytorch_lightning, psbench.train, psbench.models, psbench.data, bench_training  # imports outside the profile
-pr = cProfile.Profile(); pr.enable(); runpy.run_path('benchmarks/bench_gpu.py', run_name='__main__'); pr.disable()
-st = pstats.Stats(pr); st.sort_stats('tottime').print_stats(40); st.sort_stats('cumulative').print_stats(40)"
+part "profile of async and hardsync on cuda" 120 "$OUT/profile_cuda.txt" \
+  $PY benchmarks/profile_run.py --device cuda --cases async,hardsync
 bench cpu  # last: the GPU parts first, where CHECK_S cuts
 echo DONE >>"$log"
 cat "$log"

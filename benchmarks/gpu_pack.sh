@@ -6,8 +6,8 @@
 # The GPU machines seen so far have torch and pytorch-lightning but neither hydra-core, omegaconf and antlr4 nor a
 # package index (the GPU README of the shared notes): these three, pure Python, are copied from the venv into
 # .devcheck/deps, the 5,085-image CIFAR-10 subset into .devcheck/datasets, and the shared device-check.sh beside
-# them. run.sh then runs benchmarks/gpu_check.sh (issue 38's CUDA tests, bench_gpu on the GPU and on its CPU, a
-# profile: OUTDIR/gpu_check) and device-check.sh (psbench runs with trainer.accelerator=cuda beside the same on
+# them. run.sh then runs benchmarks/gpu_check.sh (the CUDA tests, bench_flush_gemm, bench_gpu, bench_batchnorm and a
+# profile on the GPU, bench_gpu on its CPU: OUTDIR/gpu_check) and device-check.sh (psbench runs with trainer.accelerator=cuda beside the same on
 # the CPU: OUTDIR/device_check) within RUN_S seconds in all (default 540, under one call's 600), and prints both
 # logs. Without a GPU the CUDA parts are refused in one line each and the CPU parts run.
 set -euo pipefail
