@@ -11,8 +11,10 @@ Case: the CIFAR CNN of the zhang/fig3 recipe (LRN, Caffe fillers and multipliers
 (or ``shared/datasets`` beside the checkout) has it, else on synthetic CIFAR-shaped data of the same size (3×32×32,
 5,085 train / 1,017 test): the first line says which. Each psbench case is a whole run as ``psbench`` runs it
 (:func:`psbench.train.prepare` then :func:`psbench.train.run`, ``logger=none``, evaluation once, after the last
-update): its samples/s are the run's own (``samples_trained / fit_time_s``, the Trainer's fit); the data, the
-model and the schedule are built before the clock starts, once per timed run.
+update): its samples/s are the run's own (``samples_trained / fit_time_s``, the Trainer's fit, whose time holds
+that evaluation); the data, the model and the schedule are built before the clock starts, once per timed run. The
+plain loops evaluate the test set once at their end too, inside their timed window (until 2026-11-29 they did not:
+on an H200 that evaluation was 17 % of hardsync's fit).
 
 1. samples/s of a plain PyTorch loop at batch μλ = 120 (**the anchor**: the large-batch run hardsync is
    equivalent to), of the same loop at batch 4 (one optimizer step per 4-sample batch: what one update of an
@@ -152,13 +154,16 @@ class Bench:
 
     def plain(self, batch: int, samples: int | None = None) -> Callable[[], tuple[int, float]]:
         """A timer of the plain loop a user would write: the recipe's network, momentum SGD, batches of ``batch``
-        over the epochs' samples (``samples``: that many instead), the data on the device."""
+        over the epochs' samples (``samples``: that many instead), the data on the device, then one evaluation of
+        the test set there (psbench's fit, which the psbench rows time, ends with one too)."""
+        from psbench.models.evaluate import evaluate
         from psbench.strategy import SampleStream
 
         setup, _ = self.setup("hardsync")  # the recipe's data and seeded network (the schedule is not used)
         dev = torch.device(self.device)
         net = setup.net.to(dev)
         x, y = setup.data.x_train.to(dev), setup.data.y_train.to(dev)
+        xt, yt = setup.data.x_test.to(dev), setup.data.y_test.to(dev)
         opt = torch.optim.SGD(net.parameters(), lr=0.001, momentum=0.9, weight_decay=0.004)
         stream = SampleStream(len(x), 0)
         total = samples or setup.schedule.num_gradients * MU
@@ -175,6 +180,7 @@ class Bench:
                 torch.nn.functional.cross_entropy(net(x[idx]), y[idx]).backward()
                 opt.step()
                 n += batch
+            evaluate(net, xt, yt)
             sync()
             offset += total
             return n, time.perf_counter() - t0
