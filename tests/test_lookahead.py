@@ -391,3 +391,62 @@ def test_the_summarys_test_error_and_loss_are_the_final_weights_evaluation(compo
     x = dm.x_test.contiguous(memory_format=torch.channels_last)
     assert (s["test_error"], s["test_loss"]) == evaluate(net, x, dm.y_test, batch=dm.eval_batch_size)
     assert dm.eval_batch_size == 128 and 0.0 < s["test_error"] < 1.0
+
+
+def test_a_checkpoints_look_ahead_state_moves_to_where_the_data_lives(digits):
+    """A checkpoint is loaded onto the CPU; resumed on a GPU, the snapshots, the gradients computed ahead and their
+    BatchNorm statistics must be on the GPU, or the first stale gradient mixes devices (found by reading: every
+    CUDA resume of async, softsync or SSP failed at its first update). ``meta`` stands in for the GPU here."""
+    from types import SimpleNamespace
+
+    from psbench.strategy.lookahead import Lookahead
+
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    sched = Schedule.collect(Simulator(Protocol("async", 4), COST, Topology(), 4, 16, 0).run())
+    data = UpdateBatches(sched, digits.x_train, digits.y_train, 4, LRPolicy(), 4, 4, 0)
+    loss = lambda z, y: torch.nn.functional.cross_entropy(z, y, reduction="none")  # noqa: E731
+    cl = torch.ones(1, 2, 3, 3).to(memory_format=torch.channels_last)
+    sd = {
+        "snapshots": {0: {"1.weight": torch.ones(10, 64), "conv": cl}},
+        "readers": np.ones(sched.num_updates + 1, dtype=np.int64),
+        "computed": np.zeros(sched.num_gradients, dtype=bool),
+        "results": {3: [{"1.weight": torch.ones(10, 64)}, torch.tensor(1.0), 4]},
+        "peak_bytes": 0,
+        "row_stats": {2: {"bn.running_mean": torch.zeros(3)}},
+    }
+    ahead = Lookahead(sched, data, net, loss, mode="grouped")
+    ahead.data = SimpleNamespace(x=torch.empty(0, device="meta"))
+    ahead.load_state_dict(sd)
+    moved = [*ahead.snapshots[0].values(), *ahead.results[3][0].values(), ahead.results[3][1]]
+    moved += list(ahead.row_stats[2].values())
+    assert all(t.device.type == "meta" for t in moved)
+    assert ahead.snapshots[0]["conv"].is_contiguous(memory_format=torch.channels_last)
+    assert ahead.results[3][2] == 4
+    ahead.resume_update_by_update(0, {0: {"1.weight": torch.ones(10, 64)}})
+    assert ahead.snapshots[0]["1.weight"].device.type == "meta"
+
+
+def test_a_users_net_with_dropout_is_vmapped_each_row_with_its_own_masks(digits):
+    """A user's MLP with dropout (``model._target_``): vmap refused every random op ("randomness error mode"), so
+    async over it crashed on the CPU, and any net with dropout on a GPU, where conv nets are vmapped too. Each row
+    now draws its own masks, as each learner would; the same seed gives the same gradients."""
+    from psbench.strategy.lookahead import Lookahead
+
+    def gradients(p: float, seed: int) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.Dropout(p), torch.nn.ReLU(), torch.nn.Linear(32, 10)
+        )
+        sched = Schedule.collect(Simulator(Protocol("async", 16), COST, Topology(), 4, 64, 0).run())
+        data = UpdateBatches(sched, digits.x_train, digits.y_train, 4, LRPolicy(), 4, 16, 0)
+        loss = lambda z, y: torch.nn.functional.cross_entropy(z, y, reduction="none")  # noqa: E731
+        ahead = Lookahead(sched, data, net, loss)
+        assert ahead.vmap_pays  # an MLP is vmapped on the CPU too
+        params = dict(net.named_parameters())
+        torch.manual_seed(seed)
+        return [ahead.update_gradient(i, params)[0]["1.weight"] for i in range(sched.num_updates)]
+
+    a, b, other, none = gradients(0.5, 1), gradients(0.5, 1), gradients(0.5, 2), gradients(0.0, 1)
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not torch.equal(torch.stack(a), torch.stack(other)) and not torch.equal(torch.stack(a), torch.stack(none))
+    assert all(torch.isfinite(g).all() for g in a)

@@ -112,7 +112,7 @@ def local_window(
         )
         return (per * wt).sum(), (per.detach().sum(), hits)  # correct predictions: class labels only
 
-    step_grad = vmap(grad(f, has_aux=True))
+    step_grad = vmap(grad(f, has_aux=True), randomness="different")  # each learner its own dropout masks
     acc: Params = {}
     seen = torch.zeros(k, dtype=xs.dtype)
     right = torch.zeros(k, dtype=torch.int64)

@@ -441,7 +441,9 @@ class Lookahead:
         # BatchNorm: each learner's own fresh buffers, stacked (psbench.strategy.batchnorm); none without
         buffers = self.bn.fresh(R) if self.bn is not None else {}
         with self.bn.capturing() if self.bn is not None else contextlib.nullcontext():
-            grads, (sums, filled) = vmap(grad(f, has_aux=True))(
+            # randomness: each row draws its own dropout masks, as each learner would (vmap's default refuses any
+            # random op, and a user's net with dropout failed here)
+            grads, (sums, filled) = vmap(grad(f, has_aux=True), randomness="different")(
                 stacked, buffers, x.view(R, s, *x.shape[1:]), y.view(R, s, *y.shape[1:]), ws
             )
         if self.bn is not None:
@@ -471,7 +473,7 @@ class Lookahead:
         self.computed[applied] = True
         stale = applied & (self.upd > self.ts)
         readers = self.snapshots.readers - np.bincount(self.ts[stale], minlength=len(self.snapshots.readers))
-        self.snapshots.load_state_dict(snapshots, readers)
+        self.snapshots.load_state_dict(_on(snapshots, self.data.x.device), readers)
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps; results and BatchNorm statistics that are views of a vmapped flush's tensors
@@ -486,13 +488,27 @@ class Lookahead:
         }
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
-        self.snapshots.load_state_dict(sd["snapshots"], sd["readers"])
+        """A checkpoint's state (loaded onto the CPU), its tensors moved to where the run's data lives."""
+        dev = self.data.x.device
+        self.snapshots.load_state_dict(_on(sd["snapshots"], dev), sd["readers"])
         self.computed = np.array(sd["computed"], dtype=bool)
-        self.results = {int(k): list(v) for k, v in sd["results"].items()}
+        self.results = {int(k): _on(list(v), dev) for k, v in sd["results"].items()}
         self.result_bytes = len(self.results) * self.p_bytes
         self._blocks = {}
         self.peak_bytes = int(sd["peak_bytes"])
-        self.row_stats = {int(k): v for k, v in sd.get("row_stats", {}).items()}
+        self.row_stats = {int(k): _on(v, dev) for k, v in sd.get("row_stats", {}).items()}
+
+
+def _on(t: Any, device: torch.device) -> Any:
+    """``t`` (a tensor, or a dict or list of them) on ``device``, each tensor's memory format kept: a checkpoint is
+    loaded onto the CPU, and a run on a GPU resumed from it computes its stale gradients there."""
+    if isinstance(t, torch.Tensor):
+        return t.to(device)
+    if isinstance(t, dict):
+        return {k: _on(v, device) for k, v in t.items()}
+    if isinstance(t, list):
+        return [_on(v, device) for v in t]
+    return t
 
 
 def _owned(t: Any) -> Any:
