@@ -223,3 +223,78 @@ def test_config_errors() -> None:
         build_model("cifar_cnn", (784,), 10)
     with pytest.raises(ConfigError, match=r"model\.num_classes"):
         build_model("mlp", (4,), 0)  # 1 is a regression's one target
+
+
+#: aten ops whose CUDA kernels raise under ``torch.use_deterministic_algorithms(True)`` (torch's documentation of
+#: that function lists them): ``trainer.deterministic`` (the default) makes a GPU run fail at its first gradient
+CUDA_NONDETERMINISTIC = {
+    "avg_pool3d_backward",
+    "adaptive_avg_pool2d_backward",
+    "_adaptive_avg_pool2d_backward",
+    "adaptive_avg_pool3d_backward",
+    "_adaptive_avg_pool3d_backward",
+    "max_pool3d_with_indices_backward",
+    "adaptive_max_pool2d_backward",
+    "fractional_max_pool2d_backward",
+    "fractional_max_pool3d_backward",
+    "max_unpool2d",
+    "max_unpool3d",
+    "upsample_linear1d_backward",
+    "upsample_bilinear2d_backward",
+    "upsample_bicubic2d_backward",
+    "upsample_trilinear3d_backward",
+    "reflection_pad1d_backward",
+    "reflection_pad2d_backward",
+    "reflection_pad3d_backward",
+    "replication_pad1d_backward",
+    "replication_pad2d_backward",
+    "replication_pad3d_backward",
+    "nll_loss2d_forward",
+    "_ctc_loss_backward",
+    "grid_sampler_2d_backward",
+    "grid_sampler_3d_backward",
+    "histc",
+    "kthvalue",
+}
+#: every built-in model at a small input it accepts
+SMALL = {
+    "mlp": (1, 8, 8),
+    "lenet": (1, 28, 28),
+    "cifar_cnn": (3, 32, 32),
+    "cifarnet": (3, 32, 32),
+    "alexnet": (3, 67, 67),
+    "googlenet": (3, 64, 64),
+    "vgg_a": (3, 32, 32),
+    "ssp_mlp": (100,),
+    "agn_net": (1, 28, 28),
+}
+
+
+def test_no_built_in_model_needs_an_op_cuda_cannot_run_deterministically() -> None:
+    """Every built-in model's forward and backward (with its LRN, BatchNorm and pooling options) dispatches no op
+    whose CUDA kernel raises under ``torch.use_deterministic_algorithms``, checked on the CPU: AlexNet, CifarNet and
+    GoogLeNet's across-channel LRN went through ``avg_pool3d``, so every GPU run of them failed at its first
+    gradient under the default ``trainer.deterministic``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from psbench.models.options import MODEL_NAMES
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[str] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    assert set(SMALL) == set(MODEL_NAMES)
+    options = {"cifar_cnn": [{}, {"lrn": True}], "alexnet": [{}, {"batchnorm": True}], "vgg_a": [{"batchnorm": True}]}
+    torch.manual_seed(0)
+    for name, shape in SMALL.items():
+        for kw in options.get(name, [{}]):
+            net = build_model(name, shape, 10, **kw)
+            with Ops() as ops:
+                F.cross_entropy(net(torch.randn(2, *shape)), torch.tensor([1, 2])).backward()
+            assert "convolution_backward" in ops.seen or name in ("mlp", "ssp_mlp"), (name, kw)  # not vacuous
+            assert not ops.seen & CUDA_NONDETERMINISTIC, (name, kw, ops.seen & CUDA_NONDETERMINISTIC)

@@ -30,7 +30,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from psbench.models.layers import flat_features
+from psbench.models.layers import AcrossChannelLRN, flat_features
 
 #: (name, out channels, kernel, stride, padding, grouped in Caffe) per convolution.
 CONVS = (
@@ -61,7 +61,7 @@ class AlexNet(nn.Module):
                 layers.append((f"bn{name[-1]}", nn.BatchNorm2d(c_out)))
             layers.append((f"relu{name[-1]}", nn.ReLU()))
             if name in _NORM:
-                layers.append((f"norm{name[-1]}", nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)))
+                layers.append((f"norm{name[-1]}", AcrossChannelLRN(5, alpha=1e-4, beta=0.75, k=1.0)))
             if name in _POOL:
                 layers.append((f"pool{name[-1]}", nn.MaxPool2d(3, stride=2, ceil_mode=True)))
             c_in = c_out

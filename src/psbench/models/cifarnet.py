@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from psbench.models.layers import TFSameMaxPool2d, flat_features
+from psbench.models.layers import AcrossChannelLRN, TFSameMaxPool2d, flat_features
 
 #: TF tutorial's crop size (``IMAGE_SIZE = 24``), TernGrad §4.1.
 CROP = 24
@@ -36,10 +36,10 @@ class CifarNet(nn.Module):
             nn.Conv2d(input_shape[0], 64, kernel_size=5, padding=2),
             nn.ReLU(),
             TFSameMaxPool2d(3, 2),
-            nn.LocalResponseNorm(9, alpha=0.001, beta=0.75, k=1.0),
+            AcrossChannelLRN(9, alpha=0.001, beta=0.75, k=1.0),
             nn.Conv2d(64, 64, kernel_size=5, padding=2),
             nn.ReLU(),
-            nn.LocalResponseNorm(9, alpha=0.001, beta=0.75, k=1.0),
+            AcrossChannelLRN(9, alpha=0.001, beta=0.75, k=1.0),
             TFSameMaxPool2d(3, 2),
         )
         shape = (input_shape[0], crop, crop) if crop is not None else tuple(input_shape)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from psbench.models.layers import AcrossChannelLRN
+
 #: module → (1×1, 3×3 reduce, 3×3, 5×5 reduce, 5×5, pool projection) output channels (Szegedy Table 1).
 INCEPTION: dict[str, tuple[int, int, int, int, int, int]] = {
     "3a": (64, 96, 128, 16, 32, 32),
@@ -65,7 +67,7 @@ class GoogLeNet(nn.Module):
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int = 1000, batchnorm: bool = False) -> None:
         super().__init__()
-        lrn = nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=1.0)
+        lrn = AcrossChannelLRN(5, alpha=1e-4, beta=0.75, k=1.0)
         layers: list[nn.Module] = [
             conv(input_shape[0], 64, 7, batchnorm, stride=2),
             _pool(),

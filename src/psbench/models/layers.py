@@ -102,6 +102,18 @@ class WithinChannelLRN(nn.Module):
         return f"local_size={self.local_size}, alpha={self.alpha}, beta={self.beta}"
 
 
+class AcrossChannelLRN(nn.LocalResponseNorm):
+    """Caffe's ACROSS_CHANNELS LRN, ``nn.LocalResponseNorm``'s maths, through torch's 3-D path on an (N, C, H·W)
+    view: the same floats, bit for bit, but its backward is ``avg_pool2d``'s where the 4-D path's is
+    ``avg_pool3d``'s, which has no deterministic CUDA kernel, so under ``trainer.deterministic`` (the default)
+    every GPU run of AlexNet, CifarNet or GoogLeNet failed at its first gradient."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4:
+            return super().forward(x)
+        return F.local_response_norm(x.flatten(2), self.size, self.alpha, self.beta, self.k).reshape(x.shape)
+
+
 def caffe_xavier_(weight: torch.Tensor) -> None:
     """Caffe ``xavier`` filler: U(-a, a), a = sqrt(3 / fan_in)."""
     fan_in = weight[0].numel()
