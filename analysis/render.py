@@ -67,9 +67,25 @@ def scale_data(runs: Iterable[Run]) -> str:
     )
 
 
+_PIPE = re.compile(r"(?<!\\)\|")  # a cell boundary: a pipe not escaped
+
+
+def _cell(text: object) -> str:
+    """A table cell's text with its pipes escaped (``|x|`` would split the cell in Markdown and here)."""
+    return _PIPE.sub(r"\|", str(text))
+
+
+def _row_cells(row: str) -> list[str]:
+    """A pipe-table row's cells, split at unescaped pipes, escaped pipes restored."""
+    t = row.strip()
+    t = t[1:] if t.startswith("|") else t
+    t = t[:-1] if t.endswith("|") and not t.endswith("\\|") else t
+    return [c.replace("\\|", "|") for c in _PIPE.split(t)]
+
+
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    lines = ["| " + " | ".join(map(_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(map(_cell, row)) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -108,7 +124,7 @@ def md_to_html(title: str, md: str) -> str:
     def flush() -> None:
         if table:
             rows = [r for r in table if not set(r.replace("|", "").strip()) <= {"-"}]
-            cells = [r.strip().strip("|").split("|") for r in rows]
+            cells = [_row_cells(r) for r in rows]
             out.append(
                 "<table>"
                 + "".join(

@@ -219,6 +219,10 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     assert re.search(re.escape(hardsync) + r"[0-9a-f]{8} \| ± 0\.10 pp", block), block
     rows = [r for r in _claim_rows(md) if r[0].startswith("[paper_jpeg]")]
     assert rows and all(r[1] == "pending (3 of 4 runs)" and r[2] == PAPER_140 for r in rows), rows
+    # the running case has its claims too: each α0/τ case the scale trains, not only those that have finished
+    assert [r for r in rows if "30-softsync α0/τ reaches ~18 %" in r[0]], rows
+    assert [r for r in rows if "1-softsync α0/τ reaches ~18 %" in r[0]], rows
+    assert not [r for r in rows if "15-softsync α0/τ reaches" in r[0]], rows  # paper_jpeg does not train it
     # what the claims show so far is of the finished runs: the running one is said, not read as "no runs of" it
     waiting = "so far, not final: 1 run still running (where: the page's paper-budget table); finished: "
     assert all(r[3].startswith(waiting) for r in rows), rows

@@ -166,6 +166,10 @@ def test_the_one_softsync_anomaly_is_measured_and_left_open(psbench_root, tmp_pa
     assert "why it does not hold on all of CIFAR-10 is not yet found" in claim
 
 
+#: the claim the two rows at ``paper_jpeg`` bear on
+CLAIM = "[paper_jpeg] under α0/n, (1,4,30) and (30,4,30) (the μλ ≈ 128 pair an earlier `full` study put furthest apart)"
+
+
 def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(psbench_root, tmp_path):
     s = _store(psbench_root, dict(T2_ROWS), schedule=False)
     tags = {"scale": "paper_jpeg", "dataset": "cifar10_jpeg", "experiment": rudra_eq6.NOMINAL}
@@ -193,8 +197,10 @@ def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(p
         "the two trained here were chosen from an earlier `full` study (2e6595d: (1,4,30) 59.71 %, (30,4,30) "
         "55.68 %) and end here at (1,4,30) 59.70 % (n=3) and (30,4,30) 56.40 % (n=3)." in block
     ), block
-    claim = next(line for line in md.splitlines() if "[paper_jpeg] under α0/n, the two μλ ≈ 128 rows" in line)
+    claim = next(line for line in md.splitlines() if CLAIM in line)
     assert f"| pending (1 of 2 runs) | {PAPER_140} |" in claim
+    # the paper's numbers of these two rows (Table 2), not of its six rows' range
+    assert "end within 1 pp (the paper: 18.09 % and 18.41 %; its six rows 17.96–18.92 %)" in claim
     # their curves beside the paper's numbers: the finished run's and the running one's (dashed, not final)
     assert "![test error vs epoch, the paper's 140-epoch errors beside](rudra_table2_paper_jpeg.png)" in md
     assert (tmp_path / "r" / "rudra_table2_paper_jpeg.png").stat().st_size > 0
@@ -205,7 +211,7 @@ def test_the_alpha0_over_n_rows_at_the_papers_budget_run_pending_then_one_seed(p
         params={"epochs": 140},
     )
     md = _page(psbench_root, tmp_path / "r2")
-    claim = next(line for line in md.splitlines() if "[paper_jpeg] under α0/n, the two μλ ≈ 128 rows" in line)
+    claim = next(line for line in md.splitlines() if CLAIM in line)
     assert f"| {NOT_MEASURED} | {PAPER_140} |" in claim and "has 1 seed (the rule needs ≥ 3)" in claim
 
 

@@ -296,3 +296,17 @@ def test_html_renders_emphasis_code_and_aligns_text_left_numbers_right():
     assert '<tr><td>text</td><td class="num">18.10 ± 0.01 (n=3)</td></tr>' in page
     assert "td,th{border:1px solid #999;padding:2px 8px;text-align:left" in page
     assert "<pre>psbench -m x=1,2</pre>" in page
+
+
+def test_a_pipe_inside_a_cell_stays_in_its_cell_in_markdown_and_html():
+    """A header such as ``|ours − 17.9 %| pp`` is one cell: it split the CIFAR pages' reference table into 11
+    header cells above 7 values, each value under the wrong header."""
+    from analysis.render import _row_cells, md_table, md_to_html
+
+    md = md_table(["paper", "|ours − 17.9 %| pp", "tolerance = 3 + |cost|"], [["Rudra", "1.69", "`a|b`"]])
+    header, _, row = md.splitlines()
+    assert len(_row_cells(header)) == len(_row_cells(row)) == 3
+    assert header.count(r"\|") == 4  # Markdown (GFM, Python-Markdown) reads an escaped pipe as text
+    page = md_to_html("t", md)
+    assert "<th>|ours − 17.9 %| pp</th><th>tolerance = 3 + |cost|</th>" in page
+    assert '<td class="num">1.69</td><td><code>a|b</code></td></tr>' in page
