@@ -61,3 +61,20 @@ def test_a_device_this_machine_lacks_is_one_line_naming_what_it_has(monkeypatch)
     with pytest.raises(ConfigError, match=r"allowed one of auto, cpu \(no cuda device on this machine\)$"):
         executor.device(_cli_setup("cuda"))
     assert executor.device(_cli_setup("auto")) == torch.device("cpu")
+
+
+def test_the_lightning_api_takes_the_gpu_the_trainers_devices_flag_names(one_gpu, monkeypatch, tmp_path):
+    """``Trainer(accelerator="gpu", devices=[3], strategy=ParameterServerStrategy.simulated(...))`` trains on cuda:3,
+    as Lightning's own single-device strategy would: the strategy took the current device (cuda:0) and trained there,
+    beside whatever ran on GPU 0. A fake 4-GPU machine, Lightning's real accelerator connector and set_device."""
+    import pytorch_lightning as pl
+
+    from psbench import ParameterServerStrategy
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr("lightning_fabric.accelerators.cuda.num_cuda_devices", lambda: 4)
+    strategy = ParameterServerStrategy.simulated("async", learners=2, progress="none")
+    trainer = pl.Trainer(accelerator="gpu", devices=[3], strategy=strategy, logger=False, default_root_dir=tmp_path)
+    strategy._lightning_module = SimpleNamespace(_trainer=trainer)  # what connect(model) leaves, for setup
+    strategy.setup_environment()
+    assert strategy.root_device == torch.device("cuda", 3) and one_gpu == [3]

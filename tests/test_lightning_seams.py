@@ -290,3 +290,11 @@ def test_the_lean_optimizer_step_counts_as_lightnings_and_yields_to_what_needs_t
         used.clear()
         pl.Trainer(max_steps=1, logger=False, **QUIET, **kwargs).fit(module, loader())
         assert used == [None], kwargs
+
+
+def test_devices_are_what_the_trainers_devices_flag_named():
+    """``devices=2`` on the CPU: two CPU devices; the default: one (the seam a single-device strategy reads its
+    CUDA index from: ``accelerator="gpu", devices=[3]``, ``tests/test_device.py``)."""
+    two = pl.Trainer(accelerator="cpu", devices=2, logger=False, enable_progress_bar=False, strategy="ddp_spawn")
+    assert seams.devices(two) == [torch.device("cpu")] * 2
+    assert seams.devices(pl.Trainer(accelerator="cpu", logger=False)) == [torch.device("cpu")]

@@ -240,3 +240,32 @@ def test_a_signal_after_a_divergence_not_read_back_yet_reports_it(compose_cfg, t
     assert got.failure_reason.endswith(
         f"after {j} of {got.updates_total} PS updates; diverged at update {j} ({each['divergence']})"
     )
+
+
+def test_the_read_back_casts_nothing_to_float64_and_keeps_the_values():
+    """MPS has no float64: the one read-back of the kept updates' losses and checks was cast to float64 on the device,
+    so every ``accelerator=mps`` run failed at its first read. It reads in the losses' own type; as Python floats the
+    values are the same, and a non-finite update is still found."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from psbench.strategy.pending import Applied, Pending
+
+    class NoFloat64(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            assert kwargs.get("dtype") is not torch.float64, f"{func} to float64"
+            return func(*args, **kwargs)
+
+    pending = Pending()
+    losses = [torch.tensor(0.1), torch.tensor(2.3456789), torch.tensor(1.5)]
+    terms = [
+        [torch.tensor(1.0), torch.tensor(2.0)],
+        [torch.tensor(3.0), torch.tensor(float("inf"))],
+        [torch.tensor(0.0)] * 2,
+    ]
+    for loss, t in zip(losses, terms, strict=True):
+        pending.add(Applied(batch=None, loss=loss, terms=t, grads=[], schedulers=[]))
+    with NoFloat64():
+        values, bad = pending.read()
+    assert values == [float(x) for x in losses] and bad == 1

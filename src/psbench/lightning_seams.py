@@ -35,6 +35,7 @@ def check(trainer) -> None:
         "Trainer._results": lambda: trainer._results,
         "LightningModule._on_before_batch_transfer": lambda: module._on_before_batch_transfer,
         "LightningModule._trainer": lambda: module._trainer,
+        "Trainer._accelerator_connector._parallel_devices": lambda: devices(trainer),
         "the optimization loops' step progress": lambda: step_counters(trainer),
     }
     for name, seam in seams.items():
@@ -48,6 +49,12 @@ def check(trainer) -> None:
                 f"psbench's ParameterServerStrategy needs Lightning's {name}, which {found} does not have "
                 f"(tested with {', '.join(TESTED)}: pip install '{found.split()[0]}=={TESTED[-1]}.*')"
             ) from None
+
+
+def devices(trainer) -> list:
+    """The devices the Trainer's ``devices`` flag names (``accelerator="gpu", devices=[3]``: [cuda:3]), which
+    Lightning hands only to a parallel strategy."""
+    return list(trainer._accelerator_connector._parallel_devices or [])
 
 
 def train_dataloader(trainer) -> Any:

@@ -19,8 +19,11 @@ def available() -> dict[str, bool]:
     return {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
 
 
-def run_device(name: str | None, key: str = "trainer.accelerator", cpu_only: str | None = None) -> torch.device:
-    """The device ``name`` (None: cpu; auto: cuda, else mps, else cpu) names, as Lightning's accelerators take it.
+def run_device(
+    name: str | None, key: str = "trainer.accelerator", cpu_only: str | None = None, index: int | None = None
+) -> torch.device:
+    """The device ``name`` (None: cpu; auto: cuda, else mps, else cpu) names, as Lightning's accelerators take it:
+    CUDA device ``index`` (None: the current one).
 
     ``cpu_only``: why this run must stay on the CPU (a codec, local-step learners), or None. A device this machine
     lacks, or any but the CPU when ``cpu_only`` says why, is a ConfigError on ``key``.
@@ -33,7 +36,7 @@ def run_device(name: str | None, key: str = "trainer.accelerator", cpu_only: str
     require(name in have and have[name], key, name, f"one of {here} (no {name} device on this machine)")
     require(name == "cpu" or cpu_only is None, key, name, f"cpu {cpu_only}")
     if name == "cuda":
-        return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cuda", torch.cuda.current_device() if index is None else index)
     return torch.device(name, 0) if name == "mps" else torch.device("cpu")
 
 

@@ -164,7 +164,9 @@ class Pending:
             return [], None
         losses = torch.stack([a.loss for a in self.updates])
         oks = finite_flags(losses, [a.terms for a in self.updates])
-        values = torch.cat([losses.to(torch.float64), oks.to(torch.float64)]).tolist()  # the one read-back
+        # the one read-back, in the losses' own float type: exact as Python floats, and MPS has no float64
+        dtype = losses.dtype if losses.is_floating_point() else torch.float32
+        values = torch.cat([losses.to(dtype), oks.to(dtype)]).tolist()
         n = len(self.updates)
         bad = next((j for j, ok in enumerate(values[n:]) if not ok), None)
         return values[:n], bad

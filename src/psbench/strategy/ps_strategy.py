@@ -211,7 +211,9 @@ class ParameterServerStrategyCore(_Base):
     def setup_environment(self) -> None:
         if not self._device_given:  # the one device rule, on the Trainer's accelerator
             codecs = self.plan.compression if self.plan is not None else self.compression
-            self._root_device = simulated.device(self.accelerator, codecs)
+            trainer = seams.attached_trainer(self.lightning_module) if self.lightning_module is not None else None
+            named = seams.devices(trainer) if trainer is not None else []
+            self._root_device = simulated.device(self.accelerator, codecs, named)
         super().setup_environment()
 
     def connect(self, model) -> None:

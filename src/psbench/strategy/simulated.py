@@ -57,7 +57,7 @@ the module's buffers (BatchNorm's running statistics are updated by every learne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -174,15 +174,18 @@ def schedulers(trainer) -> list:
     return list(trainer.lr_scheduler_configs)
 
 
-def device(accelerator, compression: Mapping | None) -> torch.device:
+def device(accelerator, compression: Mapping | None, named: Sequence[torch.device] = ()) -> torch.device:
     """The Trainer's accelerator as a device (:func:`psbench.strategy.device.run_device`): cpu, cuda or mps (the
-    CPU with a codec), in either Lightning namespace."""
+    CPU with a codec), in either Lightning namespace; on CUDA the first of the devices its ``devices`` flag
+    ``named`` (``devices=[3]``: cuda:3), else the current one."""
     from psbench import lightning_namespaces as ns
 
     names = {"CPUAccelerator": "cpu", "CUDAAccelerator": "cuda", "MPSAccelerator": "mps"}
     name = next((n for cls, n in names.items() if ns.is_instance(accelerator, f"accelerators.{cls}")), None)
     require(name is not None, "accelerator", type(accelerator).__name__, "cpu, cuda or mps")
-    return run_device(name, "accelerator", "with a codec (codecs run on the CPU)" if compression is not None else None)
+    index = next((d.index for d in named if d.type == "cuda"), None)
+    codec = "with a codec (codecs run on the CPU)" if compression is not None else None
+    return run_device(name, "accelerator", codec, index)
 
 
 # -- the data and the run's length ----------------------------------------------------------------------------

@@ -89,10 +89,13 @@ def _channels_last(x: torch.Tensor) -> torch.Tensor:
 
 
 def _agree(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> bool:
-    scale = float(torch.stack([(v.double() ** 2).sum() for v in b.values()]).sum().sqrt())
-    return all(
-        float((a[k] - b[k]).double().norm()) <= CHECK_RTOL * (float(b[k].double().norm()) + 1e-3 * scale) for k in b
-    )
+    """Whether gradients ``a`` and ``b`` agree to ``CHECK_RTOL``; the norms in float64 on the CPU (MPS has none)."""
+
+    def f64(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().cpu().double()
+
+    scale = float(torch.stack([(f64(v) ** 2).sum() for v in b.values()]).sum().sqrt())
+    return all(float(f64(a[k] - b[k]).norm()) <= CHECK_RTOL * (float(f64(b[k]).norm()) + 1e-3 * scale) for k in b)
 
 
 class _TrainingStep(torch.nn.Module):
