@@ -4,6 +4,7 @@ figures saved byte-identically, and the "Claims" and "Provenance" sections the r
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 import re
@@ -57,14 +58,24 @@ def data_note(run: Run) -> str:
     return f"**JPEG q{q} re-encoding** of CIFAR-10 images, not the original pixels ({note})" if q else note
 
 
-def scale_data(runs: Iterable[Run]) -> str:
-    """What a scale's heading adds when its images are a JPEG re-encoding: " — images: JPEG q75 re-encoding …"."""
+def scale_data(runs: Iterable[Run], paper_epochs: float | None = None) -> str:
+    """What a scale's heading adds: " — early training: 2 of 140 epochs per run" when its runs trained fewer of
+    the paper's ``paper_epochs``; " — images: JPEG q75 re-encoding …" when its images are a JPEG re-encoding."""
+    runs = list(runs)
+    said = ""
+    if paper_epochs:
+        got = []
+        for r in runs:
+            with contextlib.suppress(TypeError, ValueError):
+                got.append(float(r.params.get("epochs", "")))
+        if got and min(got) < paper_epochs:
+            said = f" — early training: {min(got):g} of {paper_epochs:g} epochs per run"
     qs = sorted({q for r in runs if (q := jpeg_quality(r))})
-    return (
-        (f" — images: JPEG q{'/'.join(qs)} re-encoding of CIFAR-10 (`dataset=cifar10_jpeg`), not the original pixels")
-        if qs
-        else ""
-    )
+    if qs:
+        said += (
+            f" — images: JPEG q{'/'.join(qs)} re-encoding of CIFAR-10 (`dataset=cifar10_jpeg`), not the original pixels"
+        )
+    return said
 
 
 _PIPE = re.compile(r"(?<!\\)\|")  # a cell boundary: a pipe not escaped
@@ -175,7 +186,8 @@ def md_to_html(title: str, md: str) -> str:
 RESTS_ON_NOTE = (
     'The "rests on" column says what each verdict rests on: "early training (k of N epochs)" when its runs trained '
     "k of the paper's N epochs (or iterations), counted apart from the verdicts at the paper's budget; "
-    '"simulation" for a claim about the schedule or the cost model (no training).'
+    '"simulation" for a claim about the schedule or the cost model (no training); "no runs" (in the counts, "—" '
+    "beside a claim) for a learning claim no run decides."
 )
 
 

@@ -178,6 +178,16 @@ def claim_rows(page: Page, claims: Sequence[Claim]) -> list[ClaimRow]:
     return [ClaimRow(page.paper, page.item, c) for c in claims]
 
 
+#: the row of the learning claims no run decides (data not here, nothing recorded): not "at the paper's budget"
+UNRUN = "no runs"
+
+
+def _counted_under(c: Claim) -> str:
+    """The counts' row of ``c``: :func:`rests_on`'s, a learning claim without runs (no budget) apart."""
+    kind = rests_on(c)
+    return UNRUN if kind == PAPER_BUDGET and c.budget is None else kind
+
+
 def counts_md(rows: Sequence[ClaimRow], papers: Sequence[str], by_scale: bool = False) -> str:
     """Per paper, its claims by verdict, kept apart by what they rest on (:data:`RESTS_ON`: the paper's budget,
     early training with its "k of N epochs", simulation), side by side; ``by_scale``: also per scale its claims were
@@ -187,8 +197,8 @@ def counts_md(rows: Sequence[ClaimRow], papers: Sequence[str], by_scale: bool = 
         mine = [r.claim for r in rows if r.paper == paper]
         scales = sorted({c.scale for c in mine}, key=lambda s: (SCALE_ORDER.get(s, 9), s)) if by_scale else [None]
         for scale in scales:
-            for kind in RESTS_ON:
-                at = [c for c in mine if (scale is None or c.scale == scale) and rests_on(c) == kind]
+            for kind in (*RESTS_ON, UNRUN):
+                at = [c for c in mine if (scale is None or c.scale == scale) and _counted_under(c) == kind]
                 if not at:
                     continue
                 theirs = [c for c in at if not c.ours]

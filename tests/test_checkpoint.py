@@ -446,3 +446,21 @@ def test_a_resume_on_another_host_is_recorded(psbench_root):
         {"mlflow_run_id": run_id, "update": 5},
     )
     assert run.provenance_changes == [{"update": 5, "host": socket.gethostname()}]
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("case", ["4-softsync", "async-adam"])
+def test_a_cuda_run_resumed_from_its_checkpoint_ends_at_the_uninterrupted_runs_loss(compose_cfg, tmp_path, case):
+    """On a GPU: the checkpoint is loaded onto the CPU; the resumed run's stale snapshots and gradients computed
+    ahead go back to the GPU (they stayed on the CPU: the first stale gradient mixed devices), and it ends where
+    the uninterrupted CUDA run does, to float tolerance (cuDNN and atomics: not bit for bit)."""
+    cfg = compose_cfg(*BASE, *CASES[case], "trainer.accelerator=cuda")
+    full = _train(cfg, tmp_path / "full", Plan(tmp_path / "full" / CHECKPOINT_FILE, every=5))
+    d = tmp_path / "cut"
+    with pytest.raises(RunStopped):
+        _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, stop_after=K))
+    resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, state=load(d / CHECKPOINT_FILE)))
+    assert resumed["resumed_from_update"] == K and resumed["updates_done"] == full["updates_done"]
+    assert (
+        abs(resumed["test_loss"] - full["test_loss"]) < 1e-3 and abs(resumed["train_loss"] - full["train_loss"]) < 1e-3
+    )

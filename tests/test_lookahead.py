@@ -319,6 +319,19 @@ def test_cuda_gives_the_cpu_weights_to_float_tolerance(compose_cfg, tmp_path):
     assert abs(cuda["test_loss"] - cpu["test_loss"]) < 1e-3 and abs(cuda["train_loss"] - cpu["train_loss"]) < 1e-3
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine: nothing to run there")
+def test_cuda_trains_cifarnet_under_the_default_deterministic_mode(compose_cfg, tmp_path):
+    """TernGrad's CifarNet (across-channel LRN) on a GPU under ``trainer.deterministic`` (the default): its LRN's
+    backward was ``avg_pool3d``'s, which has no deterministic CUDA kernel, so the run failed at its first gradient;
+    it now ends as the CPU run does, to float tolerance."""
+    data = ("dataset=synthetic", "dataset.shape=[3,32,32]", "dataset.num_train=256", "dataset.num_test=64")
+    args = (*DEVICE_RUN, *data, "model=cifarnet")
+    cpu = _train(compose_cfg, tmp_path / "cpu", *args, "trainer.accelerator=cpu")
+    cuda = _train(compose_cfg, tmp_path / "cuda", *args, "trainer.accelerator=cuda")
+    assert cuda["status"] == "finished" and cuda["updates_done"] == cpu["updates_done"]
+    assert abs(cuda["test_loss"] - cpu["test_loss"]) < 1e-3
+
+
 def test_a_checkpoint_written_without_look_ahead_resumes_to_the_same_weights(compose_cfg, tmp_path, monkeypatch):
     """Its state holds only the snapshots; the resumed run continues update by update, then looks ahead."""
     from psbench.checkpoint import CHECKPOINT_FILE, Plan, RunStopped, load

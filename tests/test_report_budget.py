@@ -97,6 +97,8 @@ def test_every_learning_verdict_below_the_papers_budget_says_k_of_n_on_pages_ind
             if page.name == "rudra_fig4.md":
                 assert on == "simulation", (claim, on)
     assert seen == 12  # Zhang Fig 3's six claims at ci and at full
+    # a scale's heading says its runs' budget beside the paper's, as its claims do
+    assert "\n## scale = full — early training: 2 of 140 epochs per run" in (out / "rudra_table2.md").read_text()
     # claims.md: the same label beside each verdict
     claims = (out / "claims.md").read_text()
     assert "| staleness-aware ASGD | Fig 3 | [full] at n = λ = 30, α0/τ trains where α0 (Downpour) does not" in claims
@@ -112,6 +114,11 @@ def test_every_learning_verdict_below_the_papers_budget_says_k_of_n_on_pages_ind
     assert "| staleness-aware ASGD | early training (5–6 of 140 epochs) | 12 | 7 | 0 | 1 | 0 | 0 | 4 | 0 |" in index
     assert "| Rudra | simulation | " in index and "| Rudra | early training (2 of 140 epochs) | " in index
     assert "| TernGrad | early training (300 of 10,000 iterations) | " in index
+    # a claim no run decides (Rudra Table 4 needs ImageNet) is counted under "no runs", not at a budget it never met
+    for line in index.splitlines():
+        if line.startswith("| Rudra | at the paper's budget"):
+            raise AssertionError(f"a claim without runs counted at the paper's budget: {line}")
+    assert re.search(r"\| Rudra \| no runs \| \d+ \| 0 \| 0 \| 0 \| 0 \| 0 \| \d+ \|", index), index
     # the documentation's page is the same run's, generated
     page = docs.read_text()
     assert page.startswith(DOCS_MARK + "\n# The current verdicts\n")
@@ -282,6 +289,9 @@ def test_a_running_run_at_the_papers_budget_is_drawn_dashed_and_said_not_final(p
         assert list(hardsync.get_xdata()) == pytest.approx([0.4]) and list(hardsync.get_ydata()) == [61.0]
     finished = {ln.get_label(): ln.get_linestyle() for ln in axes[1][1].get_lines()}
     assert finished["30-softsync"] == "-"
+    # the title says the budget and the images, as Rudra's do
+    title = axes[0][0].figure._suptitle.get_text()
+    assert title == "Zhang Fig 3: CIFAR10, λ = 30, μ = 4, 140 epochs, JPEG q75 images", title
 
 
 def test_a_test_error_axis_stays_readable_for_a_run_stuck_at_chance(tmp_path):

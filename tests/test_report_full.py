@@ -208,9 +208,10 @@ def test_full_pages_say_jpeg_next_to_their_numbers_and_decide_claims_beside_ci(p
     ci = f3[f3.index("## scale = ci") : f3.index("## scale = full")]
     assert f3.count(f"| {SAID} ({JPEG_NOTE}) |") == 7 and full.count(SAID) == 7 and SAID not in ci
     assert (
-        "## scale = full — images: JPEG q75 re-encoding of CIFAR-10 (`dataset=cifar10_jpeg`), not the original "
-        "pixels\n" in f3
+        "## scale = full — early training: 5 of 140 epochs per run — images: JPEG q75 re-encoding of CIFAR-10 "
+        "(`dataset=cifar10_jpeg`), not the original pixels\n" in f3
     )
+    assert "## scale = ci — early training: 6 of 140 epochs per run\n" in f3  # the original bytes: no JPEG note
     assert f"- data: {SAID} ({JPEG_NOTE}) (21 runs), cifar10_subset (21 runs)\n" in f3
     # each scale's verdicts: the α0/τ spread (0.4 pp) is inside the subset's noise, decided on 10,000 images
     text = "with α0/τ the n-softsync curves are virtually indistinguishable (final test error spread ≤ 2 pp)"

@@ -144,7 +144,10 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
                     note,
                 ]
             )
-        md += [f"\n## scale = {scale}{scale_data(select(t2, scale=scale))}\n\n", md_table(_T2_HEADER, rows)]
+        md += [
+            f"\n## scale = {scale}{scale_data(select(t2, scale=scale), CIFAR_140.epochs)}\n\n",
+            md_table(_T2_HEADER, rows),
+        ]
         png = _t2_plot(measured, out / f"rudra_table2_{scale}.png")
         if png:
             md.append(f"\n![test error vs simulated time per μλ]({png.name})\n")
@@ -580,7 +583,8 @@ def rudra_table3(ctx: Context) -> tuple[str, str]:
                 ]
             )
         md += [
-            f"\n## scale = {scale}{scale_data(cand)}\n\nOur top-5 among {len(points)} measured configurations "
+            f"\n## scale = {scale}{scale_data(cand, CIFAR_140.epochs)}\n\n"
+            f"Our top-5 among {len(points)} measured configurations "
             f"(Table 2 and Table 3 runs of this scale):\n\n",
             md_table(
                 [

@@ -223,7 +223,7 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
                 ]
             )
         md += [
-            f"\n## scale = {scale}{scale_data(select(f5, scale=scale))}\n\n",
+            f"\n## scale = {scale}{scale_data(select(f5, scale=scale), CIFAR_140.epochs)}\n\n",
             md_table(["protocol", "α", "ours final error %", "ours best error %", "diverged", "runs", "data"], rows),
         ]
         at_budget = scale in PAPER_SCALES
@@ -358,7 +358,8 @@ def rudra_fig6_7(ctx: Context) -> tuple[str, str]:
         attach_summaries(ctx.tracking_uri, runs)  # the run totals (see final)
         configs = by_config(runs)
         md.append(
-            f"\n## scale = {scale}{scale_data(runs)}\n\nEach cell: test error % / simulated training time s "
+            f"\n## scale = {scale}{scale_data(runs, CIFAR_140.epochs)}\n\n"
+            "Each cell: test error % / simulated training time s "
             "(P775 cost model, for the configured epochs: sim_time_s × epochs / epochs_done), mean over n seeds "
             "(± std where n > 1).\n"
         )

@@ -18,7 +18,7 @@ from analysis.page import CIFAR_140, NO_RUNS, PAPER_SCALES, Context, Page, Shown
 from analysis.pages import cifar_jpeg, cluster_model, paper_budget
 from analysis.pages import zhang_paper as P
 from analysis.pages.rudra_figs import mean_curve
-from analysis.render import cell, data_note, error_axis, figure, legend, md_table, scale_data
+from analysis.render import cell, data_note, error_axis, figure, jpeg_quality, legend, md_table, scale_data
 from analysis.runs import Run, attach_summaries, epoch_means, scales_of, select
 from analysis.verdicts import Claim, at_scales, band, in_range, not_measured, pending, simulated
 from analysis.verdicts import tail as tail_claim
@@ -492,7 +492,7 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
                 ]
             )
         md += [
-            f"\n## scale = {scale}{scale_data(rs)}\n\n",
+            f"\n## scale = {scale}{scale_data(rs, CIFAR_140.epochs)}\n\n",
             md_table(
                 [
                     "protocol",
@@ -518,11 +518,15 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
         # at the paper's budget a case still RUNNING is drawn too (dashed, "not final") where it has no finished run
         going_only = [r for r in select(going, scale=scale) if at_budget and r.tags.get("case") not in by_case]
         curves = fig3_curves(ctx, [*rs, *going_only])
+        drawn = [*rs, *going_only]
+        eps = sorted({r.params["epochs"] for r in drawn if r.params.get("epochs")}, key=float)
+        qs = sorted({q for r in drawn if (q := jpeg_quality(r))})
         png = _fig3_plot(
             curves,
             ctx.out / f"zhang_fig3_{scale}.png",
             ref if at_budget else None,
             running={r.tags.get("case", "") for r in going_only},
+            title=(f", {'/'.join(eps)} epochs" if eps else "") + (f", JPEG q{'/'.join(qs)} images" if qs else ""),
         )
         if png:
             md.append(f"\n![test error and training loss vs epoch]({png.name})\n")
@@ -610,10 +614,12 @@ def _fig3_plot(
     path: Path,
     reference: Errors | None = None,
     running: Set[str] = frozenset(),
+    title: str = "",
 ) -> Path | None:
     """Training loss and test error vs epoch, α0 (top) and α0/τ (bottom), with the paper's numbers; at the paper's
     budget also ``reference``, the recipe's single learner after 140 epochs on the same images. The ``running``
-    cases' runs are not finished: dashed, labelled "not final"."""
+    cases' runs are not finished: dashed, labelled "not final". ``title``: what the title adds (", 140 epochs, JPEG
+    q75 images")."""
     if not any(v.get("test_error") for v in curves.values()):
         return None
     with figure(path, 2, 2, figsize=(9, 6), sharex=True) as axes:
@@ -676,7 +682,7 @@ def _fig3_plot(
         axes[0][1].set_title("test error (%)")
         for ax in axes[1]:
             ax.set_xlabel("epoch")
-        axes[0][0].figure.suptitle("Zhang Fig 3: CIFAR10, λ = 30, μ = 4")
+        axes[0][0].figure.suptitle(f"Zhang Fig 3: CIFAR10, λ = 30, μ = 4{title}")
     return path
 
 
