@@ -66,8 +66,8 @@ def scale_data(runs: Iterable[Run], paper_epochs: float | None = None) -> str:
     if paper_epochs:
         got = []
         for r in runs:
-            with contextlib.suppress(TypeError, ValueError):
-                got.append(float(r.params.get("epochs", "")))
+            with contextlib.suppress(KeyError, TypeError, ValueError):  # as report.trained reads them
+                got.append(float(r.params.get("epochs") or r.metrics["epochs_done"]))
         if got and min(got) < paper_epochs:
             said = f" — early training: {min(got):g} of {paper_epochs:g} epochs per run"
     qs = sorted({q for r in runs if (q := jpeg_quality(r))})

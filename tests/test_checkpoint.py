@@ -459,7 +459,9 @@ def test_a_cuda_run_resumed_from_its_checkpoint_ends_at_the_uninterrupted_runs_l
     d = tmp_path / "cut"
     with pytest.raises(RunStopped):
         _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, stop_after=K))
-    resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, state=load(d / CHECKPOINT_FILE)))
+    state = load(d / CHECKPOINT_FILE)
+    assert state["strategy"]["lookahead"]["results"]  # gradients computed ahead, loaded onto the CPU: moved back
+    resumed = _train(cfg, d, Plan(d / CHECKPOINT_FILE, every=5, state=state))
     assert resumed["resumed_from_update"] == K and resumed["updates_done"] == full["updates_done"]
     assert (
         abs(resumed["test_loss"] - full["test_loss"]) < 1e-3 and abs(resumed["train_loss"] - full["train_loss"]) < 1e-3

@@ -78,3 +78,10 @@ def test_the_lightning_api_takes_the_gpu_the_trainers_devices_flag_names(one_gpu
     strategy._lightning_module = SimpleNamespace(_trainer=trainer)  # what connect(model) leaves, for setup
     strategy.setup_environment()
     assert strategy.root_device == torch.device("cuda", 3) and one_gpu == [3]
+    # devices="auto" (the default) names all four: the current device stays, as a sweep worker selected it
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    strategy = ParameterServerStrategy.simulated("async", learners=2, progress="none")
+    trainer = pl.Trainer(accelerator="gpu", strategy=strategy, logger=False, default_root_dir=tmp_path)
+    strategy._lightning_module = SimpleNamespace(_trainer=trainer)
+    strategy.setup_environment()
+    assert strategy.root_device == torch.device("cuda", 2) and one_gpu[-1] == 2

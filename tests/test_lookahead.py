@@ -457,7 +457,9 @@ def test_a_users_net_with_dropout_is_vmapped_each_row_with_its_own_masks(digits)
         assert ahead.vmap_pays  # an MLP is vmapped on the CPU too
         params = dict(net.named_parameters())
         torch.manual_seed(seed)
-        return [ahead.update_gradient(i, params)[0]["1.weight"] for i in range(sched.num_updates)]
+        got = [ahead.update_gradient(i, params)[0]["1.weight"] for i in range(sched.num_updates)]
+        assert max(ahead.batch_rows) > ahead.vmap_threshold  # rows were vmapped: the path that refused dropout
+        return got
 
     a, b, other, none = gradients(0.5, 1), gradients(0.5, 1), gradients(0.5, 2), gradients(0.0, 1)
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))

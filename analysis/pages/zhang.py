@@ -519,7 +519,7 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
         going_only = [r for r in select(going, scale=scale) if at_budget and r.tags.get("case") not in by_case]
         curves = fig3_curves(ctx, [*rs, *going_only])
         drawn = [*rs, *going_only]
-        eps = sorted({r.params["epochs"] for r in drawn if r.params.get("epochs")}, key=float)
+        eps = sorted({r.params["epochs"] for r in drawn if r.params.get("epochs")})
         qs = sorted({q for r in drawn if (q := jpeg_quality(r))})
         png = _fig3_plot(
             curves,

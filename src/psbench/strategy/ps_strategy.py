@@ -212,7 +212,11 @@ class ParameterServerStrategyCore(_Base):
         if not self._device_given:  # the one device rule, on the Trainer's accelerator
             codecs = self.plan.compression if self.plan is not None else self.compression
             trainer = seams.attached_trainer(self.lightning_module) if self.lightning_module is not None else None
-            named = seams.devices(trainer) if trainer is not None else []
+            try:
+                named = seams.devices(trainer) if trainer is not None else []
+            except AttributeError:  # a Lightning whose connector moved: check's one line names the seam
+                seams.check(trainer)
+                raise
             self._root_device = simulated.device(self.accelerator, codecs, named)
         super().setup_environment()
 

@@ -176,14 +176,16 @@ def schedulers(trainer) -> list:
 
 def device(accelerator, compression: Mapping | None, named: Sequence[torch.device] = ()) -> torch.device:
     """The Trainer's accelerator as a device (:func:`psbench.strategy.device.run_device`): cpu, cuda or mps (the
-    CPU with a codec), in either Lightning namespace; on CUDA the first of the devices its ``devices`` flag
-    ``named`` (``devices=[3]``: cuda:3), else the current one."""
+    CPU with a codec), in either Lightning namespace; on CUDA the one device its ``devices`` flag ``named``
+    (``devices=[3]``: cuda:3), else the current one (``devices="auto"`` names them all: a sweep worker that selected
+    its GPU keeps it)."""
     from psbench import lightning_namespaces as ns
 
     names = {"CPUAccelerator": "cpu", "CUDAAccelerator": "cuda", "MPSAccelerator": "mps"}
     name = next((n for cls, n in names.items() if ns.is_instance(accelerator, f"accelerators.{cls}")), None)
     require(name is not None, "accelerator", type(accelerator).__name__, "cpu, cuda or mps")
-    index = next((d.index for d in named if d.type == "cuda"), None)
+    cuda = [d for d in named if d.type == "cuda"]
+    index = cuda[0].index if len(cuda) == 1 else None
     codec = "with a codec (codecs run on the CPU)" if compression is not None else None
     return run_device(name, "accelerator", codec, index)
 
