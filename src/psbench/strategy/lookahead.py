@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from lightning_fabric.utilities.apply_func import move_data_to_device
 from torch.func import functional_call, grad, vmap
 
 from psbench.ps import Schedule
@@ -473,7 +474,7 @@ class Lookahead:
         self.computed[applied] = True
         stale = applied & (self.upd > self.ts)
         readers = self.snapshots.readers - np.bincount(self.ts[stale], minlength=len(self.snapshots.readers))
-        self.snapshots.load_state_dict(_on(snapshots, self.data.x.device), readers)
+        self.snapshots.load_state_dict(move_data_to_device(snapshots, self.data.x.device), readers)
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps; results and BatchNorm statistics that are views of a vmapped flush's tensors
@@ -488,27 +489,16 @@ class Lookahead:
         }
 
     def load_state_dict(self, sd: dict[str, Any]) -> None:
-        """A checkpoint's state (loaded onto the CPU), its tensors moved to where the run's data lives."""
+        """A checkpoint's state (loaded onto the CPU), its tensors moved to where the run's data lives, each in its
+        memory format: a run on a GPU resumed from it computes its stale gradients there."""
         dev = self.data.x.device
-        self.snapshots.load_state_dict(_on(sd["snapshots"], dev), sd["readers"])
+        self.snapshots.load_state_dict(move_data_to_device(sd["snapshots"], dev), sd["readers"])
         self.computed = np.array(sd["computed"], dtype=bool)
-        self.results = {int(k): _on(list(v), dev) for k, v in sd["results"].items()}
+        self.results = {int(k): move_data_to_device(list(v), dev) for k, v in sd["results"].items()}
         self.result_bytes = len(self.results) * self.p_bytes
         self._blocks = {}
         self.peak_bytes = int(sd["peak_bytes"])
-        self.row_stats = {int(k): _on(v, dev) for k, v in sd.get("row_stats", {}).items()}
-
-
-def _on(t: Any, device: torch.device) -> Any:
-    """``t`` (a tensor, or a dict or list of them) on ``device``, each tensor's memory format kept: a checkpoint is
-    loaded onto the CPU, and a run on a GPU resumed from it computes its stale gradients there."""
-    if isinstance(t, torch.Tensor):
-        return t.to(device)
-    if isinstance(t, dict):
-        return {k: _on(v, device) for k, v in t.items()}
-    if isinstance(t, list):
-        return [_on(v, device) for v in t]
-    return t
+        self.row_stats = {int(k): move_data_to_device(v, dev) for k, v in sd.get("row_stats", {}).items()}
 
 
 def _owned(t: Any) -> Any:
