@@ -4,7 +4,6 @@ figures saved byte-identically, and the "Claims" and "Provenance" sections the r
 
 from __future__ import annotations
 
-import contextlib
 import html
 import math
 import re
@@ -14,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from analysis.runs import Run
+from analysis.runs import Run, trained_epochs
 from analysis.verdicts import RULE, Claim, budget_label
 from psbench.tracking.provenance import recorded
 
@@ -63,13 +62,9 @@ def scale_data(runs: Iterable[Run], paper_epochs: float | None = None) -> str:
     the paper's ``paper_epochs``; " — images: JPEG q75 re-encoding …" when its images are a JPEG re-encoding."""
     runs = list(runs)
     said = ""
-    if paper_epochs:
-        got = []
-        for r in runs:
-            with contextlib.suppress(KeyError, TypeError, ValueError):  # as report.trained reads them
-                got.append(float(r.params.get("epochs") or r.metrics["epochs_done"]))
-        if got and min(got) < paper_epochs:
-            said = f" — early training: {min(got):g} of {paper_epochs:g} epochs per run"
+    got = min((e for r in runs if (e := trained_epochs(r)) is not None), default=None)
+    if paper_epochs and got is not None and got < paper_epochs:
+        said = f" — early training: {got:g} of {paper_epochs:g} epochs per run"
     qs = sorted({q for r in runs if (q := jpeg_quality(r))})
     if qs:
         said += (
@@ -278,12 +273,12 @@ def provenance_md(runs: Sequence[Run]) -> str:
     def commit(r: Run) -> str:
         """The commit a run started under, then each one a resume continued it under (``a → b``)."""
         c, dirty = r.tags.get("psbench.git_commit"), r.tags.get("psbench.git_dirty")
-        said = [(c[:7] + ("-dirty" if dirty == "true" else "")) if c else "unknown"]
+        states = [(c, dirty)]
         for ch in recorded(r.tags):
-            c, dirty = ch.get("git_commit", c), ch.get("git_dirty", dirty)
             if "git_commit" in ch or "git_dirty" in ch:
-                said.append((c[:7] + ("-dirty" if dirty == "true" else "")) if c else "unknown")
-        return " → ".join(said)
+                c, dirty = ch.get("git_commit", c), ch.get("git_dirty", dirty)
+                states.append((c, dirty))
+        return " → ".join((c[:7] + ("-dirty" if d == "true" else "")) if c else "unknown" for c, d in states)
 
     lines = [
         f"- runs: {len(runs)}" + (f" ({untagged} without a scale tag: not counted in any scale)" if untagged else ""),

@@ -21,7 +21,7 @@ from analysis.arguments import refusal
 from analysis.page import PAPER_SCALES, Budget, Context, Page, Shown, status
 from analysis.pages.cifar_jpeg import COST, REFERENCE
 from analysis.render import RESTS_ON_NOTE, claims_md, md_table, md_to_html, provenance_md
-from analysis.runs import SCALE_ORDER, Run, load_runs
+from analysis.runs import SCALE_ORDER, Run, load_runs, trained_epochs
 from analysis.verdicts import (
     EARLY,
     NOT_MEASURED,
@@ -63,15 +63,8 @@ def trained(runs: Sequence[Run], scale: str) -> float | None:
     """The epochs ``runs`` of ``scale`` trained (the fewest, when they differ: SSP's one machine trains half of
     what two do, both the same share of their paper budgets), from each run's ``epochs`` (else its
     ``epochs_done``); the :data:`CONTEXT` runs left out. None without such runs."""
-    got = []
-    for r in runs:
-        if r.tags.get("scale") != scale or r.tags.get("experiment") in CONTEXT:
-            continue
-        try:
-            got.append(float(r.params.get("epochs") or r.metrics["epochs_done"]))
-        except (KeyError, ValueError):
-            continue
-    return min(got, default=None)
+    ours = [r for r in runs if r.tags.get("scale") == scale and r.tags.get("experiment") not in CONTEXT]
+    return min((e for r in ours if (e := trained_epochs(r)) is not None), default=None)
 
 
 def with_budget(claims: Sequence[Claim], runs: Sequence[Run], budget: Budget | None, where: str) -> list[Claim]:

@@ -134,6 +134,14 @@ def epoch_means(points: Iterable[tuple[float, float]]) -> list[tuple[float, floa
     return [(k - 0.5, statistics.fmean(vs)) for k, vs in sorted(by_epoch.items())]
 
 
+def trained_epochs(run: Run) -> float | None:
+    """The epochs ``run`` trained: its ``epochs`` param, else its ``epochs_done`` metric; None where it says neither."""
+    try:
+        return float(run.params.get("epochs") or run.metrics["epochs_done"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def select(runs: Iterable[Run], **tags: str) -> list[Run]:
     return [r for r in runs if all(r.tags.get(k) == v for k, v in tags.items())]
 
