@@ -6,7 +6,8 @@
 #    device-rule tests (tests/test_device.py), the fused CUDA step on gradients laid out otherwise than their weights
 #    (tests/test_ps_apply.py), the CUDA RNG streams of a checkpoint and a CUDA run's resume (tests/test_checkpoint.py),
 #    CifarNet under the default deterministic mode (tests/test_lookahead.py) and a user's BatchNorm
-#    module with Adam and a scheduler through the Lightning API, both namespaces (tests/test_batchnorm.py):
+#    module with Adam and a scheduler through the Lightning API, both namespaces (tests/test_batchnorm.py), the loss
+#    check before a run leaving the CUDA RNG (tests/test_lightning_api.py):
 #    OUTDIR/cuda_tests.txt;
 # 2. a flush's momentum-SGD updates as one GEMM per parameter against the optimizer's steps, on the GPU:
 #    OUTDIR/flush_gemm_cuda.txt (benchmarks/bench_flush_gemm.py: what the closed form would save there);
@@ -59,7 +60,8 @@ part "CUDA agreement and device tests" 150 "$OUT/cuda_tests.txt" \
   "tests/test_checkpoint.py::test_cuda_rng_streams_resume_on_a_gpu" \
   "tests/test_checkpoint.py::test_a_cuda_run_resumed_from_its_checkpoint_ends_at_the_uninterrupted_runs_loss" \
   "tests/test_lookahead.py::test_cuda_trains_cifarnet_under_the_default_deterministic_mode" \
-  "tests/test_batchnorm.py::test_cuda_gives_the_cpu_weights_for_a_users_batchnorm_adam_module"
+  "tests/test_batchnorm.py::test_cuda_gives_the_cpu_weights_for_a_users_batchnorm_adam_module" \
+  "tests/test_lightning_api.py::test_the_loss_check_leaves_the_rngs_of_the_cpu_and_the_modules_device_and_its_buffers"
 part "bench_flush_gemm --device cuda" 60 "$OUT/flush_gemm_cuda.txt" \
   $PY benchmarks/bench_flush_gemm.py --device cuda --repeats 5 --threads 1
 bench() {  # device: bench_gpu's table on it

@@ -528,6 +528,41 @@ def test_refused_modules_data_and_trainers_are_one_line_before_any_update(digits
     assert strategy.updates_done == 0 and torch.equal(weights(module), start)
 
 
+class Dropped(pl.LightningModule):
+    """Dropout draws on the module's device and BatchNorm counts its batches: the loss check must leave both."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Dropout(0.5))
+
+    def training_step(self, batch, batch_idx):
+        return self.net(batch).square().mean()
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda",
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine"),
+        ),
+    ],
+)
+def test_the_loss_check_leaves_the_rngs_of_the_cpu_and_the_modules_device_and_its_buffers(device):
+    from psbench.strategy.simulated import check_loss
+
+    torch.manual_seed(0)
+    module, batch = Dropped().to(device).train(), torch.randn(4, 8, device=device)
+    rng = (torch.get_rng_state(), torch.cuda.get_rng_state(device) if device == "cuda" else None)
+    buffers = {k: b.clone() for k, b in module.named_buffers()}
+    check_loss(module, batch)
+    assert torch.equal(torch.get_rng_state(), rng[0])
+    if device == "cuda":  # it drew its dropout mask there: unforked, the run's first mask would be another
+        assert torch.equal(torch.cuda.get_rng_state(device), rng[1])
+    assert all(torch.equal(b, buffers[k]) for k, b in module.named_buffers())
+
+
 class WithHooks(Classifier):
     """Batch-transfer hooks of the user's: (x, y) becomes a dict before the transfer, x is centred after it."""
 

@@ -393,11 +393,14 @@ def transfer(strategy, trainer, before_transfer: Callable) -> Callable[[Any], An
 
 def check_loss(module, batch) -> None:
     """``training_step`` on one learner's mini-batch returns a loss (:func:`~psbench.strategy.user_steps.step_loss`),
-    before any work; its logging muted, the RNG and the buffers (BatchNorm's statistics) left as they were."""
+    before any work; its logging muted, the RNGs (the CPU's and the module's device's: dropout draws there) and the
+    buffers (BatchNorm's statistics) left as they were."""
     from psbench.strategy.user_steps import muted, step_loss
 
     buffers = {k: b.detach().clone() for k, b in module.named_buffers()}
-    with muted(module), torch.random.fork_rng(devices=[]):
+    dev = next(module.parameters()).device
+    accelerator = {} if dev.type == "cpu" else {"device_type": dev.type}
+    with muted(module), torch.random.fork_rng(devices=[dev] if accelerator else [], **accelerator):
         step_loss(module.training_step(batch, 0))
     with torch.no_grad():
         for k, b in module.named_buffers():
