@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from analysis.runs import Run
-from analysis.verdicts import LEARN_MARGIN, span
+from analysis.verdicts import LEARN_MARGIN, MIN_SEEDS, span
 
 #: classes and test images of each data set (the test set's size sets its noise); cifar10_jpeg is CIFAR-10's 60,000
 #: images re-encoded as JPEG q75, its test set the same 10,000 images
@@ -49,6 +49,11 @@ class Errors:
     unit: str = "%"
     #: the data set (a key of :data:`DATASETS`) the errors were measured on, "" if not known
     dataset: str = ""
+    #: one seed's spread (the std of a seed's final error) standing in for the configuration's own where it has
+    #: fewer than MIN_SEEDS seeds: the same configuration's at another scale (:func:`stood_in`), None if none
+    spread: float | None = None
+    #: where :attr:`spread` was measured ("full, 5 epochs, 3 seeds")
+    spread_from: str = ""
 
     @property
     def n(self) -> int:
@@ -73,14 +78,31 @@ class Errors:
         return f"{x * 100:.2f} pp" if self.unit == "%" else f"{x:.4g}"
 
     @property
+    def borrowed(self) -> bool:
+        """Its seeds' spread stands in from elsewhere (:attr:`spread`): fewer than MIN_SEEDS seeds of its own."""
+        return self.spread is not None and self.n < MIN_SEEDS
+
+    @property
+    def seed_var(self) -> float:
+        """The seeds' part of the variance of the mean: their variance / n (the stood-in spread's where
+        :attr:`borrowed`)."""
+        if self.borrowed:
+            assert self.spread is not None
+            return self.spread**2 / self.n
+        return statistics.variance(self.values) / self.n if self.n > 1 else 0.0
+
+    @property
     def var(self) -> float:
         """Variance of the mean: seeds' spread / n plus the test set's binomial noise."""
-        seeds = statistics.variance(self.values) / self.n if self.n > 1 else 0.0
         p = min(max(self.mean, 0.0), 1.0)
-        return seeds + (p * (1 - p) / self.images if self.images else 0.0)
+        return self.seed_var + (p * (1 - p) / self.images if self.images else 0.0)
 
     def __str__(self) -> str:
-        return f"{self.label} {self.fmt(self.mean)} (n={self.n})"
+        shown = f"{self.label} {self.fmt(self.mean)} (n={self.n})"
+        if self.borrowed:
+            assert self.spread is not None
+            shown += f" with the seeds' spread ± {self.diff(self.spread)} of {self.spread_from}"
+        return shown
 
 
 def errors(
@@ -119,6 +141,19 @@ def run_value(r: Run, key: str = "test_error") -> float | None:
     return 1 - 1 / DATASETS.get(dataset_of(r) or "", (10, 0))[0] if _diverged(r) else r.metrics.get(key)
 
 
+def stood_in(g: Errors | None, elsewhere: Errors | None, where: str) -> Errors | None:
+    """``g`` (a configuration with fewer than MIN_SEEDS seeds: one fits at the paper's budget) with the seeds'
+    spread of the same configuration ``elsewhere`` (≥ MIN_SEEDS seeds, measured at ``where``) standing in for its
+    own, so the verdict rule can weigh one seed against the noise a seed has; ``g`` unchanged when it has seeds
+    enough or ``elsewhere`` has too few, or when ``g`` learned and ``elsewhere`` did not (the spread of runs at
+    chance says nothing of a run that learned)."""
+    if g is None or g.n >= MIN_SEEDS or elsewhere is None or elsewhere.n < MIN_SEEDS:
+        return g
+    if g.learned and not elsewhere.learned:
+        return g
+    return replace(g, spread=statistics.stdev(elsewhere.values), spread_from=f"{where}, {elsewhere.n} seeds")
+
+
 def objective(label: str, values: Iterable[float | None], classes: int) -> Errors | None:
     """A training objective (cross-entropy, nats) of one configuration's seeds: chance is ln(classes), the loss
     of guessing; learned when 10 % below it."""
@@ -148,7 +183,7 @@ def noise_parts(*gs: Errors) -> tuple[float, float]:
     """Two standard errors of the sum (or difference) of the means of ``gs``, as its test sets' part (binomial) and
     its seeds' part: ``two_se(*gs)² = test² + seeds²``."""
     test = sum(min(max(g.mean, 0.0), 1.0) * (1 - min(max(g.mean, 0.0), 1.0)) / g.images for g in gs if g.images)
-    seeds = sum(statistics.variance(g.values) / g.n for g in gs if g.n > 1)
+    seeds = sum(g.seed_var for g in gs)
     return 2 * math.sqrt(test), 2 * math.sqrt(seeds)
 
 

@@ -24,7 +24,7 @@ def _gate(
     missing = [lab for lab, g in zip(labels, groups, strict=True) if g is None]
     if missing:
         why.append("no runs of " + ", ".join(missing))
-    few = [g for g in groups if g is not None and g.n < MIN_SEEDS]
+    few = [g for g in groups if g is not None and g.n < MIN_SEEDS and not g.borrowed]
     if few:
         why.append(
             ", ".join(f"{g.label} has {g.n} seed{'s' if g.n != 1 else ''}" for g in few)

@@ -23,7 +23,9 @@ VERDICTS = (HOLDS, FAILS, NOT_RESOLVABLE, UNDETERMINED, PENDING, NOT_MEASURED)
 #   configuration has ≥ MIN_SEEDS seeds and the difference of two means is compared with two standard
 #   errors, SE² = Σ (seed variance / n + p(1 − p) / test images) — the seeds' spread plus the test set's
 #   own sampling noise. Otherwise it is "not measured" (too few seeds, nothing learned, a premise missing)
-#   or "not resolvable" (the difference, or the claim's tolerance, is inside the noise).
+#   or "not resolvable" (the difference, or the claim's tolerance, is inside the noise). At the paper's budget
+#   one seed is what fits: there the seed variance of the same configuration's ``full`` study (≥ MIN_SEEDS seeds,
+#   early training) stands in for its own (analysis.evidence.stood_in), named beside each number it enters.
 # * A claim the paper did not make is ours: shown with its verdict, never counted.
 # * A conditional claim needs its premise to hold.
 # * A tail claim P(x) < b needs enough samples: held only when the 95 % Clopper–Pearson upper bound of the
@@ -39,8 +41,10 @@ RULE = (
     f"Verdict rule (every page): a claim about learning is decided only on runs that learned (test error ≥ "
     f"{LEARN_MARGIN * 100:g} pp below chance, 1 − 1/classes) with ≥ {MIN_SEEDS} seeds per configuration, and a "
     "difference counts only outside mean ± 2 SE (SE² = seed variance / n + p(1 − p) / test images, per "
-    'configuration); otherwise "not measured" or "not resolvable", with the reason. Claims marked *ours* '
-    "are psbench's, not the paper's, and are not counted; a conditional claim needs its premise; a tail "
+    "configuration); at the paper's budget, where one seed is what fits, the seed variance of the same "
+    f"configuration's `full` study (≥ {MIN_SEEDS} seeds, early training: an assumption about the end, named beside "
+    'each number) stands in for its own; otherwise "not measured" or "not resolvable", with the reason. Claims '
+    "marked *ours* are psbench's, not the paper's, and are not counted; a conditional claim needs its premise; a tail "
     "probability P < b needs its 95 % upper bound below b (≈ 3/b samples). A cost-model prediction of a claimed "
     "range is a band (the model over the choices the papers leave open, widened by its own measured error on "
     "published timings it was not fitted to): held when the band lies inside the range, failed when wholly "

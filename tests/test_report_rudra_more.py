@@ -20,6 +20,7 @@ from analysis.pages import rudra, rudra_figs  # noqa: E402
 from analysis.pages import rudra_paper as P  # noqa: E402
 from analysis.report import build, render  # noqa: E402
 from analysis.runs import load_runs  # noqa: E402
+from analysis.verdicts import HOLDS, NOT_MEASURED  # noqa: E402
 
 from report_store import ReportStore  # noqa: E402
 
@@ -183,6 +184,39 @@ def test_fig5_alpha0_that_learns_is_reported_as_converging(psbench_root, tmp_pat
         "| 4-softsync: α0/4 ends with a lower test error than α0 | not measured | early training (1 of 140 epochs) | "
         "no runs of 4-softsync"
     ) in md
+
+
+def test_fig5_at_the_papers_budget_weighs_one_seed_with_its_full_studys_spread(psbench_root, tmp_path):
+    """Fig 5's two 140-epoch runs (seed 0): α0 at chance and α0/30 at 20 % decide §5.1's 30-softsync claims on one
+    seed each, each case's spread at ``full`` (3 seeds) standing in for its own and named; 4-softsync, not trained
+    at that budget, stays "not measured"."""
+    s = ReportStore(psbench_root)
+    base = {"paper": "rudra", "figure": "5", "dataset": "cifar10_jpeg"}
+    for case, err in {"s30_alpha0": 0.90, "s30_alpha0_over_sigma": 0.55}.items():
+        for seed in SEEDS:  # full: 1 pp apart
+            s.run(
+                {**base, "case": case, "scale": "full"},
+                {"test_error": err if err == 0.90 else err + 0.01 * (seed - 1), "epochs_done": 12.0},
+                seed=seed,
+                params={"epochs": 12},
+            )
+    for case, err in {"s30_alpha0": 0.90, "s30_alpha0_over_sigma": 0.20}.items():
+        s.run(
+            {**base, "case": case, "scale": "paper_jpeg"},
+            {"test_error": err, "epochs_done": 140.0},
+            seed=0,
+            params={"epochs": 140},
+        )
+    _, md = page(psbench_root, tmp_path / "r", "rudra_fig5")
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in md.splitlines() if "[paper_jpeg]" in line}
+    converges = rows["[paper_jpeg] 30-softsync with α0/30 converges: it learns and ends below the α0 curve"]
+    assert f"| {HOLDS} | at the paper's budget (140 epochs) |" in converges, converges
+    assert (
+        "30-softsync α0/⟨σ⟩ 20.00% (n=1) with the seeds' spread ± 1.00 pp of full, 12 epochs, 3 seeds" in converges
+    ), converges
+    stuck = rows["[paper_jpeg] 30-softsync with α0 does not converge (stays at chance or diverges)"]
+    assert f"| {HOLDS} |" in stuck, stuck
+    assert f"| {NOT_MEASURED} |" in rows["[paper_jpeg] 4-softsync: α0/4 ends with a lower test error than α0"]
 
 
 def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_path):

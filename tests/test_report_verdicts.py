@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from analysis.evidence import errors  # noqa: E402
+from analysis.evidence import errors, stood_in  # noqa: E402
 from analysis.learning import lower, majority  # noqa: E402
 from analysis.pages import rudra_paper as RP  # noqa: E402
 from analysis.pages import zhang_paper as ZP  # noqa: E402
@@ -255,6 +255,27 @@ def test_the_rule_itself():
     assert tail("", 10, 100, 1e-4).verdict == FAILS
     assert majority("", {"x": [1.2, 1.3, 1.25]}, 1.0).verdict == HOLDS
     assert majority("", {"x": [1.2]}, 1.0).verdict == NOT_MEASURED
+
+
+def test_one_seed_is_weighed_with_the_spread_its_configuration_has_elsewhere():
+    """At the paper's budget one seed fits: the same configuration's spread at ``full`` (≥ 3 seeds) stands in for its
+    own (:func:`stood_in`), so one seed decides a difference that beats a seed's noise and leaves one inside it
+    open; never a spread of too few seeds, of runs at chance for a run that learned, nor over seeds of its own."""
+    ds = "cifar10_jpeg"
+    one, other = errors("a", [0.20], ds), errors("b", [0.90], ds)
+    full = errors("a at full", [0.55, 0.57, 0.59], ds)  # std 2 pp
+    a = stood_in(one, full, "full, 2 epochs")
+    assert a is not None and a.spread == pytest.approx(0.02) and a.var == pytest.approx(0.02**2 + 0.2 * 0.8 / 10_000)
+    assert str(a) == "a 20.00% (n=1) with the seeds' spread ± 2.00 pp of full, 2 epochs, 3 seeds"
+    b = stood_in(other, errors("b at full", [0.90, 0.90, 0.90], ds), "full, 2 epochs")  # at chance there too
+    assert lower("", a, b).verdict == HOLDS and "has 1 seed" not in lower("", a, b).numbers
+    close = stood_in(errors("c", [0.21], ds), full, "full, 2 epochs")  # 1 pp apart, 2 SE ≈ 5.9 pp
+    assert lower("", a, close).verdict == NOT_RESOLVABLE
+    assert lower("", one, other).verdict == NOT_MEASURED  # nothing stood in: the rule's 3 seeds
+    assert stood_in(one, errors("a at full", [0.55, 0.57], ds), "full") is one  # 2 seeds there: too few
+    assert stood_in(one, errors("a at full", [0.90, 0.89, 0.90], ds), "full") is one  # learned here, not there
+    three = errors("a", [0.20, 0.21, 0.22], ds)
+    assert stood_in(three, full, "full") is three  # seeds enough of its own
 
 
 def test_a_prediction_band_against_a_claimed_range():

@@ -226,7 +226,10 @@ def _t2_paper_budget(
     )
     if png:
         md.append(f"\n![test error vs epoch, the paper's 140-epoch errors beside]({png.name})\n")
-    groups = [run_errors(label, select(nom, case=c)) for c, (label, _) in cases.items()]
+    groups = [
+        paper_budget.with_full_spread(run_errors(label, select(nom, case=c)), select(full, case=c))
+        for c, (label, _) in cases.items()
+    ]
     named = " and ".join(label.removesuffix(" α0/n") for label, _ in cases.values())
     claim = equal(
         f"under α0/n, {named} (the μλ ≈ 128 pair an earlier `full` study put furthest apart) end within 1 pp (the "
