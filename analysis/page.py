@@ -121,7 +121,9 @@ class Shown:
     ``claims``: (claim, verdict, deciding numbers), rendered by the report below the page's Markdown;
     ``runs``: the runs the page read (their provenance is printed); ``command``: the sweep that makes the
     runs; ``note``: what the status adds (simulation only, data not available); a page with neither configs
-    nor command (analytic, or needing data not here) has ``note`` as its status, with its claims' count.
+    nor command (analytic, or needing data not here) has ``note`` as its status, with its claims' count;
+    ``budget``: the rows of its "at the paper's budget" blocks (:func:`analysis.pages.paper_budget.section`), which
+    the index and the documentation site's verdicts page gather.
     """
 
     configs: Mapping[str, tuple[int, int]] = field(default_factory=dict)
@@ -129,6 +131,7 @@ class Shown:
     runs: Sequence[Run] = ()
     command: str = ""
     note: str = ""
+    budget: Sequence[Sequence[str]] = ()
 
 
 def verdicts_said(claims: Sequence[Claim]) -> str:

@@ -240,8 +240,17 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     # the last run finishes: decided by the rule on one seed each, the full study's spread of the same case (3
     # seeds, ± 0.10 pp) standing in for its own and named beside each number
     _paper_jpeg(ReportStore(psbench_root), ("s30_tau",))
-    main(["--root", str(psbench_root), "--out", str(tmp_path / "r2")])
+    main(["--root", str(psbench_root), "--out", str(tmp_path / "r2"), "--docs", str(tmp_path / "verdicts.md")])
     md = (tmp_path / "r2" / "zhang_fig3.md").read_text()
+    # the index and the documentation site's verdicts page gather every page's 140-epoch runs: error, time, run
+    row = re.compile(
+        r"\| staleness-aware ASGD \| Fig 3 \| 30-softsync α0/τ \| ~18 % \| 20\.40 \(n=1, 10,000 test images\) \| "
+        r"finished: 3\.9 h of training, 4\.0 h job \(every resume counted\); MLflow run [0-9a-f]{8} \| ± 0\.10 pp"
+    )
+    for page in (tmp_path / "r2" / "index.md", tmp_path / "verdicts.md"):
+        text = page.read_text()
+        block = text[text.index("## At the papers' budget") :].split("\n## ")[0]
+        assert row.search(block) and block.count("| staleness-aware ASGD | Fig 3 |") == 4, block
     rows = {r[0].removeprefix("[paper_jpeg] "): r for r in _claim_rows(md) if r[0].startswith("[paper_jpeg]")}
     assert {r[2] for r in rows.values()} == {PAPER_140}, rows
     assert len(rows) == 7, rows

@@ -112,13 +112,14 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         set(scales_of(t2)) | set(paper_budget.scales_with(nominal, going)), key=lambda s: (SCALE_ORDER.get(s, 9), s)
     )
     claims: list[Claim] = []
+    budget: list[list[str]] = []  # the rows of the paper-budget block
     twins_read: list[Run] = []  # the μλ ≈ 128 rows without staleness (python -m sweeps rudra_table2_no_staleness)
     hardsync_read: list[Run] = []  # Table 3's (0,4,30), beside (1,4,30)
     for scale in scales:
         nom = select(nominal, scale=scale)
         if scale in PAPER_SCALES:  # the α0/n rows at the paper's budget (Table 2's own study has no such scale)
             claims += at_scales(
-                scale, scales, _t2_paper_budget(ctx, md, scale, nom, going, select(nominal, scale="full"))
+                scale, scales, _t2_paper_budget(ctx, md, budget, scale, nom, going, select(nominal, scale="full"))
             )
             continue
         if not select(t2, scale=scale):
@@ -197,14 +198,22 @@ def rudra_table2(ctx: Context) -> tuple[str, str]:
         [P.case_label(s, mu, lam) for _, (s, mu, lam, _, _) in rows_all],
         measured=lambda r: r.metrics.get("test_error") is not None,
     )
-    return Shown(covered, claims, [*t2, *read, *twins_read, *nominal, *hardsync_read], cmd), "".join(md) + extra
+    used = [*t2, *read, *twins_read, *nominal, *hardsync_read]
+    return Shown(covered, claims, used, cmd, budget=budget), "".join(md) + extra
 
 
 def _t2_paper_budget(
-    ctx: Context, md: list[str], scale: str, nom: list[Run], going: list[Run], full: list[Run]
+    ctx: Context,
+    md: list[str],
+    budget: list[list[str]],
+    scale: str,
+    nom: list[Run],
+    going: list[Run],
+    full: list[Run],
 ) -> list[Claim]:
     """The α0/n rows Table 2's ``paper_jpeg`` trains for 140 epochs (:data:`rudra_eq6.NOMINAL_PAPER_JPEG`): their
-    block on the page (appended to ``md``) and the claim they bear on (ours: two rows of the paper's six)."""
+    block on the page (appended to ``md``, its table's rows to ``budget``) and the claim they bear on (ours: two
+    rows of the paper's six)."""
     cases = {
         c: (f"({s},{mu},{lam}) α0/n", f"{e:.2f} %")
         for s, mu, lam, e, _ in P.TABLE2[128]
@@ -214,7 +223,9 @@ def _t2_paper_budget(
         f"\n## scale = {scale}{scale_data(nom)}\n\nTable 2 under Eq 6 as written (α0/n) at the paper's budget: the "
         f"two μλ ≈ 128 rows the `full` study under α0/n was to put furthest apart. {_furthest_apart(full)}\n"
     )
-    md.append(paper_budget.section(ctx, scale, cases, nom, select(going, scale=scale), full))
+    block, rows_140 = paper_budget.section(ctx, scale, cases, nom, select(going, scale=scale), full)
+    md.append(block)
+    budget += rows_140
     paper = {c: (label, float(e.rstrip(" %"))) for c, (label, e) in cases.items()}
     png = paper_budget.plot(
         ctx,

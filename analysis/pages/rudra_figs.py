@@ -198,6 +198,7 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
         extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
         return Shown(runs=[*f5, *read], command=cmd), "".join(md) + NO_RUNS + extra
     claims: list[Claim] = []
+    budget: list[list[str]] = []
     ref = paper_budget.reference(ctx)
     for scale in scales:
         rows, curves, final = [], {}, {}
@@ -232,11 +233,11 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
         if at_budget:
             cases = {c: (f"{n}-softsync {rule}", FIG5_SAID[c]) for c, (n, rule) in P.FIG5.items()}
             wanted = {c: cases[c] for c in FIG5_PAPER_JPEG} if scale == "paper_jpeg" else cases
-            md.append(
-                paper_budget.section(
-                    ctx, scale, wanted, select(f5, scale=scale), select(going, scale=scale), select(f5, scale="full")
-                )
+            block, rows_140 = paper_budget.section(
+                ctx, scale, wanted, select(f5, scale=scale), select(going, scale=scale), select(f5, scale="full")
             )
+            md.append(block)
+            budget += rows_140
         png = _fig5_plot(curves, ctx.out / f"rudra_fig5_{scale}.png", ref if at_budget else None)
         if png:
             md.append(f"\n![test error vs epoch]({png.name})\n")
@@ -252,7 +253,7 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
         )
     extra, read = cifar_jpeg.sections(ctx, f5, "rudra_fig5")
     covered = coverage(f5, P.FIG5, measured=lambda r: r.metrics.get("test_error") is not None)
-    return Shown(covered, claims, [*f5, *read], cmd), "".join(md) + extra
+    return Shown(covered, claims, [*f5, *read], cmd, budget=budget), "".join(md) + extra
 
 
 def _fig5_claims(final: Mapping[str, Errors | None]) -> list[Claim]:

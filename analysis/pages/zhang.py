@@ -466,6 +466,7 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
         extra, read = cifar_jpeg.sections(ctx, f3, "zhang_fig3", REFERENCE)
         return Shown(runs=[*f3, *read], command=cmd), "".join(md) + NO_RUNS + extra
     claims: list[Claim] = []
+    budget: list[list[str]] = []
     ref = paper_budget.reference(ctx)
     for scale in scales:
         rs = select(f3, scale=scale)
@@ -514,7 +515,9 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
             }
             wanted = {c: cases[c] for c in PAPER_JPEG_CASES} if scale == "paper_jpeg" else cases
             here = select(going, scale=scale)
-            md.append(paper_budget.section(ctx, scale, wanted, rs, here, select(f3, scale="full")))
+            block, rows_140 = paper_budget.section(ctx, scale, wanted, rs, here, select(f3, scale="full"))
+            md.append(block)
+            budget += rows_140
         # at the paper's budget a case still RUNNING is drawn too (dashed, "not final") where it has no finished run
         going_only = [r for r in select(going, scale=scale) if at_budget and r.tags.get("case") not in by_case]
         curves = fig3_curves(ctx, [*rs, *going_only])
@@ -544,7 +547,7 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
         )
     extra, read = cifar_jpeg.sections(ctx, f3, "zhang_fig3", REFERENCE)
     covered = coverage(f3, P.FIG3, measured=lambda r: r.metrics.get("test_error") is not None)
-    return Shown(covered, claims, [*f3, *read], cmd), "".join(md) + extra
+    return Shown(covered, claims, [*f3, *read], cmd, budget=budget), "".join(md) + extra
 
 
 def fig3_claims(err: Mapping[str, Errors | None], scale: str, epochs: str = "") -> list[Claim]:
