@@ -79,8 +79,8 @@ class Errors:
 
     @property
     def borrowed(self) -> bool:
-        """Its seeds' spread stands in from elsewhere (:attr:`spread`): fewer than MIN_SEEDS seeds of its own."""
-        return self.spread is not None and self.n < MIN_SEEDS
+        """Its seeds' spread stands in from elsewhere (:attr:`spread`): one seed, no spread of its own."""
+        return self.spread is not None and self.n == 1
 
     @property
     def seed_var(self) -> float:
@@ -142,14 +142,14 @@ def run_value(r: Run, key: str = "test_error") -> float | None:
 
 
 def stood_in(g: Errors | None, elsewhere: Errors | None, where: str) -> Errors | None:
-    """``g`` (a configuration with fewer than MIN_SEEDS seeds: one fits at the paper's budget) with the seeds'
-    spread of the same configuration ``elsewhere`` (≥ MIN_SEEDS seeds, measured at ``where``) standing in for its
-    own, so the verdict rule can weigh one seed against the noise a seed has; ``g`` unchanged when it has seeds
-    enough or ``elsewhere`` has too few, or when ``g`` learned and ``elsewhere`` did not (the spread of runs at
-    chance says nothing of a run that learned)."""
-    if g is None or g.n >= MIN_SEEDS or elsewhere is None or elsewhere.n < MIN_SEEDS:
+    """``g`` (one seed: what fits at the paper's budget) with the seeds' spread of the same configuration
+    ``elsewhere`` (≥ MIN_SEEDS seeds on the same data set, measured at ``where``) standing in for its own, so the
+    verdict rule can weigh one seed against the noise a seed has; ``g`` unchanged when it has seeds of its own (two
+    have a spread, if a poor one), when ``elsewhere`` has too few or other data, or when one learned and the other
+    did not (the spread of runs at chance says nothing of a run that learned, nor the reverse)."""
+    if g is None or g.n != 1 or elsewhere is None or elsewhere.n < MIN_SEEDS or g.dataset != elsewhere.dataset:
         return g
-    if g.learned and not elsewhere.learned:
+    if g.learned != elsewhere.learned:
         return g
     return replace(g, spread=statistics.stdev(elsewhere.values), spread_from=f"{where}, {elsewhere.n} seeds")
 
@@ -211,6 +211,12 @@ def why_unresolved(gs: Sequence[Errors | None], tol: float | None = None, excess
         return (
             f"; {parts}: {whole} alone is noisier than the claim's {g.diff(tol)} at these errors, so the claim "
             "is finer than any test of it on this test set resolves"
+        )
+    if seeds > test and any(x.borrowed for x in gs):
+        lent = "; ".join(dict.fromkeys(x.spread_from for x in gs if x.borrowed))
+        return (
+            f"; {parts}: the seeds' spread lent by {lent} (early training) is most of the noise: seeds at this "
+            "budget would measure their own and may decide it"
         )
     if seeds > test:
         return (

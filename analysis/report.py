@@ -264,7 +264,7 @@ def budget_md(rows: Sequence[Sequence[str]], ctx: Context, cell: Callable[[str],
     said = paper_budget.reference_said(ctx)
     if not rows:
         return f"No run at the papers' own budget in this store (`scale=paper_jpeg`). {said}\n"
-    header = ["paper", "table / figure", *paper_budget.HEADER]
+    header = ["paper", "table / figure", "scale", *paper_budget.HEADER]
     return md_table(header, [[cell(c) for c in row] for row in rows]) + f"\n{said}\n"
 
 
@@ -317,7 +317,7 @@ def docs_page(
         + "\n## Per paper and scale\n\nA claim decided at several scales counts at each.\n\n"
         + counts_md(claims, papers, by_scale=True)
         + "\n## At the papers' budget\n\nThe runs of 140 epochs (÷10 after 120 and 130) on all 50,000 training "
-        "images, one seed each, as each page shows them.\n\n"
+        "images (`paper_jpeg`: one seed each), as each page shows them.\n\n"
         + budget
         + "\n## Every table and figure\n\n"
         + md_table(["paper", "table / figure", "status"], [[_docs_cell(c) for c in r] for r in statuses])
@@ -354,7 +354,7 @@ def build(
         shown, md = shown_page(page.build, ctx, page)
         st = statuses[page.key] = status(shown)
         claims += claim_rows(page, shown.claims)
-        at_budget += [[page.paper, page.item, *row] for row in shown.budget]
+        at_budget += [[page.paper, page.item, *row] for row in shown.budget]  # row[0]: its scale
         (out / f"{page.key}.md").write_text(md)
         (out / f"{page.key}.html").write_text(md_to_html(page.key, md))
         rows.append([page.paper, f"[{page.item}]({page.key}.html)", st])

@@ -244,7 +244,8 @@ def test_the_papers_budget_is_pending_while_a_run_runs_and_labelled_at_the_paper
     md = (tmp_path / "r2" / "zhang_fig3.md").read_text()
     # the index and the documentation site's verdicts page gather every page's 140-epoch runs: error, time, run
     row = re.compile(
-        r"\| staleness-aware ASGD \| Fig 3 \| 30-softsync α0/τ \| ~18 % \| 20\.40 \(n=1, 10,000 test images\) \| "
+        r"\| staleness-aware ASGD \| Fig 3 \| paper\\?_jpeg \| 30-softsync α0/τ \| ~18 % \| "
+        r"20\.40 \(n=1, 10,000 test images\) \| "
         r"finished: 3\.9 h of training, 4\.0 h job \(every resume counted\); MLflow run [0-9a-f]{8} \| ± 0\.10 pp"
     )
     for page in (tmp_path / "r2" / "index.md", tmp_path / "verdicts.md"):
@@ -300,6 +301,14 @@ def test_the_docs_counts_are_generated_never_typed():
     assert "[The current verdicts](verdicts.md)" in index and "--docs docs/papers/verdicts.md" in index
     assert "| holds |" not in index and "| claims |" not in index  # no counts table typed by hand
     assert not re.search(r"\*\*(holds|hold|does not hold|not resolvable|not measured)\*\*", index)  # nor a verdict
+
+
+def test_a_docs_cell_keeps_a_pages_bold_and_escapes_the_rest():
+    """The site's table cells: a page's ``**…**`` stays bold (the data column's "JPEG q75 re-encoding"); a lone
+    ``*``, ``_``, a pipe, braces and HTML are escaped."""
+    from analysis.report import _docs_cell
+
+    assert _docs_cell("**JPEG q75** a*b c_d|e {f} <g>") == "**JPEG q75** a\\*b c\\_d/e &#123;f&#125; &lt;g&gt;"
 
 
 def test_a_running_run_at_the_papers_budget_is_drawn_dashed_and_said_not_final(psbench_root, tmp_path, monkeypatch):

@@ -217,6 +217,17 @@ def test_fig5_at_the_papers_budget_weighs_one_seed_with_its_full_studys_spread(p
     stuck = rows["[paper_jpeg] 30-softsync with α0 does not converge (stays at chance or diverges)"]
     assert f"| {HOLDS} |" in stuck, stuck
     assert f"| {NOT_MEASURED} |" in rows["[paper_jpeg] 4-softsync: α0/4 ends with a lower test error than α0"]
+    # the `paper` scale plans 3 seeds on the original pixels: its one finished seed borrows nothing
+    for case, err in {"s30_alpha0": 0.90, "s30_alpha0_over_sigma": 0.20}.items():
+        s.run(
+            {**base, "dataset": "cifar10", "case": case, "scale": "paper"},
+            {"test_error": err, "epochs_done": 140.0},
+            seed=0,
+            params={"epochs": 140},
+        )
+    _, md = page(psbench_root, tmp_path / "r2", "rudra_fig5")
+    paper = [line for line in md.splitlines() if line.startswith("| [paper] 30-softsync with α0/30 converges")]
+    assert paper and f"| {NOT_MEASURED} |" in paper[0] and "has 1 seed (the rule needs ≥ 3)" in paper[0], paper
 
 
 def test_fig6_7_cells_use_the_configured_epochs_and_claims(psbench_root, tmp_path):

@@ -274,8 +274,13 @@ def test_one_seed_is_weighed_with_the_spread_its_configuration_has_elsewhere():
     assert lower("", one, other).verdict == NOT_MEASURED  # nothing stood in: the rule's 3 seeds
     assert stood_in(one, errors("a at full", [0.55, 0.57], ds), "full") is one  # 2 seeds there: too few
     assert stood_in(one, errors("a at full", [0.90, 0.89, 0.90], ds), "full") is one  # learned here, not there
-    three = errors("a", [0.20, 0.21, 0.22], ds)
+    three = errors("a", [0.20, 0.26, 0.22], ds)
     assert stood_in(three, full, "full") is three  # seeds enough of its own
+    two = errors("a", [0.20, 0.26], ds)  # a spread of its own (4.2 pp), poor but its own: not replaced by 2 pp
+    assert stood_in(two, full, "full") is two
+    chance = errors("a", [0.90], ds)  # at chance here, learned there: that spread says nothing of this run
+    assert stood_in(chance, full, "full") is chance
+    assert stood_in(one, errors("a at full", [0.55, 0.57, 0.59], "cifar10_subset"), "full") is one  # other images
 
 
 def test_a_prediction_band_against_a_claimed_range():

@@ -16,6 +16,7 @@ from analysis.page import PAPER_SCALES, Context
 from analysis.pages.cifar_jpeg import REFERENCE, _latest, curve
 from analysis.render import data_note, error_axis, figure, legend, md_table
 from analysis.runs import SCALE_ORDER, Run, scales_of, select
+from analysis.verdicts import MIN_SEEDS
 
 
 def running(ctx: Context, **tags: str) -> list[Run]:
@@ -65,9 +66,9 @@ def resume_command(runs: Sequence[Run]) -> str:
 
 def full_spread(runs: Sequence[Run]) -> str:
     """The seeds' spread of one configuration at ``full`` (the std of its final test errors, the seeds, the epochs),
-    "—" without two seeds there."""
+    "—" with fewer than MIN_SEEDS there."""
     vals = [v for r in runs if (v := run_value(r)) is not None]
-    if len(vals) < 2:
+    if len(vals) < MIN_SEEDS:  # what stood_in lends: a spread of fewer seeds is shown nowhere
         return "—"
     return f"± {statistics.stdev(vals) * 100:.2f} pp (std of {len(vals)} seeds at {_full_at(runs)})"
 
@@ -76,12 +77,15 @@ def _full_at(runs: Sequence[Run]) -> str:
     return f"full, {'/'.join(sorted({r.params.get('epochs', '?') for r in runs}))} epochs"
 
 
-def with_full_spread(g: Errors | None, full: Sequence[Run]) -> Errors | None:
-    """A configuration's final errors at the paper's budget (one seed fits) with the seeds' spread of the same
-    configuration's ``full`` runs standing in for its own (:func:`~analysis.evidence.stood_in`: ≥ 3 seeds there),
-    so that a claim is decided on one seed where its difference beats the noise a seed has: early training's
-    spread, an assumption about the end's, named beside every number it enters."""
-    return stood_in(g, run_errors(g.label, full) if g is not None else None, _full_at(full))
+def with_full_spread(g: Errors | None, full: Sequence[Run], scale: str) -> Errors | None:
+    """A configuration's final errors at ``scale`` with, where that is ``paper_jpeg`` (one seed planned:
+    :data:`~analysis.page.PAPER_JPEG_SEEDS`), the seeds' spread of the same configuration's ``full`` runs standing
+    in for its own (:func:`~analysis.evidence.stood_in`: ≥ 3 seeds there, on the same images), so that a claim is
+    decided on one seed where its difference beats the noise a seed has: early training's spread, an assumption
+    about the end's, named beside every number it enters. Any other scale plans its seeds: ``g`` as it is."""
+    if scale != "paper_jpeg" or g is None:
+        return g
+    return stood_in(g, run_errors(g.label, full), _full_at(full))
 
 
 def section(
@@ -96,7 +100,7 @@ def section(
     (case -> (label, what the paper says)), the final test error of its finished run, or where its RUNNING run is
     ("not final"), or "not started"; the seeds' spread of the same case in ``full`` (the page's ``full`` runs); the
     single-learner reference from the store. What the claims below say of these runs is the verdict rule's. With the
-    block, its table's rows (:data:`HEADER`), which the index gathers."""
+    block, its table's rows (the scale, then :data:`HEADER`), which the index gathers."""
     rows, states, shown = [], [], []
     for case, (label, paper) in cases.items():
         done = select(finished, case=case)
@@ -115,21 +119,24 @@ def section(
         else:
             ours, state, run, note = "—", "not started", "not started", ""
         states.append(state)
-        rows.append([label, paper, ours, run, full_spread(select(full, case=case)), note])
+        rows.append([scale, label, paper, ours, run, full_spread(select(full, case=case)), note])
     n_done, n_going = states.count("finished"), states.count("running")
     return (
         f"\n### At the paper's budget ({scale}): 140 epochs, ÷10 after 120 and 130, seed 0\n\n"
         f"{n_done} finished, {n_going} running. A running run's numbers are where it is, not final; its claims "
         'below are "pending". One seed per configuration is all that fits here: the seeds\' spread the `full` '
         "study measured for the same configuration (≥ 3 seeds, early training) stands in for its own, so a claim "
-        "is decided where its difference beats the noise one seed has, and is not measured where `full` has no "
-        "such spread. That spread is an assumption about 140 epochs, not a measurement there; each claim names "
-        "it.\n\n" + md_table(HEADER, rows) + f"\n{resume_command(shown)}{reference_said(ctx)}\n"
+        "is decided where its difference beats the noise one seed has. It is not measured where `full` has no "
+        "such spread, or where one of the two learned and the other did not (a spread at chance says nothing of "
+        "a run that learned). The spread is an assumption about 140 epochs, not a measurement there; each claim "
+        "names it.\n\n"
+        + md_table(HEADER, [row[1:] for row in rows])
+        + f"\n{resume_command(shown)}{reference_said(ctx)}\n"
     ), rows
 
 
 #: the columns of a paper-budget block's table
-HEADER = ["configuration", "paper", "ours, test error %", "run", "seeds' spread", "data"]
+HEADER = ["configuration", "the paper", "ours, test error %", "run", "seeds' spread", "data"]
 
 
 def reference_said(ctx: Context) -> str:
@@ -141,12 +148,16 @@ def reference_said(ctx: Context) -> str:
             "The recipe's single-learner reference (`experiment=reference/cifar10_full`) has no finished run in "
             "this store."
         )
-    r = select(ctx.runs, experiment=REFERENCE)[0]
+    runs = select(ctx.runs, experiment=REFERENCE)
+    which = (
+        f"; {finished_in(runs[0])}; MLflow run {runs[0].run_id[:8]}"
+        if len(runs) == 1
+        else f"; MLflow runs {', '.join(r.run_id[:8] for r in runs)}"
+    )
     return (
         f"The recipe's single learner at the same budget (`experiment=reference/cifar10_full`, one learner, batch "
-        f"100, 140 epochs, on the JPEG q75 re-encoding): **{ref.mean * 100:.2f} %** (n={ref.n}; {finished_in(r)}; "
-        f"MLflow run {r.run_id[:8]}), against the papers' 17.9 % (Rudra §4.2) and ~18 % (Zhang §4.1): the floor "
-        "these runs can reach on these images."
+        f"100, 140 epochs, on the JPEG q75 re-encoding): **{ref.mean * 100:.2f} %** (n={ref.n}{which}), against the "
+        "papers' 17.9 % (Rudra §4.2) and ~18 % (Zhang §4.1): the floor these runs can reach on these images."
     )
 
 

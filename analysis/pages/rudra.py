@@ -238,7 +238,7 @@ def _t2_paper_budget(
     if png:
         md.append(f"\n![test error vs epoch, the paper's 140-epoch errors beside]({png.name})\n")
     groups = [
-        paper_budget.with_full_spread(run_errors(label, select(nom, case=c)), select(full, case=c))
+        paper_budget.with_full_spread(run_errors(label, select(nom, case=c)), select(full, case=c), scale)
         for c, (label, _) in cases.items()
     ]
     named = " and ".join(label.removesuffix(" α0/n") for label, _ in cases.values())

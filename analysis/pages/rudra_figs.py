@@ -210,8 +210,7 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
             hists = [_history(ctx, x) for x in rs]
             curves[case] = mean_curve(hists)  # the plotted curve: the mean over the seeds
             final[case] = run_errors(f"{n}-softsync {rule}", rs)
-            if scale in PAPER_SCALES:  # one seed: the full study's spread of the case stands in for its own
-                final[case] = paper_budget.with_full_spread(final[case], select(f5, scale="full", case=case))
+            final[case] = paper_budget.with_full_spread(final[case], select(f5, scale="full", case=case), scale)
             bests = [min((v for _, v in h), default=None) for h in hists]
             div = sum(diverged(x) for x in rs)
             rows.append(

@@ -538,8 +538,7 @@ def zhang_fig3(ctx: Context) -> tuple[str, str]:
             c: run_errors(P.FIG3[c][2] + ("" if c == "hardsync" else f" {P.FIG3[c][1]}"), select(rs, case=c))
             for c in P.FIG3
         }
-        if at_budget:  # one seed: the full study's spread of each case stands in for its own
-            err = {c: paper_budget.with_full_spread(g, select(f3, scale="full", case=c)) for c, g in err.items()}
+        err = {c: paper_budget.with_full_spread(g, select(f3, scale="full", case=c), scale) for c, g in err.items()}
         n_cases = len(PAPER_JPEG_CASES) if scale == "paper_jpeg" else len(P.FIG3)
         running = len(select(going, scale=scale))
         claims += at_scales(
