@@ -50,7 +50,7 @@ class Errors:
     #: the data set (a key of :data:`DATASETS`) the errors were measured on, "" if not known
     dataset: str = ""
     #: one seed's spread (the std of a seed's final error) standing in for the configuration's own where it has
-    #: fewer than MIN_SEEDS seeds: the same configuration's at another scale (:func:`stood_in`), None if none
+    #: one seed: the same configuration's at another scale (:func:`stood_in`), None if none
     spread: float | None = None
     #: where :attr:`spread` was measured ("full, 5 epochs, 3 seeds")
     spread_from: str = ""

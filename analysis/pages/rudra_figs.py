@@ -209,8 +209,9 @@ def rudra_fig5(ctx: Context) -> tuple[str, str]:
                 continue
             hists = [_history(ctx, x) for x in rs]
             curves[case] = mean_curve(hists)  # the plotted curve: the mean over the seeds
-            final[case] = run_errors(f"{n}-softsync {rule}", rs)
-            final[case] = paper_budget.with_full_spread(final[case], select(f5, scale="full", case=case), scale)
+            final[case] = paper_budget.with_full_spread(
+                run_errors(f"{n}-softsync {rule}", rs), select(f5, scale="full", case=case), scale
+            )
             bests = [min((v for _, v in h), default=None) for h in hists]
             div = sum(diverged(x) for x in rs)
             rows.append(
