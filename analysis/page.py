@@ -65,6 +65,8 @@ def coverage(
 FULL_SEEDS = 3
 #: seeds per configuration of a ``paper_jpeg`` sweep (the paper's budget on the JPEG re-encoding: seed 0 only)
 PAPER_JPEG_SEEDS = 1
+#: seeds per configuration each scale's sweep plans (any other scale: what finished is what was planned)
+PLANNED_SEEDS = {"full": FULL_SEEDS, "paper_jpeg": PAPER_JPEG_SEEDS}
 #: the scales that train the paper's own budget (epochs and lr steps): their learning claims are at the paper's budget
 PAPER_SCALES = ("paper_jpeg", "paper")
 
@@ -76,7 +78,7 @@ def planned(scale: str, configurations: int, runs: Sequence[Run]) -> tuple[int, 
     scale runs); at another scale the finished runs are what was planned. :func:`analysis.verdicts.pending` holds
     the scale's claims until they are equal."""
     n = len(runs)
-    seeds = {"full": FULL_SEEDS, "paper_jpeg": PAPER_JPEG_SEEDS}.get(scale)
+    seeds = PLANNED_SEEDS.get(scale)
     return n, configurations * seeds if seeds else n
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from analysis.evidence import Errors, run_errors, run_value, stood_in
-from analysis.page import PAPER_SCALES, Context
+from analysis.page import PAPER_SCALES, PLANNED_SEEDS, Context
 from analysis.pages.cifar_jpeg import REFERENCE, _latest, curve
 from analysis.render import data_note, error_axis, figure, legend, md_table
 from analysis.runs import SCALE_ORDER, Run, scales_of, select
@@ -78,12 +78,13 @@ def _full_at(runs: Sequence[Run]) -> str:
 
 
 def with_full_spread(g: Errors | None, full: Sequence[Run], scale: str) -> Errors | None:
-    """A configuration's final errors at ``scale`` with, where that is ``paper_jpeg`` (one seed planned:
-    :data:`~analysis.page.PAPER_JPEG_SEEDS`), the seeds' spread of the same configuration's ``full`` runs standing
-    in for its own (:func:`~analysis.evidence.stood_in`: ≥ 3 seeds there, on the same images), so that a claim is
-    decided on one seed where its difference beats the noise a seed has: early training's spread, an assumption
-    about the end's, named beside every number it enters. Any other scale plans its seeds: ``g`` as it is."""
-    if scale != "paper_jpeg" or g is None:
+    """A configuration's final errors at ``scale`` with, where that scale's sweep plans one seed
+    (:data:`~analysis.page.PLANNED_SEEDS`: ``paper_jpeg``), the seeds' spread of the same configuration's ``full``
+    runs standing in for its own (:func:`~analysis.evidence.stood_in`: ≥ 3 seeds there, on the same images), so that
+    a claim is decided on one seed where its difference beats the noise a seed has: early training's spread, an
+    assumption about the end's, named beside every number it enters. Any other scale has seeds of its own to plan:
+    ``g`` as it is."""
+    if PLANNED_SEEDS.get(scale) != 1 or g is None:
         return g
     return stood_in(g, run_errors(g.label, full), _full_at(full))
 
